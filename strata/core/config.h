@@ -1,0 +1,86 @@
+#pragma once
+// Runtime configuration, as tf.config: physical devices, logical device
+// configuration, intra-op threads.
+//
+//   auto cpus = strata::config::list_physical_devices("CPU");
+//   strata::config::set_logical_device_configuration(
+//       cpus[0], std::vector<strata::config::LogicalDeviceConfiguration>(4));
+//   auto logical = strata::config::list_logical_devices("CPU");   // CPU:0 .. CPU:3
+//
+// The runtime initialises itself on first use (the first op, the first
+// list_logical_devices, the first strategy). After that the device
+// configuration is fixed: set_logical_device_configuration and
+// set_intra_op_parallelism_threads raise FailedPreconditionError, as
+// TensorFlow does ("... cannot be modified after being initialized").
+//
+// Threads (Strata's rule; TensorFlow has no logical CPU threads): the runtime has
+// T intra-op threads in all, T = set_intra_op_parallelism_threads(), else the
+// STRATA_NUM_THREADS environment variable, else the number of hardware threads.
+// One CPU device gets T threads. N logical devices each get
+// LogicalDeviceConfiguration::num_threads if set, else max(1, T / N): they
+// divide the cores, so replicas on different logical devices do not compete.
+//
+// Thread-safe. The configuration is process-wide state (like TF's context).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace strata::config {
+
+struct PhysicalDevice {
+  std::string name;         // "/physical_device:CPU:0"
+  std::string device_type;  // "CPU"
+  bool operator==(const PhysicalDevice&) const = default;
+};
+
+// tf.config.LogicalDeviceConfiguration(memory_limit, experimental_priority,
+// experimental_device_ordinal), plus Strata's num_threads.
+struct LogicalDeviceConfiguration {
+  std::optional<int64_t> memory_limit;          // MB; accepted, not enforced on CPU
+  std::optional<int> experimental_priority;     // accepted, no effect on CPU
+  std::optional<int> experimental_device_ordinal;
+  int num_threads = 0;                          // Strata: 0 = an equal share of the cores
+};
+
+struct LogicalDevice {
+  std::string name;         // "/job:localhost/replica:0/task:0/device:CPU:0"
+  std::string device_type;  // "CPU"
+  bool operator==(const LogicalDevice&) const = default;
+};
+
+// Physical devices of `device_type` ("" = all). Strata has one: the CPU.
+std::vector<PhysicalDevice> list_physical_devices(std::string_view device_type = "");
+
+// Splits `device` into logical devices. InvalidArgumentError for an unknown
+// device or an empty list; FailedPreconditionError once the runtime is initialised.
+void set_logical_device_configuration(const PhysicalDevice& device,
+                                      std::vector<LogicalDeviceConfiguration> logical_devices);
+std::vector<LogicalDeviceConfiguration> get_logical_device_configuration(
+    const PhysicalDevice& device);
+
+// Initialises the runtime if needed and lists its logical devices.
+std::vector<LogicalDevice> list_logical_devices(std::string_view device_type = "");
+
+// Total intra-op threads (see the rule above). FailedPreconditionError after
+// initialisation; InvalidArgumentError for n < 0 (0 = default).
+void set_intra_op_parallelism_threads(int n);
+int get_intra_op_parallelism_threads();
+
+// The job and task this process's local devices are named after
+// ("localhost", 0 by default; a multi-worker strategy sets e.g. "worker", 1).
+// FailedPreconditionError after initialisation.
+void set_local_task(std::string job, int task);
+
+bool is_runtime_initialized();
+
+}  // namespace strata::config
+
+namespace strata::internal {
+// Test-only: forgets the configuration and the devices so that a test can
+// configure the runtime again. Devices already handed out stay valid (they are
+// retired, never freed). Not thread-safe with concurrent ops.
+void reset_runtime_for_testing();
+}  // namespace strata::internal

@@ -1,0 +1,200 @@
+#include "strata/core/device.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <mutex>
+#include <thread>
+
+#include "strata/base/errors.h"
+#include "strata/core/config.h"
+
+namespace strata {
+
+Device::Device(DeviceSpec spec, int num_threads)
+    : spec_(std::move(spec)),
+      name_(spec_.to_string()),
+      pool_(std::make_unique<ThreadPool>(num_threads)) {}
+
+namespace {
+
+// Process-wide runtime state (TensorFlow's eager context equivalent). Everything
+// is guarded by mu; devices_ is immutable once initialized is true, which is
+// what lets current_device() read it after a single acquire.
+struct Runtime {
+  std::mutex mu;
+  bool initialized = false;
+  std::vector<config::LogicalDeviceConfiguration> cpu_config;  // empty = one device
+  int intra_op_threads = 0;
+  std::string job = "localhost";
+  int task = 0;
+  std::vector<std::unique_ptr<Device>> devices;
+  std::vector<std::unique_ptr<Device>> retired;  // reset_runtime_for_testing keeps these alive
+
+  static Runtime& get() {
+    static Runtime runtime;
+    return runtime;
+  }
+
+  int total_threads() const {
+    if (intra_op_threads > 0) return intra_op_threads;
+    if (const char* env = std::getenv("STRATA_NUM_THREADS")) {
+      const int n = std::atoi(env);
+      if (n > 0) return n;
+    }
+    return std::max(1u, std::thread::hardware_concurrency());
+  }
+
+  void initialize_locked() {
+    if (initialized) return;
+    const int total = total_threads();
+    const size_t n = std::max<size_t>(1, cpu_config.size());
+    for (size_t i = 0; i < n; ++i) {
+      int threads = total;
+      if (!cpu_config.empty()) {
+        threads = cpu_config[i].num_threads > 0 ? cpu_config[i].num_threads
+                                                : std::max(1, total / static_cast<int>(n));
+      }
+      DeviceSpec spec{.job = job, .replica = 0, .task = task, .device_type = "CPU",
+                      .device_index = static_cast<int>(i)};
+      devices.push_back(std::make_unique<Device>(std::move(spec), threads));
+    }
+    initialized = true;
+  }
+
+  const std::vector<std::unique_ptr<Device>>& ensure_initialized() {
+    std::lock_guard lock(mu);
+    initialize_locked();
+    return devices;
+  }
+};
+
+thread_local const Device* t_current_device = nullptr;
+
+void check_not_initialized(const Runtime& rt, std::string_view what) {
+  STRATA_CHECK(FAILED_PRECONDITION, !rt.initialized, what,
+               " cannot be modified after the runtime has been initialized");
+}
+
+}  // namespace
+
+const Device& current_device() {
+  if (t_current_device != nullptr) return *t_current_device;
+  return *Runtime::get().ensure_initialized().front();
+}
+
+const Device& find_device(std::string_view name) {
+  const DeviceSpec pattern = DeviceSpec::from_string(name);
+  const auto& devices = Runtime::get().ensure_initialized();
+  for (const auto& d : devices) {
+    if (d->spec().matches(pattern)) return *d;
+  }
+  std::vector<std::string> names;
+  for (const auto& d : devices) names.push_back(d->name());
+  throw NotFoundError(str_cat("device: no local device matches '", name, "'; local devices are ",
+                              names));
+}
+
+std::vector<const Device*> local_devices() {
+  std::vector<const Device*> out;
+  for (const auto& d : Runtime::get().ensure_initialized()) out.push_back(d.get());
+  return out;
+}
+
+DeviceScope::DeviceScope(const Device& d) : previous_(t_current_device) { t_current_device = &d; }
+DeviceScope::~DeviceScope() { t_current_device = previous_; }
+
+namespace config {
+
+namespace {
+const PhysicalDevice kCpu{"/physical_device:CPU:0", "CPU"};
+}
+
+std::vector<PhysicalDevice> list_physical_devices(std::string_view device_type) {
+  if (device_type.empty() || device_type == "CPU") return {kCpu};
+  return {};
+}
+
+void set_logical_device_configuration(const PhysicalDevice& device,
+                                      std::vector<LogicalDeviceConfiguration> logical_devices) {
+  STRATA_CHECK_ARG(device == kCpu, "set_logical_device_configuration: unknown physical device '",
+                   device.name, "'");
+  STRATA_CHECK_ARG(!logical_devices.empty(),
+                   "set_logical_device_configuration: expected at least one logical device for ",
+                   device.name, ", got 0");
+  for (size_t i = 0; i < logical_devices.size(); ++i) {
+    STRATA_CHECK_ARG(logical_devices[i].num_threads >= 0,
+                     "LogicalDeviceConfiguration.num_threads must be >= 0, got ",
+                     logical_devices[i].num_threads, " for logical device ", i);
+  }
+  Runtime& rt = Runtime::get();
+  std::lock_guard lock(rt.mu);
+  check_not_initialized(rt, "Virtual devices");
+  rt.cpu_config = std::move(logical_devices);
+}
+
+std::vector<LogicalDeviceConfiguration> get_logical_device_configuration(
+    const PhysicalDevice& device) {
+  STRATA_CHECK_ARG(device == kCpu, "get_logical_device_configuration: unknown physical device '",
+                   device.name, "'");
+  Runtime& rt = Runtime::get();
+  std::lock_guard lock(rt.mu);
+  return rt.cpu_config;
+}
+
+std::vector<LogicalDevice> list_logical_devices(std::string_view device_type) {
+  std::vector<LogicalDevice> out;
+  for (const auto& d : Runtime::get().ensure_initialized()) {
+    if (device_type.empty() || d->device_type() == device_type) {
+      out.push_back({d->name(), d->device_type()});
+    }
+  }
+  return out;
+}
+
+void set_intra_op_parallelism_threads(int n) {
+  STRATA_CHECK_ARG(n >= 0, "set_intra_op_parallelism_threads: expected n >= 0, got ", n);
+  Runtime& rt = Runtime::get();
+  std::lock_guard lock(rt.mu);
+  check_not_initialized(rt, "Intra op parallelism");
+  rt.intra_op_threads = n;
+}
+
+int get_intra_op_parallelism_threads() {
+  Runtime& rt = Runtime::get();
+  std::lock_guard lock(rt.mu);
+  return rt.total_threads();
+}
+
+void set_local_task(std::string job, int task) {
+  STRATA_CHECK_ARG(!job.empty() && task >= 0, "set_local_task: expected a job name and task >= 0, got '",
+                   job, "', ", task);
+  Runtime& rt = Runtime::get();
+  std::lock_guard lock(rt.mu);
+  check_not_initialized(rt, "The local task");
+  rt.job = std::move(job);
+  rt.task = task;
+}
+
+bool is_runtime_initialized() {
+  Runtime& rt = Runtime::get();
+  std::lock_guard lock(rt.mu);
+  return rt.initialized;
+}
+
+}  // namespace config
+
+namespace internal {
+void reset_runtime_for_testing() {
+  Runtime& rt = Runtime::get();
+  std::lock_guard lock(rt.mu);
+  for (auto& d : rt.devices) rt.retired.push_back(std::move(d));
+  rt.devices.clear();
+  rt.cpu_config.clear();
+  rt.intra_op_threads = 0;
+  rt.job = "localhost";
+  rt.task = 0;
+  rt.initialized = false;
+}
+}  // namespace internal
+
+}  // namespace strata

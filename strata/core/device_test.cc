@@ -1,0 +1,141 @@
+#include "strata/core/device.h"
+
+#include <gtest/gtest.h>
+
+#include <thread>
+
+#include "strata/base/errors.h"
+#include "strata/core/config.h"
+#include "strata/core/device_spec.h"
+
+namespace strata {
+namespace {
+
+class DeviceTest : public ::testing::Test {
+ protected:
+  void SetUp() override { internal::reset_runtime_for_testing(); }
+  void TearDown() override { internal::reset_runtime_for_testing(); }
+};
+
+TEST(DeviceSpecTest, ParsesFullAndShortNames) {
+  auto d = DeviceSpec::from_string("/job:worker/replica:0/task:1/device:CPU:0");
+  EXPECT_EQ(d.job, "worker");
+  EXPECT_EQ(d.replica, 0);
+  EXPECT_EQ(d.task, 1);
+  EXPECT_EQ(d.device_type, "CPU");
+  EXPECT_EQ(d.device_index, 0);
+  EXPECT_EQ(d.to_string(), "/job:worker/replica:0/task:1/device:CPU:0");
+  EXPECT_EQ(DeviceSpec::from_string("CPU:1").to_string(), "/device:CPU:1");
+  EXPECT_EQ(DeviceSpec::from_string("/cpu:0").to_string(), "/device:CPU:0");
+  EXPECT_EQ(DeviceSpec::from_string("/job:ps/task:3").to_string(), "/job:ps/task:3");
+  EXPECT_EQ(DeviceSpec::from_string("/device:GPU:*").device_index, std::nullopt);
+  EXPECT_EQ(DeviceSpec::from_string("").to_string(), "");
+}
+
+TEST(DeviceSpecTest, MalformedNamesAreInvalidArgument) {
+  for (const char* bad : {"/job", "/task:x", "/replica:-1", "CPU:1:2", "/device:CPU:a", "/foo:bar",
+                          ":0", "/job:w//task:1"}) {
+    try {
+      DeviceSpec::from_string(bad);
+      ADD_FAILURE() << bad;
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find("DeviceSpec"), std::string::npos) << e.what();
+    }
+  }
+}
+
+TEST(DeviceSpecTest, MergeAndMatch) {
+  auto base = DeviceSpec::from_string("/job:worker/task:1");
+  auto merged = base.merged_with(DeviceSpec::from_string("CPU:2"));
+  EXPECT_EQ(merged.to_string(), "/job:worker/task:1/device:CPU:2");
+  EXPECT_TRUE(merged.matches(DeviceSpec::from_string("CPU:2")));
+  EXPECT_FALSE(merged.matches(DeviceSpec::from_string("/job:ps")));
+}
+
+TEST_F(DeviceTest, DefaultRuntimeHasOneCpuDevice) {
+  auto physical = config::list_physical_devices("CPU");
+  ASSERT_EQ(physical.size(), 1u);
+  EXPECT_EQ(physical[0].name, "/physical_device:CPU:0");
+  EXPECT_TRUE(config::list_physical_devices("GPU").empty());
+  auto logical = config::list_logical_devices("CPU");
+  ASSERT_EQ(logical.size(), 1u);
+  EXPECT_EQ(logical[0].name, "/job:localhost/replica:0/task:0/device:CPU:0");
+  EXPECT_TRUE(config::is_runtime_initialized());
+}
+
+TEST_F(DeviceTest, LogicalDevicesSplitTheCpuAndDivideThreads) {
+  config::set_intra_op_parallelism_threads(4);
+  auto cpus = config::list_physical_devices("CPU");
+  config::set_logical_device_configuration(cpus[0],
+                                           std::vector<config::LogicalDeviceConfiguration>(4));
+  EXPECT_EQ(config::get_logical_device_configuration(cpus[0]).size(), 4u);
+  auto logical = config::list_logical_devices("CPU");
+  ASSERT_EQ(logical.size(), 4u);
+  EXPECT_EQ(logical[3].name, "/job:localhost/replica:0/task:0/device:CPU:3");
+  for (const Device* d : local_devices()) EXPECT_EQ(d->num_threads(), 1);
+}
+
+TEST_F(DeviceTest, ExplicitThreadCountsAreHonoured) {
+  config::set_intra_op_parallelism_threads(2);
+  std::vector<config::LogicalDeviceConfiguration> conf(2);
+  conf[1].num_threads = 3;
+  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0], conf);
+  EXPECT_EQ(find_device("CPU:0").num_threads(), 1);
+  EXPECT_EQ(find_device("CPU:1").num_threads(), 3);
+}
+
+TEST_F(DeviceTest, ConfigurationAfterInitialisationIsFailedPrecondition) {
+  config::list_logical_devices();
+  auto cpus = config::list_physical_devices("CPU");
+  try {
+    config::set_logical_device_configuration(cpus[0],
+                                             std::vector<config::LogicalDeviceConfiguration>(2));
+    FAIL();
+  } catch (const FailedPreconditionError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot be modified after"), std::string::npos);
+  }
+  EXPECT_THROW(config::set_intra_op_parallelism_threads(2), FailedPreconditionError);
+  EXPECT_THROW(config::set_local_task("worker", 1), FailedPreconditionError);
+}
+
+TEST_F(DeviceTest, InvalidConfigurationIsInvalidArgument) {
+  auto cpus = config::list_physical_devices("CPU");
+  EXPECT_THROW(config::set_logical_device_configuration(cpus[0], {}), InvalidArgumentError);
+  EXPECT_THROW(config::set_logical_device_configuration({"/physical_device:GPU:0", "GPU"},
+                                                        std::vector<config::LogicalDeviceConfiguration>(2)),
+               InvalidArgumentError);
+  EXPECT_THROW(config::set_intra_op_parallelism_threads(-1), InvalidArgumentError);
+}
+
+TEST_F(DeviceTest, DeviceScopeIsThreadLocalAndNests) {
+  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                           std::vector<config::LogicalDeviceConfiguration>(3));
+  EXPECT_EQ(current_device().index(), 0);
+  {
+    auto outer = device("CPU:2");
+    EXPECT_EQ(current_device().index(), 2);
+    {
+      auto inner = device("/device:CPU:1");
+      EXPECT_EQ(current_device().index(), 1);
+    }
+    EXPECT_EQ(current_device().index(), 2);
+    std::thread other([] { EXPECT_EQ(current_device().index(), 0); });
+    other.join();
+  }
+  EXPECT_EQ(current_device().index(), 0);
+  try {
+    find_device("CPU:7");
+    FAIL();
+  } catch (const NotFoundError& e) {
+    EXPECT_NE(std::string(e.what()).find("CPU:7"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("device:CPU:2"), std::string::npos);
+  }
+}
+
+TEST_F(DeviceTest, LocalTaskNamesTheDevices) {
+  config::set_local_task("worker", 1);
+  EXPECT_EQ(current_device().name(), "/job:worker/replica:0/task:1/device:CPU:0");
+}
+
+}  // namespace
+}  // namespace strata

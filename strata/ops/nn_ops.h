@@ -1,0 +1,73 @@
+#pragma once
+// Neural-network ops (tf.nn): softmax, convolutions, pooling, dropout, losses.
+//
+//   Tensor p = strata::softmax(logits);                          // last axis
+//   Tensor y = strata::nn::conv2d(x, filters, {.strides = {1, 1}, .padding = "SAME"});
+//   Tensor m = strata::nn::max_pool2d(y, {2, 2}, {2, 2}, "VALID");
+//   Tensor d = strata::nn::dropout(x, 0.5, {.seed = 1});
+//   Tensor l = strata::nn::compute_average_loss(per_example, {.global_batch_size = 64});
+//
+// Layout is NHWC (TF's default); filters are HWIO [height, width, in, out].
+// Padding "SAME" pads so that out = ceil(in / stride), the extra row/column
+// going after (bottom/right), as TF; "VALID" uses no padding.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/core/tensor.h"
+
+namespace strata {
+
+// Numerically stable (max-subtracted) softmax / log-softmax along `axis`.
+Tensor softmax(const Tensor& logits, int64_t axis = -1);
+Tensor log_softmax(const Tensor& logits, int64_t axis = -1);
+
+namespace nn {
+
+struct Conv2DOptions {
+  std::vector<int64_t> strides = {1, 1};    // [h, w] (TF also accepts [1, h, w, 1])
+  std::string padding = "VALID";
+  std::vector<int64_t> dilations = {1, 1};  // only 1 is supported beyond the API
+};
+Tensor conv2d(const Tensor& input, const Tensor& filters, const Conv2DOptions& options = {});
+// The gradients of conv2d (used by autodiff; public as in tf.nn).
+Tensor conv2d_backprop_input(const TensorShape& input_shape, const Tensor& filters,
+                             const Tensor& out_backprop, const Conv2DOptions& options = {});
+Tensor conv2d_backprop_filter(const Tensor& input, const TensorShape& filter_shape,
+                              const Tensor& out_backprop, const Conv2DOptions& options = {});
+
+// ksize, strides: [h, w] (or [1, h, w, 1]).
+Tensor max_pool2d(const Tensor& input, const std::vector<int64_t>& ksize,
+                  const std::vector<int64_t>& strides, const std::string& padding = "VALID");
+Tensor avg_pool2d(const Tensor& input, const std::vector<int64_t>& ksize,
+                  const std::vector<int64_t>& strides, const std::string& padding = "VALID");
+
+struct DropoutOptions {
+  std::optional<std::vector<int64_t>> noise_shape;
+  std::optional<uint64_t> seed;
+};
+// Keeps each element with probability 1 - rate and scales kept ones by 1 / (1 - rate).
+Tensor dropout(const Tensor& x, double rate, const DropoutOptions& options = {});
+
+// Per-example loss of integer labels [N] against logits [N, C] (tf.nn.sparse_softmax_cross_entropy_with_logits).
+Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits);
+Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits, int64_t axis = -1);
+Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits);
+Tensor bias_add(const Tensor& value, const Tensor& bias);
+Tensor l2_loss(const Tensor& t);
+
+struct ComputeAverageLossOptions {
+  std::optional<Tensor> sample_weight;
+  std::optional<int64_t> global_batch_size;  // default: batch * num_replicas_in_sync
+};
+// sum(per_example_loss * sample_weight) / global_batch_size (tf.nn.compute_average_loss).
+// Without global_batch_size it uses the per-replica batch times the
+// number of replicas of the current replica context (1 outside any strategy);
+// the distribute layer provides that count through strata/ops/replica_count.h.
+Tensor compute_average_loss(const Tensor& per_example_loss,
+                            const ComputeAverageLossOptions& options = {});
+
+}  // namespace nn
+}  // namespace strata

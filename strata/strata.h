@@ -1,0 +1,19 @@
+#pragma once
+// Strata: TensorFlow's tf.distribute system, native in C++20.
+//
+//   #include <strata/strata.h>
+//   namespace tf = strata;
+//   tf::Tensor x = tf::constant({1.f, 2.f, 3.f, 4.f}, {2, 2});
+//   tf::Tensor y = tf::matmul(x, x, {.transpose_b = true});
+//
+// This umbrella header includes every public layer header.
+
+#include "strata/base/errors.h"
+#include "strata/core/config.h"
+#include "strata/core/device.h"
+#include "strata/core/device_spec.h"
+#include "strata/core/dtype.h"
+#include "strata/core/random.h"
+#include "strata/core/tensor.h"
+#include "strata/core/tensor_shape.h"
+#include "strata/core/tensor_spec.h"

@@ -1,0 +1,1 @@
+// Test harnesses shared by every module's tests (see the headers in this folder).
