@@ -67,6 +67,10 @@ DType promote_types(DType a, DType b) {
   return rank_of(a) >= rank_of(b) ? a : b;
 }
 
+void throw_not_numeric(DType d) {
+  throw InvalidArgumentError(str_cat("expected a numeric dtype, got ", dtype_name(d)));
+}
+
 std::ostream& operator<<(std::ostream& os, DType d) { return os << dtype_name(d); }
 
 }  // namespace strata

@@ -56,11 +56,22 @@ constexpr DType dtype_of() {
   else static_assert(sizeof(T) == 0, "no Strata dtype for this C++ type");
 }
 
+[[noreturn]] void throw_not_numeric(DType d);
+
 // Calls fn(T{}) with T the C++ type of numeric dtype `d` (float, double,
 // int32_t, int64_t, uint8_t, bool). Throws InvalidArgumentError for string.
 template <typename Fn>
-decltype(auto) dispatch_numeric(DType d, Fn&& fn);
+decltype(auto) dispatch_numeric(DType d, Fn&& fn) {
+  switch (d) {
+    case DType::float32: return fn(float{});
+    case DType::float64: return fn(double{});
+    case DType::int32: return fn(int32_t{});
+    case DType::int64: return fn(int64_t{});
+    case DType::uint8: return fn(uint8_t{});
+    case DType::bool_: return fn(bool{});
+    case DType::string: break;
+  }
+  throw_not_numeric(d);
+}
 
 }  // namespace strata
-
-#include "strata/core/internal/dtype_dispatch.h"
