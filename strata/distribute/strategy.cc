@@ -1,0 +1,139 @@
+#include "strata/distribute/strategy.h"
+
+#include <vector>
+
+#include "strata/base/errors.h"
+
+namespace strata::distribute {
+
+namespace {
+
+// One entry of the thread's mode stack (spec §1.1). Cross-replica modes have
+// replica == nullptr; in-replica modes have cross_replica == false.
+struct Mode {
+  Strategy* strategy;
+  bool cross_replica;
+  ReplicaContext* replica;
+};
+
+// The thread-local mode stack: the documented "current strategy / replica
+// context" state. Replica threads start with an empty stack.
+thread_local std::vector<Mode> t_modes;
+
+class DefaultStrategyExtended : public StrategyExtended {
+ public:
+  using StrategyExtended::StrategyExtended;
+  std::vector<std::string> worker_devices() const override {
+    throw FailedPreconditionError(
+        "worker_devices() method unsupported by default tf.distribute.Strategy.");
+  }
+  std::vector<std::string> parameter_devices() const override {
+    throw FailedPreconditionError(
+        "parameter_devices() method unsupported by default tf.distribute.Strategy.");
+  }
+};
+
+// Single replica on the calling thread, no-op semantics.
+class DefaultStrategy final : public Strategy {
+ public:
+  DefaultStrategy() { set_extended(std::make_unique<DefaultStrategyExtended>(*this)); }
+  int num_replicas_in_sync() const override { return 1; }
+  std::string name() const override { return "_DefaultDistributionStrategy"; }
+  ReplicaContext& default_replica_context() { return replica_context_; }
+
+ protected:
+  void run_on_replicas(const std::function<void(int)>& body) override {
+    internal::ReplicaModeGuard guard(replica_context_);
+    body(0);
+  }
+
+ private:
+  ReplicaContext replica_context_{*this, 0, 0};
+};
+
+DefaultStrategy& the_default_strategy() {
+  static DefaultStrategy strategy;
+  return strategy;
+}
+
+}  // namespace
+
+Strategy& default_strategy() { return the_default_strategy(); }
+
+Strategy& get_strategy() {
+  return t_modes.empty() ? default_strategy() : *t_modes.back().strategy;
+}
+
+bool has_strategy() { return !get_strategy().is_default(); }
+
+bool in_cross_replica_context() { return !t_modes.empty() && t_modes.back().cross_replica; }
+
+ReplicaContext* get_replica_context() {
+  if (t_modes.empty()) return &the_default_strategy().default_replica_context();
+  return t_modes.back().replica;
+}
+
+ReplicaContext::ReplicaContext(Strategy& strategy, int replica_id_in_sync_group,
+                               int local_replica_id)
+    : strategy_(&strategy), replica_id_(replica_id_in_sync_group), local_replica_id_(local_replica_id) {
+  STRATA_CHECK_ARG(replica_id_in_sync_group >= 0,
+                   "ReplicaContext: replica_id_in_sync_group must be >= 0, got ",
+                   replica_id_in_sync_group);
+}
+
+int ReplicaContext::num_replicas_in_sync() const { return strategy_->num_replicas_in_sync(); }
+
+std::vector<std::string> StrategyExtended::worker_devices() const {
+  throw UnimplementedError(str_cat(owner_->name(), ": worker_devices() is not provided"));
+}
+std::vector<std::string> StrategyExtended::parameter_devices() const { return worker_devices(); }
+
+Strategy::Strategy(std::unique_ptr<StrategyExtended> extended) : extended_(std::move(extended)) {
+  if (!extended_) extended_ = std::make_unique<StrategyExtended>(*this);
+}
+Strategy::~Strategy() = default;
+
+const Device& Strategy::local_device(int) const { return current_device(); }
+
+bool Strategy::is_default() const noexcept { return this == &the_default_strategy(); }
+
+void Strategy::check_cross_replica(const char* method) const {
+  if (t_modes.empty() || t_modes.back().cross_replica) return;
+  STRATA_CHECK(FAILED_PRECONDITION, false, name(), ".", method,
+               ": Method requires being in cross-replica context, use "
+               "get_replica_context().merge_call()");
+}
+
+StrategyScope::StrategyScope(Strategy& strategy) : strategy_(&strategy), pushed_(false) {
+  if (!t_modes.empty()) {
+    const Mode& top = t_modes.back();
+    if (top.strategy != &strategy) {
+      if (strategy.is_default()) {
+        throw FailedPreconditionError("Must not nest tf.distribute.Strategy scopes.");
+      }
+      throw FailedPreconditionError(str_cat("Mixing different tf.distribute.Strategy objects: ",
+                                            strategy.name(), " is not ", top.strategy->name()));
+    }
+    if (!top.cross_replica) {
+      throw FailedPreconditionError(
+          str_cat(strategy.name(), ".scope(): Method requires being in cross-replica context, use "
+                                   "get_replica_context().merge_call()"));
+    }
+    return;  // re-entry of the same strategy's scope: nothing is pushed
+  }
+  t_modes.push_back({&strategy, true, nullptr});
+  pushed_ = true;
+}
+
+StrategyScope::~StrategyScope() {
+  if (pushed_ && !t_modes.empty() && t_modes.back().strategy == strategy_) t_modes.pop_back();
+}
+
+namespace internal {
+ReplicaModeGuard::ReplicaModeGuard(ReplicaContext& ctx) {
+  t_modes.push_back({&ctx.strategy(), false, &ctx});
+}
+ReplicaModeGuard::~ReplicaModeGuard() { t_modes.pop_back(); }
+}  // namespace internal
+
+}  // namespace strata::distribute

@@ -1,0 +1,244 @@
+#pragma once
+// tf.distribute.Strategy: the object model shared by every strategy.
+//
+//   sd::MirroredStrategy strategy;                    // every local logical device
+//   {
+//     auto scope = strategy.scope();                  // cross-replica context
+//     sd::get_strategy();                             // == strategy
+//   }
+//   sd::PerReplica<int> ids = strategy.run([] {
+//     return sd::get_replica_context()->replica_id_in_sync_group();
+//   });
+//   strategy.experimental_local_results(ids);         // {0, 1, ...}
+//
+// Contexts (TensorFlow's mode stack, spec §1.1): each thread has a stack of
+// modes. Outside every scope the current strategy is the default strategy and
+// the replica context is the default one (replica 0). `scope()` pushes
+// cross-replica mode; `run` executes the function on the strategy's replica
+// threads, each in its own replica context. Exactly one of
+// get_replica_context() != nullptr and in_cross_replica_context() holds.
+//
+// TensorFlow's Python exceptions map to Strata's errors as: RuntimeError ->
+// FailedPreconditionError, ValueError/TypeError -> InvalidArgumentError,
+// NotImplementedError -> UnimplementedError; messages keep TF's wording.
+//
+// Thread-safety: a strategy is driven by one thread at a time (the thread that
+// calls run/reduce); replica threads only touch their own replica's state.
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "strata/core/device.h"
+#include "strata/distribute/reduce_op.h"
+#include "strata/distribute/values.h"
+
+namespace strata::distribute {
+
+class Strategy;
+class ReplicaContext;
+
+// The strategy of the innermost mode on this thread (the default strategy
+// outside every scope). Never null.
+Strategy& get_strategy();
+// True when a non-default strategy is current.
+bool has_strategy();
+bool in_cross_replica_context();
+// The current replica context: the default one outside every scope, the
+// replica's inside `run`, nullptr in cross-replica context.
+ReplicaContext* get_replica_context();
+
+// tf.distribute.RunOptions (TensorFlow's order; only TPUStrategy reads them).
+struct RunOptions {
+  bool experimental_enable_dynamic_batch_size = true;
+  bool experimental_bucketizing_dynamic_shape = false;
+};
+
+// tf.distribute.experimental.ValueContext, given to the value_fn of
+// experimental_distribute_values_from_function.
+class ValueContext {
+ public:
+  explicit ValueContext(int replica_id_in_sync_group = 0, int num_replicas_in_sync = 1)
+      : replica_id_(replica_id_in_sync_group), num_replicas_(num_replicas_in_sync) {}
+  int replica_id_in_sync_group() const noexcept { return replica_id_; }
+  int num_replicas_in_sync() const noexcept { return num_replicas_; }
+
+ private:
+  int replica_id_;
+  int num_replicas_;
+};
+
+// tf.distribute.ReplicaContext. Valid only on the thread it was made current on.
+class ReplicaContext {
+ public:
+  ReplicaContext(Strategy& strategy, int replica_id_in_sync_group, int local_replica_id);
+  Strategy& strategy() const noexcept { return *strategy_; }
+  // Global replica id in [0, num_replicas_in_sync()).
+  int replica_id_in_sync_group() const noexcept { return replica_id_; }
+  // Index of this replica among this worker's replicas.
+  int local_replica_id() const noexcept { return local_replica_id_; }
+  int num_replicas_in_sync() const;
+
+ private:
+  Strategy* strategy_;
+  int replica_id_;
+  int local_replica_id_;
+};
+
+// tf.distribute.StrategyExtended (selected members; spec §1.5).
+class StrategyExtended {
+ public:
+  explicit StrategyExtended(Strategy& owner) : owner_(&owner) {}
+  virtual ~StrategyExtended() = default;
+  // Full names of this worker's compute devices, one per local replica.
+  // FailedPreconditionError for the default strategy, as TF's RuntimeError.
+  virtual std::vector<std::string> worker_devices() const;
+  // Where variables live (the worker devices for mirrored strategies).
+  virtual std::vector<std::string> parameter_devices() const;
+  bool experimental_require_static_shapes() const noexcept { return false; }
+  Strategy& strategy() const noexcept { return *owner_; }
+
+ private:
+  Strategy* owner_;
+};
+
+// RAII guard returned by Strategy::scope(). Not copyable; movable only as a
+// prvalue (guaranteed elision), so scopes nest strictly.
+class [[nodiscard]] StrategyScope {
+ public:
+  explicit StrategyScope(Strategy& strategy);
+  ~StrategyScope();
+  StrategyScope(const StrategyScope&) = delete;
+  StrategyScope& operator=(const StrategyScope&) = delete;
+
+ private:
+  Strategy* strategy_;
+  bool pushed_;
+};
+
+class Strategy {
+ public:
+  Strategy(const Strategy&) = delete;
+  Strategy& operator=(const Strategy&) = delete;
+  virtual ~Strategy();
+
+  // Enters this strategy's scope: cross-replica context with this strategy
+  // current. Re-entering the same strategy's scope is allowed; entering a
+  // different one inside is FailedPreconditionError ("Mixing different
+  // tf.distribute.Strategy objects"), as is entering from a replica context.
+  [[nodiscard]] StrategyScope scope() { return StrategyScope(*this); }
+
+  virtual int num_replicas_in_sync() const = 0;
+  // Replicas executed by this process (== num_replicas_in_sync on one worker).
+  virtual int num_local_replicas() const { return num_replicas_in_sync(); }
+  // The global id of local replica `local` (this worker's offset + local).
+  virtual int global_replica_id(int local) const { return local; }
+  StrategyExtended& extended() const noexcept { return *extended_; }
+  // A short name for messages and logs: "MirroredStrategy", ...
+  virtual std::string name() const = 0;
+  bool is_default() const noexcept;
+
+  // Runs fn(args...) once per local replica, each on its replica thread with
+  // its own replica context and device; PerReplica arguments are unwrapped to
+  // the replica's component. Returns the PerReplica of the results (nothing
+  // for a void fn). Called from a replica context: FailedPreconditionError.
+  template <typename Fn, typename... Args>
+  auto run(Fn&& fn, const Args&... args);
+  // run(fn, std::tuple{a, b}, options): the arguments as a tuple, with RunOptions.
+  template <typename Fn, typename... Args>
+  auto run(Fn&& fn, const std::tuple<Args...>& args, const RunOptions& options);
+
+  // tf.distribute.Strategy.experimental_local_results.
+  template <typename T>
+  std::vector<T> experimental_local_results(const DistributedValues<T>& value) const {
+    return value.values();
+  }
+  template <typename T>
+  std::vector<T> experimental_local_results(const PerReplica<T>& value) const {
+    return value.values();
+  }
+  template <typename T>
+  std::vector<T> experimental_local_results(const Mirrored<T>& value) const {
+    return value.values();
+  }
+  // A non-distributed value: {value}.
+  template <typename T>
+  std::vector<T> experimental_local_results(const T& value) const {
+    return {value};
+  }
+
+  // Calls value_fn(ValueContext) once per local replica, in local order, under
+  // that replica's device, and wraps the results (always a PerReplica, even
+  // for one replica, as TF).
+  template <typename Fn>
+  auto experimental_distribute_values_from_function(Fn&& value_fn) {
+    using Value = std::decay_t<std::invoke_result_t<Fn&, const ValueContext&>>;
+    std::vector<Value> values;
+    for (int local = 0; local < num_local_replicas(); ++local) {
+      DeviceScope device_scope(local_device(local));
+      values.push_back(value_fn(ValueContext(global_replica_id(local), num_replicas_in_sync())));
+    }
+    return PerReplica<Value>(std::move(values));
+  }
+
+  // The device of local replica `local` (the current device for the default strategy).
+  virtual const Device& local_device(int local) const;
+
+ protected:
+  explicit Strategy(std::unique_ptr<StrategyExtended> extended = nullptr);
+  // Executes body(local_replica) for every local replica, each inside its
+  // replica context, and waits; re-throws a replica's failure naming it.
+  virtual void run_on_replicas(const std::function<void(int local_replica)>& body) = 0;
+  void set_extended(std::unique_ptr<StrategyExtended> extended) { extended_ = std::move(extended); }
+  // Checks that run/reduce are called in cross-replica or default context.
+  void check_cross_replica(const char* method) const;
+
+ private:
+  std::unique_ptr<StrategyExtended> extended_;
+};
+
+// The process-wide default strategy: one replica, no-op semantics (spec §1.2).
+Strategy& default_strategy();
+
+namespace internal {
+// RAII: enters the replica context of `ctx` on this thread.
+class ReplicaModeGuard {
+ public:
+  explicit ReplicaModeGuard(ReplicaContext& ctx);
+  ~ReplicaModeGuard();
+  ReplicaModeGuard(const ReplicaModeGuard&) = delete;
+  ReplicaModeGuard& operator=(const ReplicaModeGuard&) = delete;
+};
+}  // namespace internal
+
+// --- implementation of the templates ------------------------------------------
+
+template <typename Fn, typename... Args>
+auto Strategy::run(Fn&& fn, const Args&... args) {
+  check_cross_replica("run");
+  using R = std::invoke_result_t<Fn&, decltype(select_replica(0, args))...>;
+  auto call = [&]([[maybe_unused]] int local) -> decltype(auto) { return fn(select_replica(local, args)...); };
+  if constexpr (std::is_void_v<R>) {
+    run_on_replicas([&](int local) { call(local); });
+  } else {
+    using Value = std::decay_t<R>;
+    std::vector<std::optional<Value>> results(num_local_replicas());
+    run_on_replicas([&](int local) { results[local].emplace(call(local)); });
+    std::vector<Value> values;
+    values.reserve(results.size());
+    for (auto& r : results) values.push_back(std::move(*r));
+    return PerReplica<Value>(std::move(values));
+  }
+}
+
+template <typename Fn, typename... Args>
+auto Strategy::run(Fn&& fn, const std::tuple<Args...>& args, const RunOptions&) {
+  return std::apply([&](const Args&... a) { return run(std::forward<Fn>(fn), a...); }, args);
+}
+
+}  // namespace strata::distribute

@@ -1,0 +1,180 @@
+#include "strata/distribute/strategy.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <set>
+#include <thread>
+
+#include "strata/base/errors.h"
+#include "strata/core/config.h"
+#include "strata/core/tensor.h"
+#include "strata/distribute/mirrored_strategy.h"
+
+namespace strata::distribute {
+namespace {
+
+// Four logical CPU devices for every test of this binary (each ctest case is
+// its own process; the fixture resets the runtime for a full-binary run too).
+class StrategyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    strata::internal::reset_runtime_for_testing();
+    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                             std::vector<config::LogicalDeviceConfiguration>(4));
+  }
+};
+
+TEST_F(StrategyTest, OutsideEveryScopeTheDefaultStrategyIsCurrent) {
+  EXPECT_FALSE(has_strategy());
+  EXPECT_FALSE(in_cross_replica_context());
+  ASSERT_NE(get_replica_context(), nullptr);
+  EXPECT_EQ(get_replica_context()->replica_id_in_sync_group(), 0);
+  EXPECT_TRUE(get_strategy().is_default());
+  EXPECT_EQ(get_strategy().num_replicas_in_sync(), 1);
+  EXPECT_THROW(get_strategy().extended().worker_devices(), FailedPreconditionError);
+}
+
+TEST_F(StrategyTest, ScopeEntersCrossReplicaContextAndNestsForTheSameStrategy) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  {
+    auto scope = strategy.scope();
+    EXPECT_EQ(&get_strategy(), &strategy);
+    EXPECT_TRUE(has_strategy());
+    EXPECT_TRUE(in_cross_replica_context());
+    EXPECT_EQ(get_replica_context(), nullptr);
+    {
+      auto again = strategy.scope();
+      EXPECT_EQ(&get_strategy(), &strategy);
+    }
+    EXPECT_TRUE(in_cross_replica_context());
+  }
+  EXPECT_FALSE(has_strategy());
+}
+
+TEST_F(StrategyTest, MixingStrategiesScopesIsAnError) {
+  MirroredStrategy a({"CPU:0", "CPU:1"});
+  OneDeviceStrategy b("CPU:2");
+  auto scope = a.scope();
+  try {
+    auto inner = b.scope();
+    FAIL();
+  } catch (const FailedPreconditionError& e) {
+    EXPECT_NE(std::string(e.what()).find("Mixing different tf.distribute.Strategy objects"),
+              std::string::npos);
+  }
+  EXPECT_THROW({ auto d = default_strategy().scope(); }, FailedPreconditionError);
+  EXPECT_EQ(&get_strategy(), &a);
+}
+
+TEST_F(StrategyTest, RunExecutesOncePerReplicaOnLongLivedThreadsBoundToDevices) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1", "CPU:2"});
+  auto first = strategy.run([] { return std::this_thread::get_id(); });
+  auto second = strategy.run([] { return std::this_thread::get_id(); });
+  std::set<std::thread::id> ids(first.values().begin(), first.values().end());
+  EXPECT_EQ(ids.size(), 3u);
+  EXPECT_EQ(ids.count(std::this_thread::get_id()), 0u);
+  EXPECT_EQ(first.values(), second.values());  // the same threads every step
+
+  auto devices = strategy.run([] { return current_device().index(); });
+  EXPECT_EQ(devices.values(), (std::vector<int>{0, 1, 2}));
+  auto ctx = strategy.run([] {
+    ReplicaContext* rc = get_replica_context();
+    EXPECT_FALSE(in_cross_replica_context());
+    return std::pair(rc->replica_id_in_sync_group(), rc->num_replicas_in_sync());
+  });
+  EXPECT_EQ(ctx.values(), (std::vector<std::pair<int, int>>{{0, 3}, {1, 3}, {2, 3}}));
+}
+
+TEST_F(StrategyTest, RunUnwrapsPerReplicaArgumentsAndPassesOthersAsIs) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  PerReplica<int> x({10, 20});
+  auto r = strategy.run([](int a, int b) { return a + b; }, x, 5);
+  EXPECT_EQ(strategy.experimental_local_results(r), (std::vector<int>{15, 25}));
+  std::atomic<int> calls{0};
+  strategy.run([&] { calls++; });
+  EXPECT_EQ(calls.load(), 2);
+  auto t = strategy.run([](int v) { return v * 2; }, std::tuple{PerReplica<int>({1, 2})}, RunOptions{});
+  EXPECT_EQ(t.values(), (std::vector<int>{2, 4}));
+  EXPECT_EQ(strategy.experimental_local_results(7), (std::vector<int>{7}));
+}
+
+TEST_F(StrategyTest, FailureInOneReplicaIsRethrownNamingTheReplica) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  try {
+    strategy.run([] {
+      if (get_replica_context()->replica_id_in_sync_group() == 1) {
+        throw InvalidArgumentError("bad batch shape [3]");
+      }
+    });
+    FAIL();
+  } catch (const InvalidArgumentError& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("replica 1"), std::string::npos) << m;
+    EXPECT_NE(m.find("device:CPU:1"), std::string::npos) << m;
+    EXPECT_NE(m.find("bad batch shape [3]"), std::string::npos) << m;
+  }
+  // The root cause wins over errors it caused in other replicas.
+  try {
+    strategy.run([] {
+      if (get_replica_context()->replica_id_in_sync_group() == 0) throw AbortedError("peer failed");
+      throw DataLossError("corrupt record at 12");
+    });
+    FAIL();
+  } catch (const DataLossError& e) {
+    EXPECT_NE(std::string(e.what()).find("replica 1"), std::string::npos);
+  }
+  // The strategy still works afterwards.
+  EXPECT_EQ(strategy.run([] { return 1; }).num_components(), 2);
+}
+
+TEST_F(StrategyTest, RunFromAReplicaContextRequiresCrossReplicaContext) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  EXPECT_THROW(strategy.run([&] { strategy.run([] {}); }), FailedPreconditionError);
+}
+
+TEST_F(StrategyTest, DefaultAndOneDeviceStrategiesRunOnTheCallingThread) {
+  auto r = default_strategy().run([] { return std::this_thread::get_id(); });
+  EXPECT_EQ(r.values()[0], std::this_thread::get_id());
+  OneDeviceStrategy one("CPU:3");
+  auto d = one.run([] { return current_device().index(); });
+  EXPECT_EQ(d.values(), (std::vector<int>{3}));
+  EXPECT_EQ(one.extended().worker_devices(),
+            (std::vector<std::string>{"/job:localhost/replica:0/task:0/device:CPU:3"}));
+}
+
+TEST_F(StrategyTest, ValuesFromFunctionGivesEachReplicaItsContext) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  auto ids = strategy.experimental_distribute_values_from_function(
+      [](const ValueContext& ctx) { return ctx.replica_id_in_sync_group(); });
+  EXPECT_EQ(strategy.experimental_local_results(ids), (std::vector<int>{0, 1}));
+  auto n = strategy.experimental_distribute_values_from_function(
+      [](const ValueContext& ctx) { return ctx.num_replicas_in_sync(); });
+  EXPECT_EQ(n.values(), (std::vector<int>{2, 2}));
+  const std::vector<float> arr{3.f, 2.f, 1.f};
+  auto picked = strategy.experimental_distribute_values_from_function(
+      [&](const ValueContext& ctx) { return constant(arr[ctx.replica_id_in_sync_group()]); });
+  EXPECT_EQ(picked.values()[0].item<float>(), 3.f);
+  EXPECT_EQ(picked.values()[1].item<float>(), 2.f);
+  EXPECT_EQ(picked.values()[1].placement().index(), 1);
+  auto one = default_strategy().experimental_distribute_values_from_function(
+      [](const ValueContext& ctx) { return ctx.num_replicas_in_sync(); });
+  EXPECT_EQ(one.values(), (std::vector<int>{1}));
+}
+
+TEST_F(StrategyTest, InvalidDeviceListsAreRejected) {
+  EXPECT_THROW(MirroredStrategy(std::vector<std::string>{}), InvalidArgumentError);
+  EXPECT_THROW(MirroredStrategy({"CPU:0", "CPU:0"}), InvalidArgumentError);
+  EXPECT_THROW(MirroredStrategy({"CPU:9"}), NotFoundError);
+  MirroredStrategy all;
+  EXPECT_EQ(all.num_replicas_in_sync(), 4);
+}
+
+TEST(ReduceOpTest, ParsesCaseInsensitively) {
+  EXPECT_EQ(reduce_op_from_string("sum"), ReduceOp::SUM);
+  EXPECT_EQ(reduce_op_from_string("Mean"), ReduceOp::MEAN);
+  EXPECT_THROW(reduce_op_from_string("max"), InvalidArgumentError);
+}
+
+}  // namespace
+}  // namespace strata::distribute

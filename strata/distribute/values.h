@@ -1,0 +1,73 @@
+#pragma once
+// Distributed values (tf.distribute.DistributedValues): one component per
+// local replica.
+//
+//   sd::PerReplica<Tensor> r = strategy.run(step_fn);        // results differ per replica
+//   r.values();                 // std::vector<Tensor>, element i = local replica i
+//   r.num_components();         // number of local replicas
+//   sd::Mirrored<Tensor> m = ...;   // components known to be identical
+//
+// PerReplica holds values that may differ between replicas (inputs of a step,
+// results of run); Mirrored holds values kept identical (the result of an
+// update or a broadcast). As in TensorFlow, `run` never returns Mirrored.
+// Both are immutable value types; thread-safe to read.
+
+#include <cstddef>
+#include <utility>
+#include <vector>
+
+#include "strata/base/errors.h"
+
+namespace strata::distribute {
+
+template <typename T>
+class DistributedValues {
+ public:
+  explicit DistributedValues(std::vector<T> values) : values_(std::move(values)) {
+    STRATA_CHECK_ARG(!values_.empty(), "DistributedValues: expected at least one component, got 0");
+  }
+  const std::vector<T>& values() const noexcept { return values_; }
+  int num_components() const noexcept { return static_cast<int>(values_.size()); }
+  // The component of local replica `i`.
+  const T& component(int i) const {
+    STRATA_CHECK_ARG(i >= 0 && i < num_components(), "DistributedValues: expected a replica index in [0, ",
+                     num_components(), "), got ", i);
+    return values_[i];
+  }
+
+ private:
+  std::vector<T> values_;
+};
+
+template <typename T>
+class PerReplica : public DistributedValues<T> {
+ public:
+  using DistributedValues<T>::DistributedValues;
+};
+
+template <typename T>
+class Mirrored : public DistributedValues<T> {
+ public:
+  using DistributedValues<T>::DistributedValues;
+};
+
+// How `run` specialises an argument for local replica i: distributed values
+// give their i-th component, anything else is passed to every replica as-is.
+template <typename T>
+const T& select_replica(int, const T& value) {
+  return value;
+}
+template <typename T>
+const T& select_replica(int i, const PerReplica<T>& value) {
+  return value.component(i);
+}
+template <typename T>
+const T& select_replica(int i, const Mirrored<T>& value) {
+  return value.component(i);
+}
+template <typename T>
+const T& select_replica(int i, const DistributedValues<T>& value) {
+  return value.component(i);
+}
+
+}  // namespace strata::distribute
