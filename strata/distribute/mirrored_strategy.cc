@@ -50,16 +50,29 @@ MirroredStrategy::MirroredStrategy(const std::vector<std::string>& devices)
   for (int i = 0; i < num_replicas_in_sync(); ++i) {
     contexts_.push_back(std::make_unique<ReplicaContext>(*this, global_replica_id(i), i));
   }
-  threads_ = std::make_unique<internal::ReplicaThreads>(devices_);
+  merge_barrier_ = std::make_unique<internal::MergeBarrier>(num_replicas_in_sync(),
+                                                            std::chrono::minutes(30));
+  threads_ = std::make_unique<internal::ReplicaThreads>(
+      devices_, [this](int replica, std::exception_ptr) {
+        merge_barrier_->abort(std::make_exception_ptr(
+            AbortedError(str_cat("replica ", replica, " failed"))));
+      });
 }
 
 MirroredStrategy::~MirroredStrategy() = default;
 
 void MirroredStrategy::run_on_replicas(const std::function<void(int)>& body) {
+  merge_barrier_->reset();
   threads_->run_all([&](int local) {
     internal::ReplicaModeGuard guard(*contexts_[local]);
     body(local);
+    merge_barrier_->replica_finished(local);
   });
+}
+
+std::shared_ptr<void> MirroredStrategy::merge_replicas(int local_replica, const void* payload,
+                                                       const MergeFn& merge) {
+  return merge_barrier_->arrive(local_replica, payload, merge);
 }
 
 OneDeviceStrategy::OneDeviceStrategy(const std::string& device)

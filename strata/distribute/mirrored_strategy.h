@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/distribute/internal/merge_barrier.h"
 #include "strata/distribute/internal/replica_threads.h"
 #include "strata/distribute/strategy.h"
 
@@ -38,9 +39,12 @@ class MirroredStrategy : public Strategy {
 
  protected:
   void run_on_replicas(const std::function<void(int)>& body) override;
+  std::shared_ptr<void> merge_replicas(int local_replica, const void* payload,
+                                       const MergeFn& merge) override;
 
  private:
   std::vector<const Device*> devices_;
+  std::unique_ptr<internal::MergeBarrier> merge_barrier_;
   std::vector<std::unique_ptr<ReplicaContext>> contexts_;
   std::unique_ptr<internal::ReplicaThreads> threads_;
 };

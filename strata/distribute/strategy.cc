@@ -95,6 +95,10 @@ Strategy::~Strategy() = default;
 
 const Device& Strategy::local_device(int) const { return current_device(); }
 
+std::shared_ptr<void> Strategy::merge_replicas(int, const void* payload, const MergeFn& merge) {
+  return merge({payload});
+}
+
 bool Strategy::is_default() const noexcept { return this == &the_default_strategy(); }
 
 void Strategy::check_cross_replica(const char* method) const {
@@ -130,6 +134,11 @@ StrategyScope::~StrategyScope() {
 }
 
 namespace internal {
+CrossReplicaModeGuard::CrossReplicaModeGuard(Strategy& strategy) {
+  t_modes.push_back({&strategy, true, nullptr});
+}
+CrossReplicaModeGuard::~CrossReplicaModeGuard() { t_modes.pop_back(); }
+
 ReplicaModeGuard::ReplicaModeGuard(ReplicaContext& ctx) {
   t_modes.push_back({&ctx.strategy(), false, &ctx});
 }

@@ -84,6 +84,16 @@ class ReplicaContext {
   int local_replica_id() const noexcept { return local_replica_id_; }
   int num_replicas_in_sync() const;
 
+  // tf.distribute.ReplicaContext.merge_call: pauses every replica at this
+  // point, calls merge_fn(strategy, PerReplica<Args>...) once in cross-replica
+  // context with each argument gathered across the local replicas (replica
+  // order), and gives every replica the result (its own component when the
+  // result is a PerReplica). All replicas must make the same merge_call
+  // calls; a replica that finishes without one makes the others raise
+  // FailedPreconditionError instead of hanging.
+  template <typename Fn, typename... Args>
+  auto merge_call(Fn&& merge_fn, const Args&... args);
+
  private:
   Strategy* strategy_;
   int replica_id_;
@@ -189,6 +199,13 @@ class Strategy {
   // The device of local replica `local` (the current device for the default strategy).
   virtual const Device& local_device(int local) const;
 
+  // merge_call's rendezvous (type-erased): returns the shared result of
+  // merge(payloads of every local replica). The default runs it at once
+  // (one local replica).
+  using MergeFn = std::function<std::shared_ptr<void>(const std::vector<const void*>&)>;
+  virtual std::shared_ptr<void> merge_replicas(int local_replica, const void* payload,
+                                               const MergeFn& merge);
+
  protected:
   explicit Strategy(std::unique_ptr<StrategyExtended> extended = nullptr);
   // Executes body(local_replica) for every local replica, each inside its
@@ -206,6 +223,15 @@ class Strategy {
 Strategy& default_strategy();
 
 namespace internal {
+// RAII: enters cross-replica mode for `strategy` on this thread (merge_fn).
+class CrossReplicaModeGuard {
+ public:
+  explicit CrossReplicaModeGuard(Strategy& strategy);
+  ~CrossReplicaModeGuard();
+  CrossReplicaModeGuard(const CrossReplicaModeGuard&) = delete;
+  CrossReplicaModeGuard& operator=(const CrossReplicaModeGuard&) = delete;
+};
+
 // RAII: enters the replica context of `ctx` on this thread.
 class ReplicaModeGuard {
  public:
@@ -233,6 +259,39 @@ auto Strategy::run(Fn&& fn, const Args&... args) {
     values.reserve(results.size());
     for (auto& r : results) values.push_back(std::move(*r));
     return PerReplica<Value>(std::move(values));
+  }
+}
+
+template <typename Fn, typename... Args>
+auto ReplicaContext::merge_call(Fn&& merge_fn, const Args&... args) {
+  using R = std::invoke_result_t<Fn&, Strategy&, const PerReplica<Args>&...>;
+  using Payload = std::tuple<const Args*...>;
+  const Payload mine(&args...);
+  Strategy& strategy = *strategy_;
+  auto merge = [&](const std::vector<const void*>& payloads) -> std::shared_ptr<void> {
+    internal::CrossReplicaModeGuard guard(strategy);
+    [[maybe_unused]] auto gathered = [&]<size_t... I>(std::index_sequence<I...>) {
+      [[maybe_unused]] auto gather_one = [&]<size_t J>(std::integral_constant<size_t, J>) {
+        using A = std::tuple_element_t<J, std::tuple<Args...>>;
+        std::vector<A> values;
+        for (const void* p : payloads) values.push_back(*std::get<J>(*static_cast<const Payload*>(p)));
+        return PerReplica<A>(std::move(values));
+      };
+      return std::tuple{gather_one(std::integral_constant<size_t, I>{})...};
+    }(std::index_sequence_for<Args...>{});
+    if constexpr (std::is_void_v<R>) {
+      std::apply([&](const auto&... pr) { merge_fn(strategy, pr...); }, gathered);
+      return nullptr;
+    } else {
+      return std::make_shared<std::decay_t<R>>(
+          std::apply([&](const auto&... pr) { return merge_fn(strategy, pr...); }, gathered));
+    }
+  };
+  std::shared_ptr<void> result = strategy.merge_replicas(local_replica_id_, &mine, merge);
+  if constexpr (!std::is_void_v<R>) {
+    const auto& value = *std::static_pointer_cast<std::decay_t<R>>(result);
+    return std::decay_t<decltype(select_replica(local_replica_id_, value))>(
+        select_replica(local_replica_id_, value));
   }
 }
 

@@ -178,3 +178,68 @@ TEST(ReduceOpTest, ParsesCaseInsensitively) {
 
 }  // namespace
 }  // namespace strata::distribute
+
+namespace strata::distribute {
+namespace {
+
+TEST_F(StrategyTest, MergeCallRunsOnceInCrossReplicaContextWithGatheredArguments) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1", "CPU:2"});
+  std::atomic<int> merges{0};
+  auto r = strategy.run([&] {
+    ReplicaContext* ctx = get_replica_context();
+    const int id = ctx->replica_id_in_sync_group();
+    return ctx->merge_call(
+        [&](Strategy& s, const PerReplica<int>& ids) {
+          merges++;
+          EXPECT_TRUE(in_cross_replica_context());
+          EXPECT_EQ(&s, &strategy);
+          int sum = 0;
+          for (int v : ids.values()) sum += v;
+          return sum;
+        },
+        id * 10);
+  });
+  EXPECT_EQ(merges.load(), 1);
+  EXPECT_EQ(r.values(), (std::vector<int>{30, 30, 30}));
+  // A PerReplica result gives each replica its own component.
+  auto own = strategy.run([] {
+    return get_replica_context()->merge_call(
+        [](Strategy&, const PerReplica<int>& v) {
+          std::vector<int> doubled;
+          for (int x : v.values()) doubled.push_back(2 * x);
+          return PerReplica<int>(doubled);
+        },
+        get_replica_context()->replica_id_in_sync_group());
+  });
+  EXPECT_EQ(own.values(), (std::vector<int>{0, 2, 4}));
+}
+
+TEST_F(StrategyTest, DifferentMergeCallCountsRaiseInsteadOfHanging) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  try {
+    strategy.run([] {
+      ReplicaContext* ctx = get_replica_context();
+      if (ctx->replica_id_in_sync_group() == 0) ctx->merge_call([](Strategy&) {});
+    });
+    FAIL();
+  } catch (const FailedPreconditionError& e) {
+    EXPECT_NE(std::string(e.what()).find("different number of replica_context().merge_call()"),
+              std::string::npos)
+        << e.what();
+  }
+  // A failure in another replica wakes a replica waiting in merge_call.
+  EXPECT_THROW(strategy.run([] {
+    ReplicaContext* ctx = get_replica_context();
+    if (ctx->replica_id_in_sync_group() == 1) throw UnavailableError("input worker gone");
+    ctx->merge_call([](Strategy&) {});
+  }),
+               UnavailableError);
+  // Default strategy: merge_call runs directly.
+  auto one = default_strategy().run([] {
+    return get_replica_context()->merge_call([](Strategy&, const PerReplica<int>& v) { return v.values()[0] + 1; }, 41);
+  });
+  EXPECT_EQ(one.values(), (std::vector<int>{42}));
+}
+
+}  // namespace
+}  // namespace strata::distribute
