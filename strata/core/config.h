@@ -13,6 +13,10 @@
 // set_intra_op_parallelism_threads raise FailedPreconditionError, as
 // TensorFlow does ("... cannot be modified after being initialized").
 //
+// Without a configuration, the environment variable STRATA_CPU_DEVICES=K (K >= 1)
+// splits the CPU into K logical devices (what `strata launch --devices-per-worker`
+// sets); an invalid value raises InvalidArgumentError at initialisation.
+//
 // Threads (Strata's rule; TensorFlow has no logical CPU threads): the runtime has
 // T intra-op threads in all, T = set_intra_op_parallelism_threads(), else the
 // STRATA_NUM_THREADS environment variable, else the number of hardware threads.

@@ -46,6 +46,16 @@ struct Runtime {
 
   void initialize_locked() {
     if (initialized) return;
+    if (cpu_config.empty()) {
+      // STRATA_CPU_DEVICES=K splits the CPU into K logical devices when the
+      // program did not configure them (set by `strata launch --devices-per-worker`).
+      if (const char* env = std::getenv("STRATA_CPU_DEVICES")) {
+        const int k = std::atoi(env);
+        STRATA_CHECK_ARG(k >= 1 && k <= 4096, "STRATA_CPU_DEVICES: expected a device count in [1, 4096], got '",
+                         env, "'");
+        if (k > 1) cpu_config.resize(k);
+      }
+    }
     const int total = total_threads();
     const size_t n = std::max<size_t>(1, cpu_config.size());
     for (size_t i = 0; i < n; ++i) {

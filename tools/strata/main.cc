@@ -1,25 +1,70 @@
-// The `strata` program. Until `strata train` exists (issue 9) it runs a short
-// demo of the runtime: devices, a few ops, printing.
-#include <cstring>
-#include <exception>
+// The `strata` program: subcommands train, launch, topology, tfrecord, bench.
+// Usage errors print a one-line message and the usage to stderr and exit 2;
+// runtime errors print "strata: <CODE>: <message>" and exit 1.
+#include <CLI/CLI.hpp>
+
 #include <iostream>
+#include <string>
+#include <vector>
 
 #include "strata/strata.h"
+#include "tools/strata/launch.h"
+
+namespace {
+
+int run_demo() {
+  for (const auto& d : strata::config::list_logical_devices("CPU")) {
+    std::cout << "device: " << d.name << "\n";
+  }
+  strata::Tensor t = strata::constant({1.f, 2.f, 3.f, 4.f}, {2, 2});
+  std::cout << t << "\n";
+  return 0;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
+  CLI::App app{"Strata: TensorFlow's tf.distribute system, native in C++20", "strata"};
+  app.require_subcommand(0, 1);
+
+  CLI::App* demo = app.add_subcommand("demo", "Print the local devices and a tensor");
+
+  strata::tools::LaunchOptions launch_options;
+  CLI::App* launch = app.add_subcommand(
+      "launch", "Start N local worker processes with TF_CONFIG on free loopback ports");
+  launch->add_option("--nproc", launch_options.nproc, "Number of worker processes")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  launch->add_option("--devices-per-worker", launch_options.devices_per_worker,
+                     "Logical CPU devices per worker (0 = the program's own choice)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 4096));
+  launch->add_option("--grace-seconds", launch_options.grace_seconds,
+                     "Seconds between SIGTERM and SIGKILL when stopping workers")
+      ->capture_default_str();
+  launch->add_option("command", launch_options.command, "-- PROGRAM ARGS...")->required();
+  launch->prefix_command(false);
+
   try {
-    if (argc > 1 && std::strcmp(argv[1], "--help") == 0) {
-      std::cout << "usage: strata [demo]\n";
-      return 0;
-    }
-    for (const auto& d : strata::config::list_logical_devices("CPU")) {
-      std::cout << "device: " << d.name << "\n";
-    }
-    strata::Tensor t = strata::constant({1.f, 2.f, 3.f, 4.f}, {2, 2});
-    std::cout << t << "\n";
-    return 0;
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "strata: " << e.what() << "\n\n" << app.help();
+    return 2;
+  }
+
+  try {
+    if (launch->parsed()) return strata::tools::run_launch(launch_options);
+    if (demo->parsed() || app.get_subcommands().empty()) return run_demo();
   } catch (const strata::Error& e) {
     std::cerr << "strata: " << strata::error_code_name(e.code()) << ": " << e.what() << "\n";
     return 1;
+  } catch (const std::exception& e) {
+    std::cerr << "strata: internal error: " << e.what() << "\n";
+    return 1;
   }
+  return 0;
 }

@@ -1,0 +1,79 @@
+// End-to-end tests of the `strata` program: they run the real binary.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <string>
+
+namespace {
+
+struct Result {
+  int status;
+  std::string output;  // stdout and stderr together
+};
+
+Result run(const std::string& args) {
+  const std::string cmd = std::string(STRATA_CLI_PATH) + " " + args + " 2>&1";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  EXPECT_NE(pipe, nullptr);
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int raw = ::pclose(pipe);
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), out};
+}
+
+TEST(Cli, HelpListsTheSubcommands) {
+  Result r = run("--help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.output.find("launch"), std::string::npos);
+}
+
+TEST(Cli, UnknownFlagIsAUsageErrorWithStatus2) {
+  Result r = run("--no-such-flag");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.output.find("no-such-flag"), std::string::npos) << r.output;
+}
+
+TEST(Launch, GivesEachWorkerItsTaskAndPrefixesItsOutput) {
+  Result r = run("launch --nproc 3 -- sh -c 'echo \"$TF_CONFIG\"'");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (int i = 0; i < 3; ++i) {
+    const std::string prefix = "[worker:" + std::to_string(i) + "] {\"cluster\":{\"worker\":[\"127.0.0.1:";
+    EXPECT_NE(r.output.find(prefix), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("\"task\":{\"index\":" + std::to_string(i) + ",\"type\":\"worker\"}"),
+              std::string::npos)
+        << r.output;
+  }
+}
+
+TEST(Launch, AFailingWorkerStopsTheOthersAndSetsTheStatus) {
+  // Worker 1 fails at once; worker 0 would otherwise run for a minute.
+  Result r = run(
+      "launch --nproc 2 --grace-seconds 1 -- sh -c "
+      "'case \"$TF_CONFIG\" in *\\\"index\\\":1*) echo dying; exit 7;; esac; exec sleep 60'");
+  EXPECT_EQ(r.status, 7) << r.output;
+  EXPECT_NE(r.output.find("[launch] worker:1 failed with status 7"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("[worker:1] dying"), std::string::npos) << r.output;
+}
+
+TEST(Launch, DevicesPerWorkerSetsTheLogicalDeviceCount) {
+  Result r = run("launch --nproc 1 --devices-per-worker 3 -- " + std::string(STRATA_CLI_PATH) + " demo");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("[worker:0] device: /job:localhost/replica:0/task:0/device:CPU:2"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(Launch, BadArgumentsAreUsageErrors) {
+  EXPECT_EQ(run("launch --nproc 0 -- true").status, 2);
+  EXPECT_EQ(run("launch --nproc 2").status, 2);
+  Result missing = run("launch --nproc 1 -- /no/such/program");
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.output.find("/no/such/program"), std::string::npos) << missing.output;
+}
+
+}  // namespace
