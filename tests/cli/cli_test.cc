@@ -1,7 +1,9 @@
 // End-to-end tests of the `strata` program: they run the real binary.
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include <array>
 #include <cstdio>
@@ -66,6 +68,41 @@ TEST(Launch, DevicesPerWorkerSetsTheLogicalDeviceCount) {
   EXPECT_NE(r.output.find("[worker:0] device: /job:localhost/replica:0/task:0/device:CPU:2"),
             std::string::npos)
       << r.output;
+}
+
+TEST(Launch, ForwardsCtrlCToEveryWorker) {
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(out[1], STDERR_FILENO);
+    ::close(out[0]);
+    ::execl(STRATA_CLI_PATH, STRATA_CLI_PATH, "launch", "--nproc", "2", "--", "sh", "-c",
+            "trap 'echo got-int; exit 5' INT; echo ready; while :; do sleep 0.05; done", nullptr);
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string output;
+  char buf[512];
+  // Wait until both workers are up, then deliver Ctrl-C to launch only.
+  while (output.find("[worker:0] ready") == std::string::npos ||
+         output.find("[worker:1] ready") == std::string::npos) {
+    const ssize_t n = ::read(out[0], buf, sizeof(buf));
+    ASSERT_GT(n, 0) << output;
+    output.append(buf, static_cast<size_t>(n));
+  }
+  ::kill(pid, SIGINT);
+  ssize_t n;
+  while ((n = ::read(out[0], buf, sizeof(buf))) > 0) output.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status));
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT) << output;
+  EXPECT_NE(output.find("[worker:0] got-int"), std::string::npos) << output;
+  EXPECT_NE(output.find("[worker:1] got-int"), std::string::npos) << output;
 }
 
 TEST(Launch, BadArgumentsAreUsageErrors) {
