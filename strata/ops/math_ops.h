@@ -79,7 +79,7 @@ Tensor stop_gradient(const Tensor& x);
 
 // --- reductions ---
 struct ReduceOptions {
-  std::vector<int64_t> axis;  // empty = reduce over all axes (TF's axis=None)
+  std::vector<int64_t> axis = {};  // empty = reduce over all axes (TF's axis=None)
   bool keepdims = false;
 };
 Tensor reduce_sum(const Tensor& x, const ReduceOptions& options = {});

@@ -45,8 +45,8 @@ Tensor avg_pool2d(const Tensor& input, const std::vector<int64_t>& ksize,
                   const std::vector<int64_t>& strides, const std::string& padding = "VALID");
 
 struct DropoutOptions {
-  std::optional<std::vector<int64_t>> noise_shape;
-  std::optional<uint64_t> seed;
+  std::optional<std::vector<int64_t>> noise_shape = std::nullopt;
+  std::optional<uint64_t> seed = std::nullopt;
 };
 // Keeps each element with probability 1 - rate and scales kept ones by 1 / (1 - rate).
 Tensor dropout(const Tensor& x, double rate, const DropoutOptions& options = {});
@@ -59,8 +59,8 @@ Tensor bias_add(const Tensor& value, const Tensor& bias);
 Tensor l2_loss(const Tensor& t);
 
 struct ComputeAverageLossOptions {
-  std::optional<Tensor> sample_weight;
-  std::optional<int64_t> global_batch_size;  // default: batch * num_replicas_in_sync
+  std::optional<Tensor> sample_weight = std::nullopt;
+  std::optional<int64_t> global_batch_size = std::nullopt;  // default: batch * num_replicas_in_sync
 };
 // sum(per_example_loss * sample_weight) / global_batch_size (tf.nn.compute_average_loss).
 // Without global_batch_size it uses the per-replica batch times the

@@ -18,13 +18,13 @@ struct UniformOptions {
   double minval = 0.0;
   double maxval = 1.0;
   DType dtype = DType::float32;
-  std::optional<uint64_t> seed;
+  std::optional<uint64_t> seed = std::nullopt;
 };
 Tensor uniform(const TensorShape& shape, const UniformOptions& options = {});
 
 struct UniformIntOptions {
   DType dtype = DType::int64;
-  std::optional<uint64_t> seed;
+  std::optional<uint64_t> seed = std::nullopt;
 };
 // Integers in [minval, maxval).
 Tensor uniform_int(const TensorShape& shape, int64_t minval, int64_t maxval,
@@ -34,7 +34,7 @@ struct NormalOptions {
   double mean = 0.0;
   double stddev = 1.0;
   DType dtype = DType::float32;
-  std::optional<uint64_t> seed;
+  std::optional<uint64_t> seed = std::nullopt;
 };
 Tensor normal(const TensorShape& shape, const NormalOptions& options = {});
 // Normal values redrawn until within two standard deviations (tf.random.truncated_normal).
