@@ -221,7 +221,14 @@ void format_rec(const T* data, const std::vector<int64_t>& dims, int axis, int64
 template <typename T>
 std::string format_values(const T* data, const TensorShape& shape) {
   const auto& dims = shape.dims();
-  if (dims.empty()) return format_element(data[0]);
+  if (dims.empty()) {
+    // Scalars print like Python floats ("1.0"), arrays like NumPy ("1.").
+    std::string e = format_element(data[0]);
+    if constexpr (std::is_floating_point_v<T>) {
+      if (!e.empty() && e.back() == '.') e += '0';
+    }
+    return e;
+  }
   if (shape.num_elements() == 0) return "[]";
   std::vector<int64_t> strides(dims.size(), 1);
   for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];

@@ -68,6 +68,8 @@ TEST(Tensor, PrintsLikeTensorFlow) {
             "tf.Tensor(\n[[1. 2.]\n [3. 4.]], shape=(2, 2), dtype=float32)");
   EXPECT_EQ(constant({1.5f, 2.f}).to_string(), "tf.Tensor([1.5 2. ], shape=(2,), dtype=float32)");
   EXPECT_EQ(constant(int64_t{3}).to_string(), "tf.Tensor(3, shape=(), dtype=int64)");
+  EXPECT_EQ(constant(1.f).to_string(), "tf.Tensor(1.0, shape=(), dtype=float32)");
+  EXPECT_EQ(constant(-2.5).to_string(), "tf.Tensor(-2.5, shape=(), dtype=float64)");
   EXPECT_EQ(constant({true, false}).to_string(), "tf.Tensor([ True False], shape=(2,), dtype=bool)");
   EXPECT_EQ(constant("a'b").to_string(), "tf.Tensor(b'a\\'b', shape=(), dtype=string)");
   EXPECT_EQ(Tensor::allocate(float32, {0, 3}).to_string(), "tf.Tensor([], shape=(0, 3), dtype=float32)");
