@@ -40,6 +40,33 @@ TEST(Cli, UnknownFlagIsAUsageErrorWithStatus2) {
   EXPECT_NE(r.output.find("no-such-flag"), std::string::npos) << r.output;
 }
 
+TEST(Topology, PrintsTheMeshAndTheSeedsDeviceAssignment) {
+  Result r = run("topology --tpu-topology 2x2x1x2 --computation-shape 1,1,1,2 --num-replicas 4");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("mesh [2, 2, 1, 2]: 4 replicas x 2 logical cores"), std::string::npos) << r.output;
+  // Replica 0 holds both cores of chip (0, 0): logical core 0 on core 0, logical core 1 on core 1.
+  EXPECT_NE(r.output.find("z=0 core=0\n     x=0    x=1\ny=0  r0:c0  r1:c0\ny=1  r3:c0  r2:c0"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("y=0  r0:c1  r1:c1"), std::string::npos) << r.output;
+}
+
+TEST(Topology, DefaultsToOneReplicaPerCoreOfTheLocalDevices) {
+  Result r = run("topology --devices 2");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("mesh [1, 1, 1, 2]: 2 replicas x 1 logical core"), std::string::npos) << r.output;
+}
+
+TEST(Topology, InvalidShapesAreUsageErrorsNamingTheValue) {
+  Result bad = run("topology --tpu-topology 2x2x");
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.output.find("2x2x"), std::string::npos) << bad.output;
+  Result too_many = run("topology --tpu-topology 2x2x1x2 --computation-shape 1,1,1,2 --num-replicas 5");
+  EXPECT_EQ(too_many.status, 2);
+  EXPECT_NE(too_many.output.find("requested 5 replicas"), std::string::npos) << too_many.output;
+  EXPECT_EQ(run("topology --computation-shape 1,2").status, 2);
+}
+
 TEST(Launch, GivesEachWorkerItsTaskAndPrefixesItsOutput) {
   Result r = run("launch --nproc 3 -- sh -c 'echo \"$TF_CONFIG\"'");
   ASSERT_EQ(r.status, 0) << r.output;

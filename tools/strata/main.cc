@@ -9,6 +9,7 @@
 
 #include "strata/strata.h"
 #include "tools/strata/launch.h"
+#include "tools/strata/topology_command.h"
 
 namespace {
 
@@ -45,6 +46,27 @@ int main(int argc, char** argv) {
   launch->add_option("command", launch_options.command, "-- PROGRAM ARGS...")->required();
   launch->prefix_command(false);
 
+  strata::tools::TopologyOptions topology_options;
+  CLI::App* topology = app.add_subcommand(
+      "topology", "Print the local TPU system's mesh and a device assignment as grids");
+  topology->add_option("--tpu-topology", topology_options.tpu_topology,
+                       "Mesh shape XxYxZxC (default: from STRATA_TPU_TOPOLOGY or the devices)")
+      ->envname("STRATA_TPU_TOPOLOGY");
+  topology->add_option("--devices", topology_options.devices,
+                       "Logical devices to assume (default: this machine's)")
+      ->check(CLI::Range(0, 4096));
+  topology->add_option("--computation-shape", topology_options.computation_shape,
+                       "Cores of one replica in x,y,z,core, e.g. 1,1,1,2")
+      ->delimiter(',')
+      ->expected(4);
+  topology->add_option("--computation-stride", topology_options.computation_stride,
+                       "Spacing of a replica's cores in x,y,z,core")
+      ->delimiter(',')
+      ->expected(4);
+  topology->add_option("--num-replicas", topology_options.num_replicas,
+                       "Replicas (default: as many as fit)")
+      ->check(CLI::Range(0, 1 << 20));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -58,7 +80,14 @@ int main(int argc, char** argv) {
 
   try {
     if (launch->parsed()) return strata::tools::run_launch(launch_options);
+    if (topology->parsed()) {
+      std::cout << strata::tools::run_topology(topology_options);
+      return 0;
+    }
     if (demo->parsed() || app.get_subcommands().empty()) return run_demo();
+  } catch (const strata::InvalidArgumentError& e) {
+    std::cerr << "strata: " << e.what() << "\n";
+    return 2;
   } catch (const strata::Error& e) {
     std::cerr << "strata: " << strata::error_code_name(e.code()) << ": " << e.what() << "\n";
     return 1;
