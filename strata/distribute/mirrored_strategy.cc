@@ -3,6 +3,8 @@
 #include <algorithm>
 
 #include "strata/base/errors.h"
+#include "strata/distribute/internal/merge_barrier.h"
+#include "strata/distribute/internal/replica_threads.h"
 
 namespace strata::distribute {
 

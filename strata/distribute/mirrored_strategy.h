@@ -20,11 +20,14 @@
 #include <string>
 #include <vector>
 
-#include "strata/distribute/internal/merge_barrier.h"
-#include "strata/distribute/internal/replica_threads.h"
 #include "strata/distribute/strategy.h"
 
 namespace strata::distribute {
+
+namespace internal {
+class MergeBarrier;
+class ReplicaThreads;
+}  // namespace internal
 
 class MirroredStrategy : public Strategy {
  public:
