@@ -35,8 +35,9 @@ Coordinates checked_core(const Topology& topology, const std::vector<int>& c, si
   Coordinates out{};
   for (int axis = 0; axis < kRank; ++axis) {
     STRATA_CHECK_ARG(c[axis] >= 0 && c[axis] < topology.mesh_shape()[axis],
-                     "DeviceAssignment: expected coordinates inside the mesh ", topology.mesh_shape(),
-                     ", got ", c, " for replica ", replica, " logical core ", core);
+                     "DeviceAssignment: expected coordinates inside the mesh ",
+                     topology.mesh_shape(), ", got ", c, " for replica ", replica, " logical core ",
+                     core);
     out[axis] = c[axis];
   }
   return out;
@@ -44,8 +45,8 @@ Coordinates checked_core(const Topology& topology, const std::vector<int>& c, si
 
 }  // namespace
 
-DeviceAssignment::DeviceAssignment(Topology topology,
-                                   const std::vector<std::vector<std::vector<int>>>& core_assignment)
+DeviceAssignment::DeviceAssignment(
+    Topology topology, const std::vector<std::vector<std::vector<int>>>& core_assignment)
     : topology_(std::move(topology)) {
   STRATA_CHECK_ARG(!core_assignment.empty() && !core_assignment[0].empty(),
                    "DeviceAssignment: expected core_assignment of shape [num_replicas >= 1, "
@@ -91,9 +92,10 @@ DeviceAssignment DeviceAssignment::default_assignment(const Topology& topology) 
   for (const auto& task : topology.device_coordinates()) {
     for (const auto& c : task) assignment.push_back({c});
   }
-  STRATA_CHECK_ARG(!assignment.empty(), "DeviceAssignment.default_assignment: expected a topology with "
-                   "at least one device, got ", topology.num_tasks(), " tasks of ",
-                   topology.num_tpus_per_task(), " devices");
+  STRATA_CHECK_ARG(!assignment.empty(),
+                   "DeviceAssignment.default_assignment: expected a topology with "
+                   "at least one device, got ",
+                   topology.num_tasks(), " tasks of ", topology.num_tpus_per_task(), " devices");
   return DeviceAssignment(Checked{}, topology, std::move(assignment));
 }
 
@@ -158,27 +160,32 @@ std::vector<std::array<int, 3>> ring_3d(int x_size, int y_size, int z_size) {
   return ring;
 }
 
-DeviceAssignment DeviceAssignment::build(const Topology& topology, const DeviceAssignmentOptions& options) {
+DeviceAssignment DeviceAssignment::build(const Topology& topology,
+                                         const DeviceAssignmentOptions& options) {
   const std::vector<int>& mesh = topology.mesh_shape();
   const int n = topology.mesh_rank();
   std::vector<int> shape = options.computation_shape;
   std::vector<int> stride = options.computation_stride;
   if (shape.empty()) shape.assign(n, 1);
   if (stride.empty()) stride.assign(n, 1);
-  STRATA_CHECK_ARG(static_cast<int>(shape.size()) == n, "DeviceAssignment.build: computation_shape must "
-                   "have shape [", n, "]; got [", shape.size(), "] (computation_shape=", shape, ")");
-  STRATA_CHECK_ARG(static_cast<int>(stride.size()) == n, "DeviceAssignment.build: computation_stride "
-                   "must have shape [", n, "]; got [", stride.size(), "] (computation_stride=", stride,
-                   ")");
-  STRATA_CHECK_ARG(std::all_of(shape.begin(), shape.end(), [](int d) { return d >= 1; }),
-                   "DeviceAssignment.build: computation_shape must be positive; got computation_shape=",
-                   shape);
+  STRATA_CHECK_ARG(static_cast<int>(shape.size()) == n,
+                   "DeviceAssignment.build: computation_shape must "
+                   "have shape [",
+                   n, "]; got [", shape.size(), "] (computation_shape=", shape, ")");
+  STRATA_CHECK_ARG(static_cast<int>(stride.size()) == n,
+                   "DeviceAssignment.build: computation_stride "
+                   "must have shape [",
+                   n, "]; got [", stride.size(), "] (computation_stride=", stride, ")");
+  STRATA_CHECK_ARG(
+      std::all_of(shape.begin(), shape.end(), [](int d) { return d >= 1; }),
+      "DeviceAssignment.build: computation_shape must be positive; got computation_shape=", shape);
   STRATA_CHECK_ARG(std::all_of(stride.begin(), stride.end(), [](int d) { return d >= 1; }),
                    "DeviceAssignment.build: computation_stride must be positive; got "
                    "computation_stride=",
                    stride);
   STRATA_CHECK_ARG(options.num_replicas >= 1,
-                   "DeviceAssignment.build: expected num_replicas >= 1, got ", options.num_replicas);
+                   "DeviceAssignment.build: expected num_replicas >= 1, got ",
+                   options.num_replicas);
 
   // The physical size of one replica's block, and how many blocks fit.
   std::vector<int> footprint(n), replica_counts(n);
@@ -194,8 +201,9 @@ DeviceAssignment DeviceAssignment::build(const Topology& topology, const DeviceA
   for (int i = 0; i < n; ++i) replica_counts[i] = (mesh[i] / footprint[i]) * stride[i];
   const int64_t max_replicas = product(replica_counts);
   STRATA_CHECK_ARG(options.num_replicas <= max_replicas, "DeviceAssignment.build: requested ",
-                   options.num_replicas, " replicas but only ", max_replicas, " replicas with shape ",
-                   shape, " and computation_stride ", stride, " fit in a TPU mesh of shape ", mesh);
+                   options.num_replicas, " replicas but only ", max_replicas,
+                   " replicas with shape ", shape, " and computation_stride ", stride,
+                   " fit in a TPU mesh of shape ", mesh);
   const int num_replicas = options.num_replicas;
   const int64_t cores_per_replica = product(shape);
 
@@ -221,7 +229,8 @@ DeviceAssignment DeviceAssignment::build(const Topology& topology, const DeviceA
     }
     STRATA_INTERNAL_CHECK(remaining == 1, "replica grid ", replica_shape, " for ", num_replicas);
 
-    bool ring = n == kRank && shape[3] == mesh[3] && product(stride) == 1 && num_replicas == max_replicas;
+    bool ring =
+        n == kRank && shape[3] == mesh[3] && product(stride) == 1 && num_replicas == max_replicas;
     if (options.device_order_mode != DeviceOrderMode::AUTO) {
       STRATA_CHECK_ARG(options.device_order_mode != DeviceOrderMode::RING || ring,
                        "DeviceAssignment.build: device_order_mode=DeviceOrderMode.RING is not "
@@ -269,18 +278,23 @@ DeviceAssignment DeviceAssignment::build(const Topology& topology, const DeviceA
           offset[axis] = (pos[axis] / stride[axis]) * footprint[axis] + pos[axis] % stride[axis];
         }
         for (const auto& b : block) {
-          assignment[r].push_back({b[0] + offset[0], b[1] + offset[1], b[2] + offset[2], b[3] + offset[3]});
+          assignment[r].push_back(
+              {b[0] + offset[0], b[1] + offset[1], b[2] + offset[2], b[3] + offset[3]});
         }
       }
     }
   } else {
     // Degraded slice: ignore the mesh shape and hand out devices in task order
     // (TF asserts these two conditions; we raise them as argument errors).
-    STRATA_CHECK_ARG(product(stride) == 1, "DeviceAssignment.build: expected computation_stride of all "
-                     "ones on a slice with missing devices, got ", stride);
+    STRATA_CHECK_ARG(product(stride) == 1,
+                     "DeviceAssignment.build: expected computation_stride of all "
+                     "ones on a slice with missing devices, got ",
+                     stride);
     const int64_t devices = int64_t{topology.num_tasks()} * topology.num_tpus_per_task();
-    STRATA_CHECK_ARG(num_replicas * cores_per_replica <= devices, "DeviceAssignment.build: expected at "
-                     "most ", devices, " cores (the devices of this degraded slice), got ", num_replicas,
+    STRATA_CHECK_ARG(num_replicas * cores_per_replica <= devices,
+                     "DeviceAssignment.build: expected at "
+                     "most ",
+                     devices, " cores (the devices of this degraded slice), got ", num_replicas,
                      " replicas of ", cores_per_replica, " cores");
     for (int r = 0; r < num_replicas; ++r) {
       for (int64_t k = 0; k < cores_per_replica; ++k) {
@@ -298,7 +312,8 @@ void DeviceAssignment::check_indices(int replica, int logical_core, std::string_
   STRATA_CHECK_ARG(replica >= 0 && replica < num_replicas(), who, ": expected replica in [0, ",
                    num_replicas(), "), got ", replica);
   STRATA_CHECK_ARG(logical_core >= 0 && logical_core < num_cores_per_replica_, who,
-                   ": expected logical_core in [0, ", num_cores_per_replica_, "), got ", logical_core);
+                   ": expected logical_core in [0, ", num_cores_per_replica_, "), got ",
+                   logical_core);
 }
 
 Coordinates DeviceAssignment::coordinates(int replica, int logical_core) const {
@@ -315,8 +330,9 @@ std::vector<int> DeviceAssignment::lookup_replicas(int task_id, int logical_core
       }
     }
   }
-  STRATA_CHECK_ARG(!replicas.empty(), "DeviceAssignment.lookup_replicas: Can not find any replica in task: ",
-                   task_id, " contains logical_core: ", logical_core);
+  STRATA_CHECK_ARG(!replicas.empty(),
+                   "DeviceAssignment.lookup_replicas: Can not find any replica in task: ", task_id,
+                   " contains logical_core: ", logical_core);
   return replicas;
 }
 
@@ -325,12 +341,14 @@ int DeviceAssignment::tpu_ordinal(int replica, int logical_core) const {
   return topology_.tpu_device_ordinal_at_coordinates(core_assignment_[replica][logical_core]);
 }
 
-std::string DeviceAssignment::host_device(int replica, int logical_core, std::string_view job) const {
+std::string DeviceAssignment::host_device(int replica, int logical_core,
+                                          std::string_view job) const {
   check_indices(replica, logical_core, "DeviceAssignment.host_device");
   return topology_.cpu_device_name_at_coordinates(core_assignment_[replica][logical_core], job);
 }
 
-std::string DeviceAssignment::tpu_device(int replica, int logical_core, std::string_view job) const {
+std::string DeviceAssignment::tpu_device(int replica, int logical_core,
+                                         std::string_view job) const {
   check_indices(replica, logical_core, "DeviceAssignment.tpu_device");
   return topology_.tpu_device_name_at_coordinates(core_assignment_[replica][logical_core], job);
 }

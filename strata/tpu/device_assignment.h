@@ -59,7 +59,8 @@ class DeviceAssignment {
   // ValueErrors), or (Strata's checks, where TF would fail later) a
   // coordinate lies outside the mesh, names a missing device, or two logical
   // cores share one physical core.
-  DeviceAssignment(Topology topology, const std::vector<std::vector<std::vector<int>>>& core_assignment);
+  DeviceAssignment(Topology topology,
+                   const std::vector<std::vector<std::vector<int>>>& core_assignment);
 
   // DeviceAssignment.build(topology, computation_shape, computation_stride,
   // num_replicas) with TensorFlow's algorithm and ValueErrors:
@@ -69,7 +70,8 @@ class DeviceAssignment {
   //   RING ordering where the 3-D tiling does not apply, and on degraded slices
   //   a stride or more cores than devices. num_replicas < 1 is also an
   //   InvalidArgumentError (TF builds an empty assignment for 0).
-  static DeviceAssignment build(const Topology& topology, const DeviceAssignmentOptions& options = {});
+  static DeviceAssignment build(const Topology& topology,
+                                const DeviceAssignmentOptions& options = {});
 
   // The assignment TPUStrategy uses when given none: every core is a replica
   // of one logical core, replicas in device order (task by task, TPU ordinal
@@ -101,7 +103,8 @@ class DeviceAssignment {
  private:
   // Coordinates already checked against the mesh; checks presence and uniqueness.
   struct Checked {};
-  DeviceAssignment(Checked, Topology topology, std::vector<std::vector<Coordinates>> core_assignment);
+  DeviceAssignment(Checked, Topology topology,
+                   std::vector<std::vector<Coordinates>> core_assignment);
   void check_indices(int replica, int logical_core, std::string_view who) const;
 
   Topology topology_;

@@ -8,8 +8,8 @@
 #include <gtest/gtest.h>
 
 #include "strata/base/errors.h"
-#include "strata/tpu/local_topology.h"
 #include "strata/tpu/internal/test_util.h"
+#include "strata/tpu/local_topology.h"
 
 // Expected placements are worked out by hand from TensorFlow's algorithm (the
 // comments show the arithmetic); the larger ones were re-derived with the
@@ -38,7 +38,8 @@ TEST(DeviceAssignment, SeedExampleFourReplicasOfTwoCoresTakeOneChipEachInRingOrd
   // (2,2,1,1), max 4 = num_replicas and the block uses both cores of its chip,
   // so TF's ring tiling applies; the outer ring over the 2x2 chips is
   // (0,0) (1,0) (1,1) (0,1).
-  auto da = DeviceAssignment::build(full({2, 2, 1, 2}), {.computation_shape = {1, 1, 1, 2}, .num_replicas = 4});
+  auto da = DeviceAssignment::build(full({2, 2, 1, 2}),
+                                    {.computation_shape = {1, 1, 1, 2}, .num_replicas = 4});
   EXPECT_EQ(da.num_replicas(), 4);
   EXPECT_EQ(da.num_cores_per_replica(), 2);
   EXPECT_EQ(da.core_assignment(), (Assignment{{{0, 0, 0, 0}, {0, 0, 0, 1}},
@@ -70,9 +71,14 @@ TEST(DeviceAssignment, SeedExampleEightLogicalDevicesOnA1x2x2x2Mesh) {
   auto da = DeviceAssignment::build(full({1, 2, 2, 2}), {.computation_shape = {1, 2, 2, 2}});
   EXPECT_EQ(da.num_replicas(), 1);
   EXPECT_EQ(da.num_cores_per_replica(), 8);
-  EXPECT_EQ(da.core_assignment(),
-            (Assignment{{{0, 0, 0, 0}, {0, 0, 0, 1}, {0, 1, 0, 0}, {0, 1, 0, 1},
-                         {0, 1, 1, 0}, {0, 1, 1, 1}, {0, 0, 1, 0}, {0, 0, 1, 1}}}));
+  EXPECT_EQ(da.core_assignment(), (Assignment{{{0, 0, 0, 0},
+                                               {0, 0, 0, 1},
+                                               {0, 1, 0, 0},
+                                               {0, 1, 0, 1},
+                                               {0, 1, 1, 0},
+                                               {0, 1, 1, 1},
+                                               {0, 0, 1, 0},
+                                               {0, 0, 1, 1}}}));
 }
 
 TEST(DeviceAssignment, EightSingleCoreReplicasPutBothCoresOfAChipSideBySide) {
@@ -80,21 +86,30 @@ TEST(DeviceAssignment, EightSingleCoreReplicasPutBothCoresOfAChipSideBySide) {
   // replica grid (2,2,1,2); not a ring (core dim 1 != 2); r in mixed radix with
   // the core digit first.
   auto da = DeviceAssignment::build(full({2, 2, 1, 2}), {.num_replicas = 8});
-  EXPECT_EQ(da.core_assignment(), (Assignment{{{0, 0, 0, 0}}, {{0, 0, 0, 1}}, {{1, 0, 0, 0}}, {{1, 0, 0, 1}},
-                                              {{0, 1, 0, 0}}, {{0, 1, 0, 1}}, {{1, 1, 0, 0}}, {{1, 1, 0, 1}}}));
+  EXPECT_EQ(da.core_assignment(), (Assignment{{{0, 0, 0, 0}},
+                                              {{0, 0, 0, 1}},
+                                              {{1, 0, 0, 0}},
+                                              {{1, 0, 0, 1}},
+                                              {{0, 1, 0, 0}},
+                                              {{0, 1, 0, 1}},
+                                              {{1, 1, 0, 0}},
+                                              {{1, 1, 0, 1}}}));
 }
 
 TEST(DeviceAssignment, PartialReplicationUsesTheMixedRadixOrder) {
   // 2 replicas of [1,1,1,2] on 2x2x1x2: replica grid: core 1, z 1, x 2, y 1.
-  auto da = DeviceAssignment::build(full({2, 2, 1, 2}), {.computation_shape = {1, 1, 1, 2}, .num_replicas = 2});
-  EXPECT_EQ(da.core_assignment(), (Assignment{{{0, 0, 0, 0}, {0, 0, 0, 1}}, {{1, 0, 0, 0}, {1, 0, 0, 1}}}));
+  auto da = DeviceAssignment::build(full({2, 2, 1, 2}),
+                                    {.computation_shape = {1, 1, 1, 2}, .num_replicas = 2});
+  EXPECT_EQ(da.core_assignment(),
+            (Assignment{{{0, 0, 0, 0}, {0, 0, 0, 1}}, {{1, 0, 0, 0}, {1, 0, 0, 1}}}));
 }
 
 TEST(DeviceAssignment, MeshOrderModeDisablesTheRing) {
   // Same as the seed example but MESH: replica grid (2,2,1,1), r = x + 2 y.
-  auto da = DeviceAssignment::build(full({2, 2, 1, 2}), {.computation_shape = {1, 1, 1, 2},
-                                                          .num_replicas = 4,
-                                                          .device_order_mode = DeviceOrderMode::MESH});
+  auto da =
+      DeviceAssignment::build(full({2, 2, 1, 2}), {.computation_shape = {1, 1, 1, 2},
+                                                   .num_replicas = 4,
+                                                   .device_order_mode = DeviceOrderMode::MESH});
   EXPECT_EQ(da.core_assignment(), (Assignment{{{0, 0, 0, 0}, {0, 0, 0, 1}},
                                               {{1, 0, 0, 0}, {1, 0, 0, 1}},
                                               {{0, 1, 0, 0}, {0, 1, 0, 1}},
@@ -102,11 +117,12 @@ TEST(DeviceAssignment, MeshOrderModeDisablesTheRing) {
 }
 
 TEST(DeviceAssignment, RingOrderModeWhereTheTilingDoesNotApplyIsAnError) {
-  EXPECT_THAT(message_of<InvalidArgumentError>([] {
-                DeviceAssignment::build(full({2, 2, 1, 2}),
-                                        {.num_replicas = 8, .device_order_mode = DeviceOrderMode::RING});
-              }),
-              HasSubstr("device_order_mode=DeviceOrderMode.RING is not compatible with the 3D tiling"));
+  EXPECT_THAT(
+      message_of<InvalidArgumentError>([] {
+        DeviceAssignment::build(full({2, 2, 1, 2}),
+                                {.num_replicas = 8, .device_order_mode = DeviceOrderMode::RING});
+      }),
+      HasSubstr("device_order_mode=DeviceOrderMode.RING is not compatible with the 3D tiling"));
 }
 
 TEST(DeviceAssignment, SingleCoreChipsFormASnakeRing) {
@@ -114,29 +130,44 @@ TEST(DeviceAssignment, SingleCoreChipsFormASnakeRing) {
   // full replication -> ring_3d(4, 2, 1): (0,0) then the open ring
   // (1,0) (2,0) (3,0) (3,1) (2,1) (1,1) then back up column 0: (0,1).
   auto da = DeviceAssignment::build(full({4, 2, 1, 1}), {.num_replicas = 8});
-  EXPECT_EQ(da.core_assignment(), (Assignment{{{0, 0, 0, 0}}, {{1, 0, 0, 0}}, {{2, 0, 0, 0}}, {{3, 0, 0, 0}},
-                                              {{3, 1, 0, 0}}, {{2, 1, 0, 0}}, {{1, 1, 0, 0}}, {{0, 1, 0, 0}}}));
+  EXPECT_EQ(da.core_assignment(), (Assignment{{{0, 0, 0, 0}},
+                                              {{1, 0, 0, 0}},
+                                              {{2, 0, 0, 0}},
+                                              {{3, 0, 0, 0}},
+                                              {{3, 1, 0, 0}},
+                                              {{2, 1, 0, 0}},
+                                              {{1, 1, 0, 0}},
+                                              {{0, 1, 0, 0}}}));
 }
 
 TEST(DeviceAssignment, ThreeDimensionalRingAlternatesPlanesAndReturnsDownColumnZero) {
   // ring_3d(2, 2, 2): (0,0,0), z=0 open ring (1,0,0) (1,1,0) (0,1,0), z=1 open
   // ring reversed (0,1,1) (1,1,1) (1,0,1), then (0,0,1).
   auto da = DeviceAssignment::build(full({2, 2, 2, 1}), {.num_replicas = 8});
-  EXPECT_EQ(da.core_assignment(), (Assignment{{{0, 0, 0, 0}}, {{1, 0, 0, 0}}, {{1, 1, 0, 0}}, {{0, 1, 0, 0}},
-                                              {{0, 1, 1, 0}}, {{1, 1, 1, 0}}, {{1, 0, 1, 0}}, {{0, 0, 1, 0}}}));
+  EXPECT_EQ(da.core_assignment(), (Assignment{{{0, 0, 0, 0}},
+                                              {{1, 0, 0, 0}},
+                                              {{1, 1, 0, 0}},
+                                              {{0, 1, 0, 0}},
+                                              {{0, 1, 1, 0}},
+                                              {{1, 1, 1, 0}},
+                                              {{1, 0, 1, 0}},
+                                              {{0, 0, 1, 0}}}));
 }
 
 TEST(DeviceAssignment, SixteenTwoCoreReplicasOnA4x4MeshFollowTheOpenRing) {
   // ring_3d(4, 4, 1) (TF's docstring picture): row 0 left to right, rows 1-2
   // and 3 snaking from x=3 to x=1, back up column 0.
-  auto da = DeviceAssignment::build(full({4, 4, 1, 2}), {.computation_shape = {1, 1, 1, 2}, .num_replicas = 16});
+  auto da = DeviceAssignment::build(full({4, 4, 1, 2}),
+                                    {.computation_shape = {1, 1, 1, 2}, .num_replicas = 16});
   const std::vector<std::array<int, 2>> chips = {{0, 0}, {1, 0}, {2, 0}, {3, 0}, {3, 1}, {2, 1},
                                                  {1, 1}, {1, 2}, {2, 2}, {3, 2}, {3, 3}, {2, 3},
                                                  {1, 3}, {0, 3}, {0, 2}, {0, 1}};
   ASSERT_EQ(da.num_replicas(), 16);
   for (int r = 0; r < 16; ++r) {
-    EXPECT_EQ(da.coordinates(r, 0), (Coordinates{chips[r][0], chips[r][1], 0, 0})) << "replica " << r;
-    EXPECT_EQ(da.coordinates(r, 1), (Coordinates{chips[r][0], chips[r][1], 0, 1})) << "replica " << r;
+    EXPECT_EQ(da.coordinates(r, 0), (Coordinates{chips[r][0], chips[r][1], 0, 0}))
+        << "replica " << r;
+    EXPECT_EQ(da.coordinates(r, 1), (Coordinates{chips[r][0], chips[r][1], 0, 1}))
+        << "replica " << r;
   }
 }
 
@@ -144,7 +175,8 @@ TEST(DeviceAssignment, MultiChipBlocksUseAnInnerRing) {
   // [2,1,1,2] on 4x2x1x2: replica_counts (2,2,1,1), 4 = max: ring. Outer ring
   // over 2x2 blocks (0,0) (1,0) (1,1) (0,1), block offset = outer * (2, 1, 1);
   // inner ring_3d(2,1,1) = (0,0,0) (1,0,0).
-  auto da = DeviceAssignment::build(full({4, 2, 1, 2}), {.computation_shape = {2, 1, 1, 2}, .num_replicas = 4});
+  auto da = DeviceAssignment::build(full({4, 2, 1, 2}),
+                                    {.computation_shape = {2, 1, 1, 2}, .num_replicas = 4});
   EXPECT_EQ(da.core_assignment(),
             (Assignment{{{0, 0, 0, 0}, {0, 0, 0, 1}, {1, 0, 0, 0}, {1, 0, 0, 1}},
                         {{2, 0, 0, 0}, {2, 0, 0, 1}, {3, 0, 0, 0}, {3, 0, 0, 1}},
@@ -156,7 +188,8 @@ TEST(DeviceAssignment, MultiChipBlocksWithoutFullReplicationEnumerateRowMajor) {
   // [1,2,1,2] on 2x2x1x2 with 1 of 2 replicas: mesh path, logical core k =
   // 2 y + c (core fastest).
   auto da = DeviceAssignment::build(full({2, 2, 1, 2}), {.computation_shape = {1, 2, 1, 2}});
-  EXPECT_EQ(da.core_assignment(), (Assignment{{{0, 0, 0, 0}, {0, 0, 0, 1}, {0, 1, 0, 0}, {0, 1, 0, 1}}}));
+  EXPECT_EQ(da.core_assignment(),
+            (Assignment{{{0, 0, 0, 0}, {0, 0, 0, 1}, {0, 1, 0, 0}, {0, 1, 0, 1}}}));
 }
 
 TEST(DeviceAssignment, StridesInterleaveReplicas) {
@@ -165,7 +198,8 @@ TEST(DeviceAssignment, StridesInterleaveReplicas) {
   // r=2: digits core 0, x 1 -> offset x = (1 / 2) * 2 + 1 % 2 = 1.
   auto da = DeviceAssignment::build(full({2, 2, 1, 2}),
                                     {.computation_stride = {2, 1, 1, 1}, .num_replicas = 4});
-  EXPECT_EQ(da.core_assignment(), (Assignment{{{0, 0, 0, 0}}, {{0, 0, 0, 1}}, {{1, 0, 0, 0}}, {{1, 0, 0, 1}}}));
+  EXPECT_EQ(da.core_assignment(),
+            (Assignment{{{0, 0, 0, 0}}, {{0, 0, 0, 1}}, {{1, 0, 0, 0}}, {{1, 0, 0, 1}}}));
 }
 
 TEST(DeviceAssignment, StridedBlocksSpreadTheirLogicalCores) {
@@ -173,9 +207,9 @@ TEST(DeviceAssignment, StridedBlocksSpreadTheirLogicalCores) {
   // (2,1,1,2), 4 replicas = max but the stride forbids the ring. Grid
   // (2,1,1,2): r = core + 2 * x; x offset = (x / 2) * 4 + x % 2; logical cores
   // at x offset + {0, 2}.
-  auto da = DeviceAssignment::build(full({4, 1, 1, 2}), {.computation_shape = {2, 1, 1, 1},
-                                                          .computation_stride = {2, 1, 1, 1},
-                                                          .num_replicas = 4});
+  auto da = DeviceAssignment::build(
+      full({4, 1, 1, 2}),
+      {.computation_shape = {2, 1, 1, 1}, .computation_stride = {2, 1, 1, 1}, .num_replicas = 4});
   EXPECT_EQ(da.core_assignment(), (Assignment{{{0, 0, 0, 0}, {2, 0, 0, 0}},
                                               {{0, 0, 0, 1}, {2, 0, 0, 1}},
                                               {{1, 0, 0, 0}, {3, 0, 0, 0}},
@@ -185,9 +219,9 @@ TEST(DeviceAssignment, StridedBlocksSpreadTheirLogicalCores) {
 TEST(DeviceAssignment, TwoCoreBlocksWithAnXStride) {
   // [1,1,1,2] stride [2,1,1,1] on 4x1x1x2 (reference script case): footprint
   // (2,1,1,2), replica_counts (4,1,1,1); x offsets (x/2)*2 + x%2 = 0,1,2,3.
-  auto da = DeviceAssignment::build(full({4, 1, 1, 2}), {.computation_shape = {1, 1, 1, 2},
-                                                          .computation_stride = {2, 1, 1, 1},
-                                                          .num_replicas = 4});
+  auto da = DeviceAssignment::build(
+      full({4, 1, 1, 2}),
+      {.computation_shape = {1, 1, 1, 2}, .computation_stride = {2, 1, 1, 1}, .num_replicas = 4});
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(da.coordinates(r, 0), (Coordinates{r, 0, 0, 0}));
     EXPECT_EQ(da.coordinates(r, 1), (Coordinates{r, 0, 0, 1}));
@@ -196,57 +230,66 @@ TEST(DeviceAssignment, TwoCoreBlocksWithAnXStride) {
 
 TEST(DeviceAssignment, ComputationShapeAndStrideMustHaveTheMeshRank) {
   const Topology t = full({2, 2, 1, 2});
-  EXPECT_THAT(message_of<InvalidArgumentError>(
-                  [&] { DeviceAssignment::build(t, {.computation_shape = {1, 1, 2}}); }),
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] {
+                DeviceAssignment::build(t, {.computation_shape = {1, 1, 2}});
+              }),
               HasSubstr("computation_shape must have shape [4]; got [3]"));
-  EXPECT_THAT(message_of<InvalidArgumentError>(
-                  [&] { DeviceAssignment::build(t, {.computation_stride = {1, 1, 1, 1, 1}}); }),
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] {
+                DeviceAssignment::build(t, {.computation_stride = {1, 1, 1, 1, 1}});
+              }),
               HasSubstr("computation_stride must have shape [4]; got [5]"));
 }
 
 TEST(DeviceAssignment, ComputationShapeAndStrideMustBePositive) {
   const Topology t = full({2, 2, 1, 2});
-  EXPECT_THAT(message_of<InvalidArgumentError>(
-                  [&] { DeviceAssignment::build(t, {.computation_shape = {1, 0, 1, 2}}); }),
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] {
+                DeviceAssignment::build(t, {.computation_shape = {1, 0, 1, 2}});
+              }),
               HasSubstr("computation_shape must be positive; got computation_shape=[1, 0, 1, 2]"));
-  EXPECT_THAT(message_of<InvalidArgumentError>(
-                  [&] { DeviceAssignment::build(t, {.computation_stride = {1, 1, -1, 1}}); }),
-              HasSubstr("computation_stride must be positive; got computation_stride=[1, 1, -1, 1]"));
+  EXPECT_THAT(
+      message_of<InvalidArgumentError>([&] {
+        DeviceAssignment::build(t, {.computation_stride = {1, 1, -1, 1}});
+      }),
+      HasSubstr("computation_stride must be positive; got computation_stride=[1, 1, -1, 1]"));
 }
 
 TEST(DeviceAssignment, AFootprintLargerThanTheMeshIsRejected) {
   // The seed's [1,2,2,2] needs z = 2; TPU v3-8's 2x2x1x2 has z = 1.
-  EXPECT_THAT(message_of<InvalidArgumentError>(
-                  [] { DeviceAssignment::build(full({2, 2, 1, 2}), {.computation_shape = {1, 2, 2, 2}}); }),
-              HasSubstr("computation footprint [1, 2, 2, 2] does not fit in TPU topology shape [2, 2, 1, 2]"));
+  EXPECT_THAT(
+      message_of<InvalidArgumentError>([] {
+        DeviceAssignment::build(full({2, 2, 1, 2}), {.computation_shape = {1, 2, 2, 2}});
+      }),
+      HasSubstr(
+          "computation footprint [1, 2, 2, 2] does not fit in TPU topology shape [2, 2, 1, 2]"));
   EXPECT_THAT(message_of<InvalidArgumentError>([] {
                 DeviceAssignment::build(full({2, 2, 1, 2}), {.computation_shape = {1, 1, 1, 2},
-                                                              .computation_stride = {1, 1, 1, 2}});
+                                                             .computation_stride = {1, 1, 1, 2}});
               }),
               HasSubstr("computation footprint [1, 1, 1, 4] does not fit"));
 }
 
 TEST(DeviceAssignment, MoreReplicasThanFitAreRejected) {
-  EXPECT_THAT(message_of<InvalidArgumentError>(
-                  [] { DeviceAssignment::build(full({2, 2, 1, 2}), {.num_replicas = 9}); }),
+  EXPECT_THAT(message_of<InvalidArgumentError>([] {
+                DeviceAssignment::build(full({2, 2, 1, 2}), {.num_replicas = 9});
+              }),
               HasSubstr("requested 9 replicas but only 8 replicas with shape [1, 1, 1, 1] and "
                         "computation_stride [1, 1, 1, 1] fit in a TPU mesh of shape [2, 2, 1, 2]"));
   EXPECT_THAT(message_of<InvalidArgumentError>([] {
-                DeviceAssignment::build(full({2, 2, 1, 2}), {.computation_shape = {1, 1, 1, 2}, .num_replicas = 5});
+                DeviceAssignment::build(full({2, 2, 1, 2}),
+                                        {.computation_shape = {1, 1, 1, 2}, .num_replicas = 5});
               }),
               HasSubstr("requested 5 replicas but only 4 replicas"));
 }
 
 TEST(DeviceAssignment, NumReplicasMustBePositive) {
-  EXPECT_THAT(message_of<InvalidArgumentError>(
-                  [] { DeviceAssignment::build(full({2, 2, 1, 2}), {.num_replicas = 0}); }),
+  EXPECT_THAT(message_of<InvalidArgumentError>([] {
+                DeviceAssignment::build(full({2, 2, 1, 2}), {.num_replicas = 0});
+              }),
               HasSubstr("expected num_replicas >= 1, got 0"));
 }
 
 // 2x1x1x2 with chip (0, 0) missing and the other chip's cores on two tasks.
-Topology degraded() {
-  return Topology({2, 1, 1, 2}, {{{1, 0, 0, 1}}, {{1, 0, 0, 0}}});
-}
+Topology degraded() { return Topology({2, 1, 1, 2}, {{{1, 0, 0, 1}}, {{1, 0, 0, 0}}}); }
 
 TEST(DeviceAssignment, DegradedSlicesAreFilledInTaskOrder) {
   // Logical id r * cores + k -> task id / 1, device id % 1.
@@ -263,8 +306,10 @@ TEST(DeviceAssignment, DegradedSlicesRejectStridesAndTooManyCores) {
               }),
               HasSubstr("expected computation_stride of all ones on a slice with missing devices"));
   // 3 replicas fit the mesh (max 4) but the slice has only 2 devices.
-  EXPECT_THAT(message_of<InvalidArgumentError>([] { DeviceAssignment::build(degraded(), {.num_replicas = 3}); }),
-              HasSubstr("expected at most 2 cores (the devices of this degraded slice), got 3 replicas of 1 cores"));
+  EXPECT_THAT(message_of<InvalidArgumentError>(
+                  [] { DeviceAssignment::build(degraded(), {.num_replicas = 3}); }),
+              HasSubstr("expected at most 2 cores (the devices of this degraded slice), got 3 "
+                        "replicas of 1 cores"));
 }
 
 TEST(DeviceAssignment, ExplicitCoreAssignmentIsValidatedAndUsedAsGiven) {
@@ -277,20 +322,39 @@ TEST(DeviceAssignment, ExplicitCoreAssignmentIsValidatedAndUsedAsGiven) {
 
 TEST(DeviceAssignment, ExplicitCoreAssignmentErrors) {
   const Topology t = full({2, 2, 1, 2});
-  EXPECT_THAT(message_of<InvalidArgumentError>([&] { DeviceAssignment(t, {}); }),
-              HasSubstr("expected core_assignment of shape [num_replicas >= 1, num_cores_per_replica >= 1, 4], "
-                        "got 0 replicas"));
-  EXPECT_THAT(message_of<InvalidArgumentError>([&] { DeviceAssignment(t, {{{0, 0, 0, 0}}, {}}); }),
+  EXPECT_THAT(
+      message_of<InvalidArgumentError>([&] { DeviceAssignment(t, {}); }),
+      HasSubstr(
+          "expected core_assignment of shape [num_replicas >= 1, num_cores_per_replica >= 1, 4], "
+          "got 0 replicas"));
+  EXPECT_THAT(message_of<InvalidArgumentError>([&] {
+                DeviceAssignment(t, {{{0, 0, 0, 0}}, {}});
+              }),
               HasSubstr("with 1 logical cores for every replica, got 0 for replica 1"));
-  EXPECT_THAT(message_of<InvalidArgumentError>([&] { DeviceAssignment(t, {{{0, 0, 0}}}); }),
-              HasSubstr("minor dimension of core_assignment to have size equal to topology rank (4), got 3"));
-  EXPECT_THAT(message_of<InvalidArgumentError>([&] { DeviceAssignment(t, {{{0, 2, 0, 0}}}); }),
-              HasSubstr("expected coordinates inside the mesh [2, 2, 1, 2], got [0, 2, 0, 0] for replica 0"));
-  EXPECT_THAT(message_of<InvalidArgumentError>([&] { DeviceAssignment(t, {{{0, 0, 0, 1}}, {{0, 0, 0, 1}}}); }),
-              HasSubstr("expected every physical core used once, got [0, 0, 0, 1] for both replica 0 logical "
-                        "core 0 and replica 1 logical core 0"));
-  EXPECT_THAT(message_of<InvalidArgumentError>([] { DeviceAssignment(degraded(), {{{0, 0, 0, 0}}}); }),
-              HasSubstr("expected a device at [0, 0, 0, 0] for replica 0 logical core 0, got none"));
+  EXPECT_THAT(
+      message_of<InvalidArgumentError>([&] {
+        DeviceAssignment(t, {{{0, 0, 0}}});
+      }),
+      HasSubstr(
+          "minor dimension of core_assignment to have size equal to topology rank (4), got 3"));
+  EXPECT_THAT(
+      message_of<InvalidArgumentError>([&] {
+        DeviceAssignment(t, {{{0, 2, 0, 0}}});
+      }),
+      HasSubstr(
+          "expected coordinates inside the mesh [2, 2, 1, 2], got [0, 2, 0, 0] for replica 0"));
+  EXPECT_THAT(
+      message_of<InvalidArgumentError>([&] {
+        DeviceAssignment(t, {{{0, 0, 0, 1}}, {{0, 0, 0, 1}}});
+      }),
+      HasSubstr(
+          "expected every physical core used once, got [0, 0, 0, 1] for both replica 0 logical "
+          "core 0 and replica 1 logical core 0"));
+  EXPECT_THAT(
+      message_of<InvalidArgumentError>([] {
+        DeviceAssignment(degraded(), {{{0, 0, 0, 0}}});
+      }),
+      HasSubstr("expected a device at [0, 0, 0, 0] for replica 0 logical core 0, got none"));
 }
 
 TEST(DeviceAssignment, DefaultAssignmentMakesEveryCoreAReplicaInDeviceOrder) {
@@ -310,7 +374,8 @@ TEST(DeviceAssignment, DefaultAssignmentMakesEveryCoreAReplicaInDeviceOrder) {
 TEST(DeviceAssignment, LookupReplicasOnAMultiTaskMesh) {
   // local_topology("", 4, 2): mesh 4x1x1x2, task 0 owns x 0-1, task 1 x 2-3.
   // The seed's 4 x [1,1,1,2] (ring over x): replica r on chip x = r.
-  auto da = DeviceAssignment::build(local_topology("", 4, 2), {.computation_shape = {1, 1, 1, 2}, .num_replicas = 4});
+  auto da = DeviceAssignment::build(local_topology("", 4, 2),
+                                    {.computation_shape = {1, 1, 1, 2}, .num_replicas = 4});
   EXPECT_THAT(da.lookup_replicas(0, 0), ElementsAre(0, 1));
   EXPECT_THAT(da.lookup_replicas(1, 1), ElementsAre(2, 3));
   EXPECT_EQ(da.host_device(3, 0, "worker"), "/job:worker/task:1/device:CPU:0");
@@ -322,7 +387,8 @@ TEST(DeviceAssignment, LookupReplicasOnAMultiTaskMesh) {
 }
 
 TEST(DeviceAssignment, AccessorsRejectOutOfRangeIndices) {
-  auto da = DeviceAssignment::build(full({2, 2, 1, 2}), {.computation_shape = {1, 1, 1, 2}, .num_replicas = 4});
+  auto da = DeviceAssignment::build(full({2, 2, 1, 2}),
+                                    {.computation_shape = {1, 1, 1, 2}, .num_replicas = 4});
   EXPECT_THAT(message_of<InvalidArgumentError>([&] { da.coordinates(4, 0); }),
               HasSubstr("DeviceAssignment.coordinates: expected replica in [0, 4), got 4"));
   EXPECT_THAT(message_of<InvalidArgumentError>([&] { da.tpu_ordinal(0, 2); }),
@@ -334,9 +400,9 @@ TEST(DeviceAssignment, AccessorsRejectOutOfRangeIndices) {
 TEST(RingOrder, OpenRing2dMatchesTensorFlowsFourByFourPicture) {
   // TF's docstring numbers the 4x4 ring row by row: 0 1 2 3 / 15 6 5 4 /
   // 14 7 8 9 / 13 12 11 10; the open ring leaves out position 0.
-  const std::vector<std::array<int, 3>> expected = {{1, 0, 5}, {2, 0, 5}, {3, 0, 5}, {3, 1, 5}, {2, 1, 5},
-                                                    {1, 1, 5}, {1, 2, 5}, {2, 2, 5}, {3, 2, 5}, {3, 3, 5},
-                                                    {2, 3, 5}, {1, 3, 5}, {0, 3, 5}, {0, 2, 5}, {0, 1, 5}};
+  const std::vector<std::array<int, 3>> expected = {
+      {1, 0, 5}, {2, 0, 5}, {3, 0, 5}, {3, 1, 5}, {2, 1, 5}, {1, 1, 5}, {1, 2, 5}, {2, 2, 5},
+      {3, 2, 5}, {3, 3, 5}, {2, 3, 5}, {1, 3, 5}, {0, 3, 5}, {0, 2, 5}, {0, 1, 5}};
   EXPECT_EQ(open_ring_2d(4, 4, 5), expected);
 }
 
@@ -358,12 +424,15 @@ TEST(RingOrder, Ring3dLinesAndOddDimensions) {
   EXPECT_EQ(ring_3d(1, 1, 3), (std::vector<std::array<int, 3>>{{0, 0, 0}, {0, 0, 1}, {0, 0, 2}}));
   EXPECT_EQ(ring_3d(1, 2, 1), (std::vector<std::array<int, 3>>{{0, 0, 0}, {0, 1, 0}}));
   // 3x2x1: odd -> x fastest row-major.
-  EXPECT_EQ(ring_3d(3, 2, 1), (std::vector<std::array<int, 3>>{{0, 0, 0}, {1, 0, 0}, {2, 0, 0},
-                                                               {0, 1, 0}, {1, 1, 0}, {2, 1, 0}}));
+  EXPECT_EQ(ring_3d(3, 2, 1),
+            (std::vector<std::array<int, 3>>{
+                {0, 0, 0}, {1, 0, 0}, {2, 0, 0}, {0, 1, 0}, {1, 1, 0}, {2, 1, 0}}));
   // 2x1x2: a ring in the x-z plane: (0,0,0) (1,0,0) (1,0,1) (0,0,1).
-  EXPECT_EQ(ring_3d(2, 1, 2), (std::vector<std::array<int, 3>>{{0, 0, 0}, {1, 0, 0}, {1, 0, 1}, {0, 0, 1}}));
+  EXPECT_EQ(ring_3d(2, 1, 2),
+            (std::vector<std::array<int, 3>>{{0, 0, 0}, {1, 0, 0}, {1, 0, 1}, {0, 0, 1}}));
   // 1x2x2: a ring in the y-z plane.
-  EXPECT_EQ(ring_3d(1, 2, 2), (std::vector<std::array<int, 3>>{{0, 0, 0}, {0, 1, 0}, {0, 1, 1}, {0, 0, 1}}));
+  EXPECT_EQ(ring_3d(1, 2, 2),
+            (std::vector<std::array<int, 3>>{{0, 0, 0}, {0, 1, 0}, {0, 1, 1}, {0, 0, 1}}));
 }
 
 }  // namespace

@@ -68,11 +68,11 @@ std::string render_device_assignment(const DeviceAssignment& assignment) {
       owner[flat(mesh, assignment.core_assignment()[r][k])] = str_cat("r", r, ":c", k);
     }
   }
-  const std::string title = str_cat("mesh ", mesh, ": ", assignment.num_replicas(),
-                                    assignment.num_replicas() == 1 ? " replica x " : " replicas x ",
-                                    assignment.num_cores_per_replica(),
-                                    assignment.num_cores_per_replica() == 1 ? " logical core"
-                                                                            : " logical cores");
+  const std::string title =
+      str_cat("mesh ", mesh, ": ", assignment.num_replicas(),
+              assignment.num_replicas() == 1 ? " replica x " : " replicas x ",
+              assignment.num_cores_per_replica(),
+              assignment.num_cores_per_replica() == 1 ? " logical core" : " logical cores");
   return render(mesh, title, [&](const Coordinates& c) {
     if (topology.task_ordinal_at_coordinates(c) < 0) return std::string("X");
     const std::string& o = owner[flat(mesh, c)];

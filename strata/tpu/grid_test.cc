@@ -11,7 +11,8 @@ namespace strata::tpu::experimental {
 namespace {
 
 TEST(Grid, RendersTheSeedsFourReplicasOneBlockPerCorePlane) {
-  auto da = DeviceAssignment::build(local_topology("", 8), {.computation_shape = {1, 1, 1, 2}, .num_replicas = 4});
+  auto da = DeviceAssignment::build(local_topology("", 8),
+                                    {.computation_shape = {1, 1, 1, 2}, .num_replicas = 4});
   EXPECT_EQ(render_device_assignment(da),
             "mesh [2, 2, 1, 2]: 4 replicas x 2 logical cores\n"
             "z=0 core=0\n"

@@ -81,8 +81,8 @@ std::vector<int> parse_mesh_shape(std::string_view spec) {
 }
 
 std::vector<int> default_mesh_shape(int num_local_devices, int num_tasks) {
-  STRATA_CHECK_ARG(num_local_devices >= 1, "default_mesh_shape: expected num_local_devices >= 1, got ",
-                   num_local_devices);
+  STRATA_CHECK_ARG(num_local_devices >= 1,
+                   "default_mesh_shape: expected num_local_devices >= 1, got ", num_local_devices);
   STRATA_CHECK_ARG(num_tasks >= 1, "default_mesh_shape: expected num_tasks >= 1, got ", num_tasks);
   STRATA_CHECK_ARG(int64_t{num_local_devices} * num_tasks <= kMaxCores,
                    "default_mesh_shape: expected at most ", kMaxCores, " cores, got ", num_tasks,
@@ -102,8 +102,8 @@ Topology local_topology(std::string_view spec, int num_local_devices, int num_ta
                    num_local_devices);
   const std::vector<int> mesh =
       spec.empty() ? default_mesh_shape(num_local_devices, num_tasks) : parse_mesh_shape(spec);
-  const std::string source = spec.empty() ? std::string("the local devices")
-                                          : str_cat(kTpuTopologyEnv, "=", spec);
+  const std::string source =
+      spec.empty() ? std::string("the local devices") : str_cat(kTpuTopologyEnv, "=", spec);
   const int cores = mesh[0] * mesh[1] * mesh[2] * mesh[3];
   const int per_chip = mesh[3];
   STRATA_CHECK_ARG(cores % num_tasks == 0 && (cores / num_tasks) % per_chip == 0,
@@ -118,7 +118,8 @@ Topology local_topology(std::string_view spec, int num_local_devices, int num_ta
   // A box always exists: every prime power of the chips per task divides the
   // product of the mesh dimensions, so it can be spread over them.
   const auto block = host_block(mesh, per_task / per_chip);
-  STRATA_INTERNAL_CHECK(block.has_value(), "no host block for mesh ", mesh, " and ", num_tasks, " tasks");
+  STRATA_INTERNAL_CHECK(block.has_value(), "no host block for mesh ", mesh, " and ", num_tasks,
+                        " tasks");
   const int nbx = mesh[0] / block->bx;
   const int nby = mesh[1] / block->by;
 
@@ -139,8 +140,8 @@ Topology local_topology(std::string_view spec, int num_local_devices, int num_ta
 Topology local_topology_from_environment(int num_tasks) {
   const char* spec = std::getenv(std::string(kTpuTopologyEnv).c_str());
   const auto devices = config::list_logical_devices("CPU");
-  return local_topology(spec ? std::string_view(spec) : std::string_view(), static_cast<int>(devices.size()),
-                        num_tasks);
+  return local_topology(spec ? std::string_view(spec) : std::string_view(),
+                        static_cast<int>(devices.size()), num_tasks);
 }
 
 BackingDevice backing_device_at_coordinates(const Topology& topology, const Coordinates& c) {

@@ -10,8 +10,8 @@
 //   namespace tpu = strata::tpu::experimental;
 //   tpu::local_topology("", 8).mesh_shape();          // {2, 2, 1, 2}: TPU v3-8's mesh
 //   tpu::local_topology("1x2x2x2", 8).mesh_shape();   // from STRATA_TPU_TOPOLOGY
-//   tpu::local_topology("", 8, 4).mesh_shape();       // {4, 4, 1, 2}: 4 hosts, a 2x2-chip block each
-//   tpu::local_topology("2x2x1x2", 4);                // InvalidArgumentError: needs 8 devices, got 4
+//   tpu::local_topology("", 8, 4).mesh_shape();       // {4, 4, 1, 2}: 4 hosts of 2x2 chips
+//   tpu::local_topology("2x2x1x2", 4);                // InvalidArgumentError: needs 8, got 4
 //   auto core = tpu::backing_device_at_coordinates(topo, {1, 0, 0, 1});   // {task 0, device 3}
 //
 // The mesh shape (Strata's rule):

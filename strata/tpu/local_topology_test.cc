@@ -26,7 +26,7 @@ TEST(LocalTopology, DefaultMeshShapeFollowsTheDocumentedRule) {
   EXPECT_THAT(default_mesh_shape(3), ElementsAre(3, 1, 1, 1));
   EXPECT_THAT(default_mesh_shape(4), ElementsAre(2, 1, 1, 2));
   EXPECT_THAT(default_mesh_shape(6), ElementsAre(3, 1, 1, 2));
-  EXPECT_THAT(default_mesh_shape(8), ElementsAre(2, 2, 1, 2));   // TPU v3-8
+  EXPECT_THAT(default_mesh_shape(8), ElementsAre(2, 2, 1, 2));  // TPU v3-8
   EXPECT_THAT(default_mesh_shape(9), ElementsAre(3, 3, 1, 1));
   EXPECT_THAT(default_mesh_shape(16), ElementsAre(4, 2, 1, 2));
   EXPECT_THAT(default_mesh_shape(32), ElementsAre(4, 4, 1, 2));  // TPU v3-32
@@ -70,17 +70,21 @@ TEST(LocalTopology, SpecNeedingFewerCoresUsesTheFirstDevices) {
 }
 
 TEST(LocalTopology, TooFewDevicesForTheSpecIsAnErrorNamingBothNumbers) {
-  EXPECT_THAT(message_of<InvalidArgumentError>([] { local_topology("2x2x1x2", 4); }),
-              HasSubstr("the mesh [2, 2, 1, 2] (STRATA_TPU_TOPOLOGY=2x2x1x2) needs 8 cores, 8 per task over "
-                        "1 task; expected at least 8 local devices per task, got 4"));
-  EXPECT_THAT(message_of<InvalidArgumentError>([] { local_topology("4x4x1x2", 8, 2); }),
-              HasSubstr("needs 32 cores, 16 per task over 2 tasks; expected at least 16 local devices per task, "
-                        "got 8"));
+  EXPECT_THAT(
+      message_of<InvalidArgumentError>([] { local_topology("2x2x1x2", 4); }),
+      HasSubstr(
+          "the mesh [2, 2, 1, 2] (STRATA_TPU_TOPOLOGY=2x2x1x2) needs 8 cores, 8 per task over "
+          "1 task; expected at least 8 local devices per task, got 4"));
+  EXPECT_THAT(
+      message_of<InvalidArgumentError>([] { local_topology("4x4x1x2", 8, 2); }),
+      HasSubstr(
+          "needs 32 cores, 16 per task over 2 tasks; expected at least 16 local devices per task, "
+          "got 8"));
 }
 
 TEST(LocalTopology, MalformedSpecsAreRejectedQuotingTheValue) {
-  for (const char* bad : {"2x2", "2x2x1x2x1", "2x0x1x2", "axbxcxd", "2X2x1x2", " 2x2x1x2", "2x2x1x", "x2x1x2",
-                          "2x2x1x2 ", "-2x2x1x2", "99999999x1x1x1", "1024x1024x2x1"}) {
+  for (const char* bad : {"2x2", "2x2x1x2x1", "2x0x1x2", "axbxcxd", "2X2x1x2", " 2x2x1x2", "2x2x1x",
+                          "x2x1x2", "2x2x1x2 ", "-2x2x1x2", "99999999x1x1x1", "1024x1024x2x1"}) {
     EXPECT_THAT(message_of<InvalidArgumentError>([&] { local_topology(bad, 8); }),
                 HasSubstr(std::string("STRATA_TPU_TOPOLOGY: expected ")))
         << bad;
@@ -103,7 +107,8 @@ TEST(LocalTopology, TasksOwnSquareChipBlocksNumberedXFirst) {
   EXPECT_EQ(t.task_ordinal_at_coordinates({3, 3, 0, 1}), 3);
   // Inside task 3's block (x 2-3, y 2-3): (3,3,0,1) = 1 + 2 * (1 + 2 * 1) = 7.
   EXPECT_EQ(t.tpu_device_ordinal_at_coordinates({3, 3, 0, 1}), 7);
-  EXPECT_EQ(t.tpu_device_name_at_coordinates({2, 2, 0, 1}, "worker"), "/job:worker/task:3/device:TPU:1");
+  EXPECT_EQ(t.tpu_device_name_at_coordinates({2, 2, 0, 1}, "worker"),
+            "/job:worker/task:3/device:TPU:1");
   EXPECT_EQ(backing_device_at_coordinates(t, {3, 2, 0, 0}), (BackingDevice{3, 2}));
 }
 
@@ -119,8 +124,9 @@ TEST(LocalTopology, TasksOfASpecMeshPreferFlatBlocks) {
 }
 
 TEST(LocalTopology, MeshesThatDoNotSplitIntoWholeChipsPerTaskAreRejected) {
-  EXPECT_THAT(message_of<InvalidArgumentError>([] { local_topology("1x1x1x2", 1, 2); }),
-              HasSubstr("to split into 2 tasks of whole chips (2 cores each), got 2 cores for 2 tasks"));
+  EXPECT_THAT(
+      message_of<InvalidArgumentError>([] { local_topology("1x1x1x2", 1, 2); }),
+      HasSubstr("to split into 2 tasks of whole chips (2 cores each), got 2 cores for 2 tasks"));
   EXPECT_THAT(message_of<InvalidArgumentError>([] { local_topology("3x1x1x1", 2, 2); }),
               HasSubstr("got 3 cores for 2 tasks"));
   // Whole chips per task always tile the mesh (each prime factor of a task's chip
@@ -146,7 +152,8 @@ class LocalTopologyFromEnvironment : public ::testing::Test {
     saved_ = old ? std::optional<std::string>(old) : std::nullopt;
     internal::reset_runtime_for_testing();
     auto cpus = config::list_physical_devices("CPU");
-    config::set_logical_device_configuration(cpus[0], std::vector<config::LogicalDeviceConfiguration>(4));
+    config::set_logical_device_configuration(cpus[0],
+                                             std::vector<config::LogicalDeviceConfiguration>(4));
   }
   void TearDown() override {
     if (saved_) {

@@ -73,7 +73,8 @@ class WireReader {
     for (int shift = 0; shift < 70; shift += 7) {
       if (pos_ >= end) fail(start, str_cat(what, " varint runs past the end of its field"));
       const auto byte = static_cast<uint8_t>(bytes_[pos_++]);
-      if (shift == 63 && (byte & 0x7E) != 0) fail(start, str_cat(what, " varint overflows 64 bits"));
+      if (shift == 63 && (byte & 0x7E) != 0)
+        fail(start, str_cat(what, " varint overflows 64 bits"));
       v |= static_cast<uint64_t>(byte & 0x7F) << shift;
       if ((byte & 0x80) == 0) return v;
     }
@@ -101,8 +102,8 @@ class WireReader {
   }
 
   [[noreturn]] static void fail(size_t offset, const std::string& what) {
-    throw DataLossError(str_cat("Topology::parse: corrupt TopologyProto at byte offset ", offset,
-                                ": ", what));
+    throw DataLossError(
+        str_cat("Topology::parse: corrupt TopologyProto at byte offset ", offset, ": ", what));
   }
 
  private:
@@ -119,8 +120,8 @@ void read_repeated(WireReader& r, uint32_t wire_type, size_t tag_offset, std::st
     return;
   }
   if (wire_type != kWireLengthDelimited) {
-    WireReader::fail(tag_offset, str_cat("field ", name, " has wire type ", wire_type,
-                                         ", expected 0 or 2"));
+    WireReader::fail(tag_offset,
+                     str_cat("field ", name, " has wire type ", wire_type, ", expected 0 or 2"));
   }
   const size_t len_offset = r.pos();
   const uint64_t len = r.varint(str_cat(name, " length"), size);
@@ -139,10 +140,10 @@ std::string coordinates_string(const Coordinates& c) { return str_cat(as_vector(
 
 Topology::Topology(std::vector<int> mesh_shape,
                    const std::vector<std::vector<std::vector<int>>>& device_coordinates) {
-  STRATA_CHECK_ARG(mesh_shape.size() == kMeshRank &&
-                       std::all_of(mesh_shape.begin(), mesh_shape.end(), [](int d) { return d >= 1; }),
-                   "Topology: expected `mesh_shape` to be a sequence of 4 positive entries, got ",
-                   mesh_shape);
+  STRATA_CHECK_ARG(
+      mesh_shape.size() == kMeshRank &&
+          std::all_of(mesh_shape.begin(), mesh_shape.end(), [](int d) { return d >= 1; }),
+      "Topology: expected `mesh_shape` to be a sequence of 4 positive entries, got ", mesh_shape);
   const size_t per_task = device_coordinates.empty() ? 0 : device_coordinates[0].size();
   std::vector<std::vector<Coordinates>> coords(device_coordinates.size());
   for (size_t t = 0; t < device_coordinates.size(); ++t) {
@@ -163,15 +164,16 @@ Topology::Topology(std::vector<int> mesh_shape,
   *this = Topology(std::move(mesh_shape), std::move(coords), static_cast<int>(per_task));
 }
 
-Topology::Topology(std::vector<int> mesh_shape, std::vector<std::vector<Coordinates>> device_coordinates,
-                   int num_tpus_per_task)
+Topology::Topology(std::vector<int> mesh_shape,
+                   std::vector<std::vector<Coordinates>> device_coordinates, int num_tpus_per_task)
     : mesh_shape_(std::move(mesh_shape)),
       device_coordinates_(std::move(device_coordinates)),
       num_tpus_per_task_(num_tpus_per_task) {
   int64_t cells = 1;
   for (int d : mesh_shape_) cells *= d;
-  STRATA_CHECK_ARG(cells <= (int64_t{1} << 24), "Topology: expected a mesh of at most 16777216 cores, got ",
-                   mesh_shape_, " (", cells, " cores)");
+  STRATA_CHECK_ARG(cells <= (int64_t{1} << 24),
+                   "Topology: expected a mesh of at most 16777216 cores, got ", mesh_shape_, " (",
+                   cells, " cores)");
   tasks_.assign(static_cast<size_t>(cells), -1);
   devices_.assign(static_cast<size_t>(cells), -1);
   // TF's _invert_topology; Strata also rejects what numpy would silently
@@ -221,44 +223,40 @@ Topology Topology::parse(std::string_view serialized) {
       case kNumTpuDevicesPerTaskField: {
         const char* name = field == kNumTasksField ? "num_tasks" : "num_tpu_devices_per_task";
         if (wire_type != kWireVarint) {
-          WireReader::fail(tag_offset, str_cat("field ", name, " has wire type ", wire_type,
-                                               ", expected 0"));
+          WireReader::fail(tag_offset,
+                           str_cat("field ", name, " has wire type ", wire_type, ", expected 0"));
         }
         (field == kNumTasksField ? num_tasks : per_task) = r.int32(name, size);  // last one wins
         continue;
       }
-      default:
-        break;
+      default: break;
     }
     // Unknown fields (newer TopologyProto versions add some) are skipped.
     switch (wire_type) {
-      case kWireVarint:
-        r.varint(str_cat("unknown field ", field), size);
-        break;
-      case kWireFixed64:
-        r.skip(8, tag_offset, str_cat("unknown fixed64 field ", field));
-        break;
-      case kWireFixed32:
-        r.skip(4, tag_offset, str_cat("unknown fixed32 field ", field));
-        break;
+      case kWireVarint: r.varint(str_cat("unknown field ", field), size); break;
+      case kWireFixed64: r.skip(8, tag_offset, str_cat("unknown fixed64 field ", field)); break;
+      case kWireFixed32: r.skip(4, tag_offset, str_cat("unknown fixed32 field ", field)); break;
       case kWireLengthDelimited: {
         const uint64_t len = r.varint(str_cat("unknown field ", field, " length"), size);
-        if (len > size) WireReader::fail(tag_offset, str_cat("unknown field ", field, " of ", len,
-                                                             " bytes runs past the end of the message"));
+        if (len > size)
+          WireReader::fail(tag_offset, str_cat("unknown field ", field, " of ", len,
+                                               " bytes runs past the end of the message"));
         r.skip(static_cast<size_t>(len), tag_offset, str_cat("unknown field ", field));
         break;
       }
       default:
-        WireReader::fail(tag_offset, str_cat("field ", field, " has unsupported wire type ", wire_type));
+        WireReader::fail(tag_offset,
+                         str_cat("field ", field, " has unsupported wire type ", wire_type));
     }
   }
 
   // TF's _parse_topology checks, in its order.
-  STRATA_CHECK_ARG(mesh_shape.size() == kMeshRank &&
-                       std::all_of(mesh_shape.begin(), mesh_shape.end(), [](int d) { return d >= 1; }),
-                   "Topology::parse: expected `mesh_shape` to be a vector of size 4 with positive "
-                   "entries, got ",
-                   mesh_shape);
+  STRATA_CHECK_ARG(
+      mesh_shape.size() == kMeshRank &&
+          std::all_of(mesh_shape.begin(), mesh_shape.end(), [](int d) { return d >= 1; }),
+      "Topology::parse: expected `mesh_shape` to be a vector of size 4 with positive "
+      "entries, got ",
+      mesh_shape);
   STRATA_CHECK_ARG(num_tasks >= 0, "Topology::parse: expected `num_tasks` >= 0, got ", num_tasks);
   STRATA_CHECK_ARG(per_task >= 0, "Topology::parse: expected `num_tpu_devices_per_task` >= 0, got ",
                    per_task);
@@ -268,8 +266,9 @@ Topology Topology::parse(std::string_view serialized) {
                    ") * num_tpu_devices_per_task (", per_task, ") * len(mesh_shape) (", kMeshRank,
                    ") = ", expected, " entries, got ", flat_coords.size());
   for (size_t i = 0; i < flat_coords.size(); ++i) {
-    STRATA_CHECK_ARG(flat_coords[i] >= 0, "Topology::parse: expected `device_coordinates` >= 0, got ",
-                     flat_coords[i], " at index ", i);
+    STRATA_CHECK_ARG(flat_coords[i] >= 0,
+                     "Topology::parse: expected `device_coordinates` >= 0, got ", flat_coords[i],
+                     " at index ", i);
   }
   std::vector<std::vector<Coordinates>> coords(static_cast<size_t>(num_tasks));
   size_t k = 0;
@@ -279,7 +278,8 @@ Topology Topology::parse(std::string_view serialized) {
       for (int& v : c) v = flat_coords[k++];
     }
   }
-  return Topology(std::vector<int>(mesh_shape.begin(), mesh_shape.end()), std::move(coords), per_task);
+  return Topology(std::vector<int>(mesh_shape.begin(), mesh_shape.end()), std::move(coords),
+                  per_task);
 }
 
 std::string Topology::serialized() const {
@@ -315,7 +315,8 @@ int Topology::flat_index(const Coordinates& c, std::string_view who) const {
   int index = 0;
   for (int axis = 0; axis < kMeshRank; ++axis) {
     STRATA_CHECK_ARG(c[axis] >= 0 && c[axis] < mesh_shape_[axis], who,
-                     ": expected coordinates inside the mesh ", mesh_shape_, ", got ", as_vector(c));
+                     ": expected coordinates inside the mesh ", mesh_shape_, ", got ",
+                     as_vector(c));
     index = index * mesh_shape_[axis] + c[axis];
   }
   return index;
@@ -335,7 +336,8 @@ std::string job_prefix(std::string_view job) {
 }
 }  // namespace
 
-std::string Topology::cpu_device_name_at_coordinates(const Coordinates& c, std::string_view job) const {
+std::string Topology::cpu_device_name_at_coordinates(const Coordinates& c,
+                                                     std::string_view job) const {
   const int i = flat_index(c, "Topology.cpu_device_name_at_coordinates");
   STRATA_CHECK(NOT_FOUND, tasks_[i] >= 0,
                "Topology.cpu_device_name_at_coordinates: expected a device at ", as_vector(c),
@@ -343,7 +345,8 @@ std::string Topology::cpu_device_name_at_coordinates(const Coordinates& c, std::
   return str_cat(job_prefix(job), "/task:", tasks_[i], "/device:CPU:0");
 }
 
-std::string Topology::tpu_device_name_at_coordinates(const Coordinates& c, std::string_view job) const {
+std::string Topology::tpu_device_name_at_coordinates(const Coordinates& c,
+                                                     std::string_view job) const {
   const int i = flat_index(c, "Topology.tpu_device_name_at_coordinates");
   STRATA_CHECK(NOT_FOUND, tasks_[i] >= 0,
                "Topology.tpu_device_name_at_coordinates: expected a device at ", as_vector(c),

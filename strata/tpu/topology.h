@@ -14,7 +14,8 @@
 //   topo.num_tasks();                                     // 1
 //   topo.num_tpus_per_task();                             // 8
 //   topo.tpu_device_ordinal_at_coordinates({1, 0, 0, 1}); // 3
-//   topo.tpu_device_name_at_coordinates({1, 0, 0, 1}, "worker");  // "/job:worker/task:0/device:TPU:3"
+//   topo.tpu_device_name_at_coordinates({1, 0, 0, 1}, "worker");
+//                                                         // "/job:worker/task:0/device:TPU:3"
 //   std::string bytes = topo.serialized();                // a TopologyProto
 //   tpu::Topology again = tpu::Topology::parse(bytes);    // == topo
 //
@@ -54,7 +55,8 @@ class Topology {
   // entries, the coordinates array is ragged or its minor dimension is not the
   // mesh rank, and (Strata checks what TF leaves to numpy) if a coordinate lies
   // outside the mesh or two devices claim the same coordinates.
-  Topology(std::vector<int> mesh_shape, const std::vector<std::vector<std::vector<int>>>& device_coordinates);
+  Topology(std::vector<int> mesh_shape,
+           const std::vector<std::vector<std::vector<int>>>& device_coordinates);
 
   // Topology(serialized=) of TensorFlow: parses a serialized TopologyProto.
   // DataLossError if the bytes are not a well-formed protobuf message (the
