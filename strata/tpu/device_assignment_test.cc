@@ -1,6 +1,8 @@
 #include "strata/tpu/device_assignment.h"
 
 #include <array>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -116,6 +118,16 @@ TEST(DeviceAssignment, MeshOrderModeDisablesTheRing) {
                                               {{1, 1, 0, 0}, {1, 1, 0, 1}}}));
 }
 
+TEST(DeviceAssignment, RingOrderModeWhereTheTilingAppliesEqualsAuto) {
+  const Topology t = full({2, 2, 1, 2});
+  auto ring = DeviceAssignment::build(t, {.computation_shape = {1, 1, 1, 2},
+                                          .num_replicas = 4,
+                                          .device_order_mode = DeviceOrderMode::RING});
+  auto aut = DeviceAssignment::build(t, {.computation_shape = {1, 1, 1, 2}, .num_replicas = 4});
+  EXPECT_EQ(ring.core_assignment(), aut.core_assignment());
+  EXPECT_EQ(ring.coordinates(2, 0), (Coordinates{1, 1, 0, 0}));
+}
+
 TEST(DeviceAssignment, RingOrderModeWhereTheTilingDoesNotApplyIsAnError) {
   EXPECT_THAT(
       message_of<InvalidArgumentError>([] {
@@ -226,6 +238,46 @@ TEST(DeviceAssignment, TwoCoreBlocksWithAnXStride) {
     EXPECT_EQ(da.coordinates(r, 0), (Coordinates{r, 0, 0, 0}));
     EXPECT_EQ(da.coordinates(r, 1), (Coordinates{r, 0, 0, 1}));
   }
+}
+
+TEST(DeviceAssignment, MatchesTheReferenceModelOnGeneratedCases) {
+  // testdata/device_assignment_cases.txt: 300 seeded random full-mesh cases
+  // written by the independent Python model (device_assignment_reference.py
+  // --fixture); each line gives the arguments and every replica's cores.
+  std::ifstream in(std::string(STRATA_TPU_TESTDATA) + "/device_assignment_cases.txt");
+  ASSERT_TRUE(in.good()) << "cannot open " << STRATA_TPU_TESTDATA << "/device_assignment_cases.txt";
+  std::string line;
+  int cases = 0;
+  while (std::getline(in, line)) {
+    std::istringstream is(line);
+    std::string word;
+    std::vector<int> mesh(4), shape(4), stride(4);
+    int replicas = 0;
+    is >> word;
+    for (int& v : mesh) is >> v;
+    is >> word;
+    for (int& v : shape) is >> v;
+    is >> word;
+    for (int& v : stride) is >> v;
+    is >> word >> replicas >> word;
+    ASSERT_EQ(word, ":") << line;
+    Assignment expected(1);
+    while (is >> word) {
+      if (word == "|") {
+        expected.emplace_back();
+        continue;
+      }
+      Coordinates c{std::stoi(word), 0, 0, 0};
+      is >> c[1] >> c[2] >> c[3];
+      expected.back().push_back(c);
+    }
+    auto da = DeviceAssignment::build(
+        full(mesh),
+        {.computation_shape = shape, .computation_stride = stride, .num_replicas = replicas});
+    EXPECT_EQ(da.core_assignment(), expected) << line;
+    ++cases;
+  }
+  EXPECT_EQ(cases, 300);
 }
 
 TEST(DeviceAssignment, ComputationShapeAndStrideMustHaveTheMeshRank) {

@@ -6,8 +6,19 @@ and not from TensorFlow's code), in plain Python without numpy. Run it to print
 the core assignments that device_assignment_test.cc expects:
 
     python3 strata/tpu/testdata/device_assignment_reference.py
+
+or, with --fixture, regenerate device_assignment_cases.txt: 300 seeded random
+full-mesh cases that DeviceAssignment.MatchesTheReferenceModelOnGeneratedCases
+replays. Each line is
+
+    mesh X Y Z C shape a b c d stride e f g h replicas R : x y z c x y z c | ...
+
+with the cores of replica 0 (logical core order), then " | " and replica 1, ...
 """
 import math
+import os
+import random
+import sys
 
 
 def ring_line(n, axis):
@@ -109,7 +120,41 @@ CASES = [
     ([4, 2, 1, 2], [2, 1, 1, 2], None, 4),
 ]
 
+def fixture_cases(count=300, seed=20261202):
+    rng = random.Random(seed)
+    cases = []
+    while len(cases) < count:
+        mesh = [rng.choice([1, 2, 3, 4]), rng.choice([1, 2, 4]), rng.choice([1, 2]),
+                rng.choice([1, 2])]
+        shape = [rng.randint(1, m) for m in mesh]
+        stride = [1, 1, 1, 1]
+        if rng.random() < 0.3:
+            axis = rng.randrange(4)
+            stride[axis] = 2
+        if any(s * t > m for s, t, m in zip(shape, stride, mesh)):
+            continue
+        counts = [(m // (s * t)) * t for m, s, t in zip(mesh, shape, stride)]
+        max_r = math.prod(counts)
+        replicas = rng.choice([max_r, max_r, max(1, max_r // 2), rng.randint(1, max_r)])
+        cases.append((mesh, shape, stride, replicas))
+    return cases
+
+
+def write_fixture(path):
+    with open(path, "w") as f:
+        for mesh, shape, stride, r in fixture_cases():
+            head = "mesh %s shape %s stride %s replicas %d" % (
+                " ".join(map(str, mesh)), " ".join(map(str, shape)), " ".join(map(str, stride)), r)
+            body = " | ".join(" ".join(" ".join(map(str, c)) for c in cores)
+                              for cores in build(mesh, shape, stride, r))
+            f.write(head + " : " + body + "\n")
+
+
 if __name__ == "__main__":
+    if "--fixture" in sys.argv:
+        write_fixture(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                   "device_assignment_cases.txt"))
+        sys.exit(0)
     for mesh, shape, stride, r in CASES:
         print(f"mesh={mesh} shape={shape} stride={stride} num_replicas={r}")
         for i, cores in enumerate(build(mesh, shape, stride, r)):
