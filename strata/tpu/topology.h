@@ -54,7 +54,8 @@ class Topology {
   // InvalidArgumentError (TF's ValueError) if mesh_shape is not 4 positive
   // entries, the coordinates array is ragged or its minor dimension is not the
   // mesh rank, and (Strata checks what TF leaves to numpy) if a coordinate lies
-  // outside the mesh or two devices claim the same coordinates.
+  // outside the mesh or two devices claim the same coordinates, or the mesh has
+  // more than 2^24 cores.
   Topology(std::vector<int> mesh_shape,
            const std::vector<std::vector<std::vector<int>>>& device_coordinates);
 

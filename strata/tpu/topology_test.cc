@@ -107,6 +107,20 @@ TEST(Topology, RejectsMeshShapesThatAreNotFourPositiveEntries) {
               HasSubstr("got [2, 0, 1, 2]"));
 }
 
+TEST(Topology, RejectsMeshesTooLargeToIndex) {
+  EXPECT_THAT(
+      message_of<InvalidArgumentError>([] {
+        Topology({4096, 4096, 2, 1}, {});
+      }),
+      HasSubstr(
+          "expected a mesh of at most 16777216 cores, got [4096, 4096, 2, 1] (33554432 cores)"));
+  // The same check guards parse(): mesh_shape packed, 4096 = 0x80 0x20.
+  EXPECT_THAT(message_of<InvalidArgumentError>([] {
+                Topology::parse(bytes({0x0a, 0x06, 0x80, 0x20, 0x80, 0x20, 0x02, 0x01}));
+              }),
+              HasSubstr("at most 16777216 cores"));
+}
+
 TEST(Topology, RejectsCoordinatesWithTheWrongMinorDimension) {
   EXPECT_THAT(
       message_of<InvalidArgumentError>([] {
