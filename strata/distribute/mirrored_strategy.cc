@@ -3,26 +3,10 @@
 #include <algorithm>
 
 #include "strata/base/errors.h"
-#include "strata/distribute/internal/merge_barrier.h"
-#include "strata/distribute/internal/replica_threads.h"
 
 namespace strata::distribute {
 
 namespace {
-
-class DeviceListExtended : public StrategyExtended {
- public:
-  DeviceListExtended(Strategy& owner, std::vector<const Device*> devices)
-      : StrategyExtended(owner), devices_(std::move(devices)) {}
-  std::vector<std::string> worker_devices() const override {
-    std::vector<std::string> names;
-    for (const Device* d : devices_) names.push_back(d->name());
-    return names;
-  }
-
- private:
-  std::vector<const Device*> devices_;
-};
 
 std::vector<const Device*> resolve_devices(const std::vector<std::string>& names) {
   STRATA_CHECK_ARG(!names.empty(), "MirroredStrategy: `devices` cannot be empty");
@@ -47,34 +31,8 @@ std::vector<std::string> all_local_device_names() {
 MirroredStrategy::MirroredStrategy() : MirroredStrategy(all_local_device_names()) {}
 
 MirroredStrategy::MirroredStrategy(const std::vector<std::string>& devices)
-    : devices_(resolve_devices(devices)) {
-  set_extended(std::make_unique<DeviceListExtended>(*this, devices_));
-  for (int i = 0; i < num_replicas_in_sync(); ++i) {
-    contexts_.push_back(std::make_unique<ReplicaContext>(*this, global_replica_id(i), i));
-  }
-  merge_barrier_ = std::make_unique<internal::MergeBarrier>(num_replicas_in_sync(),
-                                                            std::chrono::minutes(30));
-  threads_ = std::make_unique<internal::ReplicaThreads>(
-      devices_, [this](int replica, std::exception_ptr) {
-        merge_barrier_->abort(std::make_exception_ptr(
-            AbortedError(str_cat("replica ", replica, " failed"))));
-      });
-}
-
-MirroredStrategy::~MirroredStrategy() = default;
-
-void MirroredStrategy::run_on_replicas(const std::function<void(int)>& body) {
-  merge_barrier_->reset();
-  threads_->run_all([&](int local) {
-    internal::ReplicaModeGuard guard(*contexts_[local]);
-    body(local);
-    merge_barrier_->replica_finished(local);
-  });
-}
-
-std::shared_ptr<void> MirroredStrategy::merge_replicas(int local_replica, const void* payload,
-                                                       const MergeFn& merge) {
-  return merge_barrier_->arrive(local_replica, payload, merge);
+    : ReplicatedStrategy(resolve_devices(devices), 0, static_cast<int>(devices.size())) {
+  set_extended(std::make_unique<DeviceListExtended>(*this, this->devices()));
 }
 
 OneDeviceStrategy::OneDeviceStrategy(const std::string& device)

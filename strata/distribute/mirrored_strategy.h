@@ -20,36 +20,16 @@
 #include <string>
 #include <vector>
 
+#include "strata/distribute/replicated_strategy.h"
 #include "strata/distribute/strategy.h"
 
 namespace strata::distribute {
 
-namespace internal {
-class MergeBarrier;
-class ReplicaThreads;
-}  // namespace internal
-
-class MirroredStrategy : public Strategy {
+class MirroredStrategy : public ReplicatedStrategy {
  public:
   MirroredStrategy();
   explicit MirroredStrategy(const std::vector<std::string>& devices);
-  ~MirroredStrategy() override;
-
-  int num_replicas_in_sync() const override { return static_cast<int>(devices_.size()); }
   std::string name() const override { return "MirroredStrategy"; }
-  const std::vector<const Device*>& devices() const noexcept { return devices_; }
-  const Device& local_device(int local) const override { return *devices_.at(local); }
-
- protected:
-  void run_on_replicas(const std::function<void(int)>& body) override;
-  std::shared_ptr<void> merge_replicas(int local_replica, const void* payload,
-                                       const MergeFn& merge) override;
-
- private:
-  std::vector<const Device*> devices_;
-  std::unique_ptr<internal::MergeBarrier> merge_barrier_;
-  std::vector<std::unique_ptr<ReplicaContext>> contexts_;
-  std::unique_ptr<internal::ReplicaThreads> threads_;
 };
 
 class OneDeviceStrategy : public Strategy {
