@@ -21,10 +21,13 @@ corpus="$build/corpus"
 seed "$corpus/tfrecord" empty "00""0000000000000000""29039807""d8ea82a2"
 seed "$corpus/tfrecord" hello "00""0500000000000000""eab2043e""68656c6c6f""bb1f1c19"
 seed "$corpus/example" spec "0a0c0a0a0a016112051a030a0101"
+# IDX / text / fixed-length: first byte picks compression and record sizes; a 2x3 IDX file.
+seed "$corpus/idx" idx "00""00000802""00000002""00000003""010203040506"
+seed "$corpus/idx" lines "00""610a62620d0a0a6c617374"
 
 status=0
-for target in tfrecord_reader_fuzz example_parser_fuzz; do
-  dir="$corpus/${target%%_*}"   # tfrecord_reader_fuzz -> corpus/tfrecord, example_... -> corpus/example
+for target in tfrecord_reader_fuzz example_parser_fuzz idx_text_fuzz; do
+  dir="$corpus/${target%%_*}"   # tfrecord_reader_fuzz -> corpus/tfrecord, example_... -> corpus/example, idx_... -> corpus/idx
   echo "== $target for ${secs}s"
   if ! "$build/$target" -max_total_time="$secs" -max_len=4096 -timeout=10 -rss_limit_mb=2048 \
       -print_final_stats=1 "$dir" 2>"$build/$target.log"; then

@@ -76,6 +76,10 @@ TEST_P(TFRecordRoundTrip, WriterOutputReadsBackRecordForRecord) {
   TempDir dir;
   const std::string path = dir.file("r.tfrecord");
   std::vector<std::string> records = {"", "a", "hello", std::string(100000, 'x'), std::string(3, '\0')};
+  // Records larger than the reader's 256 KiB buffer and its 1 MiB growth step.
+  std::string big(3 << 20, '\0');
+  for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
+  records.push_back(big);
   for (int i = 0; i < 500; ++i) records.push_back(std::string(static_cast<size_t>(i), static_cast<char>(i)));
   {
     TFRecordWriter w(path, {.compression_type = GetParam()});
