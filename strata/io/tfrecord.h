@@ -62,8 +62,8 @@ class TFRecordWriter {
 
   // Appends one record. FailedPreconditionError after close().
   void write(std::string_view record);
-  // Pushes buffered bytes to the temporary file (the file stays invisible at
-  // `path` until close()).
+  // Pushes buffered bytes to the temporary file (sync-flushing a compressed
+  // stream); the file stays invisible at `path` until close().
   void flush();
   // Finishes compression, fsyncs and renames the file into place. Throws on I/O
   // errors (the temporary file is removed). FailedPreconditionError when called twice.
@@ -100,7 +100,9 @@ class TFRecordReader {
   // Byte offset of the next record.
   uint64_t offset() const;
   // Moves to `offset`, which should be a record start previously given by
-  // offset(); reading from any other offset fails the length checksum.
+  // offset(); reading from any other offset fails the length checksum. Cheap for
+  // uncompressed files; a compressed one is re-inflated from its start when
+  // moving backwards (forwards it inflates and discards up to `offset`).
   void seek(uint64_t offset);
   const std::string& name() const;
 

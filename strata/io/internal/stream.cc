@@ -362,7 +362,7 @@ void OutputFile::deflate_some(int flush_mode) {
 void OutputFile::write(std::string_view data) {
   STRATA_CHECK(FAILED_PRECONDITION, open(), "write to ", path_, " after close()");
   if (buf_.size() + data.size() > kBufferSize) {
-    flush();
+    drain();
     if (!deflater_ && data.size() >= kBufferSize) {
       write_raw(data.data(), data.size());
       return;
@@ -372,18 +372,26 @@ void OutputFile::write(std::string_view data) {
   while (data.size() > kBufferSize) {
     buf_.append(data.substr(0, kBufferSize));
     data.remove_prefix(kBufferSize);
-    flush();
+    drain();
   }
   buf_.append(data);
 }
 
-void OutputFile::flush() {
-  STRATA_CHECK(FAILED_PRECONDITION, open(), "flush of ", path_, " after close()");
+void OutputFile::drain() {
   if (deflater_) {
     if (!buf_.empty()) deflate_some(Z_NO_FLUSH);
   } else {
     write_raw(buf_.data(), buf_.size());
     buf_.clear();
+  }
+}
+
+void OutputFile::flush() {
+  STRATA_CHECK(FAILED_PRECONDITION, open(), "flush of ", path_, " after close()");
+  if (deflater_) {
+    deflate_some(Z_SYNC_FLUSH);
+  } else {
+    drain();
   }
 }
 
@@ -393,7 +401,7 @@ void OutputFile::commit() {
     if (deflater_) {
       deflate_some(Z_FINISH);
     } else {
-      flush();
+      drain();
     }
     if (::fsync(fd_) != 0) throw_errno("fsync", tmp_path_, errno);
     const int fd = fd_;

@@ -87,7 +87,8 @@ class OutputFile {
   OutputFile& operator=(const OutputFile&) = delete;
 
   void write(std::string_view data);
-  // Pushes buffered (and compressor-held) bytes to the temporary file.
+  // Pushes buffered bytes to the temporary file; a compressed stream is
+  // sync-flushed, so everything written so far can be decompressed from it.
   void flush();
   void commit();
   void abandon() noexcept;
@@ -96,6 +97,7 @@ class OutputFile {
 
  private:
   void write_raw(const char* data, size_t n);
+  void drain();  // hands buf_ to the file (or the compressor, without flushing it)
   void deflate_some(int flush_mode);
 
   struct Deflater;
