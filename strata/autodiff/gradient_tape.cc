@@ -1,0 +1,253 @@
+#include "strata/autodiff/gradient_tape.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "strata/base/errors.h"
+#include "strata/ops/array_ops.h"
+#include "strata/ops/math_ops.h"
+
+namespace strata {
+
+namespace {
+
+// Stops `self` recording while every other tape on this thread keeps
+// recording: the backward pass of an inner tape is recorded by outer tapes
+// (higher-order gradients) but never by the tape itself.
+class PauseOnly {
+ public:
+  explicit PauseOnly(const OpRecorder* self) {
+    std::vector<OpRecorder*> others;
+    for (OpRecorder* r : active_recorders()) {
+      if (r != self) others.push_back(r);
+    }
+    pause_ = std::make_unique<RecordingPause>();
+    for (OpRecorder* r : others) scopes_.push_back(std::make_unique<RecorderScope>(*r));
+  }
+  ~PauseOnly() {
+    while (!scopes_.empty()) scopes_.pop_back();
+    pause_.reset();
+  }
+
+ private:
+  std::unique_ptr<RecordingPause> pause_;
+  std::vector<std::unique_ptr<RecorderScope>> scopes_;
+};
+
+Tensor sum_all(std::vector<Tensor> grads) {
+  if (grads.size() == 1) return grads[0];
+  return add_n(grads);
+}
+
+}  // namespace
+
+GradientTape::GradientTape(GradientTapeOptions options) : options_(options) {
+  recorder_scope_ = std::make_unique<RecorderScope>(*this);
+  observer_scope_ = std::make_unique<VariableAccessObserverScope>(*this);
+}
+
+GradientTape::~GradientTape() {
+  observer_scope_.reset();
+  recorder_scope_.reset();
+}
+
+void GradientTape::watch(const Tensor& t) {
+  STRATA_CHECK_ARG(t.defined(), "GradientTape.watch: expected a tensor, got an empty handle");
+  // TF warns and does not watch non-floating tensors; they never get a gradient.
+  if (!is_floating(t.dtype()) || !recording()) return;
+  tracked_.insert(t.id());
+}
+
+void GradientTape::watch(const std::vector<Tensor>& ts) {
+  for (const Tensor& t : ts) watch(t);
+}
+
+void GradientTape::watch(const Variable& v) {
+  STRATA_CHECK_ARG(v.defined(), "GradientTape.watch: expected a variable, got an empty handle");
+  explicitly_watched_.insert(v.impl_ptr().get());
+  if (!variable_index_.contains(v.impl_ptr().get())) {
+    variable_index_.emplace(v.impl_ptr().get(), variables_.size());
+    variables_.push_back({v, {}});
+  }
+}
+
+std::vector<Variable> GradientTape::watched_variables() const {
+  std::vector<Variable> out;
+  for (const auto& w : variables_) out.push_back(w.variable);
+  return out;
+}
+
+void GradientTape::variable_accessed(const Variable& v, const Tensor& value) {
+  if (!recording() || !is_floating(value.dtype())) return;
+  const VariableImpl* key = v.impl_ptr().get();
+  const bool watch_it = explicitly_watched_.contains(key) ||
+                        (options_.watch_accessed_variables && v.trainable());
+  if (!watch_it) return;
+  auto it = variable_index_.find(key);
+  if (it == variable_index_.end()) {
+    it = variable_index_.emplace(key, variables_.size()).first;
+    variables_.push_back({v, {}});
+  }
+  variables_[it->second].read_ids.push_back(value.id());
+  tracked_.insert(value.id());
+}
+
+bool GradientTape::is_tracking(const Tensor& t) const {
+  return recording() && tracked_.contains(t.id());
+}
+
+void GradientTape::record(OpKind kind, std::span<const Tensor> inputs,
+                          std::span<const Tensor> outputs, const OpAttrs& attrs) {
+  if (!recording()) return;
+  autodiff::OpRecord rec{.kind = kind, .attrs = attrs};
+  const bool keep_in = autodiff::gradient_needs_inputs(kind);
+  const bool keep_out = autodiff::gradient_needs_outputs(kind);
+  for (const Tensor& t : inputs) {
+    rec.inputs.push_back(keep_in ? t : Tensor());
+    rec.input_shapes.push_back(t.defined() ? t.shape() : TensorShape{});
+    rec.input_dtypes.push_back(t.defined() ? t.dtype() : DType::float32);
+    rec.input_ids.push_back(t.defined() ? t.id() : 0);
+  }
+  bool any_float_output = false;
+  for (const Tensor& t : outputs) {
+    rec.outputs.push_back(keep_out ? t : Tensor());
+    rec.output_shapes.push_back(t.shape());
+    rec.output_dtypes.push_back(t.dtype());
+    rec.output_ids.push_back(t.id());
+    // Integer and bool results carry no gradient, so they are not tracked.
+    if (is_floating(t.dtype())) {
+      tracked_.insert(t.id());
+      any_float_output = true;
+    }
+  }
+  if (any_float_output) records_.push_back(std::move(rec));
+}
+
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                                           const GradientOptions& options) {
+  std::vector<Source> srcs;
+  for (const Tensor& s : sources) {
+    STRATA_CHECK_ARG(s.defined(), "GradientTape.gradient: expected defined source tensors, got an empty handle");
+    srcs.push_back({{s.id()}, s.shape(), s.dtype()});
+  }
+  return compute(target, srcs, options);
+}
+
+std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Variable>& sources,
+                                           const GradientOptions& options) {
+  std::vector<Source> srcs;
+  for (const Variable& v : sources) {
+    STRATA_CHECK_ARG(v.defined(), "GradientTape.gradient: expected defined source variables, got an empty handle");
+    Source s{{}, v.shape(), v.dtype()};
+    auto it = variable_index_.find(v.impl_ptr().get());
+    if (it != variable_index_.end()) s.ids = variables_[it->second].read_ids;
+    srcs.push_back(std::move(s));
+  }
+  return compute(target, srcs, options);
+}
+
+Tensor GradientTape::gradient(const Tensor& target, const Tensor& source, const GradientOptions& options) {
+  return gradient(target, std::vector<Tensor>{source}, options)[0];
+}
+
+Tensor GradientTape::gradient(const Tensor& target, const Variable& source, const GradientOptions& options) {
+  return gradient(target, std::vector<Variable>{source}, options)[0];
+}
+
+std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vector<Source>& sources,
+                                          const GradientOptions& options) {
+  STRATA_CHECK(FAILED_PRECONDITION, !used_,
+               "GradientTape.gradient: A non-persistent GradientTape can only be used to compute one "
+               "set of gradients (or jacobians); expected a persistent tape "
+               "(GradientTapeOptions.persistent = true), got a second call");
+  STRATA_CHECK_ARG(target.defined(), "GradientTape.gradient: expected a target tensor, got an empty handle");
+  if (options.output_gradients.defined()) {
+    STRATA_CHECK_ARG(options.output_gradients.shape() == target.shape(),
+                     "GradientTape.gradient: expected output_gradients of the target's shape ",
+                     target.shape(), ", got shape ", options.output_gradients.shape());
+  }
+  if (!options_.persistent) used_ = true;
+
+  // Ops that depend on a source (forward pass over the records, which are in
+  // execution order and therefore topologically sorted).
+  std::unordered_set<uint64_t> depends;
+  for (const Source& s : sources) depends.insert(s.ids.begin(), s.ids.end());
+  std::vector<bool> relevant(records_.size(), false);
+  for (size_t i = 0; i < records_.size(); ++i) {
+    const auto& r = records_[i];
+    if (std::any_of(r.input_ids.begin(), r.input_ids.end(), [&](uint64_t id) { return depends.contains(id); })) {
+      relevant[i] = true;
+      depends.insert(r.output_ids.begin(), r.output_ids.end());
+    }
+  }
+
+  std::unordered_map<uint64_t, std::vector<Tensor>> pending;
+  std::vector<Tensor> results(sources.size());
+  {
+    PauseOnly pause(this);
+    if (is_floating(target.dtype())) {
+      pending[target.id()].push_back(options.output_gradients.defined() ? options.output_gradients
+                                                                         : ones_like(target));
+    }
+    std::unordered_map<uint64_t, Tensor> final_grads;  // summed gradients of source ids
+    std::unordered_set<uint64_t> source_ids;
+    for (const Source& s : sources) source_ids.insert(s.ids.begin(), s.ids.end());
+    auto take = [&](uint64_t id) -> Tensor {
+      auto it = pending.find(id);
+      if (it == pending.end()) return Tensor();
+      Tensor g = sum_all(std::move(it->second));
+      pending.erase(it);
+      if (source_ids.contains(id)) final_grads[id] = g;
+      return g;
+    };
+    for (size_t i = records_.size(); i-- > 0;) {
+      if (!relevant[i]) continue;
+      const auto& r = records_[i];
+      std::vector<Tensor> out_grads;
+      bool any = false;
+      for (uint64_t id : r.output_ids) {
+        out_grads.push_back(take(id));
+        any = any || out_grads.back().defined();
+      }
+      if (!any) continue;
+      for (size_t k = 0; k < out_grads.size(); ++k) {
+        if (!out_grads[k].defined()) out_grads[k] = zeros(r.output_shapes[k], r.output_dtypes[k]);
+      }
+      std::vector<Tensor> in_grads = autodiff::op_gradient(r, out_grads);
+      STRATA_INTERNAL_CHECK(in_grads.size() == r.input_ids.size(), "gradient of ", op_name(r.kind),
+                            " returned ", in_grads.size(), " gradients for ", r.input_ids.size(), " inputs");
+      for (size_t k = 0; k < in_grads.size(); ++k) {
+        if (in_grads[k].defined() && depends.contains(r.input_ids[k]) && is_floating(r.input_dtypes[k])) {
+          pending[r.input_ids[k]].push_back(in_grads[k]);
+        }
+      }
+    }
+    // Sources never consumed by a relevant op (e.g. the target itself).
+    for (uint64_t id : source_ids) {
+      if (pending.contains(id)) take(id);
+    }
+    for (size_t s = 0; s < sources.size(); ++s) {
+      std::vector<Tensor> parts;
+      for (uint64_t id : sources[s].ids) {
+        auto it = final_grads.find(id);
+        if (it != final_grads.end()) parts.push_back(it->second);
+      }
+      if (!parts.empty() && is_floating(sources[s].dtype)) {
+        results[s] = sum_all(std::move(parts));
+      } else if (options.unconnected_gradients == UnconnectedGradients::ZERO) {
+        results[s] = zeros(sources[s].shape, sources[s].dtype);
+      }
+    }
+  }
+  if (!options_.persistent) {
+    // Release everything the backward pass held.
+    records_.clear();
+    records_.shrink_to_fit();
+    tracked_.clear();
+    variables_.clear();
+    variable_index_.clear();
+  }
+  return results;
+}
+
+}  // namespace strata

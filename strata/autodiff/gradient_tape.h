@@ -1,0 +1,151 @@
+#pragma once
+// GradientTape: reverse-mode automatic differentiation of eager ops
+// (tf.GradientTape).
+//
+//   strata::Variable w(strata::constant({1.f, 2.f}), {.name = "w"});
+//   strata::Tensor x = strata::constant(3.f);
+//   strata::GradientTape tape;                 // records this thread's ops while alive
+//   tape.watch(x);                             // trainable variables are watched on read
+//   strata::Tensor loss = strata::reduce_sum(strata::square(w.value() * x));
+//   std::vector<strata::Tensor> g = tape.gradient(loss, std::vector<strata::Variable>{w});
+//   // g[0] == 2 * w * x^2 == [18, 36]
+//   strata::Tensor dx = ...;  // a second gradient() needs {.persistent = true}
+//
+// Recording: while alive, a tape is on its thread's recorder stack
+// (strata/ops/recorder.h) and on its variable-access observers
+// (strata/core/variable.h). It records every differentiable op one of whose
+// inputs it tracks (a watched tensor, a watched variable read, or an output of
+// a recorded op). Tapes are thread-local: a tape never sees another thread's
+// ops, and must be created and destroyed on the same thread. Only floating
+// tensors are tracked (integer and bool values get no gradient, as in TF).
+//
+// The backward pass walks the recorded ops in reverse order, keeping only ops
+// on a path from a source to the target, and sums the gradients that reach a
+// tensor (add_n). It runs with this tape paused but every other active tape
+// still recording, so an outer tape records the gradient computation of an
+// inner one (higher-order gradients).
+//
+// Memory: a record keeps the tensors its gradient function needs (for example
+// Add keeps only shapes, Exp keeps its output); a non-persistent tape drops
+// all records after gradient().
+//
+// Thread-safety: one thread at a time (the thread that created it).
+
+#include <cstdint>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "strata/core/tensor.h"
+#include "strata/core/variable.h"
+#include "strata/ops/op_attrs.h"
+#include "strata/ops/op_kind.h"
+#include "strata/ops/recorder.h"
+
+namespace strata {
+
+// tf.UnconnectedGradients: what gradient() returns for a source the target
+// does not depend on: an empty Tensor handle (NONE, TF's None) or zeros.
+enum class UnconnectedGradients { NONE, ZERO };
+
+struct GradientTapeOptions {
+  bool persistent = false;               // TF's default
+  bool watch_accessed_variables = true;  // TF's default
+};
+
+struct GradientOptions {
+  // The upstream gradient of the target (same shape); undefined = ones.
+  Tensor output_gradients = {};
+  UnconnectedGradients unconnected_gradients = UnconnectedGradients::NONE;
+};
+
+namespace autodiff {
+// One recorded op: what its gradient function may use. A Tensor the op's
+// gradient does not need is left undefined (its shape and dtype are kept).
+struct OpRecord {
+  OpKind kind = OpKind::Identity;
+  OpAttrs attrs = {};
+  std::vector<Tensor> inputs = {};  // undefined where not needed
+  std::vector<TensorShape> input_shapes = {};
+  std::vector<DType> input_dtypes = {};
+  std::vector<uint64_t> input_ids = {};
+  std::vector<Tensor> outputs = {};  // undefined where not needed
+  std::vector<TensorShape> output_shapes = {};
+  std::vector<DType> output_dtypes = {};
+  std::vector<uint64_t> output_ids = {};
+};
+}  // namespace autodiff
+
+class GradientTape final : public OpRecorder, public VariableAccessObserver {
+ public:
+  explicit GradientTape(GradientTapeOptions options = {});
+  ~GradientTape() override;
+  GradientTape(const GradientTape&) = delete;
+  GradientTape& operator=(const GradientTape&) = delete;
+
+  // Tracks `t` (floating dtypes only; others are ignored, as TF warns and skips).
+  void watch(const Tensor& t);
+  void watch(const std::vector<Tensor>& ts);
+  // Tracks every later read of `v` (also when not trainable or when
+  // watch_accessed_variables is false).
+  void watch(const Variable& v);
+  // The variables this tape has seen read and watched, in first-read order.
+  std::vector<Variable> watched_variables() const;
+
+  // d(sum of target's elements)/d(source) for each source, with the options'
+  // upstream gradient and unconnected policy. A non-persistent tape allows one
+  // call; a second raises FailedPreconditionError.
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Tensor>& sources,
+                               const GradientOptions& options = {});
+  std::vector<Tensor> gradient(const Tensor& target, const std::vector<Variable>& sources,
+                               const GradientOptions& options = {});
+  Tensor gradient(const Tensor& target, const Tensor& source, const GradientOptions& options = {});
+  Tensor gradient(const Tensor& target, const Variable& source, const GradientOptions& options = {});
+
+  // Number of ops recorded so far (diagnostics, tests).
+  size_t num_recorded_ops() const noexcept { return records_.size(); }
+
+  // OpRecorder:
+  bool is_tracking(const Tensor& t) const override;
+  void record(OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+              const OpAttrs& attrs) override;
+  // VariableAccessObserver:
+  void variable_accessed(const Variable& variable, const Tensor& value) override;
+
+ private:
+  struct Source {
+    std::vector<uint64_t> ids;  // one tensor id, or every read of a variable
+    TensorShape shape;
+    DType dtype;
+  };
+  std::vector<Tensor> compute(const Tensor& target, const std::vector<Source>& sources,
+                              const GradientOptions& options);
+  bool recording() const noexcept { return !used_; }
+
+  GradientTapeOptions options_;
+  bool used_ = false;  // a non-persistent tape after gradient()
+  std::unordered_set<uint64_t> tracked_;
+  std::vector<autodiff::OpRecord> records_;
+  struct WatchedVariable {
+    Variable variable;
+    std::vector<uint64_t> read_ids;
+  };
+  std::vector<WatchedVariable> variables_;
+  std::unordered_map<const VariableImpl*, size_t> variable_index_;
+  std::unordered_set<const VariableImpl*> explicitly_watched_;
+  std::unique_ptr<RecorderScope> recorder_scope_;
+  std::unique_ptr<VariableAccessObserverScope> observer_scope_;
+};
+
+namespace autodiff {
+// The gradients of one recorded op's inputs given its outputs' gradients
+// (strata/autodiff/gradients.cc: one switch over every OpKind). An undefined
+// entry means "no gradient" for that input.
+std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& output_grads);
+// Which tensors a record must keep for op_gradient.
+bool gradient_needs_inputs(OpKind kind) noexcept;
+bool gradient_needs_outputs(OpKind kind) noexcept;
+}  // namespace autodiff
+
+}  // namespace strata
