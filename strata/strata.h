@@ -17,6 +17,7 @@
 #include "strata/core/tensor.h"
 #include "strata/core/tensor_shape.h"
 #include "strata/core/tensor_spec.h"
+#include "strata/io/io.h"
 #include "strata/distribute/input_context.h"
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/distribute/rebatch.h"

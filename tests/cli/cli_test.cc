@@ -6,7 +6,10 @@
 #include <unistd.h>
 
 #include <array>
+#include <cstdlib>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
 
 namespace {
@@ -38,6 +41,97 @@ TEST(Cli, UnknownFlagIsAUsageErrorWithStatus2) {
   Result r = run("--no-such-flag");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.output.find("no-such-flag"), std::string::npos) << r.output;
+}
+
+// A temporary directory removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (std::filesystem::temp_directory_path() / "strata_cli_XXXXXX").string();
+    path_ = ::mkdtemp(templ.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// Writes an uncompressed IDX file of unsigned bytes.
+void write_idx(const std::string& path, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data) {
+  std::ofstream out(path, std::ios::binary);
+  const char header[4] = {0, 0, 0x08, static_cast<char>(dims.size())};
+  out.write(header, 4);
+  for (uint32_t d : dims) {
+    const char be[4] = {static_cast<char>(d >> 24), static_cast<char>(d >> 16), static_cast<char>(d >> 8),
+                        static_cast<char>(d)};
+    out.write(be, 4);
+  }
+  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+}
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+TEST(Tfrecord, ConvertIdxWritesExamplesThatInspectAndVerifyRead) {
+  TempDir dir;
+  // Three 2x2 images with labels 7, 8, 9.
+  write_idx(dir / "images", {3, 2, 2}, {0, 1, 2, 3, 10, 11, 12, 13, 20, 21, 22, 23});
+  write_idx(dir / "labels", {3}, {7, 8, 9});
+  Result convert = run("tfrecord convert-idx " + (dir / "images") + " " + (dir / "labels") + " " +
+                       (dir / "out.tfrecord") + " --shards 2 --compression GZIP");
+  ASSERT_EQ(convert.status, 0) << convert.output;
+  EXPECT_NE(convert.output.find("wrote 3 examples (image: 4 bytes, label: int64) to 2 files"),
+            std::string::npos)
+      << convert.output;
+  const std::string shard0 = dir / "out.tfrecord-00000-of-00002";
+  Result inspect = run("tfrecord inspect " + shard0);
+  ASSERT_EQ(inspect.status, 0) << inspect.output;
+  // Shard 0 holds examples 0 and 2 (round robin).
+  EXPECT_NE(inspect.output.find("label: int64[1] 7"), std::string::npos) << inspect.output;
+  EXPECT_NE(inspect.output.find("label: int64[1] 9"), std::string::npos) << inspect.output;
+  EXPECT_NE(inspect.output.find("image: string[1] <4 bytes>"), std::string::npos) << inspect.output;
+  EXPECT_NE(inspect.output.find("2 records shown"), std::string::npos) << inspect.output;
+  Result limited = run("tfrecord inspect " + shard0 + " --limit 1");
+  EXPECT_NE(limited.output.find("1 record shown"), std::string::npos) << limited.output;
+  Result verify = run("tfrecord verify " + shard0 + " " + (dir / "out.tfrecord-00001-of-00002"));
+  EXPECT_EQ(verify.status, 0) << verify.output;
+  EXPECT_NE(verify.output.find(": 1 records"), std::string::npos) << verify.output;
+}
+
+TEST(Tfrecord, VerifyReportsTheFirstCorruptOffsetAndFails) {
+  TempDir dir;
+  write_idx(dir / "images", {2, 1, 3}, {1, 2, 3, 4, 5, 6});
+  write_idx(dir / "labels", {2}, {0, 1});
+  ASSERT_EQ(run("tfrecord convert-idx " + (dir / "images") + " " + (dir / "labels") + " " + (dir / "a")).status, 0);
+  std::string bytes = read_file(dir / "a");
+  const size_t first_record = bytes.size() / 2;  // both records have the same size
+  bytes[first_record + 14] ^= 0x55;                // inside record 1's payload
+  std::ofstream(dir / "b", std::ios::binary) << bytes;
+  Result verify = run("tfrecord verify " + (dir / "a") + " " + (dir / "b"));
+  EXPECT_EQ(verify.status, 1) << verify.output;
+  EXPECT_NE(verify.output.find("OK " + (dir / "a") + ": 2 records"), std::string::npos) << verify.output;
+  EXPECT_NE(verify.output.find("CORRUPT " + (dir / "b") + ": DATA_LOSS"), std::string::npos) << verify.output;
+  EXPECT_NE(verify.output.find("offset " + std::to_string(first_record)), std::string::npos) << verify.output;
+  // Truncation is detected too.
+  std::ofstream(dir / "c", std::ios::binary) << bytes.substr(0, bytes.size() - 3);
+  EXPECT_EQ(run("tfrecord verify " + (dir / "c")).status, 1);
+}
+
+TEST(Tfrecord, BadInputsAreClearErrors) {
+  TempDir dir;
+  Result missing = run("tfrecord verify " + (dir / "nope"));
+  EXPECT_EQ(missing.status, 1);
+  EXPECT_NE(missing.output.find("nope"), std::string::npos) << missing.output;
+  write_idx(dir / "images", {2, 1, 1}, {1, 2});
+  write_idx(dir / "labels", {3}, {0, 1, 2});
+  Result mismatch = run("tfrecord convert-idx " + (dir / "images") + " " + (dir / "labels") + " " + (dir / "o"));
+  EXPECT_EQ(mismatch.status, 2) << mismatch.output;
+  EXPECT_NE(mismatch.output.find("labels [3]"), std::string::npos) << mismatch.output;
+  EXPECT_EQ(run("tfrecord").status, 2);
+  EXPECT_EQ(run("tfrecord convert-idx a b c --compression LZ4").status, 2);
 }
 
 TEST(Topology, PrintsTheMeshAndTheSeedsDeviceAssignment) {

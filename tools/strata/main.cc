@@ -9,6 +9,7 @@
 
 #include "strata/strata.h"
 #include "tools/strata/launch.h"
+#include "tools/strata/tfrecord_command.h"
 #include "tools/strata/topology_command.h"
 
 namespace {
@@ -67,6 +68,37 @@ int main(int argc, char** argv) {
                        "Replicas (default: as many as fit)")
       ->check(CLI::Range(0, 1 << 20));
 
+  CLI::App* tfrecord = app.add_subcommand("tfrecord", "Convert, inspect and verify TFRecord files");
+  tfrecord->require_subcommand(1);
+  strata::tools::ConvertIdxOptions convert_options;
+  CLI::App* convert = tfrecord->add_subcommand(
+      "convert-idx", "IDX images + labels -> TFRecord files of tf.Examples (image bytes, label int64)");
+  convert->add_option("images", convert_options.images, "IDX images file (optionally gzipped)")
+      ->required();
+  convert->add_option("labels", convert_options.labels, "IDX labels file")->required();
+  convert->add_option("out", convert_options.out, "Output path (a prefix when --shards > 1)")->required();
+  convert->add_option("--shards", convert_options.shards, "Number of output files")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100000));
+  convert->add_option("--compression", convert_options.compression, "'', ZLIB or GZIP")
+      ->check(CLI::IsMember({"", "ZLIB", "GZIP"}));
+  std::string inspect_file, compression = "auto";
+  int inspect_limit = 10;
+  CLI::App* inspect = tfrecord->add_subcommand("inspect", "Print records, decoding tf.Example features");
+  inspect->add_option("file", inspect_file, "TFRecord file")->required();
+  inspect->add_option("--limit", inspect_limit, "Records to show (0 = all)")
+      ->capture_default_str()
+      ->check(CLI::Range(0, 1 << 30));
+  inspect->add_option("--compression", compression, "auto, '', ZLIB or GZIP")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "", "ZLIB", "GZIP"}));
+  std::vector<std::string> verify_files;
+  CLI::App* verify = tfrecord->add_subcommand("verify", "Check every record's checksums");
+  verify->add_option("files", verify_files, "TFRecord files")->required();
+  verify->add_option("--compression", compression, "auto, '', ZLIB or GZIP")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "", "ZLIB", "GZIP"}));
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -80,6 +112,15 @@ int main(int argc, char** argv) {
 
   try {
     if (launch->parsed()) return strata::tools::run_launch(launch_options);
+    if (convert->parsed()) {
+      strata::tools::convert_idx(convert_options, std::cout);
+      return 0;
+    }
+    if (inspect->parsed()) {
+      strata::tools::inspect_tfrecord(inspect_file, inspect_limit, compression, std::cout);
+      return 0;
+    }
+    if (verify->parsed()) return strata::tools::verify_tfrecords(verify_files, compression, std::cout) == 0 ? 0 : 1;
     if (topology->parsed()) {
       std::cout << strata::tools::run_topology(topology_options);
       return 0;
