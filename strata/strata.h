@@ -23,4 +23,6 @@
 #include "strata/distribute/rebatch.h"
 #include "strata/distribute/reduce_op.h"
 #include "strata/distribute/strategy.h"
+#include "strata/distribute/tpu_strategy.h"
+#include "strata/distribute/tpu_system.h"
 #include "strata/distribute/values.h"

@@ -1,0 +1,278 @@
+#include "strata/distribute/tpu_strategy.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/base/errors.h"
+#include "strata/core/config.h"
+#include "strata/core/device.h"
+#include "strata/core/tensor.h"
+#include "strata/distribute/mirrored_strategy.h"
+#include "strata/distribute/tpu_system.h"
+#include "strata/tpu/device_assignment.h"
+#include "strata/tpu/local_topology.h"
+#include "strata/tpu/sharding.h"
+
+namespace strata::distribute {
+namespace {
+
+namespace tpu = strata::tpu::experimental;
+
+// Eight logical CPU devices: the local TPU system is the 2x2x1x2 mesh of
+// local_topology.h, TPU ordinal (= CPU device) c + 2 * (x + 2 * y).
+class TPUStrategyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ::unsetenv("STRATA_TPU_TOPOLOGY");
+    tpu::shutdown_tpu_system();
+    strata::internal::reset_runtime_for_testing();
+    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                             std::vector<config::LogicalDeviceConfiguration>(8));
+  }
+  void TearDown() override { tpu::shutdown_tpu_system(); }
+
+  static std::string cpu(int k) { return find_device("CPU:" + std::to_string(k)).name(); }
+
+  // 4 replicas of the two cores of one chip.
+  static tpu::DeviceAssignment two_cores_per_replica(const tpu::Topology& topology) {
+    return tpu::DeviceAssignment::build(topology,
+                                        {.computation_shape = {1, 1, 1, 2}, .num_replicas = 4});
+  }
+};
+
+template <typename Fn>
+void expect_error_containing(Fn&& fn, ErrorCode code, const std::string& part) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected an error containing: " << part;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    EXPECT_NE(std::string(e.what()).find(part), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(TPUStrategyTest, InitializeReturnsTheLocalMeshAndShutdownForgetsIt) {
+  config::experimental_connect_to_cluster();
+  EXPECT_TRUE(config::is_connected_to_cluster());
+  EXPECT_FALSE(tpu::is_tpu_system_initialized());
+  tpu::Topology topology = tpu::initialize_tpu_system();
+  EXPECT_EQ(topology.mesh_shape(), (std::vector<int>{2, 2, 1, 2}));
+  EXPECT_EQ(topology.num_tasks(), 1);
+  EXPECT_EQ(topology.num_tpus_per_task(), 8);
+  EXPECT_TRUE(tpu::is_tpu_system_initialized());
+  EXPECT_EQ(tpu::initialized_topology(), topology);
+  tpu::shutdown_tpu_system();
+  EXPECT_FALSE(tpu::is_tpu_system_initialized());
+  EXPECT_EQ(tpu::initialized_topology(), std::nullopt);
+  tpu::shutdown_tpu_system();  // a no-op when not initialised
+}
+
+TEST_F(TPUStrategyTest, InitializingTwiceWarnsAndReinitializes) {
+  tpu::initialize_tpu_system();
+  ::setenv("STRATA_TPU_TOPOLOGY", "1x2x2x2", 1);
+  ::testing::internal::CaptureStderr();
+  tpu::Topology again = tpu::initialize_tpu_system();
+  std::string err = ::testing::internal::GetCapturedStderr();
+  ::unsetenv("STRATA_TPU_TOPOLOGY");
+  EXPECT_NE(err.find("has already been initialized. Reinitializing the TPU can cause previously "
+                     "created variables on TPU to be lost."),
+            std::string::npos)
+      << err;
+  EXPECT_EQ(again.mesh_shape(), (std::vector<int>{1, 2, 2, 2}));
+  EXPECT_EQ(tpu::initialized_topology(), again);
+}
+
+TEST_F(TPUStrategyTest, InitializingWithTooFewDevicesIsNotFoundAndLeavesTheSystemDown) {
+  ::setenv("STRATA_TPU_TOPOLOGY", "4x2x1x2", 1);
+  expect_error_containing([] { tpu::initialize_tpu_system(); }, ErrorCode::NOT_FOUND,
+                          "TPUs not found in the cluster. Failed in initialization: ");
+  ::unsetenv("STRATA_TPU_TOPOLOGY");
+  EXPECT_FALSE(tpu::is_tpu_system_initialized());
+}
+
+TEST_F(TPUStrategyTest, UsingTPUStrategyBeforeInitializeIsAFailedPrecondition) {
+  expect_error_containing([] { TPUStrategy strategy; }, ErrorCode::FAILED_PRECONDITION,
+                          "the TPU system has not been initialized");
+  tpu::initialize_tpu_system();
+  TPUStrategy strategy;
+  tpu::shutdown_tpu_system();
+  expect_error_containing([&] { strategy.run([] {}); }, ErrorCode::FAILED_PRECONDITION,
+                          "the TPU system has not been initialized");
+}
+
+TEST_F(TPUStrategyTest, WithoutAnAssignmentEveryCoreIsAReplicaOfOneLogicalDevice) {
+  tpu::initialize_tpu_system();
+  TPUStrategy strategy;
+  EXPECT_EQ(strategy.name(), "TPUStrategy");
+  EXPECT_EQ(strategy.num_replicas_in_sync(), 8);
+  EXPECT_EQ(strategy.num_logical_devices_per_replica(), 1);
+  std::vector<std::string> expected;
+  for (int k = 0; k < 8; ++k) expected.push_back(cpu(k));
+  EXPECT_EQ(strategy.extended().worker_devices(), expected);
+  for (int r = 0; r < 8; ++r) {
+    ASSERT_EQ(strategy.logical_devices(r).size(), 1u);
+    EXPECT_EQ(strategy.logical_devices(r)[0]->name(), cpu(r));
+  }
+  expect_error_containing([&] { strategy.logical_devices(8); }, ErrorCode::INVALID_ARGUMENT,
+                          "expected a local replica in [0, 8), got 8");
+}
+
+TEST_F(TPUStrategyTest, AnAssignmentOfTwoCoresPerReplicaGivesEachReplicaOneChip) {
+  tpu::Topology topology = tpu::initialize_tpu_system();
+  TPUStrategy strategy(two_cores_per_replica(topology));
+  EXPECT_EQ(strategy.num_replicas_in_sync(), 4);
+  EXPECT_EQ(strategy.num_logical_devices_per_replica(), 2);
+  // Replicas take the chips in ring order (0,0) (1,0) (1,1) (0,1); chip (x, y)
+  // holds CPU devices 2 * (x + 2 * y) and that + 1.
+  const std::vector<std::vector<int>> expected = {{0, 1}, {2, 3}, {6, 7}, {4, 5}};
+  for (int r = 0; r < 4; ++r) {
+    ASSERT_EQ(strategy.logical_devices(r).size(), 2u);
+    EXPECT_EQ(strategy.logical_devices(r)[0]->name(), cpu(expected[r][0])) << "replica " << r;
+    EXPECT_EQ(strategy.logical_devices(r)[1]->name(), cpu(expected[r][1])) << "replica " << r;
+  }
+  EXPECT_EQ(strategy.extended().worker_devices(),
+            (std::vector<std::string>{cpu(0), cpu(2), cpu(6), cpu(4)}));
+}
+
+TEST_F(TPUStrategyTest, AnAssignmentOverAnotherTopologyIsInvalid) {
+  tpu::initialize_tpu_system();
+  tpu::Topology other = tpu::local_topology("1x2x2x2", 8);
+  expect_error_containing([&] { TPUStrategy strategy(two_cores_per_replica(other)); },
+                          ErrorCode::INVALID_ARGUMENT,
+                          "expected a device assignment over the initialized TPU system's topology");
+}
+
+TEST_F(TPUStrategyTest, RunExecutesEachReplicaOnItsLogicalDeviceZeroWithItsReplicaId) {
+  tpu::Topology topology = tpu::initialize_tpu_system();
+  TPUStrategy strategy(two_cores_per_replica(topology));
+  PerReplica<std::string> devices = strategy.run(
+      [] { return constant(1.f).device(); }, std::tuple{},
+      RunOptions{.experimental_enable_dynamic_batch_size = false});
+  PerReplica<int> ids = strategy.run([] { return get_replica_context()->replica_id_in_sync_group(); });
+  PerReplica<std::thread::id> threads = strategy.run([] { return std::this_thread::get_id(); });
+  EXPECT_EQ(devices.values(), (std::vector<std::string>{cpu(0), cpu(2), cpu(6), cpu(4)}));
+  EXPECT_EQ(ids.values(), (std::vector<int>{0, 1, 2, 3}));
+  for (const std::thread::id& id : threads.values()) EXPECT_NE(id, std::this_thread::get_id());
+}
+
+TEST_F(TPUStrategyTest, AssignToLogicalDevicePlacesTheValueAndAnnotatesMaximal) {
+  tpu::Topology topology = tpu::initialize_tpu_system();
+  TPUStrategy strategy(two_cores_per_replica(topology));
+  PerReplica<Tensor> out = strategy.run([&] {
+    Tensor t = strategy.experimental_assign_to_logical_device(constant({1.f, 2.f}), 1);
+    return t;
+  });
+  const std::vector<int> logical_one = {1, 3, 7, 5};
+  for (int r = 0; r < 4; ++r) {
+    const Tensor& t = out.values()[r];
+    EXPECT_EQ(t.device(), cpu(logical_one[r])) << "replica " << r;
+    EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1.f, 2.f}));
+    ASSERT_NE(tpu::sharding_of(t), nullptr);
+    EXPECT_EQ(*tpu::sharding_of(t), tpu::Sharding::maximal(1, 2));
+  }
+}
+
+TEST_F(TPUStrategyTest, AssignToALogicalDeviceOutOfRangeIsInvalid) {
+  tpu::Topology topology = tpu::initialize_tpu_system();
+  TPUStrategy strategy(two_cores_per_replica(topology));
+  for (int bad : {2, -1}) {
+    expect_error_containing(
+        [&] { strategy.run([&] { strategy.experimental_assign_to_logical_device(constant(1.f), bad); }); },
+        ErrorCode::INVALID_ARGUMENT,
+        "`logical_core_id` to assign must be lower then total number of logical devices per "
+        "replica. Received logical device id " + std::to_string(bad) +
+            " but there are only total of 2 logical devices in replica.");
+  }
+}
+
+TEST_F(TPUStrategyTest, AssignToLogicalDeviceIsForbiddenInSpmdMode) {
+  tpu::Topology topology = tpu::initialize_tpu_system();
+  TPUStrategy strategy(two_cores_per_replica(topology), /*experimental_spmd_xla_partitioning=*/true);
+  expect_error_containing(
+      [&] { strategy.run([&] { strategy.experimental_assign_to_logical_device(constant(1.f), 0); }); },
+      ErrorCode::INVALID_ARGUMENT, "Cannot assign a tensor to a logical device in SPMD mode");
+}
+
+TEST_F(TPUStrategyTest, ReplicateToLogicalDevicesAnnotatesReplicatedAndKeepsTheValue) {
+  tpu::Topology topology = tpu::initialize_tpu_system();
+  TPUStrategy strategy(two_cores_per_replica(topology));
+  PerReplica<Tensor> out = strategy.run(
+      [&] { return strategy.experimental_replicate_to_logical_devices(constant({3.f, 4.f})); });
+  for (int r = 0; r < 4; ++r) {
+    const Tensor& t = out.values()[r];
+    EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{3.f, 4.f}));
+    ASSERT_NE(tpu::sharding_of(t), nullptr);
+    EXPECT_EQ(*tpu::sharding_of(t), tpu::Sharding::replicated(2));
+  }
+}
+
+TEST_F(TPUStrategyTest, SplitToLogicalDevicesAnnotatesTheTiledSharding) {
+  tpu::Topology topology = tpu::initialize_tpu_system();
+  TPUStrategy strategy(two_cores_per_replica(topology));
+  PerReplica<Tensor> out = strategy.run([&] {
+    Tensor x = strategy.experimental_split_to_logical_devices(
+        constant({1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f}, {2, 4}), {1, 2});
+    return x;
+  });
+  for (int r = 0; r < 4; ++r) {
+    const Tensor& t = out.values()[r];
+    EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f}));
+    ASSERT_NE(tpu::sharding_of(t), nullptr);
+    EXPECT_TRUE(tpu::sharding_of(t)->is_tiled());
+    EXPECT_EQ(tpu::sharding_of(t)->partition_dimensions(), (std::vector<int64_t>{1, 2}));
+    EXPECT_EQ(tpu::sharding_of(t)->to_string(), "{devices=[1,2]0,1}");
+  }
+}
+
+TEST_F(TPUStrategyTest, SplitToLogicalDevicesValidatesRankDivisibilityAndProduct) {
+  tpu::Topology topology = tpu::initialize_tpu_system();
+  TPUStrategy strategy(two_cores_per_replica(topology));
+  Tensor x = constant({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, {2, 3});
+  auto split = [&](std::vector<int64_t> dims) {
+    strategy.run([&] { strategy.experimental_split_to_logical_devices(x, dims); });
+  };
+  expect_error_containing([&] { split({2}); }, ErrorCode::INVALID_ARGUMENT,
+                          "Length of `partition_dimensions` must equal to the rank of "
+                          "`tensor.shape`");
+  expect_error_containing([&] { split({1, 2}); }, ErrorCode::INVALID_ARGUMENT,
+                          "must be divisible by corresponding value");
+  expect_error_containing([&] { split({1, 1}); }, ErrorCode::INVALID_ARGUMENT,
+                          "The product of `partition_dimensions` should be the same as the "
+                          "number of logical devices");
+}
+
+TEST_F(TPUStrategyTest, LogicalDeviceApisOutsideAReplicaOfThisStrategyAreFailedPreconditions) {
+  tpu::Topology topology = tpu::initialize_tpu_system();
+  TPUStrategy strategy(two_cores_per_replica(topology));
+  TPUStrategy other(two_cores_per_replica(topology));
+  MirroredStrategy mirrored({"CPU:0", "CPU:1"});
+  Tensor x = constant({1.f, 2.f});
+  const std::string expected = "expected to be called in a replica context of this TPUStrategy";
+  auto all_three = [&] {
+    return std::vector<std::function<void()>>{
+        [&] { strategy.experimental_assign_to_logical_device(x, 0); },
+        [&] { strategy.experimental_replicate_to_logical_devices(x); },
+        [&] { strategy.experimental_split_to_logical_devices(x, {2}); }};
+  };
+  for (const auto& call : all_three()) {
+    // The default replica context (outside every scope).
+    expect_error_containing(call, ErrorCode::FAILED_PRECONDITION, expected);
+    // Cross-replica context of this strategy.
+    {
+      auto scope = strategy.scope();
+      expect_error_containing(call, ErrorCode::FAILED_PRECONDITION, "got a cross-replica context");
+    }
+    // A replica of another TPUStrategy and of a MirroredStrategy.
+    expect_error_containing([&] { other.run(call); }, ErrorCode::FAILED_PRECONDITION,
+                            "got the replica context of another strategy");
+    expect_error_containing([&] { mirrored.run(call); }, ErrorCode::FAILED_PRECONDITION, expected);
+  }
+}
+
+}  // namespace
+}  // namespace strata::distribute
