@@ -139,6 +139,32 @@ TEST_F(TPUStrategyTest, AnAssignmentOfTwoCoresPerReplicaGivesEachReplicaOneChip)
             (std::vector<std::string>{cpu(0), cpu(2), cpu(6), cpu(4)}));
 }
 
+TEST_F(TPUStrategyTest, OneReplicaOfEightLogicalDevicesOnA1x2x2x2MeshSplitsImages) {
+  // The seed example: 8 logical devices x 1 replica, computation_shape [1, 2, 2, 2].
+  ::setenv("STRATA_TPU_TOPOLOGY", "1x2x2x2", 1);
+  tpu::Topology topology = tpu::initialize_tpu_system();
+  ::unsetenv("STRATA_TPU_TOPOLOGY");
+  TPUStrategy strategy(
+      tpu::DeviceAssignment::build(topology, {.computation_shape = {1, 2, 2, 2}}));
+  EXPECT_EQ(strategy.num_replicas_in_sync(), 1);
+  EXPECT_EQ(strategy.num_logical_devices_per_replica(), 8);
+  // Logical core k on the k / 2-th chip of the (y, z) ring (0,0) (1,0) (1,1) (0,1);
+  // ordinal c + 2 * (y + 2 * z).
+  const std::vector<int> expected = {0, 1, 2, 3, 6, 7, 4, 5};
+  for (int k = 0; k < 8; ++k) EXPECT_EQ(strategy.logical_devices(0)[k]->name(), cpu(expected[k]));
+  std::vector<float> pixels(2 * 4 * 8 * 3);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<float>(i);
+  Tensor images = constant(pixels, {2, 4, 8, 3});
+  PerReplica<Tensor> out = strategy.run([&] {
+    Tensor split = strategy.experimental_split_to_logical_devices(images, {1, 2, 4, 1});
+    EXPECT_EQ(tpu::sharding_of(split)->tile_index(6), (std::vector<int64_t>{0, 1, 2, 0}));
+    EXPECT_EQ(strategy.experimental_assign_to_logical_device(images, 7).device(), cpu(5));
+    return split;
+  });
+  EXPECT_EQ(out.values()[0].to_vector<float>(), pixels);
+  EXPECT_EQ(tpu::sharding_of(out.values()[0])->to_string(), "{devices=[1,2,4,1]0,1,2,3,4,5,6,7}");
+}
+
 TEST_F(TPUStrategyTest, AnAssignmentOverAnotherTopologyIsInvalid) {
   tpu::initialize_tpu_system();
   tpu::Topology other = tpu::local_topology("1x2x2x2", 8);
