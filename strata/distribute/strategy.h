@@ -35,6 +35,10 @@
 #include <vector>
 
 #include "strata/core/device.h"
+#include "strata/core/tensor.h"
+#include "strata/data/dataset.h"
+#include "strata/distribute/distributed_dataset.h"
+#include "strata/distribute/input_context.h"
 #include "strata/distribute/reduce_op.h"
 #include "strata/distribute/values.h"
 
@@ -162,6 +166,24 @@ class Strategy {
   // run(fn, std::tuple{a, b}, options): the arguments as a tuple, with RunOptions.
   template <typename Fn, typename... Args>
   auto run(Fn&& fn, const std::tuple<Args...>& args, const RunOptions& options);
+
+  // tf.distribute.Strategy.experimental_distribute_dataset: `dataset` is
+  // batched by the global batch size; see distributed_dataset.h for the
+  // sharding and rebatching applied. Options are validated as TF does.
+  DistributedDataset experimental_distribute_dataset(const data::Dataset& dataset,
+                                                     const InputOptions& options = {});
+  // tf.distribute.Strategy.distribute_datasets_from_function: calls
+  // dataset_fn(InputContext) once for this worker's input pipeline; the
+  // dataset must yield per-replica batches (no rebatching, no sharding), and
+  // each of this worker's replicas takes one batch per step.
+  DistributedDataset experimental_distribute_datasets_from_function(
+      const std::function<data::Dataset(const InputContext&)>& dataset_fn,
+      const InputOptions& options = {});
+  // Deprecated in TF, kept for parity: Dataset::from_tensor_slices({array}).
+  data::Dataset experimental_make_numpy_dataset(const Tensor& array) const;
+  // Input pipelines across all workers and this worker's index among them.
+  virtual int num_input_pipelines() const { return 1; }
+  virtual int input_pipeline_id() const { return 0; }
 
   // tf.distribute.Strategy.experimental_local_results.
   template <typename T>

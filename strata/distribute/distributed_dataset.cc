@@ -1,0 +1,105 @@
+#include "strata/distribute/distributed_dataset.h"
+
+#include <cstring>
+
+#include "strata/base/errors.h"
+#include "strata/data/graph.h"
+#include "strata/distribute/rebatch.h"
+
+namespace strata::distribute {
+
+data::Dataset distribute_dataset_for_worker(const data::Dataset& ds, int num_workers, int worker_index,
+                                            int replicas_per_worker) {
+  const int num_replicas = num_workers * replicas_per_worker;
+  const data::AutoShardPolicy policy = ds.options().experimental_distribute.policy();
+  data::Dataset sharded = ds;
+  if (num_workers > 1) {
+    sharded = data::auto_shard(ds, policy, num_workers, worker_index, num_replicas);
+  }
+  if (num_replicas == 1) return sharded;
+  for (const TensorSpec& spec : sharded.element_spec()) {
+    STRATA_CHECK_ARG(!spec.shape.has_known_rank() || spec.shape.rank() >= 1,
+                     "Cannot rebatch dataset: All components must have at least one dimension. "
+                     "Perhaps your input dataset is not batched? Got an element spec component ",
+                     spec.to_string());
+  }
+  const int64_t batch = data::static_batch_size(sharded);
+  // Under DATA sharding the rewrite already turned the batch into legacy
+  // pieces (spec §5.3c); every worker keeps its own.
+  if (num_workers > 1 && policy != data::AutoShardPolicy::OFF &&
+      data::find_batch(sharded).has_value() && batch < 0) {
+    return sharded;
+  }
+  if (batch >= 0) {
+    const std::vector<int64_t> sizes = rebatch_sizes(batch, num_workers, replicas_per_worker, worker_index);
+    return data::apply_before_prefetch(sharded, [&](const data::Dataset& d) { return d.rebatch(sizes); });
+  }
+  return data::apply_before_prefetch(sharded,
+                                     [&](const data::Dataset& d) { return d.rebatch_legacy(num_replicas); });
+}
+
+DistributedIterator::DistributedIterator(data::Iterator it, std::vector<const Device*> devices,
+                                         std::vector<TensorSpec> spec)
+    : it_(std::move(it)), devices_(std::move(devices)), spec_(std::move(spec)) {}
+
+data::Element DistributedIterator::empty_batch(const Device& device) const {
+  // TF's dummy batch: the element spec with unknown dims set to 0 and the
+  // batch dimension forced to 0.
+  data::Element e;
+  for (const TensorSpec& s : spec_) {
+    std::vector<int64_t> dims = s.shape.has_known_rank() ? s.shape.dims() : std::vector<int64_t>{0};
+    for (int64_t& d : dims)
+      if (d < 0) d = 0;
+    if (!dims.empty()) dims[0] = 0;
+    e.push_back(Tensor::allocate(s.dtype, TensorShape(dims), &device));
+  }
+  return e;
+}
+
+std::optional<PerReplica<data::Element>> DistributedIterator::get_next_as_optional() {
+  if (exhausted_) return std::nullopt;
+  std::vector<data::Element> parts;
+  int with_data = 0;
+  for (const Device* d : devices_) {
+    std::optional<data::Element> e = exhausted_ ? std::nullopt : it_.next();
+    if (!e) {
+      exhausted_ = true;
+      parts.push_back(empty_batch(*d));
+      continue;
+    }
+    ++with_data;
+    for (Tensor& t : *e) t = t.on_device(*d);
+    parts.push_back(std::move(*e));
+  }
+  if (with_data == 0) return std::nullopt;
+  return PerReplica<data::Element>(std::move(parts));
+}
+
+PerReplica<data::Element> DistributedIterator::get_next() {
+  auto next = get_next_as_optional();
+  if (!next) throw OutOfRangeError("End of sequence: the distributed dataset has no more data");
+  return std::move(*next);
+}
+
+DistributedDataset::DistributedDataset(data::Dataset per_replica, std::vector<const Device*> devices)
+    : dataset_(std::move(per_replica)), devices_(std::move(devices)) {
+  STRATA_INTERNAL_CHECK(!devices_.empty());
+}
+
+DistributedIterator DistributedDataset::iter() const {
+  return DistributedIterator(dataset_.iter(), devices_, dataset_.element_spec());
+}
+
+std::vector<TensorSpec> DistributedDataset::element_spec() const { return dataset_.element_spec(); }
+
+DistributedDataset::StepIterator::StepIterator(DistributedIterator it)
+    : it_(std::make_shared<DistributedIterator>(std::move(it))) {
+  current_ = it_->get_next_as_optional();
+}
+
+DistributedDataset::StepIterator& DistributedDataset::StepIterator::operator++() {
+  current_ = it_->get_next_as_optional();
+  return *this;
+}
+
+}  // namespace strata::distribute

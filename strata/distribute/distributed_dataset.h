@@ -1,0 +1,106 @@
+#pragma once
+// tf.distribute.DistributedDataset and its iterator (spec §5.2, §5.8).
+//
+//   auto ds = Dataset::from_tensor_slices({x, y}).batch(64);        // global batch 64
+//   sd::DistributedDataset dd = strategy.experimental_distribute_dataset(ds);
+//   for (const sd::PerReplica<strata::data::Element>& batch : dd) strategy.run(step_fn, batch);
+//   auto it = dd.iter();
+//   std::optional<sd::PerReplica<strata::data::Element>> next = it.get_next_as_optional();
+//   dd.element_spec();      // per-replica spec: batch dimension 64 / R when that divides
+//
+// What a strategy does to the dataset (one input pipeline per worker):
+//  1. auto-shard across the W workers by AutoShardPolicy (strata/data/graph.h);
+//     with a single worker nothing is sharded;
+//  2. with R > 1 replicas, rebatch: a statically batched dataset (B known) is
+//     split with rebatch_sizes(B, W, r, worker) (strata/distribute/rebatch.h);
+//     with B unknown, every batch is cut into R ceil-sized pieces (the legacy rule);
+//  3. each step takes r consecutive per-replica batches, one per local replica,
+//     placed on the replica's device; a prefetch buffer keeps them ready.
+// Partial batches (TF's get_next_as_optional handling): when the data ends in
+// the middle of a step, replicas without data get an empty batch (batch
+// dimension 0) so that every replica still runs the step; when no replica has
+// data the iteration ends (OutOfRangeError / end of range-for). The dataset
+// cannot be transformed further (no such methods).
+//
+// Thread-safety: a DistributedDataset is immutable; an iterator is used by one
+// thread at a time (the thread driving the strategy).
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "strata/core/device.h"
+#include "strata/data/dataset.h"
+#include "strata/distribute/values.h"
+
+namespace strata::distribute {
+
+class DistributedIterator {
+ public:
+  DistributedIterator(data::Iterator it, std::vector<const Device*> devices,
+                      std::vector<TensorSpec> spec);
+  DistributedIterator(DistributedIterator&&) noexcept = default;
+  DistributedIterator& operator=(DistributedIterator&&) noexcept = default;
+
+  // The next step's batches; OutOfRangeError when no replica has data left.
+  PerReplica<data::Element> get_next();
+  // The next step's batches, or nullopt at the end.
+  std::optional<PerReplica<data::Element>> get_next_as_optional();
+
+ private:
+  data::Element empty_batch(const Device& device) const;
+
+  data::Iterator it_;
+  std::vector<const Device*> devices_;
+  std::vector<TensorSpec> spec_;
+  bool exhausted_ = false;
+};
+
+class DistributedDataset {
+ public:
+  // `per_replica` yields per-replica batches in replica order (the strategy
+  // applied sharding and rebatching already); `devices` are the local replicas'.
+  DistributedDataset(data::Dataset per_replica, std::vector<const Device*> devices);
+
+  DistributedIterator iter() const;
+  // The spec of one replica's batch.
+  std::vector<TensorSpec> element_spec() const;
+  int num_local_replicas() const noexcept { return static_cast<int>(devices_.size()); }
+  // The per-replica dataset, for inspection.
+  const data::Dataset& per_replica_dataset() const noexcept { return dataset_; }
+
+  // Range-for over steps.
+  class StepIterator {
+   public:
+    using value_type = PerReplica<data::Element>;
+    using difference_type = std::ptrdiff_t;
+    StepIterator() = default;
+    explicit StepIterator(DistributedIterator it);
+    const value_type& operator*() const { return *current_; }
+    const value_type* operator->() const { return &*current_; }
+    StepIterator& operator++();
+    bool operator==(const StepIterator& o) const { return !current_ == !o.current_; }
+
+   private:
+    std::shared_ptr<DistributedIterator> it_;
+    std::optional<value_type> current_;
+  };
+  StepIterator begin() const { return StepIterator(iter()); }
+  StepIterator end() const { return StepIterator(); }
+
+ private:
+  data::Dataset dataset_;
+  std::vector<const Device*> devices_;
+};
+
+// The per-replica pipeline of one worker (steps 1 and 2 above): auto-shard
+// for `num_workers` workers (this one is `worker_index`), then rebatch for
+// `replicas_per_worker` replicas each. InvalidArgumentError for a dataset
+// whose elements have a scalar component when rebatching is needed (TF:
+// "Cannot rebatch dataset: All components must have at least one dimension.
+// Perhaps your input dataset is not batched?").
+data::Dataset distribute_dataset_for_worker(const data::Dataset& ds, int num_workers, int worker_index,
+                                            int replicas_per_worker);
+
+}  // namespace strata::distribute

@@ -1,0 +1,156 @@
+#include "strata/distribute/distributed_dataset.h"
+
+#include <gtest/gtest.h>
+
+#include "strata/base/errors.h"
+#include "strata/core/config.h"
+#include "strata/distribute/mirrored_strategy.h"
+
+namespace strata::distribute {
+namespace {
+
+using data::Dataset;
+using data::Element;
+
+class DistributedDatasetTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    strata::internal::reset_runtime_for_testing();
+    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                             std::vector<config::LogicalDeviceConfiguration>(4));
+  }
+  static std::vector<std::string> cpus(int n) {
+    std::vector<std::string> d;
+    for (int i = 0; i < n; ++i) d.push_back("CPU:" + std::to_string(i));
+    return d;
+  }
+};
+
+// The int64 values of every replica's first component, step by step.
+std::vector<std::vector<std::vector<int64_t>>> steps_of(const DistributedDataset& dd) {
+  std::vector<std::vector<std::vector<int64_t>>> steps;
+  for (const PerReplica<Element>& step : dd) {
+    std::vector<std::vector<int64_t>> replicas;
+    for (const Element& e : step.values()) replicas.push_back(e[0].to_vector<int64_t>());
+    steps.push_back(replicas);
+  }
+  return steps;
+}
+
+TEST_F(DistributedDatasetTest, GlobalBatchesAreSplitAmongReplicasIncludingThePartialLastBatch) {
+  MirroredStrategy strategy(cpus(2));
+  auto dd = strategy.experimental_distribute_dataset(Dataset::range(14).batch(8));
+  using V = std::vector<std::vector<std::vector<int64_t>>>;
+  EXPECT_EQ(steps_of(dd), (V{{{0, 1, 2, 3}, {4, 5, 6, 7}}, {{8, 9, 10, 11}, {12, 13}}}));
+}
+
+TEST_F(DistributedDatasetTest, TheSeedsSixExampleBatchSplitsFourAndTwo) {
+  MirroredStrategy strategy(cpus(2));
+  auto dd = strategy.experimental_distribute_dataset(Dataset::range(6).batch(8));
+  using V = std::vector<std::vector<std::vector<int64_t>>>;
+  EXPECT_EQ(steps_of(dd), (V{{{0, 1, 2, 3}, {4, 5}}}));
+}
+
+TEST_F(DistributedDatasetTest, IndivisibleBatchesGiveSizesDifferingByAtMostOne) {
+  MirroredStrategy strategy(cpus(3));
+  auto dd = strategy.experimental_distribute_dataset(Dataset::range(7).batch(7));
+  using V = std::vector<std::vector<std::vector<int64_t>>>;
+  EXPECT_EQ(steps_of(dd), (V{{{0, 1, 2}, {3, 4}, {5, 6}}}));
+}
+
+TEST_F(DistributedDatasetTest, ReplicasBeyondTheBatchGetEmptyBatches) {
+  MirroredStrategy strategy(cpus(4));
+  auto dd = strategy.experimental_distribute_dataset(Dataset::range(4).batch(2));
+  int steps = 0;
+  for (const PerReplica<Element>& step : dd) {
+    ASSERT_EQ(step.num_components(), 4);
+    EXPECT_EQ(step.values()[0][0].shape(), (TensorShape{1}));
+    EXPECT_EQ(step.values()[1][0].shape(), (TensorShape{1}));
+    EXPECT_EQ(step.values()[2][0].shape(), (TensorShape{0}));
+    EXPECT_EQ(step.values()[3][0].shape(), (TensorShape{0}));
+    ++steps;
+  }
+  EXPECT_EQ(steps, 2);
+}
+
+TEST_F(DistributedDatasetTest, WhenDataEndsMidStepTheRestGetEmptyBatchesThenIterationEnds) {
+  MirroredStrategy strategy(cpus(2));
+  // Per-replica batches of 2 from a function: 3 batches, so step 2 has data for replica 0 only.
+  auto dd = strategy.experimental_distribute_datasets_from_function(
+      [](const InputContext& ctx) { return Dataset::range(6).batch(ctx.get_per_replica_batch_size(4)); });
+  auto it = dd.iter();
+  auto first = it.get_next();
+  EXPECT_EQ(first.values()[0][0].to_vector<int64_t>(), (std::vector<int64_t>{0, 1}));
+  EXPECT_EQ(first.values()[1][0].to_vector<int64_t>(), (std::vector<int64_t>{2, 3}));
+  auto second = it.get_next();
+  EXPECT_EQ(second.values()[0][0].to_vector<int64_t>(), (std::vector<int64_t>{4, 5}));
+  EXPECT_EQ(second.values()[1][0].shape(), (TensorShape{0}));
+  EXPECT_EQ(second.values()[1][0].dtype(), int64);
+  EXPECT_FALSE(it.get_next_as_optional().has_value());
+  EXPECT_THROW(it.get_next(), OutOfRangeError);
+}
+
+TEST_F(DistributedDatasetTest, BatchesArePlacedOnTheirReplicasDevices) {
+  MirroredStrategy strategy(cpus(3));
+  auto it = strategy.experimental_distribute_dataset(Dataset::range(6).batch(6)).iter();
+  auto step = it.get_next();
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(step.values()[i][0].placement().index(), i);
+}
+
+TEST_F(DistributedDatasetTest, FunctionDatasetsGetTheInputContext) {
+  MirroredStrategy strategy(cpus(2));
+  std::vector<std::string> seen;
+  auto dd = strategy.experimental_distribute_datasets_from_function([&](const InputContext& ctx) {
+    seen.push_back(ctx.to_string());
+    EXPECT_EQ(ctx.num_replicas_in_sync(), 2);
+    return Dataset::from_tensors({constant({1.f}, {1, 1})}).repeat(4).unbatch().batch(
+        ctx.get_per_replica_batch_size(2));
+  });
+  EXPECT_EQ(seen, (std::vector<std::string>{"tf.distribute.InputContext(input pipeline id 0, total: 1)"}));
+  int steps = 0;
+  for (const auto& step : dd) {
+    EXPECT_EQ(step.values()[0][0].shape(), (TensorShape{1, 1}));
+    ++steps;
+  }
+  EXPECT_EQ(steps, 2);
+  EXPECT_THROW(strategy.experimental_distribute_datasets_from_function(
+                   [](const InputContext& ctx) { return Dataset::range(3).batch(ctx.get_per_replica_batch_size(3)); }),
+               InvalidArgumentError);
+}
+
+TEST_F(DistributedDatasetTest, UnbatchedDatasetsCannotBeRebatched) {
+  MirroredStrategy strategy(cpus(2));
+  try {
+    strategy.experimental_distribute_dataset(Dataset::range(4));
+    FAIL();
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("Cannot rebatch dataset"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(strategy.experimental_distribute_dataset(
+                   Dataset::range(4).batch(2),
+                   {.experimental_replication_mode = InputReplicationMode::PER_REPLICA}),
+               UnimplementedError);
+}
+
+TEST_F(DistributedDatasetTest, OneReplicaGetsTheDatasetAsItIs) {
+  auto dd = default_strategy().experimental_distribute_dataset(Dataset::range(5).batch(2));
+  using V = std::vector<std::vector<std::vector<int64_t>>>;
+  EXPECT_EQ(steps_of(dd), (V{{{0, 1}}, {{2, 3}}, {{4}}}));
+}
+
+TEST_F(DistributedDatasetTest, MakeNumpyDatasetSlicesTheArray) {
+  MirroredStrategy strategy(cpus(2));
+  Dataset ds = strategy.experimental_make_numpy_dataset(constant(std::vector<float>(10, 1.f)));
+  EXPECT_EQ(ds.element_spec()[0].shape, TensorShape{});
+  auto dd = strategy.experimental_distribute_dataset(ds.batch(2));
+  int steps = 0;
+  for (const auto& step : dd) {
+    EXPECT_EQ(step.values()[0][0].to_vector<float>(), std::vector<float>{1.f});
+    EXPECT_EQ(step.values()[1][0].to_vector<float>(), std::vector<float>{1.f});
+    ++steps;
+  }
+  EXPECT_EQ(steps, 5);
+}
+
+}  // namespace
+}  // namespace strata::distribute
