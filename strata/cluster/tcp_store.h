@@ -1,0 +1,126 @@
+#pragma once
+// A rendezvous store served over TCP: the chief runs a TcpStoreServer at its
+// address, every task (the chief included) talks to it through a TcpStoreClient.
+//
+//   strata::cluster::TcpStoreServer server("127.0.0.1:0");          // 0 = pick a free port
+//   strata::cluster::TcpStoreClient client(server.address(),
+//       {.connect_timeout = std::chrono::seconds(30), .timeout = std::chrono::seconds(60)});
+//   client.set("rank/0", strata::cluster::to_bytes("10.0.0.1:4000"));
+//   auto peer = client.get("rank/1", std::chrono::seconds(30));      // blocks until set
+//
+// Wire protocol (all integers little-endian, encoded byte by byte):
+//   frame    := u32 length, then `length` bytes of payload
+//   string   := u32 n, then n bytes (keys and values alike)
+//   request payload := u8 op, then
+//     SET   (1): string key, string value
+//     GET   (2): string key, u64 timeout_ms          (waits on the server until set)
+//     ADD   (3): string key, i64 delta
+//     CHECK (4): u32 count, count x string key
+//     WAIT  (5): u32 count, count x string key, u64 timeout_ms
+//   reply payload := u8 status, then
+//     OK      (0): GET: string value | ADD: i64 new value | CHECK: u8 0/1 | SET, WAIT: nothing
+//     TIMEOUT (1): u32 count, count x string missing key   (GET, WAIT)
+//     ERROR   (2): string message                           (e.g. ADD on a non-counter)
+// A client sends one request and reads its reply before the next (no pipelining);
+// the server answers each connection's requests in order. Frames over 1 GiB, an
+// unknown op or a malformed payload close the connection.
+//
+// Errors: a server that cannot be reached within connect_timeout, or that goes
+// away during a call, is UnavailableError naming the address; a wait that the
+// server reports expired is DeadlineExceededError naming the missing keys and the
+// time waited; a server that does not answer within the call's deadline is
+// DeadlineExceededError too. After abort() every pending and later call throws
+// AbortedError. Everything is poll()-based with a deadline; nothing blocks
+// without one.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/base/thread_annotations.h"
+#include "strata/cluster/store.h"
+
+namespace strata::cluster {
+
+namespace internal {
+class UniqueFd;
+struct ServerState;
+}  // namespace internal
+
+// Serves the store on a background thread (one poll() loop for all clients),
+// joined on destruction; destruction closes every client connection. Thread-safe
+// (address()/port() are immutable).
+class TcpStoreServer {
+ public:
+  // `address` is "host:port" ("127.0.0.1:0", "0.0.0.0:2222", "[::1]:0"); port 0
+  // picks a free port. Throws UnavailableError naming the address if it cannot
+  // be bound, InvalidArgumentError if it is malformed.
+  explicit TcpStoreServer(const std::string& address = "127.0.0.1:0");
+  ~TcpStoreServer();
+  TcpStoreServer(const TcpStoreServer&) = delete;
+  TcpStoreServer& operator=(const TcpStoreServer&) = delete;
+
+  // "host:port" with the bound port.
+  const std::string& address() const noexcept { return address_; }
+  int port() const noexcept { return port_; }
+
+ private:
+  void serve(std::stop_token stop);
+
+  std::string address_;
+  int port_ = 0;
+  std::unique_ptr<internal::ServerState> state_;
+  std::jthread thread_;  // last: started after, and joined before, the state it uses
+};
+
+struct TcpStoreClientOptions {
+  // How long the constructor keeps retrying to connect (the start-up deadline).
+  Milliseconds connect_timeout = std::chrono::seconds(60);
+  // Default wait timeout (get/wait without one) and the I/O deadline of every
+  // call; a wait of t may take up to t + timeout before the client gives up.
+  Milliseconds timeout = std::chrono::seconds(300);
+};
+
+// One connection to a TcpStoreServer. Thread-safe: calls from several threads
+// are serialised on the connection; abort() may be called from any thread and
+// wakes a call in progress.
+class TcpStoreClient : public Store {
+ public:
+  // Connects, retrying until options.connect_timeout; then UnavailableError
+  // naming `address` and the last socket error.
+  explicit TcpStoreClient(std::string address, TcpStoreClientOptions options = {});
+  ~TcpStoreClient() override;
+  TcpStoreClient(const TcpStoreClient&) = delete;
+  TcpStoreClient& operator=(const TcpStoreClient&) = delete;
+
+  void set(const std::string& key, const Bytes& value) override;
+  Bytes get(const std::string& key, Milliseconds timeout) override;
+  void wait(const std::vector<std::string>& keys, Milliseconds timeout) override;
+  int64_t add(const std::string& key, int64_t delta) override;
+  bool check(const std::vector<std::string>& keys) override;
+  void abort() override;
+  Milliseconds timeout() const override { return options_.timeout; }
+  using Store::get;
+  using Store::wait;
+
+  const std::string& address() const noexcept { return address_; }
+
+ private:
+  // Sends `request`, returns the reply payload. `what` names the call in errors.
+  std::string call(const std::string& request, Milliseconds wait_time, const std::string& what);
+
+  const std::string address_;
+  const TcpStoreClientOptions options_;
+  std::unique_ptr<internal::UniqueFd> abort_read_, abort_write_;
+  std::atomic<bool> aborted_{false};
+  std::mutex mu_;
+  std::unique_ptr<internal::UniqueFd> socket_ STRATA_GUARDED_BY(mu_);
+  bool broken_ STRATA_GUARDED_BY(mu_) = false;
+};
+
+}  // namespace strata::cluster
