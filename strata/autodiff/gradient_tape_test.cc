@@ -1,0 +1,251 @@
+#include "strata/autodiff/gradient_tape.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <thread>
+
+#include "strata/base/errors.h"
+#include "strata/ops/array_ops.h"
+#include "strata/ops/math_ops.h"
+#include "strata/ops/operators.h"
+
+namespace strata {
+namespace {
+
+TEST(GradientTapeTest, GradientOfAWatchedTensor) {
+  const Tensor x = constant(3.f);
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = x * x;
+  EXPECT_FLOAT_EQ(tape.gradient(y, x).item<float>(), 6.f);
+}
+
+TEST(GradientTapeTest, UnwatchedTensorsAreNotRecorded) {
+  const Tensor x = constant(3.f);
+  GradientTape tape;
+  const Tensor y = x * x;
+  EXPECT_EQ(tape.num_recorded_ops(), 0u);
+  EXPECT_FALSE(tape.gradient(y, x).defined());
+}
+
+TEST(GradientTapeTest, NonScalarTargetIsTheSumOfItsElements) {
+  const Tensor x = constant({1.f, 2.f, 3.f});
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = x * x;  // d sum(x^2) = 2x
+  EXPECT_EQ(tape.gradient(y, x).to_vector<float>(), (std::vector<float>{2.f, 4.f, 6.f}));
+}
+
+TEST(GradientTapeTest, OutputGradientsWeightTheTarget) {
+  const Tensor x = constant({1.f, 2.f});
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = x * x;
+  const Tensor g = tape.gradient(y, x, {.output_gradients = constant({10.f, -1.f})});
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{20.f, -4.f}));
+}
+
+TEST(GradientTapeTest, GradientsOfSeveralPathsAreSummed) {
+  const Tensor x = constant(2.f);
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = x * x + x * 3.f + x;  // 2x + 3 + 1 = 8
+  EXPECT_FLOAT_EQ(tape.gradient(y, x).item<float>(), 8.f);
+}
+
+TEST(GradientTapeTest, NonPersistentTapeUsedTwiceIsAnError) {
+  const Tensor x = constant(2.f);
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = x * x;
+  tape.gradient(y, x);
+  try {
+    tape.gradient(y, x);
+    FAIL() << "expected FailedPreconditionError";
+  } catch (const FailedPreconditionError& e) {
+    EXPECT_NE(std::string(e.what()).find("non-persistent GradientTape can only be used to compute one set"),
+              std::string::npos);
+  }
+}
+
+TEST(GradientTapeTest, PersistentTapeCanBeUsedRepeatedly) {
+  const Tensor x = constant(2.f);
+  GradientTape tape({.persistent = true});
+  tape.watch(x);
+  const Tensor y = x * x;
+  const Tensor z = y * x;
+  EXPECT_FLOAT_EQ(tape.gradient(y, x).item<float>(), 4.f);
+  EXPECT_FLOAT_EQ(tape.gradient(z, x).item<float>(), 12.f);
+  EXPECT_FLOAT_EQ(tape.gradient(z, y).item<float>(), 2.f);
+}
+
+TEST(GradientTapeTest, NestedTapesGiveSecondDerivatives) {
+  const Tensor x = constant(2.f);
+  GradientTape outer;
+  outer.watch(x);
+  Tensor dy;
+  {
+    GradientTape inner;
+    inner.watch(x);
+    const Tensor y = x * x * x;
+    dy = inner.gradient(y, x);  // 3x^2 = 12
+  }
+  EXPECT_FLOAT_EQ(dy.item<float>(), 12.f);
+  EXPECT_FLOAT_EQ(outer.gradient(dy, x).item<float>(), 12.f);  // 6x = 12
+}
+
+TEST(GradientTapeTest, ThirdDerivativeThroughThreeTapes) {
+  const Tensor x = constant(3.0);
+  GradientTape t3;
+  t3.watch(x);
+  GradientTape t2;
+  t2.watch(x);
+  GradientTape t1;
+  t1.watch(x);
+  const Tensor y = x * x * x * x;              // x^4
+  const Tensor d1 = t1.gradient(y, x);         // 4x^3 = 108
+  const Tensor d2 = t2.gradient(d1, x);        // 12x^2 = 108
+  const Tensor d3 = t3.gradient(d2, x);        // 24x = 72
+  EXPECT_DOUBLE_EQ(d1.item<double>(), 108.0);
+  EXPECT_DOUBLE_EQ(d2.item<double>(), 108.0);
+  EXPECT_DOUBLE_EQ(d3.item<double>(), 72.0);
+}
+
+TEST(GradientTapeTest, UnconnectedSourcesGetNoneOrZero) {
+  const Tensor x = constant({1.f, 2.f});
+  const Tensor z = constant({5.f, 5.f});
+  GradientTape tape({.persistent = true});
+  tape.watch(x);
+  tape.watch(z);
+  const Tensor y = x * 2.f;
+  EXPECT_FALSE(tape.gradient(y, z).defined());
+  const Tensor g = tape.gradient(y, z, {.unconnected_gradients = UnconnectedGradients::ZERO});
+  ASSERT_TRUE(g.defined());
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{0.f, 0.f}));
+}
+
+TEST(GradientTapeTest, IntegerSourcesGetNoGradient) {
+  const Tensor i = constant({int32_t{1}, int32_t{2}});
+  const Tensor x = constant({1.f, 1.f});
+  GradientTape tape;
+  tape.watch(i);
+  tape.watch(x);
+  const Tensor y = cast(i, DType::float32) * x;
+  const auto g = tape.gradient(y, std::vector<Tensor>{i, x});
+  EXPECT_FALSE(g[0].defined());
+  EXPECT_EQ(g[1].to_vector<float>(), (std::vector<float>{1.f, 2.f}));
+}
+
+TEST(GradientTapeTest, StopGradientBlocksThePath) {
+  const Tensor x = constant(3.f);
+  GradientTape tape;
+  tape.watch(x);
+  const Tensor y = x * stop_gradient(x);  // d/dx = stop(x) = 3
+  EXPECT_FLOAT_EQ(tape.gradient(y, x).item<float>(), 3.f);
+}
+
+TEST(GradientTapeTest, TargetEqualToSourceHasGradientOne) {
+  const Tensor x = constant({1.f, 2.f});
+  GradientTape tape;
+  tape.watch(x);
+  EXPECT_EQ(tape.gradient(x, x).to_vector<float>(), (std::vector<float>{1.f, 1.f}));
+}
+
+TEST(GradientTapeTest, TrainableVariablesAreWatchedOnRead) {
+  Variable w(constant({1.f, 2.f}), {.name = "w"});
+  Variable frozen(constant({1.f, 1.f}), {.name = "frozen", .trainable = false});
+  GradientTape tape;
+  const Tensor y = reduce_sum(w.value() * w.value() * frozen.value());
+  const auto g = tape.gradient(y, std::vector<Variable>{w, frozen});
+  EXPECT_EQ(g[0].to_vector<float>(), (std::vector<float>{2.f, 4.f}));  // two reads, summed
+  EXPECT_FALSE(g[1].defined());
+  ASSERT_EQ(tape.watched_variables().size(), 0u);  // released with the records
+}
+
+TEST(GradientTapeTest, ExplicitlyWatchedVariablesAreWatchedWithoutAutoWatch) {
+  Variable a(constant(2.f), {.name = "a"});
+  Variable b(constant(3.f), {.name = "b", .trainable = false});
+  GradientTape tape({.persistent = true, .watch_accessed_variables = false});
+  tape.watch(b);
+  const Tensor y = a.value() * b.value();
+  EXPECT_FALSE(tape.gradient(y, a).defined());
+  EXPECT_FLOAT_EQ(tape.gradient(y, b).item<float>(), 2.f);
+  ASSERT_EQ(tape.watched_variables().size(), 1u);
+  EXPECT_EQ(tape.watched_variables()[0].name(), "b");
+}
+
+TEST(GradientTapeTest, VariableReadBeforeTheTapeIsNotWatched) {
+  Variable w(constant(2.f));
+  const Tensor early = w.value();
+  GradientTape tape;
+  const Tensor y = early * w.value();
+  EXPECT_FLOAT_EQ(tape.gradient(y, w).item<float>(), 2.f);  // only the later read counts
+}
+
+TEST(GradientTapeTest, TapesAreThreadLocal) {
+  const Tensor x = constant(2.f);
+  GradientTape tape;
+  tape.watch(x);
+  Tensor other;
+  std::thread([&] { other = x * x; }).join();
+  EXPECT_EQ(tape.num_recorded_ops(), 0u);
+  EXPECT_FALSE(tape.gradient(other, x).defined());
+}
+
+TEST(GradientTapeTest, OnlyOpsOnAPathFromTheSourcesAreDifferentiated) {
+  const Tensor x = constant(2.f);
+  const Tensor u = constant(5.f);
+  GradientTape tape;
+  tape.watch(x);
+  tape.watch(u);
+  const Tensor side = exp(u) * 100.f;  // recorded, not on a path to y
+  const Tensor y = x * 3.f;
+  EXPECT_EQ(tape.num_recorded_ops(), 3u);
+  EXPECT_FLOAT_EQ(tape.gradient(y, x).item<float>(), 3.f);
+  (void)side;
+}
+
+TEST(GradientTapeTest, NonPersistentTapeReleasesWhatItHeldAfterGradient) {
+  std::weak_ptr<Buffer> held;
+  GradientTape tape;
+  Tensor y;
+  {
+    const Tensor x = constant({1.f, 2.f});
+    tape.watch(x);
+    const Tensor e = exp(x);  // Exp keeps its output for the backward pass
+    held = e.buffer();
+    y = reduce_sum(e);
+    tape.gradient(y, x);
+  }
+  EXPECT_TRUE(held.expired());
+  EXPECT_EQ(tape.num_recorded_ops(), 0u);
+}
+
+TEST(GradientTapeTest, RecordsKeepOnlyWhatTheGradientNeeds) {
+  std::weak_ptr<Buffer> input_of_add;
+  GradientTape tape({.persistent = true});
+  Tensor y;
+  {
+    const Tensor a = constant({1.f, 2.f}) * 1.f;  // unwatched: a temporary
+    const Tensor x = constant({3.f, 4.f});
+    tape.watch(x);
+    input_of_add = a.buffer();
+    y = a + x;  // Add's gradient needs shapes only
+  }
+  EXPECT_TRUE(input_of_add.expired());
+}
+
+TEST(GradientTapeTest, GradientOfAVariableThroughAMatmulTrainingStep) {
+  Variable w(constant({1.f, 2.f, 3.f, 4.f}, {2, 2}), {.name = "w"});
+  const Tensor x = constant({1.f, 1.f}, {1, 2});
+  GradientTape tape;
+  const Tensor loss = reduce_sum(matmul(x, w.value()));
+  const Tensor g = tape.gradient(loss, w);
+  EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{1.f, 1.f, 1.f, 1.f}));
+  w.assign_sub(g * 0.5f);
+  EXPECT_EQ(w.value().to_vector<float>(), (std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f}));
+}
+
+}  // namespace
+}  // namespace strata
