@@ -99,28 +99,28 @@ bool GradientTape::is_tracking(const Tensor& t) const {
 void GradientTape::record(OpKind kind, std::span<const Tensor> inputs,
                           std::span<const Tensor> outputs, const OpAttrs& attrs) {
   if (!recording()) return;
+  // Integer and bool results carry no gradient: an op without a floating
+  // output is not recorded and its outputs are not tracked.
+  bool any_float_output = false;
+  for (const Tensor& t : outputs) any_float_output = any_float_output || is_floating(t.dtype());
+  if (!any_float_output) return;
   autodiff::OpRecord rec{.kind = kind, .attrs = attrs};
   const bool keep_in = autodiff::gradient_needs_inputs(kind);
   const bool keep_out = autodiff::gradient_needs_outputs(kind);
+  rec.in.reserve(inputs.size());
   for (const Tensor& t : inputs) {
-    rec.inputs.push_back(keep_in ? t : Tensor());
-    rec.input_shapes.push_back(t.defined() ? t.shape() : TensorShape{});
-    rec.input_dtypes.push_back(t.defined() ? t.dtype() : DType::float32);
-    rec.input_ids.push_back(t.defined() ? t.id() : 0);
-  }
-  bool any_float_output = false;
-  for (const Tensor& t : outputs) {
-    rec.outputs.push_back(keep_out ? t : Tensor());
-    rec.output_shapes.push_back(t.shape());
-    rec.output_dtypes.push_back(t.dtype());
-    rec.output_ids.push_back(t.id());
-    // Integer and bool results carry no gradient, so they are not tracked.
-    if (is_floating(t.dtype())) {
-      tracked_.insert(t.id());
-      any_float_output = true;
+    if (!t.defined()) {
+      rec.in.push_back({});
+      continue;
     }
+    rec.in.push_back({keep_in ? t : Tensor(), t.shape(), t.dtype(), t.id()});
   }
-  if (any_float_output) records_.push_back(std::move(rec));
+  rec.out.reserve(outputs.size());
+  for (const Tensor& t : outputs) {
+    rec.out.push_back({keep_out ? t : Tensor(), t.shape(), t.dtype(), t.id()});
+    if (is_floating(t.dtype())) tracked_.insert(t.id());
+  }
+  records_.push_back(std::move(rec));
 }
 
 std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
@@ -175,9 +175,9 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
   std::vector<bool> relevant(records_.size(), false);
   for (size_t i = 0; i < records_.size(); ++i) {
     const auto& r = records_[i];
-    if (std::any_of(r.input_ids.begin(), r.input_ids.end(), [&](uint64_t id) { return depends.contains(id); })) {
+    if (std::any_of(r.in.begin(), r.in.end(), [&](const autodiff::TensorRecord& t) { return depends.contains(t.id); })) {
       relevant[i] = true;
-      depends.insert(r.output_ids.begin(), r.output_ids.end());
+      for (const auto& t : r.out) depends.insert(t.id);
     }
   }
 
@@ -205,20 +205,20 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
       const auto& r = records_[i];
       std::vector<Tensor> out_grads;
       bool any = false;
-      for (uint64_t id : r.output_ids) {
-        out_grads.push_back(take(id));
+      for (const auto& t : r.out) {
+        out_grads.push_back(take(t.id));
         any = any || out_grads.back().defined();
       }
       if (!any) continue;
       for (size_t k = 0; k < out_grads.size(); ++k) {
-        if (!out_grads[k].defined()) out_grads[k] = zeros(r.output_shapes[k], r.output_dtypes[k]);
+        if (!out_grads[k].defined()) out_grads[k] = zeros(r.out[k].shape, r.out[k].dtype);
       }
       std::vector<Tensor> in_grads = autodiff::op_gradient(r, out_grads);
-      STRATA_INTERNAL_CHECK(in_grads.size() == r.input_ids.size(), "gradient of ", op_name(r.kind),
-                            " returned ", in_grads.size(), " gradients for ", r.input_ids.size(), " inputs");
+      STRATA_INTERNAL_CHECK(in_grads.size() == r.in.size(), "gradient of ", op_name(r.kind),
+                            " returned ", in_grads.size(), " gradients for ", r.in.size(), " inputs");
       for (size_t k = 0; k < in_grads.size(); ++k) {
-        if (in_grads[k].defined() && depends.contains(r.input_ids[k]) && is_floating(r.input_dtypes[k])) {
-          pending[r.input_ids[k]].push_back(in_grads[k]);
+        if (in_grads[k].defined() && depends.contains(r.in[k].id) && is_floating(r.in[k].dtype)) {
+          pending[r.in[k].id].push_back(in_grads[k]);
         }
       }
     }

@@ -61,19 +61,20 @@ struct GradientOptions {
 };
 
 namespace autodiff {
-// One recorded op: what its gradient function may use. A Tensor the op's
-// gradient does not need is left undefined (its shape and dtype are kept).
+// One tensor of a recorded op. `value` is left undefined when the op's
+// gradient does not need it (shape, dtype and id are always kept).
+struct TensorRecord {
+  Tensor value = {};
+  TensorShape shape = {};
+  DType dtype = DType::float32;
+  uint64_t id = 0;
+};
+// One recorded op: what its gradient function may use.
 struct OpRecord {
   OpKind kind = OpKind::Identity;
   OpAttrs attrs = {};
-  std::vector<Tensor> inputs = {};  // undefined where not needed
-  std::vector<TensorShape> input_shapes = {};
-  std::vector<DType> input_dtypes = {};
-  std::vector<uint64_t> input_ids = {};
-  std::vector<Tensor> outputs = {};  // undefined where not needed
-  std::vector<TensorShape> output_shapes = {};
-  std::vector<DType> output_dtypes = {};
-  std::vector<uint64_t> output_ids = {};
+  std::vector<TensorRecord> in = {};
+  std::vector<TensorRecord> out = {};
 };
 }  // namespace autodiff
 

@@ -40,16 +40,16 @@ Tensor unbroadcast(const Tensor& g, const TensorShape& shape) {
 // The gradient of input k: reduced to its shape and cast to its dtype (inputs
 // of mixed float dtypes were promoted by the op).
 Tensor fit(const Tensor& g, const OpRecord& op, size_t k) {
-  if (!is_floating(op.input_dtypes[k])) return Tensor();
-  Tensor t = unbroadcast(g, op.input_shapes[k]);
-  if (t.dtype() != op.input_dtypes[k]) t = cast(t, op.input_dtypes[k]);
+  if (!is_floating(op.in[k].dtype)) return Tensor();
+  Tensor t = unbroadcast(g, op.in[k].shape);
+  if (t.dtype() != op.in[k].dtype) t = cast(t, op.in[k].dtype);
   return t;
 }
 
 Tensor as_float_mask(const Tensor& b, const Tensor& like) { return cast(b, like.dtype()); }
 
 std::vector<int64_t> reduction_axes(const OpRecord& op) {
-  const int rank = op.input_shapes[0].rank();
+  const int rank = op.in[0].shape.rank();
   std::vector<int64_t> axes;
   if (op.attrs.axes.empty()) {
     axes.resize(rank);
@@ -62,14 +62,14 @@ std::vector<int64_t> reduction_axes(const OpRecord& op) {
 
 // The input shape with the reduced axes kept as 1.
 std::vector<int64_t> kept_shape(const OpRecord& op) {
-  std::vector<int64_t> dims = op.input_shapes[0].dims();
+  std::vector<int64_t> dims = op.in[0].shape.dims();
   for (int64_t a : reduction_axes(op)) dims[a] = 1;
   return dims;
 }
 
 // g of a reduction, broadcast back over the input.
 Tensor spread(const Tensor& g, const OpRecord& op) {
-  return broadcast_to(reshape(g, kept_shape(op)), op.input_shapes[0]);
+  return broadcast_to(reshape(g, kept_shape(op)), op.in[0].shape);
 }
 
 // Scatters `g` (the strided selection begin + j * stride per dim) into a zero
@@ -101,8 +101,8 @@ Tensor scatter_strided(Tensor g, const TensorShape& full, const std::vector<int6
 }
 
 Grads matmul_grad(const OpRecord& op, const Tensor& g) {
-  const Tensor& a = op.inputs[0];
-  const Tensor& b = op.inputs[1];
+  const Tensor& a = op.in[0].value;
+  const Tensor& b = op.in[1].value;
   const bool ta = op.attrs.transpose_a;
   const bool tb = op.attrs.transpose_b;
   Tensor ga, gb;
@@ -135,7 +135,7 @@ std::vector<int64_t> hw(const std::vector<int64_t>& v, const char* what) {
 }
 
 PoolGeometry pool_geometry(const OpRecord& op) {
-  const TensorShape& in = op.input_shapes[0];
+  const TensorShape& in = op.in[0].shape;
   const auto k = hw(op.attrs.ksize, "ksize");
   const auto s = hw(op.attrs.strides, "strides");
   PoolGeometry p{k[0], k[1], s[0], s[1], 0, 0, 0, 0, 0, 0};
@@ -178,8 +178,8 @@ std::vector<std::pair<int64_t, int64_t>> pool_pads(const PoolGeometry& p) {
 // MaxPool: each output's gradient goes to the first maximum of its window
 // (TF's MaxPoolGrad picks one position per window).
 Tensor max_pool_grad(const OpRecord& op, const Tensor& g) {
-  const Tensor& x = op.inputs[0];
-  const Tensor& y = op.outputs[0];
+  const Tensor& x = op.in[0].value;
+  const Tensor& y = op.out[0].value;
   const PoolGeometry p = pool_geometry(op);
   const Tensor xp = pad(x, pool_pads(p), -std::numeric_limits<double>::infinity());
   Tensor taken = zeros(y.shape(), DType::bool_);
@@ -199,7 +199,7 @@ Tensor max_pool_grad(const OpRecord& op, const Tensor& g) {
 // AvgPool: each output's gradient is shared equally by the valid (unpadded)
 // inputs of its window, as TF's AvgPoolGrad.
 Tensor avg_pool_grad(const OpRecord& op, const Tensor& g) {
-  const TensorShape& in = op.input_shapes[0];
+  const TensorShape& in = op.in[0].shape;
   const PoolGeometry p = pool_geometry(op);
   Tensor count;
   const bool padded = p.pad_top + p.pad_bottom + p.pad_left + p.pad_right > 0;
@@ -230,8 +230,8 @@ nn::Conv2DOptions conv_options(const OpRecord& op) {
 }
 
 Tensor gather_grad(const OpRecord& op, const Tensor& g) {
-  const Tensor& indices = op.inputs[1];
-  const TensorShape& params = op.input_shapes[0];
+  const Tensor& indices = op.in[1].value;
+  const TensorShape& params = op.in[0].shape;
   const int prank = params.rank();
   const int64_t axis = op.attrs.axis < 0 ? op.attrs.axis + prank : op.attrs.axis;
   const int irank = indices.rank();
@@ -258,7 +258,7 @@ Tensor gather_grad(const OpRecord& op, const Tensor& g) {
 }
 
 Tensor tile_grad(const OpRecord& op, const Tensor& g) {
-  const TensorShape& in = op.input_shapes[0];
+  const TensorShape& in = op.in[0].shape;
   std::vector<int64_t> split_dims;
   std::vector<int64_t> axes;
   for (int i = 0; i < in.rank(); ++i) {
@@ -333,8 +333,10 @@ bool gradient_needs_outputs(OpKind kind) noexcept {
 
 std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& output_grads) {
   const Tensor& g = output_grads[0];
-  const auto& in = op.inputs;
-  const Tensor& y = op.outputs.empty() ? g : op.outputs[0];
+  std::vector<Tensor> in;
+  in.reserve(op.in.size());
+  for (const TensorRecord& r : op.in) in.push_back(r.value);
+  const Tensor& y = op.out[0].value.defined() ? op.out[0].value : g;
   switch (op.kind) {
     // --- element-wise binary ---
     case OpKind::Add:
@@ -386,7 +388,7 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
     case OpKind::OneHot:
     case OpKind::MaxPool2DGrad:
       // Not differentiable (ops.def): never recorded; zero/none gradient like TF.
-      return Grads(op.input_ids.size());
+      return Grads(op.in.size());
     // --- element-wise unary ---
     case OpKind::Identity:
       return {g};
@@ -428,21 +430,21 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
       return {g * sigmoid(in[0])};
     case OpKind::Cast:
       // TF: only between floating dtypes.
-      if (!is_floating(op.input_dtypes[0]) || !is_floating(op.output_dtypes[0])) return {Tensor()};
-      return {cast(g, op.input_dtypes[0])};
+      if (!is_floating(op.in[0].dtype) || !is_floating(op.out[0].dtype)) return {Tensor()};
+      return {cast(g, op.in[0].dtype)};
     case OpKind::Select: {
       const Tensor& cond = in[0];
       const Tensor zero = zeros_like(g);
       return {Tensor(), fit(where(cond, g, zero), op, 1), fit(where(cond, zero, g), op, 2)};
     }
     case OpKind::AddN:
-      return Grads(op.input_ids.size(), g);
+      return Grads(op.in.size(), g);
     // --- reductions ---
     case OpKind::Sum:
       return {spread(g, op)};
     case OpKind::Mean: {
-      const double n = static_cast<double>(op.input_shapes[0].num_elements());
-      const double m = static_cast<double>(std::max<int64_t>(op.output_shapes[0].num_elements(), 1));
+      const double n = static_cast<double>(op.in[0].shape.num_elements());
+      const double m = static_cast<double>(std::max<int64_t>(op.out[0].shape.num_elements(), 1));
       return {spread(g, op) * (m / std::max(n, 1.0))};
     }
     case OpKind::Max:
@@ -458,10 +460,10 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
       return {spread(g, op) * reshape(y, kept_shape(op)) / in[0]};
     // --- shape and layout ---
     case OpKind::Reshape:
-      return {reshape(g, op.input_shapes[0].dims())};
+      return {reshape(g, op.in[0].shape.dims())};
     case OpKind::Transpose: {
       std::vector<int64_t> perm = op.attrs.perm;
-      const int rank = op.input_shapes[0].rank();
+      const int rank = op.in[0].shape.rank();
       if (perm.empty()) {
         for (int i = rank - 1; i >= 0; --i) perm.push_back(i);
       }
@@ -475,26 +477,26 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
       const int rank = g.rank();
       const int64_t axis = op.attrs.axis < 0 ? op.attrs.axis + rank : op.attrs.axis;
       std::vector<int64_t> sizes;
-      for (const TensorShape& s : op.input_shapes) sizes.push_back(s.dim(static_cast<int>(axis)));
+      for (const TensorRecord& r : op.in) sizes.push_back(r.shape.dim(static_cast<int>(axis)));
       return split(g, sizes, axis);
     }
     case OpKind::Slice: {
-      const TensorShape& s = op.input_shapes[0];
+      const TensorShape& s = op.in[0].shape;
       std::vector<std::pair<int64_t, int64_t>> pads;
       for (int i = 0; i < s.rank(); ++i) {
         const int64_t b = op.attrs.begin[i];
-        pads.push_back({b, s.dim(i) - b - op.output_shapes[0].dim(i)});
+        pads.push_back({b, s.dim(i) - b - op.out[0].shape.dim(i)});
       }
       return {pad(g, pads)};
     }
     case OpKind::StridedSlice: {
-      const TensorShape& out = op.output_shapes[0];
+      const TensorShape& out = op.out[0].shape;
       Tensor gg = g;
-      if (out.num_elements() == 0) return {zeros(op.input_shapes[0], g.dtype())};
-      return {scatter_strided(gg, op.input_shapes[0], op.attrs.begin, op.attrs.strides)};
+      if (out.num_elements() == 0) return {zeros(op.in[0].shape, g.dtype())};
+      return {scatter_strided(gg, op.in[0].shape, op.attrs.begin, op.attrs.strides)};
     }
     case OpKind::Pad: {
-      const TensorShape& s = op.input_shapes[0];
+      const TensorShape& s = op.in[0].shape;
       std::vector<int64_t> begin;
       for (int i = 0; i < s.rank(); ++i) begin.push_back(op.attrs.paddings[2 * i]);
       return {slice(g, begin, s.dims())};
@@ -515,18 +517,18 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
       return {g - exp(y) * reduce_sum(g, {.axis = {-1}, .keepdims = true})};
     case OpKind::Conv2D: {
       const auto opts = conv_options(op);
-      return {nn::conv2d_backprop_input(op.input_shapes[0], in[1], g, opts),
-              nn::conv2d_backprop_filter(in[0], op.input_shapes[1], g, opts)};
+      return {nn::conv2d_backprop_input(op.in[0].shape, in[1], g, opts),
+              nn::conv2d_backprop_filter(in[0], op.in[1].shape, g, opts)};
     }
     case OpKind::Conv2DBackpropInput: {
       // (filter, out_backprop) -> dx, as TF's _Conv2DBackpropInputGrad.
       const auto opts = conv_options(op);
-      return {nn::conv2d_backprop_filter(g, op.input_shapes[0], in[1], opts), nn::conv2d(g, in[0], opts)};
+      return {nn::conv2d_backprop_filter(g, op.in[0].shape, in[1], opts), nn::conv2d(g, in[0], opts)};
     }
     case OpKind::Conv2DBackpropFilter: {
       // (input, out_backprop) -> dfilter, as TF's _Conv2DBackpropFilterGrad.
       const auto opts = conv_options(op);
-      return {nn::conv2d_backprop_input(op.input_shapes[0], g, in[1], opts), nn::conv2d(in[0], g, opts)};
+      return {nn::conv2d_backprop_input(op.in[0].shape, g, in[1], opts), nn::conv2d(in[0], g, opts)};
     }
     case OpKind::MaxPool2D:
       return {max_pool_grad(op, g)};
@@ -539,7 +541,7 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
     }
     case OpKind::SparseSoftmaxCrossEntropyWithLogits: {
       const Tensor& logits = in[0];
-      const int64_t classes = op.input_shapes[0].dim(-1);
+      const int64_t classes = op.in[0].shape.dim(-1);
       const Tensor onehot = one_hot(in[1], classes, {.dtype = logits.dtype()});
       return {(softmax(logits) - onehot) * expand_dims(g, -1), Tensor()};
     }
