@@ -606,26 +606,35 @@ class ParallelMapIterator : public IteratorImpl {
   }
   void work() {
     while (true) {
-      int64_t seq;
+      int64_t seq = 0;
       std::optional<Element> input;
       std::exception_ptr error;
       {
         std::unique_lock<std::mutex> l(mu_);
         cv_.wait(l, [&] { return cancelled_ || end_seq_ >= 0 || next_in_ - consumed_ < window_; });
         if (cancelled_ || end_seq_ >= 0) return;
-        seq = next_in_++;
-        ++in_flight_;
-        // Input access is serialised; pulling under mu_ keeps sequence numbers
-        // equal to input order.
+      }
+      {
+        // Input pulls are serialised by in_mu_ (not mu_, so the consumer can
+        // take results meanwhile); numbering under it keeps input order.
+        std::lock_guard<std::mutex> il(in_mu_);
+        {
+          std::lock_guard<std::mutex> l(mu_);
+          if (cancelled_ || end_seq_ >= 0) return;
+          seq = next_in_++;
+          ++in_flight_;
+        }
         try {
           input = in_->next();
         } catch (...) {
           error = std::current_exception();
         }
         if (!input && !error) {
-          end_seq_ = seq;
-          --in_flight_;
-          l.unlock();
+          {
+            std::lock_guard<std::mutex> l(mu_);
+            end_seq_ = seq;
+            --in_flight_;
+          }
           cv_.notify_all();
           return;
         }
@@ -653,6 +662,7 @@ class ParallelMapIterator : public IteratorImpl {
   MapFn fn_;
   const int64_t window_;
   const bool deterministic_;
+  std::mutex in_mu_;  // serialises in_->next()
   std::mutex mu_;
   std::condition_variable cv_;
   std::map<int64_t, Result> results_ STRATA_GUARDED_BY(mu_);
@@ -978,13 +988,23 @@ Dataset Dataset::from_tensor_slices(Element components) {
   std::vector<TensorSpec> spec;
   for (const Tensor& t : components) spec.emplace_back(t.shape().removed(0), t.dtype());
   const int64_t n = components[0].shape().dim(0);
-  return make(NodeKind::kTensorSlices, {}, spec, [components, n](const std::vector<Dataset>&) {
+  std::vector<TensorShape> row_shapes;
+  std::vector<int64_t> row_sizes;
+  for (const Tensor& t : components) {
+    row_shapes.push_back(t.shape().removed(0));
+    row_sizes.push_back(row_shapes.back().num_elements());
+  }
+  return make(NodeKind::kTensorSlices, {}, spec, [components, n, row_shapes, row_sizes](const std::vector<Dataset>&) {
     auto i = std::make_shared<int64_t>(0);
-    return make_fn_iterator([components, n, i]() -> std::optional<Element> {
+    return make_fn_iterator([components, n, i, row_shapes, row_sizes]() -> std::optional<Element> {
       if (*i == n) return std::nullopt;
       Element e;
       e.reserve(components.size());
-      for (const Tensor& t : components) e.push_back(t.slice_rows(*i, *i + 1).reshaped(t.shape().removed(0)));
+      // One view per component straight onto the shared buffer (a single
+      // handle allocation instead of slice + reshape).
+      for (size_t c = 0; c < components.size(); ++c)
+        e.push_back(Tensor::from_buffer(components[c].buffer(), row_shapes[c],
+                                        components[c].offset() + *i * row_sizes[c], &components[c].placement()));
       ++*i;
       return e;
     });
