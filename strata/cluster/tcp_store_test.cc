@@ -163,11 +163,13 @@ TEST(TcpStoreClient, ServerShutdownWhileWaitingIsUnavailableNamingTheAddress) {
   const std::string address = server->address();
   TcpStoreClient waiter(address, kFast);
   TcpStoreClient observer(address, kFast);
+  TcpStoreClient signal(address, kFast);
   std::jthread stopper([&] {
     observer.wait({"waiter-started"}, 30s);
     server.reset();
   });
-  waiter.set("waiter-started", {});
+  // Signalled through another client: the server may go away right after.
+  signal.set("waiter-started", {});
   try {
     waiter.get("never", 60s);
     FAIL();
@@ -182,11 +184,13 @@ TEST(TcpStoreClient, AbortWakesAWaitingGet) {
   TcpStoreServer server;
   TcpStoreClient client(server.address(), kFast);
   TcpStoreClient observer(server.address(), kFast);
+  TcpStoreClient signal(server.address(), kFast);
   std::jthread aborter([&] {
     observer.wait({"waiting"}, 30s);
     client.abort();
   });
-  client.set("waiting", {});
+  // Signalled through another client: the abort may come before get() starts.
+  signal.set("waiting", {});
   const auto start = std::chrono::steady_clock::now();
   EXPECT_THROW(client.get("never", 60s), AbortedError);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
