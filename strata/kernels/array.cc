@@ -1,0 +1,339 @@
+#include "strata/kernels/array.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include <cblas.h>
+
+#include "strata/kernels/elementwise.h"
+#include "strata/kernels/internal/kernel_util.h"
+
+namespace strata::kernels {
+namespace {
+
+using internal::dispatch_all;
+using internal::kElementwiseGrain;
+using internal::parallel_for;
+
+int64_t index_value(const Tensor& idx, int64_t i) {
+  return idx.dtype() == DType::int32 ? idx.data<int32_t>()[i] : idx.data<int64_t>()[i];
+}
+
+void check_index_dtype(const Tensor& idx, const char* who) {
+  STRATA_CHECK_ARG(idx.dtype() == DType::int32 || idx.dtype() == DType::int64, who,
+                   ": expected int32 or int64 indices, got dtype ", idx.dtype());
+}
+
+}  // namespace
+
+Tensor strided_copy(const Tensor& x, const TensorShape& out_shape, const std::vector<int64_t>& strides,
+                    int64_t offset) {
+  Tensor out = Tensor::allocate(x.dtype(), out_shape);
+  const int64_t total = out_shape.num_elements();
+  if (total == 0) return out;
+  std::vector<int64_t> dims = out_shape.dims();
+  std::vector<int64_t> st = strides;
+  if (dims.empty()) {
+    dims = {1};
+    st = {0};
+  }
+  const int r = static_cast<int>(dims.size());
+  const int64_t inner = dims[r - 1], s_in = st[r - 1];
+  dispatch_all(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* px = x.data<T>() + offset;
+    T* po = out.mutable_data<T>();
+    parallel_for(total, kElementwiseGrain, [&](int64_t s, int64_t e) {
+      int64_t pos = s;
+      while (pos < e) {
+        const int64_t row = pos / inner, col = pos % inner;
+        int64_t off = 0, rem = row;
+        for (int d = r - 2; d >= 0; --d) {
+          off += (rem % dims[d]) * st[d];
+          rem /= dims[d];
+        }
+        const int64_t n = std::min(inner - col, e - pos);
+        const T* src = px + off + col * s_in;
+        if (s_in == 1) {
+          std::copy(src, src + n, po + pos);
+        } else {
+          for (int64_t i = 0; i < n; ++i) po[pos + i] = src[i * s_in];
+        }
+        pos += n;
+      }
+    });
+  });
+  return out;
+}
+
+Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm) {
+  const std::vector<int64_t> in_strides = internal::dense_strides(x.shape().dims());
+  std::vector<int64_t> dims(perm.size()), strides(perm.size());
+  for (size_t i = 0; i < perm.size(); ++i) {
+    dims[i] = x.shape().dims()[perm[i]];
+    strides[i] = in_strides[perm[i]];
+  }
+  return strided_copy(x, TensorShape(dims), strides, 0);
+}
+
+Tensor broadcast_to(const Tensor& x, const TensorShape& shape) {
+  const int r = shape.rank(), xr = x.rank();
+  const std::vector<int64_t> in_strides = internal::dense_strides(x.shape().dims());
+  std::vector<int64_t> strides(r, 0);
+  for (int i = 0; i < xr; ++i) {
+    strides[r - xr + i] = x.shape().dims()[i] == 1 ? 0 : in_strides[i];
+  }
+  return strided_copy(x, shape, strides, 0);
+}
+
+Tensor strided_slice(const Tensor& x, const std::vector<int64_t>& begin,
+                     const std::vector<int64_t>& strides, const TensorShape& out_shape) {
+  const std::vector<int64_t> in_strides = internal::dense_strides(x.shape().dims());
+  int64_t offset = 0;
+  std::vector<int64_t> st(begin.size());
+  for (size_t i = 0; i < begin.size(); ++i) {
+    if (out_shape.num_elements() > 0) offset += begin[i] * in_strides[i];
+    st[i] = strides[i] * in_strides[i];
+  }
+  return strided_copy(x, out_shape, st, offset);
+}
+
+Tensor pad(const Tensor& x, const std::vector<int64_t>& paddings, double constant_value) {
+  std::vector<int64_t> dims = x.shape().dims();
+  for (size_t i = 0; i < dims.size(); ++i) dims[i] += paddings[2 * i] + paddings[2 * i + 1];
+  const TensorShape out_shape(dims);
+  Tensor out = kernels::fill(x.dtype(), out_shape, constant_value);
+  if (x.num_elements() == 0) return out;
+  const std::vector<int64_t> ost = internal::dense_strides(dims);
+  const std::vector<int64_t>& xd = x.shape().dims();
+  const int r = x.rank();
+  const int64_t inner = r == 0 ? 1 : xd[r - 1];
+  const int64_t rows = x.num_elements() / inner;
+  dispatch_all(x.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* px = x.data<T>();
+    T* po = out.mutable_data<T>();
+    parallel_for(rows, std::max<int64_t>(1, kElementwiseGrain / inner), [&](int64_t s, int64_t e) {
+      for (int64_t row = s; row < e; ++row) {
+        int64_t off = r == 0 ? 0 : paddings[2 * (r - 1)], rem = row;
+        for (int d = r - 2; d >= 0; --d) {
+          off += (rem % xd[d] + paddings[2 * d]) * ost[d];
+          rem /= xd[d];
+        }
+        std::copy(px + row * inner, px + (row + 1) * inner, po + off);
+      }
+    });
+  });
+  return out;
+}
+
+Tensor concat(const std::vector<Tensor>& values, int axis) {
+  std::vector<int64_t> dims = values[0].shape().dims();
+  int64_t total_axis = 0;
+  for (const Tensor& v : values) total_axis += v.shape().dims()[axis];
+  dims[axis] = total_axis;
+  const TensorShape out_shape(dims);
+  Tensor out = Tensor::allocate(values[0].dtype(), out_shape);
+  int64_t outer = 1;
+  for (int i = 0; i < axis; ++i) outer *= dims[i];
+  const int64_t out_row = outer == 0 ? 0 : out_shape.num_elements() / outer;
+  dispatch_all(out.dtype(), [&](auto t) {
+    using T = decltype(t);
+    T* po = out.mutable_data<T>();
+    parallel_for(outer, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, out_row)),
+                 [&](int64_t s, int64_t e) {
+                   for (int64_t o = s; o < e; ++o) {
+                     T* dst = po + o * out_row;
+                     for (const Tensor& v : values) {
+                       const int64_t run = outer == 0 ? 0 : v.num_elements() / outer;
+                       const T* src = v.data<T>() + o * run;
+                       std::copy(src, src + run, dst);
+                       dst += run;
+                     }
+                   }
+                 });
+  });
+  return out;
+}
+
+Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
+  check_index_dtype(indices, "gather");
+  const auto& pd = params.shape().dims();
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= pd[i];
+  for (int i = axis + 1; i < params.rank(); ++i) inner *= pd[i];
+  const int64_t limit = pd[axis];
+  const int64_t n_idx = indices.num_elements();
+  for (int64_t i = 0; i < n_idx; ++i) {
+    const int64_t v = index_value(indices, i);
+    STRATA_CHECK_ARG(v >= 0 && v < limit, "gather: indices[", i, "] = ", v, " is not in [0, ", limit,
+                     ")");
+  }
+  std::vector<int64_t> dims(pd.begin(), pd.begin() + axis);
+  for (int64_t d : indices.shape().dims()) dims.push_back(d);
+  for (int i = axis + 1; i < params.rank(); ++i) dims.push_back(pd[i]);
+  Tensor out = Tensor::allocate(params.dtype(), TensorShape(dims));
+  dispatch_all(params.dtype(), [&](auto t) {
+    using T = decltype(t);
+    const T* pp = params.data<T>();
+    T* po = out.mutable_data<T>();
+    parallel_for(outer * n_idx, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, inner)),
+                 [&](int64_t s, int64_t e) {
+                   for (int64_t k = s; k < e; ++k) {
+                     const int64_t o = k / n_idx, i = k % n_idx;
+                     const T* src = pp + (o * limit + index_value(indices, i)) * inner;
+                     std::copy(src, src + inner, po + k * inner);
+                   }
+                 });
+  });
+  return out;
+}
+
+Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids, int64_t num_segments) {
+  check_index_dtype(segment_ids, "unsorted_segment_sum");
+  const int64_t n = segment_ids.num_elements();
+  const int64_t inner = n == 0 ? 0 : data.num_elements() / n;
+  std::vector<int64_t> dims{num_segments};
+  for (int i = segment_ids.rank(); i < data.rank(); ++i) dims.push_back(data.shape().dims()[i]);
+  Tensor out = kernels::fill(data.dtype(), TensorShape(dims), 0.0);
+  internal::dispatch_arithmetic(data.dtype(), "unsorted_segment_sum", [&](auto t) {
+    using T = decltype(t);
+    const T* pd = data.data<T>();
+    T* po = out.mutable_data<T>();
+    // TF drops ids outside [0, num_segments) (negative ids are documented as dropped).
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t id = index_value(segment_ids, i);
+      if (id < 0 || id >= num_segments) continue;
+      T* dst = po + id * inner;
+      const T* src = pd + i * inner;
+      for (int64_t j = 0; j < inner; ++j) dst[j] = static_cast<T>(dst[j] + src[j]);
+    }
+  });
+  return out;
+}
+
+Tensor one_hot(const Tensor& indices, int64_t depth, double on_value, double off_value, int axis,
+               DType dtype) {
+  check_index_dtype(indices, "one_hot");
+  std::vector<int64_t> dims = indices.shape().dims();
+  dims.insert(dims.begin() + axis, depth);
+  int64_t outer = 1, inner = 1;
+  for (int i = 0; i < axis; ++i) outer *= dims[i];
+  for (size_t i = axis + 1; i < dims.size(); ++i) inner *= dims[i];
+  Tensor out = kernels::fill(dtype, TensorShape(dims), off_value);
+  dispatch_numeric(dtype, [&](auto t) {
+    using T = decltype(t);
+    T* po = out.mutable_data<T>();
+    const T on = static_cast<T>(on_value);
+    for (int64_t o = 0; o < outer; ++o) {
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t v = index_value(indices, o * inner + i);
+        if (v >= 0 && v < depth) po[(o * depth + v) * inner + i] = on;
+      }
+    }
+  });
+  return out;
+}
+
+namespace {
+
+// OpenBLAS is told to use one thread once: Strata parallelises GEMM itself over
+// the device's pool, so concurrent replicas on different logical devices do
+// not oversubscribe the cores. Debian's pthread OpenBLAS with one thread is
+// reentrant for concurrent calls.
+void init_blas() {
+  static std::once_flag once;
+  std::call_once(once, [] { openblas_set_num_threads(1); });
+}
+
+template <typename T>
+void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
+          int64_t ldb, T* c, int64_t ldc) {
+  if constexpr (std::is_same_v<T, float>) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k,
+                1.f, a, lda, b, ldb, 0.f, c, ldc);
+  } else if constexpr (std::is_same_v<T, double>) {
+    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k,
+                1.0, a, lda, b, ldb, 0.0, c, ldc);
+  } else {
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) {
+        T acc = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const T av = ta ? a[p * lda + i] : a[i * lda + p];
+          const T bv = tb ? b[j * ldb + p] : b[p * ldb + j];
+          acc = static_cast<T>(acc + av * bv);
+        }
+        c[i * ldc + j] = acc;
+      }
+    }
+  }
+}
+
+}  // namespace
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
+  init_blas();
+  const int r = a.rank();
+  const auto& ad = a.shape().dims();
+  const auto& bd = b.shape().dims();
+  const int64_t m = transpose_a ? ad[r - 1] : ad[r - 2];
+  const int64_t k = transpose_a ? ad[r - 2] : ad[r - 1];
+  const int64_t n = transpose_b ? bd[r - 2] : bd[r - 1];
+  std::vector<int64_t> dims(ad.begin(), ad.end() - 2);
+  int64_t batch = 1;
+  for (int64_t d : dims) batch *= d;
+  dims.push_back(m);
+  dims.push_back(n);
+  Tensor out = Tensor::allocate(a.dtype(), TensorShape(dims));
+  internal::dispatch_arithmetic(a.dtype(), "matmul", [&](auto t) {
+    using T = decltype(t);
+    const T* pa = a.data<T>();
+    const T* pb = b.data<T>();
+    T* pc = out.mutable_data<T>();
+    const int64_t lda = ad[r - 1], ldb = bd[r - 1];
+    if (k == 0) {
+      std::fill(pc, pc + batch * m * n, T(0));
+      return;
+    }
+    if (m == 0 || n == 0) return;
+    const int threads = internal::num_threads();
+    if (batch >= threads || m * n * k < 32 * 1024) {
+      parallel_for(batch, 1, [&](int64_t s, int64_t e) {
+        for (int64_t i = s; i < e; ++i)
+          gemm<T>(transpose_a, transpose_b, m, n, k, pa + i * m * k, lda, pb + i * k * n, ldb,
+                  pc + i * m * n, n);
+      });
+      return;
+    }
+    for (int64_t i = 0; i < batch; ++i) {
+      const T* A = pa + i * m * k;
+      const T* B = pb + i * k * n;
+      T* C = pc + i * m * n;
+      if (m >= n || m >= 64 * threads) {
+        // Split rows of C: each part is an independent single-threaded GEMM.
+        const int64_t parts = std::min<int64_t>(threads, (m + 15) / 16);
+        parallel_for(parts, 1, [&](int64_t s, int64_t e) {
+          for (int64_t p = s; p < e; ++p) {
+            const int64_t r0 = m * p / parts, r1 = m * (p + 1) / parts;
+            const T* As = transpose_a ? A + r0 : A + r0 * lda;
+            gemm<T>(transpose_a, transpose_b, r1 - r0, n, k, As, lda, B, ldb, C + r0 * n, n);
+          }
+        });
+      } else {
+        const int64_t parts = std::min<int64_t>(threads, (n + 15) / 16);
+        parallel_for(parts, 1, [&](int64_t s, int64_t e) {
+          for (int64_t p = s; p < e; ++p) {
+            const int64_t c0 = n * p / parts, c1 = n * (p + 1) / parts;
+            const T* Bs = transpose_b ? B + c0 * ldb : B + c0;
+            gemm<T>(transpose_a, transpose_b, m, c1 - c0, k, A, lda, Bs, ldb, C + c0, n);
+          }
+        });
+      }
+    }
+  });
+  return out;
+}
+
+}  // namespace strata::kernels

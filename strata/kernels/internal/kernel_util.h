@@ -1,0 +1,78 @@
+#pragma once
+// Helpers shared by the kernel .cc files (not part of the public API).
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "strata/base/errors.h"
+#include "strata/core/device.h"
+#include "strata/core/dtype.h"
+#include "strata/core/tensor.h"
+
+namespace strata::kernels::internal {
+
+// Elements per parallel_for chunk for cheap element-wise work: big enough that
+// the hand-off to a worker (~microseconds) is amortised.
+inline constexpr int64_t kElementwiseGrain = 32768;
+
+// Runs fn over [0, n) on the current device's pool.
+template <typename Fn>
+void parallel_for(int64_t n, int64_t min_chunk, Fn&& fn) {
+  if (n <= 0) return;
+  ThreadPool& pool = current_device().thread_pool();
+  if (pool.num_threads() == 1 || n <= min_chunk) {
+    fn(int64_t{0}, n);
+    return;
+  }
+  pool.parallel_for(n, min_chunk, fn);
+}
+
+inline int num_threads() { return current_device().thread_pool().num_threads(); }
+
+// Calls fn(T{}) for every dtype, strings included (copy-only kernels).
+template <typename Fn>
+decltype(auto) dispatch_all(DType d, Fn&& fn) {
+  if (d == DType::string) return fn(std::string{});
+  return dispatch_numeric(d, std::forward<Fn>(fn));
+}
+
+// Calls fn(T{}) for the arithmetic dtypes (no bool, no string); else
+// InvalidArgumentError naming `who`.
+template <typename Fn>
+decltype(auto) dispatch_arithmetic(DType d, const char* who, Fn&& fn) {
+  switch (d) {
+    case DType::float32: return fn(float{});
+    case DType::float64: return fn(double{});
+    case DType::int32: return fn(int32_t{});
+    case DType::int64: return fn(int64_t{});
+    case DType::uint8: return fn(uint8_t{});
+    default: break;
+  }
+  throw InvalidArgumentError(str_cat(who, ": expected a numeric (non-bool) tensor, got dtype ",
+                                     dtype_name(d)));
+}
+
+template <typename Fn>
+decltype(auto) dispatch_floating(DType d, const char* who, Fn&& fn) {
+  switch (d) {
+    case DType::float32: return fn(float{});
+    case DType::float64: return fn(double{});
+    default: break;
+  }
+  throw InvalidArgumentError(str_cat(who, ": expected a floating-point tensor (float32 or float64), got dtype ",
+                                     dtype_name(d)));
+}
+
+// Row-major element strides of `dims`.
+inline std::vector<int64_t> dense_strides(const std::vector<int64_t>& dims) {
+  std::vector<int64_t> s(dims.size());
+  int64_t acc = 1;
+  for (size_t i = dims.size(); i-- > 0;) {
+    s[i] = acc;
+    acc *= dims[i];
+  }
+  return s;
+}
+
+}  // namespace strata::kernels::internal

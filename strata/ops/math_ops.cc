@@ -1,0 +1,215 @@
+#include "strata/ops/math_ops.h"
+
+#include <algorithm>
+
+#include "strata/kernels/array.h"
+#include "strata/kernels/elementwise.h"
+#include "strata/ops/operators.h"
+#include "strata/ops/recorder.h"
+
+namespace strata {
+namespace {
+
+using kernels::BinaryOp;
+using kernels::UnaryOp;
+
+// Promotes both operands to a common dtype (recorded casts, so tapes stay connected).
+std::pair<Tensor, Tensor> promote(const Tensor& a, const Tensor& b) {
+  const DType d = promote_types(a.dtype(), b.dtype());
+  return {a.dtype() == d ? a : cast(a, d), b.dtype() == d ? b : cast(b, d)};
+}
+
+Tensor binary_op(OpKind kind, BinaryOp op, const Tensor& a0, const Tensor& b0, const char* who) {
+  auto [a, b] = promote(a0, b0);
+  Tensor out = kernels::binary(op, a, b, who);
+  record_op(kind, {a, b}, {out});
+  return out;
+}
+
+Tensor unary_op(OpKind kind, UnaryOp op, const Tensor& x, const char* who, double alpha = 0.0) {
+  Tensor out = kernels::unary(op, x, alpha, who);
+  OpAttrs attrs;
+  attrs.alpha = alpha;
+  record_op(kind, {x}, {out}, attrs);
+  return out;
+}
+
+std::vector<int64_t> normalise_axes(const Tensor& x, const std::vector<int64_t>& axis, const char* who) {
+  std::vector<int64_t> axes;
+  if (axis.empty()) {
+    for (int i = 0; i < x.rank(); ++i) axes.push_back(i);
+    return axes;
+  }
+  for (int64_t a : axis) {
+    STRATA_CHECK_ARG(a >= -x.rank() && a < x.rank(), who, ": expected axis in [", -x.rank(), ", ",
+                     x.rank(), "), got ", a, " for shape ", x.shape());
+    axes.push_back(a < 0 ? a + x.rank() : a);
+  }
+  std::sort(axes.begin(), axes.end());
+  axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
+  return axes;
+}
+
+Tensor reduce_op(OpKind kind, kernels::ReduceOp op, const Tensor& x, const ReduceOptions& o,
+                 const char* who) {
+  OpAttrs attrs;
+  attrs.axes = normalise_axes(x, o.axis, who);
+  attrs.keepdims = o.keepdims;
+  Tensor out = kernels::reduce(op, x, attrs.axes, o.keepdims);
+  record_op(kind, {x}, {out}, attrs);
+  return out;
+}
+
+}  // namespace
+
+namespace internal {
+Tensor scalar_like(const Tensor& like, double value) {
+  return kernels::fill(like.dtype(), TensorShape{}, value);
+}
+}  // namespace internal
+
+Tensor add(const Tensor& a, const Tensor& b) { return binary_op(OpKind::Add, BinaryOp::Add, a, b, "add"); }
+Tensor subtract(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::Sub, BinaryOp::Sub, a, b, "subtract");
+}
+Tensor multiply(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::Mul, BinaryOp::Mul, a, b, "multiply");
+}
+Tensor divide(const Tensor& a, const Tensor& b) {
+  const DType d = promote_types(a.dtype(), b.dtype());
+  if (!is_floating(d)) {
+    // TF's truediv: integer operands are divided as float64.
+    return binary_op(OpKind::Div, BinaryOp::Div, cast(a, DType::float64), cast(b, DType::float64),
+                     "divide");
+  }
+  return binary_op(OpKind::Div, BinaryOp::Div, a, b, "divide");
+}
+Tensor floordiv(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::FloorDiv, BinaryOp::FloorDiv, a, b, "floordiv");
+}
+Tensor floormod(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::FloorMod, BinaryOp::FloorMod, a, b, "floormod");
+}
+Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(OpKind::Pow, BinaryOp::Pow, a, b, "pow"); }
+Tensor maximum(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::Maximum, BinaryOp::Maximum, a, b, "maximum");
+}
+Tensor minimum(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::Minimum, BinaryOp::Minimum, a, b, "minimum");
+}
+Tensor squared_difference(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::SquaredDifference, BinaryOp::SquaredDifference, a, b, "squared_difference");
+}
+Tensor add_n(const std::vector<Tensor>& inputs) {
+  Tensor out = kernels::add_n(inputs);
+  if (any_recorder_active()) record_op(OpKind::AddN, std::span<const Tensor>(inputs), {&out, 1}, {});
+  return out;
+}
+
+Tensor equal(const Tensor& a, const Tensor& b) { return binary_op(OpKind::Equal, BinaryOp::Equal, a, b, "equal"); }
+Tensor not_equal(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::NotEqual, BinaryOp::NotEqual, a, b, "not_equal");
+}
+Tensor less(const Tensor& a, const Tensor& b) { return binary_op(OpKind::Less, BinaryOp::Less, a, b, "less"); }
+Tensor less_equal(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::LessEqual, BinaryOp::LessEqual, a, b, "less_equal");
+}
+Tensor greater(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::Greater, BinaryOp::Greater, a, b, "greater");
+}
+Tensor greater_equal(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::GreaterEqual, BinaryOp::GreaterEqual, a, b, "greater_equal");
+}
+Tensor logical_and(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::LogicalAnd, BinaryOp::LogicalAnd, a, b, "logical_and");
+}
+Tensor logical_or(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::LogicalOr, BinaryOp::LogicalOr, a, b, "logical_or");
+}
+Tensor logical_not(const Tensor& a) { return unary_op(OpKind::LogicalNot, UnaryOp::LogicalNot, a, "logical_not"); }
+
+Tensor identity(const Tensor& x) {
+  Tensor out = x.reshaped(x.shape());
+  record_op(OpKind::Identity, {x}, {out});
+  return out;
+}
+Tensor negative(const Tensor& x) { return unary_op(OpKind::Neg, UnaryOp::Neg, x, "negative"); }
+Tensor abs(const Tensor& x) { return unary_op(OpKind::Abs, UnaryOp::Abs, x, "abs"); }
+Tensor sign(const Tensor& x) { return unary_op(OpKind::Sign, UnaryOp::Sign, x, "sign"); }
+Tensor exp(const Tensor& x) { return unary_op(OpKind::Exp, UnaryOp::Exp, x, "exp"); }
+Tensor log(const Tensor& x) { return unary_op(OpKind::Log, UnaryOp::Log, x, "log"); }
+Tensor log1p(const Tensor& x) { return unary_op(OpKind::Log1p, UnaryOp::Log1p, x, "log1p"); }
+Tensor sqrt(const Tensor& x) { return unary_op(OpKind::Sqrt, UnaryOp::Sqrt, x, "sqrt"); }
+Tensor rsqrt(const Tensor& x) { return unary_op(OpKind::Rsqrt, UnaryOp::Rsqrt, x, "rsqrt"); }
+Tensor square(const Tensor& x) { return unary_op(OpKind::Square, UnaryOp::Square, x, "square"); }
+Tensor reciprocal(const Tensor& x) { return unary_op(OpKind::Reciprocal, UnaryOp::Reciprocal, x, "reciprocal"); }
+Tensor sin(const Tensor& x) { return unary_op(OpKind::Sin, UnaryOp::Sin, x, "sin"); }
+Tensor cos(const Tensor& x) { return unary_op(OpKind::Cos, UnaryOp::Cos, x, "cos"); }
+Tensor floor(const Tensor& x) { return unary_op(OpKind::Floor, UnaryOp::Floor, x, "floor"); }
+Tensor ceil(const Tensor& x) { return unary_op(OpKind::Ceil, UnaryOp::Ceil, x, "ceil"); }
+Tensor round(const Tensor& x) { return unary_op(OpKind::Round, UnaryOp::Round, x, "round"); }
+Tensor relu(const Tensor& x) { return unary_op(OpKind::Relu, UnaryOp::Relu, x, "relu"); }
+Tensor relu6(const Tensor& x) { return unary_op(OpKind::Relu6, UnaryOp::Relu6, x, "relu6"); }
+Tensor leaky_relu(const Tensor& x, double alpha) {
+  return unary_op(OpKind::LeakyRelu, UnaryOp::LeakyRelu, x, "leaky_relu", alpha);
+}
+Tensor elu(const Tensor& x) { return unary_op(OpKind::Elu, UnaryOp::Elu, x, "elu", 1.0); }
+Tensor sigmoid(const Tensor& x) { return unary_op(OpKind::Sigmoid, UnaryOp::Sigmoid, x, "sigmoid"); }
+Tensor tanh(const Tensor& x) { return unary_op(OpKind::Tanh, UnaryOp::Tanh, x, "tanh"); }
+Tensor softplus(const Tensor& x) { return unary_op(OpKind::Softplus, UnaryOp::Softplus, x, "softplus"); }
+Tensor cast(const Tensor& x, DType dtype) {
+  Tensor out = kernels::cast(x, dtype);
+  OpAttrs attrs;
+  attrs.dtype = dtype;
+  record_op(OpKind::Cast, {x}, {out}, attrs);
+  return out;
+}
+Tensor where(const Tensor& condition, const Tensor& x0, const Tensor& y0) {
+  auto [x, y] = promote(x0, y0);
+  Tensor out = kernels::select(condition, x, y);
+  record_op(OpKind::Select, {condition, x, y}, {out});
+  return out;
+}
+Tensor stop_gradient(const Tensor& x) { return x.reshaped(x.shape()); }
+
+Tensor reduce_sum(const Tensor& x, const ReduceOptions& o) {
+  return reduce_op(OpKind::Sum, kernels::ReduceOp::Sum, x, o, "reduce_sum");
+}
+Tensor reduce_mean(const Tensor& x, const ReduceOptions& o) {
+  return reduce_op(OpKind::Mean, kernels::ReduceOp::Mean, x, o, "reduce_mean");
+}
+Tensor reduce_max(const Tensor& x, const ReduceOptions& o) {
+  return reduce_op(OpKind::Max, kernels::ReduceOp::Max, x, o, "reduce_max");
+}
+Tensor reduce_min(const Tensor& x, const ReduceOptions& o) {
+  return reduce_op(OpKind::Min, kernels::ReduceOp::Min, x, o, "reduce_min");
+}
+Tensor reduce_prod(const Tensor& x, const ReduceOptions& o) {
+  return reduce_op(OpKind::Prod, kernels::ReduceOp::Prod, x, o, "reduce_prod");
+}
+Tensor argmax(const Tensor& x, int64_t axis) {
+  return kernels::arg_reduce(true, x, x.shape().canonical_axis(axis, "argmax"));
+}
+Tensor argmin(const Tensor& x, int64_t axis) {
+  return kernels::arg_reduce(false, x, x.shape().canonical_axis(axis, "argmin"));
+}
+
+Tensor matmul(const Tensor& a0, const Tensor& b0, const MatMulOptions& options) {
+  auto [a, b] = promote(a0, b0);
+  STRATA_CHECK_ARG(a.rank() >= 2 && a.rank() == b.rank(),
+                   "matmul: expected operands of equal rank >= 2, got shapes ", a.shape(), " and ", b.shape());
+  const int r = a.rank();
+  const int64_t ka = options.transpose_a ? a.shape()[r - 2] : a.shape()[r - 1];
+  const int64_t kb = options.transpose_b ? b.shape()[r - 1] : b.shape()[r - 2];
+  STRATA_CHECK_ARG(ka == kb && a.shape().sub_shape(0, r - 2) == b.shape().sub_shape(0, r - 2),
+                   "matmul: expected compatible shapes, got ", a.shape(), " and ", b.shape(),
+                   " (transpose_a=", options.transpose_a, ", transpose_b=", options.transpose_b, ")");
+  Tensor out = kernels::matmul(a, b, options.transpose_a, options.transpose_b);
+  OpAttrs attrs;
+  attrs.transpose_a = options.transpose_a;
+  attrs.transpose_b = options.transpose_b;
+  record_op(OpKind::MatMul, {a, b}, {out}, attrs);
+  return out;
+}
+
+}  // namespace strata
