@@ -1,12 +1,15 @@
 // Expected values are worked out by hand (small cases) or by naive loops in the test.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <vector>
 
 #include "strata/base/errors.h"
 #include "strata/core/config.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
+#include "strata/ops/nn_ops.h"
+#include "strata/ops/random_ops.h"
 #include "strata/ops/operators.h"
 
 namespace strata {
@@ -157,6 +160,41 @@ TEST(MathOps, ResultsDoNotDependOnThreadCount) {
   internal::reset_runtime_for_testing();
   EXPECT_EQ(one.first, four.first);
   EXPECT_EQ(one.second, four.second);
+}
+
+}  // namespace
+}  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST(NnOps, SoftmaxIsStableForLargeLogits) {
+  Tensor p = softmax(constant({1000.f, 1000.f}, {1, 2}));
+  EXPECT_EQ(p.to_vector<float>(), (std::vector<float>{0.5f, 0.5f}));
+}
+
+TEST(NnOps, SparseCrossEntropyMatchesLogSumExp) {
+  // loss = log(e^1 + e^2 + e^3) - 3 = 0.40760596 (by hand: log(30.19287) - 3).
+  Tensor l = nn::sparse_softmax_cross_entropy_with_logits(constant({2}), constant({1.f, 2.f, 3.f}, {1, 3}));
+  EXPECT_NEAR(l.item<float>(), 0.40760596f, 1e-6);
+  EXPECT_THROW(nn::sparse_softmax_cross_entropy_with_logits(constant({3}), constant({1.f, 2.f, 3.f}, {1, 3})),
+               InvalidArgumentError);
+}
+
+TEST(RandomOps, SeededUniformIsReproducibleAndInRange) {
+  Tensor a = random::uniform({1000}, {.seed = 3});
+  Tensor b = random::uniform({1000}, {.seed = 3});
+  EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>());
+  for (float v : a.to_vector<float>()) {
+    EXPECT_GE(v, 0.f);
+    EXPECT_LT(v, 1.f);
+  }
+  for (float v : random::truncated_normal({1000}, {.seed = 5}).to_vector<float>()) EXPECT_LE(std::abs(v), 2.f);
+}
+
+TEST(NnOps, ComputeAverageLossDividesByGlobalBatch) {
+  Tensor l = nn::compute_average_loss(constant({1.f, 2.f, 3.f, 4.f}), {.global_batch_size = 8});
+  EXPECT_FLOAT_EQ(l.item<float>(), 10.f / 8.f);
 }
 
 }  // namespace
