@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <tuple>
 
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
@@ -67,23 +68,197 @@ Tensor log_softmax(const Tensor& logits, int64_t axis) { return softmax_impl(log
 namespace nn {
 
 namespace {
-[[noreturn]] void not_yet(const char* who) {
-  throw UnimplementedError(str_cat(who, ": not implemented yet in Strata (issue #2)"));
+
+std::vector<int64_t> hw(const std::vector<int64_t>& v, const char* who, const char* field) {
+  if (v.size() == 2) return v;
+  STRATA_CHECK_ARG(v.size() == 4 && v[0] == 1 && v[3] == 1, who, ": expected ", field,
+                   " [h, w] or [1, h, w, 1], got ", v);
+  return {v[1], v[2]};
+}
+
+// Output size and leading padding of one spatial dimension (TF's rule).
+std::pair<int64_t, int64_t> out_and_pad(int64_t in, int64_t k, int64_t s, const std::string& padding,
+                                        const char* who) {
+  if (padding == "VALID") return {in >= k ? (in - k) / s + 1 : 0, 0};
+  STRATA_CHECK_ARG(padding == "SAME", who, ": expected padding \"SAME\" or \"VALID\", got \"", padding, "\"");
+  const int64_t out = (in + s - 1) / s;
+  const int64_t total = std::max<int64_t>((out - 1) * s + k - in, 0);
+  return {out, total / 2};
+}
+
+struct ConvGeom {
+  int64_t n, h, w, c, kh, kw, o, oh, ow, sh, sw, ph, pw;
+};
+
+ConvGeom conv_geom(const TensorShape& in, const TensorShape& f, const Conv2DOptions& opt, const char* who) {
+  STRATA_CHECK_ARG(in.rank() == 4 && f.rank() == 4 && in[3] == f[2], who,
+                   ": expected input NHWC and filter HWIO with matching channels, got ", in, " and ", f);
+  const auto st = hw(opt.strides, who, "strides");
+  const auto dl = hw(opt.dilations, who, "dilations");
+  if (dl[0] != 1 || dl[1] != 1) throw UnimplementedError(str_cat(who, ": dilations other than 1 are not supported, got ", opt.dilations));
+  STRATA_CHECK_ARG(st[0] > 0 && st[1] > 0, who, ": expected positive strides, got ", opt.strides);
+  ConvGeom g{in[0], in[1], in[2], in[3], f[0], f[1], f[3], 0, 0, st[0], st[1], 0, 0};
+  std::tie(g.oh, g.ph) = out_and_pad(g.h, g.kh, g.sh, opt.padding, who);
+  std::tie(g.ow, g.pw) = out_and_pad(g.w, g.kw, g.sw, opt.padding, who);
+  return g;
+}
+
+void check_float32(const Tensor& t, const char* who) {
+  STRATA_CHECK_ARG(t.dtype() == DType::float32, who, ": expected float32, got dtype ", t.dtype());
+}
+
+// Visits every (output pixel, filter tap) pair that lands inside the input.
+template <typename Fn>
+void for_each_tap(const ConvGeom& g, Fn&& fn) {
+  for (int64_t b = 0; b < g.n; ++b)
+    for (int64_t y = 0; y < g.oh; ++y)
+      for (int64_t x = 0; x < g.ow; ++x)
+        for (int64_t i = 0; i < g.kh; ++i) {
+          const int64_t iy = y * g.sh + i - g.ph;
+          if (iy < 0 || iy >= g.h) continue;
+          for (int64_t j = 0; j < g.kw; ++j) {
+            const int64_t ix = x * g.sw + j - g.pw;
+            if (ix < 0 || ix >= g.w) continue;
+            fn(((b * g.h + iy) * g.w + ix) * g.c, (i * g.kw + j) * g.c * g.o, ((b * g.oh + y) * g.ow + x) * g.o);
+          }
+        }
+}
+
+}  // namespace
+
+// Direct loops: correct but not yet the im2col + GEMM kernel issue #2 asks for.
+Tensor conv2d(const Tensor& input, const Tensor& filters, const Conv2DOptions& options) {
+  check_float32(input, "nn::conv2d");
+  check_float32(filters, "nn::conv2d");
+  const ConvGeom g = conv_geom(input.shape(), filters.shape(), options, "nn::conv2d");
+  Tensor out = zeros({g.n, g.oh, g.ow, g.o});
+  const float* in = input.data<float>();
+  const float* f = filters.data<float>();
+  float* o = out.mutable_data<float>();
+  for_each_tap(g, [&](int64_t ii, int64_t fi, int64_t oi) {
+    for (int64_t c = 0; c < g.c; ++c) {
+      const float v = in[ii + c];
+      const float* fr = f + fi + c * g.o;
+      for (int64_t k = 0; k < g.o; ++k) o[oi + k] += v * fr[k];
+    }
+  });
+  OpAttrs attrs;
+  attrs.strides = {g.sh, g.sw};
+  attrs.padding = options.padding;
+  attrs.dilations = {1, 1};
+  record_op(OpKind::Conv2D, {input, filters}, {out}, attrs);
+  return out;
+}
+
+Tensor conv2d_backprop_input(const TensorShape& input_shape, const Tensor& filters, const Tensor& dy,
+                             const Conv2DOptions& options) {
+  check_float32(filters, "nn::conv2d_backprop_input");
+  check_float32(dy, "nn::conv2d_backprop_input");
+  const ConvGeom g = conv_geom(input_shape, filters.shape(), options, "nn::conv2d_backprop_input");
+  STRATA_CHECK_ARG(dy.shape() == (TensorShape{g.n, g.oh, g.ow, g.o}),
+                   "nn::conv2d_backprop_input: expected out_backprop shape ", TensorShape{g.n, g.oh, g.ow, g.o},
+                   ", got ", dy.shape());
+  Tensor dx = zeros(input_shape);
+  const float* f = filters.data<float>();
+  const float* d = dy.data<float>();
+  float* o = dx.mutable_data<float>();
+  for_each_tap(g, [&](int64_t ii, int64_t fi, int64_t oi) {
+    for (int64_t c = 0; c < g.c; ++c) {
+      const float* fr = f + fi + c * g.o;
+      float acc = 0;
+      for (int64_t k = 0; k < g.o; ++k) acc += d[oi + k] * fr[k];
+      o[ii + c] += acc;
+    }
+  });
+  OpAttrs attrs;
+  attrs.strides = {g.sh, g.sw};
+  attrs.padding = options.padding;
+  attrs.dilations = {1, 1};
+  attrs.shape = input_shape;
+  record_op(OpKind::Conv2DBackpropInput, {filters, dy}, {dx}, attrs);
+  return dx;
+}
+
+Tensor conv2d_backprop_filter(const Tensor& input, const TensorShape& filter_shape, const Tensor& dy,
+                              const Conv2DOptions& options) {
+  check_float32(input, "nn::conv2d_backprop_filter");
+  check_float32(dy, "nn::conv2d_backprop_filter");
+  const ConvGeom g = conv_geom(input.shape(), filter_shape, options, "nn::conv2d_backprop_filter");
+  STRATA_CHECK_ARG(dy.shape() == (TensorShape{g.n, g.oh, g.ow, g.o}),
+                   "nn::conv2d_backprop_filter: expected out_backprop shape ", TensorShape{g.n, g.oh, g.ow, g.o},
+                   ", got ", dy.shape());
+  Tensor df = zeros(filter_shape);
+  const float* in = input.data<float>();
+  const float* d = dy.data<float>();
+  float* o = df.mutable_data<float>();
+  for_each_tap(g, [&](int64_t ii, int64_t fi, int64_t oi) {
+    for (int64_t c = 0; c < g.c; ++c) {
+      const float v = in[ii + c];
+      float* fr = o + fi + c * g.o;
+      for (int64_t k = 0; k < g.o; ++k) fr[k] += v * d[oi + k];
+    }
+  });
+  OpAttrs attrs;
+  attrs.strides = {g.sh, g.sw};
+  attrs.padding = options.padding;
+  attrs.dilations = {1, 1};
+  attrs.shape = filter_shape;
+  record_op(OpKind::Conv2DBackpropFilter, {input, dy}, {df}, attrs);
+  return df;
+}
+
+namespace {
+Tensor pool(const Tensor& input, const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
+            const std::string& padding, bool is_max) {
+  const char* who = is_max ? "nn::max_pool2d" : "nn::avg_pool2d";
+  check_float32(input, who);
+  STRATA_CHECK_ARG(input.rank() == 4, who, ": expected NHWC input, got shape ", input.shape());
+  const auto k = hw(ksize, who, "ksize");
+  const auto s = hw(strides, who, "strides");
+  STRATA_CHECK_ARG(k[0] > 0 && k[1] > 0 && s[0] > 0 && s[1] > 0, who, ": expected positive ksize and strides, got ",
+                   ksize, " and ", strides);
+  const int64_t n = input.shape()[0], h = input.shape()[1], w = input.shape()[2], c = input.shape()[3];
+  const auto [oh, ph] = out_and_pad(h, k[0], s[0], padding, who);
+  const auto [ow, pw] = out_and_pad(w, k[1], s[1], padding, who);
+  Tensor out = Tensor::allocate(DType::float32, TensorShape{n, oh, ow, c});
+  const float* in = input.data<float>();
+  float* o = out.mutable_data<float>();
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t y = 0; y < oh; ++y)
+      for (int64_t x = 0; x < ow; ++x)
+        for (int64_t ch = 0; ch < c; ++ch) {
+          float acc = is_max ? -INFINITY : 0.f;
+          int64_t count = 0;
+          for (int64_t i = 0; i < k[0]; ++i) {
+            const int64_t iy = y * s[0] + i - ph;
+            if (iy < 0 || iy >= h) continue;
+            for (int64_t j = 0; j < k[1]; ++j) {
+              const int64_t ix = x * s[1] + j - pw;
+              if (ix < 0 || ix >= w) continue;
+              const float v = in[((b * h + iy) * w + ix) * c + ch];
+              acc = is_max ? std::max(acc, v) : acc + v;
+              ++count;
+            }
+          }
+          // TF's avg pool divides by the number of in-bounds elements.
+          o[((b * oh + y) * ow + x) * c + ch] = is_max ? acc : acc / static_cast<float>(std::max<int64_t>(count, 1));
+        }
+  OpAttrs attrs;
+  attrs.ksize = k;
+  attrs.strides = s;
+  attrs.padding = padding;
+  record_op(is_max ? OpKind::MaxPool2D : OpKind::AvgPool2D, {input}, {out}, attrs);
+  return out;
 }
 }  // namespace
 
-Tensor conv2d(const Tensor&, const Tensor&, const Conv2DOptions&) { not_yet("nn::conv2d"); }
-Tensor conv2d_backprop_input(const TensorShape&, const Tensor&, const Tensor&, const Conv2DOptions&) {
-  not_yet("nn::conv2d_backprop_input");
+Tensor max_pool2d(const Tensor& input, const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
+                  const std::string& padding) {
+  return pool(input, ksize, strides, padding, true);
 }
-Tensor conv2d_backprop_filter(const Tensor&, const TensorShape&, const Tensor&, const Conv2DOptions&) {
-  not_yet("nn::conv2d_backprop_filter");
-}
-Tensor max_pool2d(const Tensor&, const std::vector<int64_t>&, const std::vector<int64_t>&, const std::string&) {
-  not_yet("nn::max_pool2d");
-}
-Tensor avg_pool2d(const Tensor&, const std::vector<int64_t>&, const std::vector<int64_t>&, const std::string&) {
-  not_yet("nn::avg_pool2d");
+Tensor avg_pool2d(const Tensor& input, const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
+                  const std::string& padding) {
+  return pool(input, ksize, strides, padding, false);
 }
 
 Tensor dropout(const Tensor& x, double rate, const DropoutOptions& options) {

@@ -199,3 +199,26 @@ TEST(NnOps, ComputeAverageLossDividesByGlobalBatch) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST(NnOps, Conv2DSameStride1MatchesHandComputedSums) {
+  // 1x3x3x1 input 1..9, 2x2 all-ones filter, SAME: pads bottom/right.
+  Tensor x = constant({1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f, 9.f}, {1, 3, 3, 1});
+  Tensor f = ones({2, 2, 1, 1});
+  Tensor y = nn::conv2d(x, f, {.padding = "SAME"});
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{12, 16, 9, 24, 28, 15, 15, 17, 9}));
+  Tensor v = nn::conv2d(x, f, {.strides = {2, 2}, .padding = "VALID"});
+  EXPECT_EQ(v.to_vector<float>(), (std::vector<float>{12}));
+  EXPECT_THROW(nn::conv2d(x, f, {.dilations = {2, 2}}), UnimplementedError);
+}
+
+TEST(NnOps, PoolsMatchHandComputedValues) {
+  Tensor x = constant({1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f, 9.f}, {1, 3, 3, 1});
+  EXPECT_EQ(nn::max_pool2d(x, {2, 2}, {2, 2}, "SAME").to_vector<float>(), (std::vector<float>{5, 6, 8, 9}));
+  EXPECT_EQ(nn::avg_pool2d(x, {2, 2}, {2, 2}, "SAME").to_vector<float>(), (std::vector<float>{3, 4.5f, 7.5f, 9}));
+}
+
+}  // namespace
+}  // namespace strata
