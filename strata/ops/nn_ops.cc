@@ -261,6 +261,80 @@ Tensor avg_pool2d(const Tensor& input, const std::vector<int64_t>& ksize, const 
   return pool(input, ksize, strides, padding, false);
 }
 
+namespace {
+Tensor pool_grad(const TensorShape& in_shape, const Tensor* input, const Tensor& dy,
+                 const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
+                 const std::string& padding, bool is_max) {
+  const char* who = is_max ? "nn::max_pool2d_grad" : "nn::avg_pool2d_grad";
+  check_float32(dy, who);
+  STRATA_CHECK_ARG(in_shape.rank() == 4, who, ": expected an NHWC input shape, got ", in_shape);
+  const auto k = hw(ksize, who, "ksize");
+  const auto s = hw(strides, who, "strides");
+  const int64_t n = in_shape[0], h = in_shape[1], w = in_shape[2], c = in_shape[3];
+  const auto [oh, ph] = out_and_pad(h, k[0], s[0], padding, who);
+  const auto [ow, pw] = out_and_pad(w, k[1], s[1], padding, who);
+  STRATA_CHECK_ARG(dy.shape() == (TensorShape{n, oh, ow, c}), who, ": expected out_backprop shape ",
+                   TensorShape{n, oh, ow, c}, ", got ", dy.shape());
+  Tensor dx = zeros(in_shape);
+  float* o = dx.mutable_data<float>();
+  const float* d = dy.data<float>();
+  const float* in = input ? input->data<float>() : nullptr;
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t y = 0; y < oh; ++y)
+      for (int64_t x = 0; x < ow; ++x)
+        for (int64_t ch = 0; ch < c; ++ch) {
+          float best = -INFINITY;
+          int64_t best_i = -1, count = 0;
+          for (int pass = 0; pass < 2; ++pass) {
+            for (int64_t i = 0; i < k[0]; ++i) {
+              const int64_t iy = y * s[0] + i - ph;
+              if (iy < 0 || iy >= h) continue;
+              for (int64_t j = 0; j < k[1]; ++j) {
+                const int64_t ix = x * s[1] + j - pw;
+                if (ix < 0 || ix >= w) continue;
+                const int64_t idx = ((b * h + iy) * w + ix) * c + ch;
+                if (pass == 0) {
+                  ++count;
+                  if (is_max && in[idx] > best) best = in[idx], best_i = idx;
+                } else if (!is_max) {
+                  o[idx] += d[((b * oh + y) * ow + x) * c + ch] / static_cast<float>(count);
+                }
+              }
+            }
+            if (is_max) break;
+          }
+          if (is_max && best_i >= 0) o[best_i] += d[((b * oh + y) * ow + x) * c + ch];
+        }
+  return dx;
+}
+}  // namespace
+
+Tensor max_pool2d_grad(const Tensor& input, const Tensor& output, const Tensor& out_backprop,
+                       const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
+                       const std::string& padding) {
+  check_float32(input, "nn::max_pool2d_grad");
+  Tensor dx = pool_grad(input.shape(), &input, out_backprop, ksize, strides, padding, true);
+  OpAttrs attrs;
+  attrs.ksize = hw(ksize, "nn::max_pool2d_grad", "ksize");
+  attrs.strides = hw(strides, "nn::max_pool2d_grad", "strides");
+  attrs.padding = padding;
+  record_op(OpKind::MaxPool2DGrad, {input, output, out_backprop}, {dx}, attrs);
+  return dx;
+}
+
+Tensor avg_pool2d_grad(const TensorShape& input_shape, const Tensor& out_backprop,
+                       const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
+                       const std::string& padding) {
+  Tensor dx = pool_grad(input_shape, nullptr, out_backprop, ksize, strides, padding, false);
+  OpAttrs attrs;
+  attrs.ksize = hw(ksize, "nn::avg_pool2d_grad", "ksize");
+  attrs.strides = hw(strides, "nn::avg_pool2d_grad", "strides");
+  attrs.padding = padding;
+  attrs.shape = input_shape;
+  record_op(OpKind::AvgPool2DGrad, {out_backprop}, {dx}, attrs);
+  return dx;
+}
+
 Tensor dropout(const Tensor& x, double rate, const DropoutOptions& options) {
   STRATA_CHECK_ARG(rate >= 0 && rate < 1, "dropout: expected rate in [0, 1), got ", rate);
   STRATA_CHECK_ARG(is_floating(x.dtype()), "dropout: expected a floating-point tensor, got dtype ", x.dtype());

@@ -44,6 +44,15 @@ Tensor max_pool2d(const Tensor& input, const std::vector<int64_t>& ksize,
 Tensor avg_pool2d(const Tensor& input, const std::vector<int64_t>& ksize,
                   const std::vector<int64_t>& strides, const std::string& padding = "VALID");
 
+// The gradients of the pools (used by autodiff). max: each out_backprop value
+// goes to the first max of its window; avg: spread over the in-bounds elements.
+Tensor max_pool2d_grad(const Tensor& input, const Tensor& output, const Tensor& out_backprop,
+                       const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
+                       const std::string& padding = "VALID");
+Tensor avg_pool2d_grad(const TensorShape& input_shape, const Tensor& out_backprop,
+                       const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
+                       const std::string& padding = "VALID");
+
 struct DropoutOptions {
   std::optional<std::vector<int64_t>> noise_shape = std::nullopt;
   std::optional<uint64_t> seed = std::nullopt;
