@@ -228,3 +228,26 @@ TEST(NnOps, PoolsMatchHandComputedValues) {
 
 }  // namespace
 }  // namespace strata
+
+namespace strata {
+namespace {
+
+TEST(MathOps, LargeBroadcastOnFourThreadsMatchesNaiveLoop) {
+  internal::reset_runtime_for_testing();
+  config::set_intra_op_parallelism_threads(4);
+  std::vector<float> a(301), b(997);
+  for (size_t i = 0; i < a.size(); ++i) a[i] = static_cast<float>(i);
+  for (size_t i = 0; i < b.size(); ++i) b[i] = static_cast<float>(i) * 0.5f;
+  Tensor c = subtract(constant(a, {301, 1}), constant(b, {1, 997}));
+  auto cv = c.to_vector<float>();
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t j = 0; j < b.size(); ++j) ASSERT_EQ(cv[i * b.size() + j], a[i] - b[j]) << i << "," << j;
+  Tensor t = transpose(c);
+  auto tv = t.to_vector<float>();
+  for (size_t i = 0; i < a.size(); ++i)
+    for (size_t j = 0; j < b.size(); ++j) ASSERT_EQ(tv[j * a.size() + i], a[i] - b[j]);
+  internal::reset_runtime_for_testing();
+}
+
+}  // namespace
+}  // namespace strata
