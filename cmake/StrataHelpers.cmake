@@ -28,10 +28,11 @@ function(strata_layer layer)
   set_property(GLOBAL APPEND PROPERTY STRATA_LAYERS ${target})
 endfunction()
 
-# strata_test(<name> SOURCES <files...> [DEPS <targets...>] [LABELS <labels...>] [TIMEOUT s])
+# strata_test(<name> SOURCES <files...> [DEPS <targets...>] [LABELS <labels...>] [TIMEOUT s]
+#             [FILTER <gtest filter>])
 # One GoogleTest binary per module; each TEST becomes a CTest test (discovered at test time).
 function(strata_test name)
-  cmake_parse_arguments(ARG "" "TIMEOUT" "SOURCES;DEPS;LABELS" ${ARGN})
+  cmake_parse_arguments(ARG "" "TIMEOUT;FILTER" "SOURCES;DEPS;LABELS" ${ARGN})
   if(NOT STRATA_BUILD_TESTS)
     return()
   endif()
@@ -45,6 +46,10 @@ function(strata_test name)
   if(ARG_LABELS)
     list(APPEND props LABELS "${ARG_LABELS}")
   endif()
-  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60
+  set(filter_args)
+  if(ARG_FILTER)
+    set(filter_args TEST_FILTER "${ARG_FILTER}")
+  endif()
+  gtest_discover_tests(${name} DISCOVERY_MODE PRE_TEST DISCOVERY_TIMEOUT 60 ${filter_args}
                        PROPERTIES ${props} WORKING_DIRECTORY ${PROJECT_BINARY_DIR})
 endfunction()

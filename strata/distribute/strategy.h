@@ -185,6 +185,18 @@ class Strategy {
   virtual int num_input_pipelines() const { return 1; }
   virtual int input_pipeline_id() const { return 0; }
 
+  // tf.distribute.Strategy.reduce (spec §3.2). Cross-replica only.
+  // axis == nullopt: element-wise SUM/MEAN across replicas (equal shapes).
+  // axis == k: each replica reduces along k, then SUM adds the partial sums and
+  // MEAN divides the summed numerators by the summed element counts, so
+  // replicas with unequal (even empty) batches weigh each element equally.
+  // Integer MEAN is true division (float64). Across workers the strategy adds
+  // every worker's contribution, so each worker gets the global result.
+  Tensor reduce(ReduceOp op, const PerReplica<Tensor>& value, std::optional<int64_t> axis);
+  // A non-distributed value: MEAN gives the value (reduced along axis if
+  // given); SUM is InvalidArgumentError with more than one replica.
+  Tensor reduce(ReduceOp op, const Tensor& value, std::optional<int64_t> axis);
+
   // tf.distribute.Strategy.experimental_local_results.
   template <typename T>
   std::vector<T> experimental_local_results(const DistributedValues<T>& value) const {
@@ -225,6 +237,9 @@ class Strategy {
   // merge(payloads of every local replica). The default runs it at once
   // (one local replica).
   using MergeFn = std::function<std::shared_ptr<void>(const std::vector<const void*>&)>;
+  // Combines this worker's partial result of a cross-replica reduction with
+  // the other workers' (SUM). Identity on a single worker.
+  virtual Tensor sum_across_workers(const Tensor& local) { return local; }
   virtual std::shared_ptr<void> merge_replicas(int local_replica, const void* payload,
                                                const MergeFn& merge);
 
