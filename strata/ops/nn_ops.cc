@@ -90,6 +90,17 @@ struct ConvGeom {
   int64_t n, h, w, c, kh, kw, o, oh, ow, sh, sw, ph, pw;
 };
 
+// The attrs Conv2D and its backprops record; `shape` is the input or filter
+// shape a backprop op needs (empty for the forward op).
+OpAttrs conv_attrs(const ConvGeom& g, const Conv2DOptions& options, TensorShape shape = {}) {
+  OpAttrs attrs;
+  attrs.strides = {g.sh, g.sw};
+  attrs.padding = options.padding;
+  attrs.dilations = {1, 1};
+  attrs.shape = std::move(shape);
+  return attrs;
+}
+
 ConvGeom conv_geom(const TensorShape& in, const TensorShape& f, const Conv2DOptions& opt, const char* who) {
   STRATA_CHECK_ARG(in.rank() == 4 && f.rank() == 4 && in[3] == f[2], who,
                    ": expected input NHWC and filter HWIO with matching channels, got ", in, " and ", f);
@@ -142,11 +153,7 @@ Tensor conv2d(const Tensor& input, const Tensor& filters, const Conv2DOptions& o
       for (int64_t k = 0; k < g.o; ++k) o[oi + k] += v * fr[k];
     }
   });
-  OpAttrs attrs;
-  attrs.strides = {g.sh, g.sw};
-  attrs.padding = options.padding;
-  attrs.dilations = {1, 1};
-  record_op(OpKind::Conv2D, {input, filters}, {out}, attrs);
+  record_op(OpKind::Conv2D, {input, filters}, {out}, conv_attrs(g, options));
   return out;
 }
 
@@ -170,12 +177,7 @@ Tensor conv2d_backprop_input(const TensorShape& input_shape, const Tensor& filte
       o[ii + c] += acc;
     }
   });
-  OpAttrs attrs;
-  attrs.strides = {g.sh, g.sw};
-  attrs.padding = options.padding;
-  attrs.dilations = {1, 1};
-  attrs.shape = input_shape;
-  record_op(OpKind::Conv2DBackpropInput, {filters, dy}, {dx}, attrs);
+  record_op(OpKind::Conv2DBackpropInput, {filters, dy}, {dx}, conv_attrs(g, options, input_shape));
   return dx;
 }
 
@@ -198,12 +200,7 @@ Tensor conv2d_backprop_filter(const Tensor& input, const TensorShape& filter_sha
       for (int64_t k = 0; k < g.o; ++k) fr[k] += v * d[oi + k];
     }
   });
-  OpAttrs attrs;
-  attrs.strides = {g.sh, g.sw};
-  attrs.padding = options.padding;
-  attrs.dilations = {1, 1};
-  attrs.shape = filter_shape;
-  record_op(OpKind::Conv2DBackpropFilter, {input, dy}, {df}, attrs);
+  record_op(OpKind::Conv2DBackpropFilter, {input, dy}, {df}, conv_attrs(g, options, filter_shape));
   return df;
 }
 
