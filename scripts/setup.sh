@@ -28,7 +28,9 @@ fi
 
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
-if [[ ! -f "$build/CMakeCache.txt" ]]; then
+# Configure when there is no usable build tree (a configure that failed leaves a
+# CMakeCache.txt but no build file).
+if [[ ! -f "$build/build.ninja" && ! -f "$build/Makefile" ]]; then
   cmake -S "$root" -B "$build" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release ${STRATA_CMAKE_ARGS:-}
 fi
 cmake --build "$build" -j "$(nproc)"
