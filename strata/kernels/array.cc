@@ -2,17 +2,17 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
-
-#include <cblas.h>
 
 #include "strata/kernels/elementwise.h"
+#include "strata/kernels/internal/gemm.h"
 #include "strata/kernels/internal/kernel_util.h"
 
 namespace strata::kernels {
 namespace {
 
 using internal::dispatch_all;
+using internal::gemm;
+using internal::init_blas;
 using internal::kElementwiseGrain;
 using internal::parallel_for;
 
@@ -238,78 +238,89 @@ Tensor one_hot(const Tensor& indices, int64_t depth, double on_value, double off
 
 namespace {
 
-// OpenBLAS is told to use one thread once: Strata parallelises GEMM itself over
-// the device's pool, so concurrent replicas on different logical devices do
-// not oversubscribe the cores. Debian's pthread OpenBLAS with one thread is
-// reentrant for concurrent calls.
-void init_blas() {
-  static std::once_flag once;
-  std::call_once(once, [] { openblas_set_num_threads(1); });
-}
-
-template <typename T>
-void gemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, const T* a, int64_t lda, const T* b,
-          int64_t ldb, T* c, int64_t ldc) {
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k,
-                1.f, a, lda, b, ldb, 0.f, c, ldc);
-  } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k,
-                1.0, a, lda, b, ldb, 0.0, c, ldc);
-  } else {
-    for (int64_t i = 0; i < m; ++i) {
-      for (int64_t j = 0; j < n; ++j) {
-        T acc = 0;
-        for (int64_t p = 0; p < k; ++p) {
-          const T av = ta ? a[p * lda + i] : a[i * lda + p];
-          const T bv = tb ? b[j * ldb + p] : b[p * ldb + j];
-          acc = static_cast<T>(acc + av * bv);
-        }
-        c[i * ldc + j] = acc;
-      }
+// Element offset of every batch matrix of an operand with batch dims `own`
+// (right-aligned against the broadcast batch dims `out`; size-1 dims repeat).
+std::vector<int64_t> batch_offsets(const std::vector<int64_t>& own, const std::vector<int64_t>& out,
+                                   int64_t matrix_size) {
+  const size_t r = out.size();
+  std::vector<int64_t> stride(r, 0);
+  int64_t acc = matrix_size;
+  for (size_t i = own.size(); i-- > 0;) {
+    const size_t j = i + (r - own.size());
+    stride[j] = own[i] == 1 ? 0 : acc;
+    acc *= own[i];
+  }
+  int64_t total = 1;
+  for (int64_t d : out) total *= d;
+  std::vector<int64_t> offsets(static_cast<size_t>(total));
+  std::vector<int64_t> index(r, 0);
+  int64_t off = 0;
+  for (int64_t t = 0; t < total; ++t) {
+    offsets[t] = off;
+    // Odometer increment over `out`, keeping `off` in step.
+    for (size_t d = r; d-- > 0;) {
+      off += stride[d];
+      if (++index[d] < out[d]) break;
+      off -= stride[d] * out[d];
+      index[d] = 0;
     }
   }
+  return offsets;
 }
 
 }  // namespace
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b) {
   init_blas();
-  const int r = a.rank();
+  const int ra = a.rank();
+  const int rb = b.rank();
   const auto& ad = a.shape().dims();
   const auto& bd = b.shape().dims();
-  const int64_t m = transpose_a ? ad[r - 1] : ad[r - 2];
-  const int64_t k = transpose_a ? ad[r - 2] : ad[r - 1];
-  const int64_t n = transpose_b ? bd[r - 2] : bd[r - 1];
-  std::vector<int64_t> dims(ad.begin(), ad.end() - 2);
-  int64_t batch = 1;
-  for (int64_t d : dims) batch *= d;
+  int64_t m = transpose_a ? ad[ra - 1] : ad[ra - 2];
+  const int64_t k = transpose_a ? ad[ra - 2] : ad[ra - 1];
+  const int64_t n = transpose_b ? bd[rb - 2] : bd[rb - 1];
+  const std::vector<int64_t> a_batch(ad.begin(), ad.end() - 2);
+  const std::vector<int64_t> b_batch(bd.begin(), bd.end() - 2);
+  std::vector<int64_t> dims =
+      broadcast_shape(TensorShape(a_batch), TensorShape(b_batch), "matmul").dims();
+  const std::vector<int64_t> out_batch = dims;
   dims.push_back(m);
   dims.push_back(n);
   Tensor out = Tensor::allocate(a.dtype(), TensorShape(dims));
+  if (out.num_elements() == 0) return out;
+  std::vector<int64_t> a_off = batch_offsets(a_batch, out_batch, m * k);
+  std::vector<int64_t> b_off = batch_offsets(b_batch, out_batch, k * n);
+  int64_t batch = static_cast<int64_t>(a_off.size());
+  // One shared right-hand matrix and an untransposed, unbroadcast left side
+  // (a dense layer on [batch..., m, k]): a single GEMM with batch * m rows.
+  if (batch > 1 && !transpose_a && b_off.back() == 0 && a_off.back() == (batch - 1) * m * k) {
+    m *= batch;
+    batch = 1;
+    a_off.resize(1);
+    b_off.resize(1);
+  }
   internal::dispatch_arithmetic(a.dtype(), "matmul", [&](auto t) {
     using T = decltype(t);
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* pc = out.mutable_data<T>();
-    const int64_t lda = ad[r - 1], ldb = bd[r - 1];
+    const int64_t lda = ad[ra - 1], ldb = bd[rb - 1];
     if (k == 0) {
       std::fill(pc, pc + batch * m * n, T(0));
       return;
     }
-    if (m == 0 || n == 0) return;
     const int threads = internal::num_threads();
     if (batch >= threads || m * n * k < 32 * 1024) {
       parallel_for(batch, 1, [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i)
-          gemm<T>(transpose_a, transpose_b, m, n, k, pa + i * m * k, lda, pb + i * k * n, ldb,
+          gemm<T>(transpose_a, transpose_b, m, n, k, pa + a_off[i], lda, pb + b_off[i], ldb,
                   pc + i * m * n, n);
       });
       return;
     }
     for (int64_t i = 0; i < batch; ++i) {
-      const T* A = pa + i * m * k;
-      const T* B = pb + i * k * n;
+      const T* A = pa + a_off[i];
+      const T* B = pb + b_off[i];
       T* C = pc + i * m * n;
       if (m >= n || m >= 64 * threads) {
         // Split rows of C: each part is an independent single-threaded GEMM.

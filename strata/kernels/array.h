@@ -30,7 +30,8 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis);
 Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids, int64_t num_segments);
 Tensor one_hot(const Tensor& indices, int64_t depth, double on_value, double off_value, int axis,
                DType dtype);
-// [..., M, K] x [..., K, N] (after the transposes) with equal batch dims.
+// [..., M, K] x [..., K, N] (after the transposes); ranks >= 2, the batch dims
+// (all but the last two) broadcast as NumPy (BatchMatMulV2), K already checked.
 Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose_b);
 
 }  // namespace strata::kernels

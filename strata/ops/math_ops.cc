@@ -196,14 +196,24 @@ Tensor argmin(const Tensor& x, int64_t axis) {
 
 Tensor matmul(const Tensor& a0, const Tensor& b0, const MatMulOptions& options) {
   auto [a, b] = promote(a0, b0);
-  STRATA_CHECK_ARG(a.rank() >= 2 && a.rank() == b.rank(),
-                   "matmul: expected operands of equal rank >= 2, got shapes ", a.shape(), " and ", b.shape());
-  const int r = a.rank();
-  const int64_t ka = options.transpose_a ? a.shape()[r - 2] : a.shape()[r - 1];
-  const int64_t kb = options.transpose_b ? b.shape()[r - 1] : b.shape()[r - 2];
-  STRATA_CHECK_ARG(ka == kb && a.shape().sub_shape(0, r - 2) == b.shape().sub_shape(0, r - 2),
-                   "matmul: expected compatible shapes, got ", a.shape(), " and ", b.shape(),
-                   " (transpose_a=", options.transpose_a, ", transpose_b=", options.transpose_b, ")");
+  STRATA_CHECK_ARG(a.rank() >= 2 && b.rank() >= 2, "matmul: expected operands of rank >= 2, got shapes ",
+                   a.shape(), " and ", b.shape());
+  const int ra = a.rank();
+  const int rb = b.rank();
+  const int64_t ka = options.transpose_a ? a.shape()[ra - 2] : a.shape()[ra - 1];
+  const int64_t kb = options.transpose_b ? b.shape()[rb - 1] : b.shape()[rb - 2];
+  STRATA_CHECK_ARG(ka == kb, "matmul: expected matching inner dimensions, got shapes ", a.shape(), " and ",
+                   b.shape(), " (transpose_a=", options.transpose_a, ", transpose_b=", options.transpose_b,
+                   ")");
+  // Batch dims broadcast as NumPy (BatchMatMulV2); the kernel's check would
+  // only name the batch dims, so name the operands' full shapes here.
+  const TensorShape a_batch = a.shape().sub_shape(0, ra - 2);
+  const TensorShape b_batch = b.shape().sub_shape(0, rb - 2);
+  for (int i = 1; i <= std::min(a_batch.rank(), b_batch.rank()); ++i) {
+    const int64_t da = a_batch[a_batch.rank() - i], db = b_batch[b_batch.rank() - i];
+    STRATA_CHECK_ARG(da == db || da == 1 || db == 1, "matmul: batch dimensions ", a_batch, " and ", b_batch,
+                     " of shapes ", a.shape(), " and ", b.shape(), " do not broadcast");
+  }
   Tensor out = kernels::matmul(a, b, options.transpose_a, options.transpose_b);
   OpAttrs attrs;
   attrs.transpose_a = options.transpose_a;

@@ -9,7 +9,9 @@
 //
 // Layout is NHWC (TF's default); filters are HWIO [height, width, in, out].
 // Padding "SAME" pads so that out = ceil(in / stride), the extra row/column
-// going after (bottom/right), as TF; "VALID" uses no padding.
+// going after (bottom/right), as TF; "VALID" uses no padding. Convolutions and
+// pools take float32 or float64 (conv operands of one dtype) and run as
+// im2col + GEMM / direct window loops in strata/kernels/nn.h.
 
 #include <cstdint>
 #include <optional>
@@ -29,7 +31,7 @@ namespace nn {
 struct Conv2DOptions {
   std::vector<int64_t> strides = {1, 1};    // [h, w] (TF also accepts [1, h, w, 1])
   std::string padding = "VALID";
-  std::vector<int64_t> dilations = {1, 1};  // only 1 is supported beyond the API
+  std::vector<int64_t> dilations = {1, 1};  // [h, w] (or [1, h, w, 1]); k - 1 input cells skipped per tap
 };
 Tensor conv2d(const Tensor& input, const Tensor& filters, const Conv2DOptions& options = {});
 // The gradients of conv2d (used by autodiff; public as in tf.nn).

@@ -1,7 +1,11 @@
 // Expected values are worked out by hand (small cases) or by naive loops in the test.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <functional>
+#include <random>
+#include <string>
 #include <vector>
 
 #include "strata/base/errors.h"
@@ -211,7 +215,17 @@ TEST(NnOps, Conv2DSameStride1MatchesHandComputedSums) {
   EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{12, 16, 9, 24, 28, 15, 15, 17, 9}));
   Tensor v = nn::conv2d(x, f, {.strides = {2, 2}, .padding = "VALID"});
   EXPECT_EQ(v.to_vector<float>(), (std::vector<float>{12}));
-  EXPECT_THROW(nn::conv2d(x, f, {.dilations = {2, 2}}), UnimplementedError);
+}
+
+TEST(NnOps, Conv2DSamePaddingPutsTheOddRowAfterAndDilationSkipsCells) {
+  // H = 4, a 4x1 all-ones window, SAME: 3 rows of padding, 1 before and 2 after (TF).
+  Tensor x = constant({1.f, 2.f, 3.f, 4.f}, {1, 4, 1, 1});
+  EXPECT_EQ(nn::conv2d(x, ones({4, 1, 1, 1}), {.padding = "SAME"}).to_vector<float>(),
+            (std::vector<float>{6, 10, 9, 7}));
+  // A 2x1 window dilated by 2 covers rows i and i + 2.
+  Tensor x5 = constant({1.f, 2.f, 3.f, 4.f, 5.f}, {1, 5, 1, 1});
+  EXPECT_EQ(nn::conv2d(x5, ones({2, 1, 1, 1}), {.dilations = {2, 1}}).to_vector<float>(),
+            (std::vector<float>{4, 6, 8}));
 }
 
 TEST(NnOps, PoolsMatchHandComputedValues) {
@@ -246,6 +260,358 @@ TEST(MathOps, LargeBroadcastOnFourThreadsMatchesNaiveLoop) {
   auto tv = t.to_vector<float>();
   for (size_t i = 0; i < a.size(); ++i)
     for (size_t j = 0; j < b.size(); ++j) ASSERT_EQ(tv[j * a.size() + i], a[i] - b[j]);
+  internal::reset_runtime_for_testing();
+}
+
+}  // namespace
+}  // namespace strata
+
+// Kernels against naive reference loops (computed in double) over many
+// geometries, in both floating dtypes.
+namespace strata {
+namespace {
+
+std::vector<double> random_values(int64_t n, uint32_t seed, int levels = 0) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::uniform_int_distribution<int> level(0, std::max(levels - 1, 0));
+  std::vector<double> v(static_cast<size_t>(n));
+  // `levels` > 0 draws from a few values only, so that windows have ties.
+  for (double& e : v) e = levels > 0 ? static_cast<double>(level(gen)) : dist(gen);
+  return v;
+}
+
+Tensor make(const std::vector<double>& v, const TensorShape& shape, DType dtype) {
+  return cast(constant(v, shape), dtype);
+}
+
+std::vector<double> values(const Tensor& t) { return cast(t, DType::float64).to_vector<double>(); }
+
+void expect_near_all(const std::vector<double>& got, const std::vector<double>& want, double tol,
+                     const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << what << " element " << i;
+}
+
+// One 2-D window geometry, derived independently of nn_ops.cc from TF's
+// documented rule: window (k - 1) * d + 1; SAME: out = ceil(in / s), total
+// padding max((out - 1) * s + window - in, 0), half of it (rounded down) before.
+struct Geo {
+  int64_t n, h, w, c, kh, kw, o, sh, sw, dh, dw;
+  std::string padding;
+  int64_t oh = 0, ow = 0, pt = 0, pl = 0;
+  void derive() {
+    auto one = [&](int64_t in, int64_t k, int64_t s, int64_t d, int64_t& out, int64_t& pad) {
+      const int64_t win = (k - 1) * d + 1;
+      if (padding == "SAME") {
+        out = (in + s - 1) / s;
+        pad = std::max<int64_t>((out - 1) * s + win - in, 0) / 2;
+      } else {
+        out = in >= win ? (in - win) / s + 1 : 0;
+        pad = 0;
+      }
+    };
+    one(h, kh, sh, dh, oh, pt);
+    one(w, kw, sw, dw, ow, pl);
+  }
+  std::string str() const {
+    return "n" + std::to_string(n) + " " + std::to_string(h) + "x" + std::to_string(w) + "x" +
+           std::to_string(c) + " k" + std::to_string(kh) + "x" + std::to_string(kw) + " o" + std::to_string(o) +
+           " s" + std::to_string(sh) + "," + std::to_string(sw) + " d" + std::to_string(dh) + "," +
+           std::to_string(dw) + " " + padding;
+  }
+  // Calls fn(input index, filter index, output index) for every tap inside the input.
+  void taps(const std::function<void(int64_t, int64_t, int64_t)>& fn) const {
+    for (int64_t b = 0; b < n; ++b)
+      for (int64_t y = 0; y < oh; ++y)
+        for (int64_t x = 0; x < ow; ++x)
+          for (int64_t i = 0; i < kh; ++i)
+            for (int64_t j = 0; j < kw; ++j) {
+              const int64_t iy = y * sh + i * dh - pt, ix = x * sw + j * dw - pl;
+              if (iy < 0 || iy >= h || ix < 0 || ix >= w) continue;
+              for (int64_t ci = 0; ci < c; ++ci)
+                for (int64_t co = 0; co < o; ++co)
+                  fn(((b * h + iy) * w + ix) * c + ci, ((i * kw + j) * c + ci) * o + co,
+                     ((b * oh + y) * ow + x) * o + co);
+            }
+  }
+};
+
+std::vector<Geo> conv_geometries() {
+  std::vector<Geo> gs = {
+      {2, 5, 5, 2, 3, 3, 3, 1, 1, 1, 1, "VALID"}, {2, 5, 5, 2, 3, 3, 3, 1, 1, 1, 1, "SAME"},
+      {3, 7, 6, 3, 3, 2, 4, 2, 2, 1, 1, "SAME"},  {3, 7, 6, 3, 3, 2, 4, 2, 3, 1, 1, "VALID"},
+      {2, 8, 8, 2, 3, 3, 2, 1, 1, 2, 2, "SAME"},  {2, 9, 7, 1, 2, 3, 2, 1, 2, 3, 1, "VALID"},
+      {2, 6, 6, 4, 1, 1, 5, 1, 1, 1, 1, "VALID"},  // pointwise: no im2col
+      {1, 6, 5, 4, 1, 1, 3, 2, 2, 1, 1, "SAME"},   // 1x1 with stride
+      {1, 4, 4, 3, 4, 4, 2, 1, 1, 1, 1, "SAME"},   // padding 1 before, 2 after
+      {2, 3, 3, 2, 5, 5, 2, 1, 1, 1, 1, "SAME"},   // window larger than the input
+      {1, 2, 2, 1, 3, 3, 1, 1, 1, 1, 1, "VALID"},  // empty output
+      {40, 6, 6, 3, 3, 3, 4, 1, 1, 1, 1, "SAME"},  // many chunks and filter-gradient groups
+  };
+  for (Geo& g : gs) g.derive();
+  return gs;
+}
+
+TEST(NnKernels, Conv2DAndBackpropsMatchNaiveLoops) {
+  uint32_t seed = 1;
+  for (DType dtype : {DType::float32, DType::float64}) {
+    const double tol = dtype == DType::float32 ? 1e-5 : 1e-12;
+    for (const Geo& g : conv_geometries()) {
+      const std::string what = g.str() + (dtype == DType::float32 ? " f32" : " f64");
+      const TensorShape xs{g.n, g.h, g.w, g.c}, fs{g.kh, g.kw, g.c, g.o}, ys{g.n, g.oh, g.ow, g.o};
+      const auto xv = random_values(xs.num_elements(), seed++);
+      const auto fv = random_values(fs.num_elements(), seed++);
+      const auto dyv = random_values(ys.num_elements(), seed++);
+      std::vector<double> y(ys.num_elements()), dx(xs.num_elements()), df(fs.num_elements());
+      g.taps([&](int64_t xi, int64_t fi, int64_t yi) {
+        y[yi] += xv[xi] * fv[fi];
+        dx[xi] += fv[fi] * dyv[yi];
+        df[fi] += xv[xi] * dyv[yi];
+      });
+      const nn::Conv2DOptions o{.strides = {g.sh, g.sw}, .padding = g.padding, .dilations = {g.dh, g.dw}};
+      const Tensor x = make(xv, xs, dtype), f = make(fv, fs, dtype), dy = make(dyv, ys, dtype);
+      const Tensor out = nn::conv2d(x, f, o);
+      ASSERT_EQ(out.shape(), ys) << what;
+      ASSERT_EQ(out.dtype(), dtype) << what;
+      expect_near_all(values(out), y, tol, what + " conv2d");
+      expect_near_all(values(nn::conv2d_backprop_input(xs, f, dy, o)), dx, tol, what + " backprop_input");
+      expect_near_all(values(nn::conv2d_backprop_filter(x, fs, dy, o)), df, tol, what + " backprop_filter");
+    }
+  }
+}
+
+std::vector<Geo> pool_geometries() {
+  std::vector<Geo> gs = {
+      {2, 5, 5, 2, 2, 2, 0, 2, 2, 1, 1, "VALID"}, {2, 5, 5, 2, 2, 2, 0, 2, 2, 1, 1, "SAME"},
+      {1, 4, 4, 1, 3, 3, 0, 1, 1, 1, 1, "SAME"},  {1, 4, 4, 1, 3, 3, 0, 1, 1, 1, 1, "VALID"},
+      {3, 7, 6, 3, 3, 2, 0, 2, 1, 1, 1, "SAME"},  {3, 7, 6, 3, 2, 3, 0, 1, 3, 1, 1, "VALID"},
+      {2, 3, 3, 2, 4, 4, 0, 1, 1, 1, 1, "SAME"},  {1, 2, 2, 1, 3, 3, 0, 1, 1, 1, 1, "VALID"},
+  };
+  for (Geo& g : gs) g.derive();
+  return gs;
+}
+
+TEST(NnKernels, PoolsAndTheirGradientsMatchNaiveLoops) {
+  uint32_t seed = 100;
+  for (DType dtype : {DType::float32, DType::float64}) {
+    const double tol = dtype == DType::float32 ? 1e-6 : 1e-13;
+    for (const Geo& g : pool_geometries()) {
+      const std::string what = g.str() + (dtype == DType::float32 ? " f32" : " f64");
+      const TensorShape xs{g.n, g.h, g.w, g.c}, ys{g.n, g.oh, g.ow, g.c};
+      // Three levels only: most max windows have ties, which go to the first max.
+      const auto xv = random_values(xs.num_elements(), seed++, 3);
+      const auto dyv = random_values(ys.num_elements(), seed++);
+      std::vector<double> mx(ys.num_elements()), av(ys.num_elements()), dmx(xs.num_elements()),
+          dav(xs.num_elements());
+      for (int64_t b = 0; b < g.n; ++b)
+        for (int64_t y = 0; y < g.oh; ++y)
+          for (int64_t x = 0; x < g.ow; ++x)
+            for (int64_t ch = 0; ch < g.c; ++ch) {
+              const int64_t yi = ((b * g.oh + y) * g.ow + x) * g.c + ch;
+              std::vector<int64_t> in;  // in-bounds input indices in row-major window order
+              for (int64_t i = 0; i < g.kh; ++i)
+                for (int64_t j = 0; j < g.kw; ++j) {
+                  const int64_t iy = y * g.sh + i - g.pt, ix = x * g.sw + j - g.pl;
+                  if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) in.push_back(((b * g.h + iy) * g.w + ix) * g.c + ch);
+                }
+              ASSERT_FALSE(in.empty()) << what;
+              int64_t arg = in[0];
+              double sum = 0;
+              for (int64_t idx : in) {
+                if (xv[idx] > xv[arg]) arg = idx;
+                sum += xv[idx];
+              }
+              mx[yi] = xv[arg];
+              av[yi] = sum / static_cast<double>(in.size());
+              dmx[arg] += dyv[yi];
+              for (int64_t idx : in) dav[idx] += dyv[yi] / static_cast<double>(in.size());
+            }
+      const Tensor x = make(xv, xs, dtype), dy = make(dyv, ys, dtype);
+      const Tensor m = nn::max_pool2d(x, {g.kh, g.kw}, {g.sh, g.sw}, g.padding);
+      ASSERT_EQ(m.shape(), ys) << what;
+      ASSERT_EQ(m.dtype(), dtype) << what;
+      expect_near_all(values(m), mx, 0, what + " max_pool2d");
+      expect_near_all(values(nn::avg_pool2d(x, {g.kh, g.kw}, {g.sh, g.sw}, g.padding)), av, tol,
+                      what + " avg_pool2d");
+      expect_near_all(values(nn::max_pool2d_grad(x, m, dy, {g.kh, g.kw}, {g.sh, g.sw}, g.padding)), dmx, tol,
+                      what + " max_pool2d_grad");
+      expect_near_all(values(nn::avg_pool2d_grad(xs, dy, {g.kh, g.kw}, {g.sh, g.sw}, g.padding)), dav, tol,
+                      what + " avg_pool2d_grad");
+    }
+  }
+}
+
+TEST(NnKernels, ConvResultsDoNotDependOnThreadCount) {
+  const Geo g = conv_geometries().back();
+  const TensorShape xs{g.n, g.h, g.w, g.c}, fs{g.kh, g.kw, g.c, g.o}, ys{g.n, g.oh, g.ow, g.o};
+  auto run = [&](int threads) {
+    internal::reset_runtime_for_testing();
+    config::set_intra_op_parallelism_threads(threads);
+    const Tensor x = make(random_values(xs.num_elements(), 7), xs, DType::float32);
+    const Tensor f = make(random_values(fs.num_elements(), 8), fs, DType::float32);
+    const Tensor dy = make(random_values(ys.num_elements(), 9), ys, DType::float32);
+    const nn::Conv2DOptions o{.padding = "SAME"};
+    return std::vector<std::vector<float>>{nn::conv2d(x, f, o).to_vector<float>(),
+                                           nn::conv2d_backprop_input(xs, f, dy, o).to_vector<float>(),
+                                           nn::conv2d_backprop_filter(x, fs, dy, o).to_vector<float>()};
+  };
+  const auto one = run(1);
+  const auto three = run(3);
+  internal::reset_runtime_for_testing();
+  EXPECT_EQ(one, three);
+}
+
+TEST(NnKernels, ConvAndPoolArgumentErrorsNameTheValues) {
+  auto message = [](const std::function<void()>& fn) -> std::string {
+    try {
+      fn();
+    } catch (const InvalidArgumentError& e) {
+      return e.what();
+    }
+    return "no InvalidArgumentError";
+  };
+  const Tensor x = zeros({1, 4, 4, 2});
+  EXPECT_NE(message([&] { nn::conv2d(x, zeros({3, 3, 3, 1})); }).find("[1, 4, 4, 2] and [3, 3, 3, 1]"),
+            std::string::npos);
+  EXPECT_NE(message([&] { nn::conv2d(x, zeros({3, 3, 2, 1}, DType::float64)); }).find("float32 and float64"),
+            std::string::npos);
+  EXPECT_NE(message([&] { nn::conv2d(cast(x, DType::int32), zeros({3, 3, 2, 1}, DType::int32)); }).find("int32"),
+            std::string::npos);
+  EXPECT_NE(message([&] { nn::conv2d(x, zeros({3, 3, 2, 1}), {.padding = "FULL"}); }).find("\"FULL\""),
+            std::string::npos);
+  EXPECT_NE(message([&] { nn::conv2d(x, zeros({3, 3, 2, 1}), {.dilations = {0, 1}}); }).find("dilations"),
+            std::string::npos);
+  EXPECT_NE(message([&] { nn::conv2d(x, zeros({6, 1, 2, 1})); }).find("height 4 is smaller than the window 6"),
+            std::string::npos);
+  EXPECT_NE(message([&] { nn::conv2d_backprop_input({1, 4, 4, 2}, zeros({3, 3, 2, 1}), zeros({1, 4, 4, 1})); })
+                .find("expected out_backprop shape [1, 2, 2, 1], got [1, 4, 4, 1]"),
+            std::string::npos);
+  EXPECT_NE(message([&] { nn::max_pool2d(cast(x, DType::int32), {2, 2}, {2, 2}); }).find("int32"),
+            std::string::npos);
+  EXPECT_NE(message([&] { nn::avg_pool2d(zeros({4, 4}), {2, 2}, {2, 2}); }).find("[4, 4]"), std::string::npos);
+  EXPECT_NE(message([&] { nn::max_pool2d(x, {2, 2}, {0, 2}); }).find("strides"), std::string::npos);
+}
+
+// Reference batched matmul: broadcast batch indices by hand.
+std::vector<double> matmul_ref(const std::vector<double>& a, const TensorShape& as, const std::vector<double>& b,
+                               const TensorShape& bs, bool ta, bool tb, TensorShape& out_shape) {
+  const int ra = as.rank(), rb = bs.rank();
+  const int64_t m = ta ? as[ra - 1] : as[ra - 2], k = ta ? as[ra - 2] : as[ra - 1];
+  const int64_t n = tb ? bs[rb - 2] : bs[rb - 1];
+  const int r = std::max(ra, rb) - 2;
+  std::vector<int64_t> bd(r), adim(r, 1), bdim(r, 1);
+  for (int i = 0; i < ra - 2; ++i) adim[r - (ra - 2) + i] = as[i];
+  for (int i = 0; i < rb - 2; ++i) bdim[r - (rb - 2) + i] = bs[i];
+  int64_t batch = 1;
+  for (int i = 0; i < r; ++i) batch *= (bd[i] = std::max(adim[i], bdim[i]));
+  std::vector<int64_t> dims = bd;
+  dims.push_back(m);
+  dims.push_back(n);
+  out_shape = TensorShape(dims);
+  std::vector<double> out(static_cast<size_t>(batch * m * n));
+  for (int64_t t = 0; t < batch; ++t) {
+    int64_t rem = t, ai = 0, bi = 0, astride = 1, bstride = 1;
+    for (int i = r - 1; i >= 0; --i) {
+      const int64_t idx = rem % bd[i];
+      rem /= bd[i];
+      ai += (adim[i] == 1 ? 0 : idx) * astride;
+      bi += (bdim[i] == 1 ? 0 : idx) * bstride;
+      astride *= adim[i];
+      bstride *= bdim[i];
+    }
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double acc = 0;
+        for (int64_t p = 0; p < k; ++p) {
+          const double av = a[ai * m * k + (ta ? p * m + i : i * k + p)];
+          const double bv = b[bi * k * n + (tb ? j * k + p : p * n + j)];
+          acc += av * bv;
+        }
+        out[t * m * n + i * n + j] = acc;
+      }
+  }
+  return out;
+}
+
+TEST(MathOps, BatchMatMulBroadcastsBatchDimsLikeNumPy) {
+  struct Case {
+    std::vector<int64_t> a_batch, b_batch;
+  };
+  const std::vector<Case> cases = {{{}, {}},      {{3}, {3}},       {{2, 1}, {4}}, {{1}, {2, 3}},
+                                   {{}, {2, 2}},  {{3, 2}, {}},     {{4}, {1}},    {{5}, {}}};
+  uint32_t seed = 500;
+  for (DType dtype : {DType::float32, DType::float64, DType::int32}) {
+    for (const Case& c : cases) {
+      for (bool ta : {false, true}) {
+        for (bool tb : {false, true}) {
+          const int64_t m = 3, k = 4, n = 5;
+          std::vector<int64_t> ad = c.a_batch, bd = c.b_batch;
+          ad.push_back(ta ? k : m);
+          ad.push_back(ta ? m : k);
+          bd.push_back(tb ? n : k);
+          bd.push_back(tb ? k : n);
+          const TensorShape as(ad), bs(bd);
+          // Small integers: exact in every dtype.
+          auto av = random_values(as.num_elements(), seed++, 5);
+          auto bv = random_values(bs.num_elements(), seed++, 5);
+          TensorShape want_shape;
+          const auto want = matmul_ref(av, as, bv, bs, ta, tb, want_shape);
+          const Tensor out = matmul(make(av, as, dtype), make(bv, bs, dtype), {.transpose_a = ta, .transpose_b = tb});
+          const std::string what = "a " + as.to_string() + " b " + bs.to_string() + " ta " + std::to_string(ta) +
+                                   " tb " + std::to_string(tb) + " " + std::string(dtype_name(dtype));
+          ASSERT_EQ(out.shape(), want_shape) << what;
+          ASSERT_EQ(out.dtype(), dtype) << what;
+          expect_near_all(values(out), want, 0, what);
+        }
+      }
+    }
+  }
+}
+
+TEST(MathOps, MatMulShapeErrorsNameBothShapes) {
+  try {
+    matmul(zeros({2, 3}), zeros({4, 5}));
+    FAIL();
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("[2, 3] and [4, 5]"), std::string::npos) << e.what();
+  }
+  try {
+    matmul(zeros({2, 2, 3}), zeros({3, 3, 4}));
+    FAIL();
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("batch dimensions [2] and [3]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[2, 2, 3] and [3, 3, 4]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(matmul(zeros({3}), zeros({3, 1})), InvalidArgumentError);
+  EXPECT_THROW(matmul(constant({true, false}, {1, 2}), constant({true, false}, {2, 1})), InvalidArgumentError);
+}
+
+TEST(NnOps, SoftmaxAndLogSoftmaxMatchNaiveRowsOnManyThreads) {
+  internal::reset_runtime_for_testing();
+  config::set_intra_op_parallelism_threads(3);
+  const int64_t rows = 700, n = 123;
+  auto v = random_values(rows * n, 900);
+  for (double& e : v) e *= 30;  // large logits: exp would overflow without the max shift in float32
+  for (DType dtype : {DType::float32, DType::float64}) {
+    const double tol = dtype == DType::float32 ? 2e-6 : 1e-14;
+    const Tensor x = make(v, {rows, n}, dtype);
+    const auto xq = values(x);  // the values as stored in `dtype`
+    std::vector<double> p(v.size()), lp(v.size());
+    for (int64_t r = 0; r < rows; ++r) {
+      const double* in = xq.data() + r * n;
+      const double mx = *std::max_element(in, in + n);
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) sum += std::exp(in[i] - mx);
+      for (int64_t i = 0; i < n; ++i) {
+        p[r * n + i] = std::exp(in[i] - mx) / sum;
+        lp[r * n + i] = in[i] - mx - std::log(sum);
+      }
+    }
+    expect_near_all(values(softmax(x)), p, tol, "softmax");
+    expect_near_all(values(log_softmax(x)), lp, tol, "log_softmax");
+  }
   internal::reset_runtime_for_testing();
 }
 
