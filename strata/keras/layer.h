@@ -27,9 +27,11 @@
 // (the forward pass only reads variables); building is not, and happens once.
 
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "strata/core/tensor.h"
@@ -38,11 +40,24 @@
 
 namespace strata::keras {
 
+// An optional per-example shape that also accepts a braced list, so that
+// `.input_shape = {5}` works in designated initializers (a plain
+// std::optional<std::vector<int64_t>> is ambiguous there). {} is "not given".
+// The constructors are implicit on purpose: they are the conversions.
+struct OptionalShape : std::optional<std::vector<int64_t>> {
+  using Base = std::optional<std::vector<int64_t>>;
+  OptionalShape() = default;
+  OptionalShape(std::nullopt_t) {}
+  OptionalShape(std::initializer_list<int64_t> dims) : Base(std::vector<int64_t>(dims)) {}
+  OptionalShape(std::vector<int64_t> dims) : Base(std::move(dims)) {}
+  OptionalShape(Base dims) : Base(std::move(dims)) {}
+};
+
 // Keras's **kwargs common to every layer: the last fields of each layer's
 // options struct repeat these (designated initializers cannot reach a base).
 struct LayerArgs {
   // Shape of one example (no batch dimension), e.g. {5} or {28, 28, 1}.
-  std::optional<std::vector<int64_t>> input_shape = std::nullopt;
+  OptionalShape input_shape = std::nullopt;
   std::string name = "";   // "" = a unique name from the class (dense, dense_1, ...)
   DType dtype = DType::float32;
   bool trainable = true;
