@@ -1,0 +1,67 @@
+#include "strata/keras/layers/core.h"
+
+#include "strata/base/errors.h"
+#include "strata/keras/layers/common.h"
+#include "strata/ops/nn_ops.h"
+
+namespace strata::keras::layers {
+namespace {
+
+// SplitMix64's finaliser: decorrelates the per-call seeds of one layer.
+uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ULL;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+  return z ^ (z >> 31);
+}
+
+}  // namespace
+
+DropoutLayer::DropoutLayer(double rate, const DropoutOptions& options)
+    : Layer("Dropout", "dropout", internal::layer_args(options)), rate_(rate), options_(options) {
+  STRATA_CHECK_ARG(rate >= 0.0 && rate < 1.0, internal::describe(*this), ": expected rate in [0, 1), got ", rate);
+  if (options_.noise_shape) {
+    for (int64_t d : *options_.noise_shape) {
+      STRATA_CHECK_ARG(d > 0 || d == -1, internal::describe(*this),
+                       ": expected noise_shape entries > 0 or -1, got ", *options_.noise_shape);
+    }
+  }
+}
+
+Tensor DropoutLayer::call(const Tensor& inputs, bool training) {
+  if (!training || rate_ == 0.0) return inputs;
+  std::optional<std::vector<int64_t>> noise = std::nullopt;
+  if (options_.noise_shape) {
+    const TensorShape& s = inputs.shape();
+    std::vector<int64_t> n = *options_.noise_shape;
+    STRATA_CHECK_ARG(static_cast<int>(n.size()) == s.rank(), internal::describe(*this), ": expected noise_shape ",
+                     n, " to have the input's rank, got input shape ", s);
+    for (size_t i = 0; i < n.size(); ++i) {
+      if (n[i] == -1) n[i] = s.dim(static_cast<int>(i));
+      STRATA_CHECK_ARG(n[i] == 1 || n[i] == s.dim(static_cast<int>(i)), internal::describe(*this),
+                       ": expected noise_shape ", *options_.noise_shape, " to broadcast to the input, got shape ",
+                       s);
+    }
+    noise = std::move(n);
+  }
+  std::optional<uint64_t> seed = std::nullopt;
+  if (options_.seed) seed = mix(*options_.seed ^ mix(calls_.fetch_add(1, std::memory_order_relaxed)));
+  return strata::nn::dropout(inputs, rate_, {.noise_shape = noise, .seed = seed});
+}
+
+std::shared_ptr<DropoutLayer> Dropout(double rate, const DropoutOptions& options) {
+  return std::make_shared<DropoutLayer>(rate, options);
+}
+
+ActivationLayer::ActivationLayer(const std::string& activation, const LayerArgs& args)
+    : Layer("Activation", "activation", args),
+      activation_name_(activation),
+      activation_(internal::activation_for(*this, activation)) {}
+
+Tensor ActivationLayer::call(const Tensor& inputs, bool /*training*/) { return activation_(inputs); }
+
+std::shared_ptr<ActivationLayer> Activation(const std::string& activation, const LayerArgs& args) {
+  return std::make_shared<ActivationLayer>(activation, args);
+}
+
+}  // namespace strata::keras::layers

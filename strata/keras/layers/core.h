@@ -1,0 +1,77 @@
+#pragma once
+// keras.layers.Dropout and keras.layers.Activation: weightless element-wise layers.
+//
+//   auto drop = keras::layers::Dropout(0.2, {.seed = 7});
+//   Tensor t = (*drop)(x, /*training=*/true);   // ~20% zeros, the rest scaled by 1 / 0.8
+//   Tensor i = (*drop)(x);                      // training = false: x unchanged
+//   auto soft = keras::layers::Activation("softmax");
+//   Tensor p = (*soft)(logits);
+//
+// Dropout with a seed is reproducible yet draws a new mask on every training
+// call, like Keras's seeded per-layer random generator: call k uses a seed
+// derived from (seed, k). Without a seed every mask is fresh. Thread-safe
+// (the call counter is atomic).
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/keras/activations.h"
+#include "strata/keras/layer.h"
+
+namespace strata::keras::layers {
+
+// tf.keras.layers.Dropout's arguments after `rate`.
+struct DropoutOptions {
+  // Shape of the binary mask, broadcast against the input (Keras's noise_shape;
+  // -1 entries take the input's dimension, like Keras's None). Default: the input's shape.
+  std::optional<std::vector<int64_t>> noise_shape = std::nullopt;
+  std::optional<uint64_t> seed = std::nullopt;
+  // LayerArgs
+  OptionalShape input_shape = std::nullopt;
+  std::string name = "";
+  DType dtype = DType::float32;
+  bool trainable = true;
+};
+
+// training = true: each element (each mask element) is kept with probability
+// 1 - rate and the kept ones scaled by 1 / (1 - rate); training = false:
+// the input unchanged. InvalidArgumentError if rate is outside [0, 1).
+class DropoutLayer : public Layer {
+ public:
+  explicit DropoutLayer(double rate, const DropoutOptions& options = {});
+  double rate() const noexcept { return rate_; }
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override { return input_shape; }
+
+ protected:
+  Tensor call(const Tensor& inputs, bool training) override;
+
+ private:
+  double rate_;
+  DropoutOptions options_;
+  std::atomic<uint64_t> calls_{0};
+};
+
+std::shared_ptr<DropoutLayer> Dropout(double rate, const DropoutOptions& options = {});
+
+// Applies keras::activations::get(activation). InvalidArgumentError for an unknown name.
+class ActivationLayer : public Layer {
+ public:
+  explicit ActivationLayer(const std::string& activation, const LayerArgs& args = {});
+  const std::string& activation() const noexcept { return activation_name_; }
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override { return input_shape; }
+
+ protected:
+  Tensor call(const Tensor& inputs, bool training) override;
+
+ private:
+  std::string activation_name_;
+  ActivationFunction activation_;
+};
+
+std::shared_ptr<ActivationLayer> Activation(const std::string& activation, const LayerArgs& args = {});
+
+}  // namespace strata::keras::layers

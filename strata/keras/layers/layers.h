@@ -1,0 +1,19 @@
+#pragma once
+// keras.layers: every built-in layer, one include.
+//
+//   #include "strata/keras/layers/layers.h"
+//   namespace layers = strata::keras::layers;
+//   auto dense = layers::Dense(128, {.activation = "relu"});
+//   auto conv = layers::Conv2D(32, {3, 3}, {.activation = "relu"});
+//   auto pool = layers::MaxPooling2D({2, 2});
+//   auto flat = layers::Flatten();
+//   auto drop = layers::Dropout(0.2);
+//   auto norm = layers::BatchNormalization();
+//   auto soft = layers::Activation("softmax");
+//
+// Each factory is named like the Python class and returns a std::shared_ptr
+// to <Name>Layer (see strata/keras/layer.h for the Layer contract).
+
+#include "strata/keras/layers/core.h"
+#include "strata/keras/layers/dense.h"
+#include "strata/keras/layers/reshaping.h"

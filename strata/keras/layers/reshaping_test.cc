@@ -1,0 +1,81 @@
+#include "strata/keras/layers/reshaping.h"
+
+#include <gtest/gtest.h>
+
+#include "strata/base/errors.h"
+#include "strata/keras/layers/layer_test_util.h"
+#include "strata/ops/array_ops.h"
+#include "strata/testing/gradient_check.h"
+
+namespace strata::keras::layers {
+namespace {
+
+using testing_util::as_doubles;
+
+TEST(FlattenTest, KeepsTheBatchAxisAndFlattensTheRestInRowMajorOrder) {
+  auto flatten = Flatten();
+  const Tensor x = strata::reshape(strata::cast(strata::range(12), DType::float32), {2, 3, 2, 1});
+  const Tensor y = (*flatten)(x);
+  EXPECT_EQ(y.shape(), (TensorShape{2, 6}));
+  EXPECT_EQ(as_doubles(y), (std::vector<double>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11}));
+  EXPECT_EQ(flatten->compute_output_shape({-1, 28, 28, 1}), (TensorShape{-1, 784}));
+  EXPECT_EQ(flatten->compute_output_shape({-1, -1, 4}), (TensorShape{-1, -1}));
+  // A rank-1 input gains a feature axis, as Keras's Flatten.
+  EXPECT_EQ((*flatten)(strata::ones({3})).shape(), (TensorShape{3, 1}));
+  EXPECT_EQ(flatten->count_params(), 0);
+}
+
+TEST(FlattenTest, PassesGradientsThrough) {
+  auto flatten = Flatten();
+  auto r = testing::check_gradients([&](const std::vector<Tensor>& in) { return (*flatten)(in[0]); },
+                                    {testing::random_uniform({2, 2, 3}, -1, 1, 3)});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST(FlattenTest, RejectsScalarsAndChannelsFirst) {
+  auto flatten = Flatten({.name = "flat"});
+  try {
+    (*flatten)(strata::constant(1.f));
+    FAIL() << "expected InvalidArgumentError";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("Flatten 'flat'"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Flatten({.data_format = "channels_first"}), UnimplementedError);
+  EXPECT_THROW(Flatten({.data_format = "nhwc"}), InvalidArgumentError);
+}
+
+TEST(ReshapeTest, InfersOneUnknownDimension) {
+  auto reshape = Reshape({-1, 4});
+  const Tensor x = strata::cast(strata::reshape(strata::range(16), {2, 8}), DType::float32);
+  const Tensor y = (*reshape)(x);
+  EXPECT_EQ(y.shape(), (TensorShape{2, 2, 4}));
+  EXPECT_EQ(as_doubles(y), as_doubles(x));
+  EXPECT_EQ(reshape->compute_output_shape({-1, 8}), (TensorShape{-1, 2, 4}));
+  EXPECT_EQ(reshape->compute_output_shape({-1, -1}), (TensorShape{-1, -1, 4}));
+  EXPECT_EQ(Reshape({3, 2})->compute_output_shape({5, 6}), (TensorShape{5, 3, 2}));
+}
+
+TEST(ReshapeTest, PassesGradientsThrough) {
+  auto reshape = Reshape({3, 2});
+  auto r = testing::check_gradients([&](const std::vector<Tensor>& in) { return (*reshape)(in[0]); },
+                                    {testing::random_uniform({2, 6}, -1, 1, 4)});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST(ReshapeTest, RejectsBadTargetShapesAndMismatchedInputs) {
+  EXPECT_THROW(Reshape({-1, -1}), InvalidArgumentError);
+  EXPECT_THROW(Reshape({0, 2}), InvalidArgumentError);
+  EXPECT_THROW(Reshape({-2}), InvalidArgumentError);
+  auto reshape = Reshape({4, 2}, {.name = "r"});
+  try {
+    (*reshape)(strata::ones({2, 6}));
+    FAIL() << "expected InvalidArgumentError";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("Reshape 'r'"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("[2, 6]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(Reshape({-1, 4})->compute_output_shape({-1, 6}), InvalidArgumentError);
+}
+
+}  // namespace
+}  // namespace strata::keras::layers
