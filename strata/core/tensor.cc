@@ -258,20 +258,26 @@ std::string Tensor::values_string() const {
   });
 }
 
+std::string shape_repr(const TensorShape& shape) {
+  std::string s = "(";
+  const auto& dims = shape.dims();
+  for (size_t i = 0; i < dims.size(); ++i) {
+    if (i) s += ", ";
+    s += dims[i] < 0 ? std::string("None") : std::to_string(dims[i]);
+  }
+  if (dims.size() == 1) s += ",";
+  return s + ")";
+}
+
 std::string Tensor::to_string() const {
   if (!defined()) return "tf.Tensor(<empty handle>)";
   std::string values = values_string();
   std::string s = "tf.Tensor(";
   if (values.find('\n') != std::string::npos) s += "\n";
   s += values;
-  s += ", shape=(";
-  const auto& dims = shape().dims();
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (i) s += ", ";
-    s += std::to_string(dims[i]);
-  }
-  if (dims.size() == 1) s += ",";
-  s += "), dtype=";
+  s += ", shape=";
+  s += shape_repr(shape());
+  s += ", dtype=";
   s += dtype_name(dtype());
   return s + ")";
 }

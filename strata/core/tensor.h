@@ -137,6 +137,8 @@ class Tensor {
 };
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t);
+// A shape as Python prints a tuple: "()", "(3,)", "(2, 2)"; unknown dims as None.
+std::string shape_repr(const TensorShape& shape);
 
 // --- constants (tf.constant) -------------------------------------------------
 // Builds a tensor of `shape` from `values` (row-major) on the current device.

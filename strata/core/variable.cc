@@ -180,6 +180,18 @@ Variable::Variable(const Tensor& initial_value, VariableOptions options) {
                     VariableArgs{initial_value, std::move(options)});
 }
 
+std::string VariableImpl::repr() const {
+  const Tensor v = read();
+  return str_cat("<tf.Variable '", name(), ":0' shape=", shape_repr(shape()), " dtype=", dtype_name(dtype()),
+                 ", numpy=", v.values_string(), ">");
+}
+
+std::string Variable::to_string() const {
+  return impl_ ? impl_->repr() : std::string("<tf.Variable (empty handle)>");
+}
+
+std::ostream& operator<<(std::ostream& os, const Variable& v) { return os << v.to_string(); }
+
 Variable::Variable(std::shared_ptr<VariableImpl> impl) : impl_(std::move(impl)) {
   STRATA_CHECK_ARG(impl_ != nullptr, "Variable: expected an implementation, got nullptr");
 }

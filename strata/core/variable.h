@@ -38,6 +38,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <ostream>
 #include <string>
 
 #include "strata/core/dtype.h"
@@ -86,6 +87,9 @@ class VariableImpl {
   virtual bool trainable() const = 0;
   virtual VariableSynchronization synchronization() const = 0;
   virtual VariableAggregation aggregation() const = 0;
+  // TF's repr; the default is a plain variable's:
+  // "<tf.Variable 'name:0' shape=() dtype=float32, numpy=1.0>".
+  virtual std::string repr() const;
 };
 
 // The default implementation: one value on one device, guarded by a mutex.
@@ -131,11 +135,16 @@ class Variable {
   VariableImpl& impl() const;
   bool is_same(const Variable& other) const noexcept { return impl_ == other.impl_; }
 
+  // TF's repr (see VariableImpl::repr); "<tf.Variable (empty handle)>" when empty.
+  std::string to_string() const;
+
  private:
   void check_compatible(const Tensor& value, const char* who) const;
 
   std::shared_ptr<VariableImpl> impl_;
 };
+
+std::ostream& operator<<(std::ostream& os, const Variable& v);
 
 // --- the variable-creator stack (tf.variable_creator_scope) -------------------
 // Calls the next creator down the stack (the default creator at the bottom).

@@ -40,6 +40,11 @@ OneDeviceStrategy::OneDeviceStrategy(const std::string& device)
   set_extended(std::make_unique<DeviceListExtended>(*this, std::vector<const Device*>{device_}));
 }
 
+Variable OneDeviceStrategy::create_variable(const NextVariableCreator& next, VariableArgs args) {
+  DeviceScope device_scope(*device_);
+  return next(std::move(args));
+}
+
 void OneDeviceStrategy::run_on_replicas(const std::function<void(int)>& body) {
   DeviceScope device_scope(*device_);
   internal::ReplicaModeGuard guard(context_);

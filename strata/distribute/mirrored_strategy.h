@@ -39,6 +39,8 @@ class OneDeviceStrategy : public Strategy {
   std::string name() const override { return "OneDeviceStrategy"; }
   const Device& device() const noexcept { return *device_; }
   const Device& local_device(int) const override { return *device_; }
+  // A plain variable placed on the strategy's device (as TF's OneDeviceStrategy).
+  Variable create_variable(const NextVariableCreator& next, VariableArgs args) override;
 
  protected:
   void run_on_replicas(const std::function<void(int)>& body) override;

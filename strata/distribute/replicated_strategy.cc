@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "strata/base/errors.h"
+#include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/internal/merge_barrier.h"
 #include "strata/distribute/internal/replica_threads.h"
 
@@ -47,9 +48,26 @@ void ReplicatedStrategy::run_on_replicas(const std::function<void(int)>& body) {
   merge_barrier_->reset();
   threads_->run_all([&](int local) {
     internal::ReplicaModeGuard guard(*contexts_[local]);
+    // Layers built lazily inside `run` create their variables here.
+    VariableCreatorScope creator([this](const NextVariableCreator& next, VariableArgs args) {
+      return create_variable(next, std::move(args));
+    });
     body(local);
     merge_barrier_->replica_finished(local);
   });
+}
+
+Variable ReplicatedStrategy::create_variable(const NextVariableCreator&, VariableArgs args) {
+  args = internal::check_distributed_variable_args(std::move(args));
+  ReplicaContext* ctx = in_cross_replica_context() ? nullptr : get_replica_context();
+  if (ctx != nullptr && &ctx->strategy() == this && num_local_replicas() > 1) {
+    return ctx->merge_call(
+        [](Strategy& strategy, const PerReplica<VariableArgs>& all) {
+          return internal::make_distributed_variable(strategy, all.values().front());
+        },
+        args);
+  }
+  return internal::make_distributed_variable(*this, std::move(args));
 }
 
 std::shared_ptr<void> ReplicatedStrategy::merge_replicas(int local_replica, const void* payload,

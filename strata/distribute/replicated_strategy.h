@@ -34,6 +34,10 @@ class ReplicatedStrategy : public Strategy {
   // The local replicas' devices, in local replica order.
   const std::vector<const Device*>& devices() const noexcept { return devices_; }
 
+  // Distributed variables (distributed_variable.h); from a replica context the
+  // variable is created once through a merge_call and shared by every replica.
+  Variable create_variable(const NextVariableCreator& next, VariableArgs args) override;
+
  protected:
   // `devices`: one per local replica. Global replica ids of this worker's
   // replicas are [replica_id_offset, replica_id_offset + devices.size()).

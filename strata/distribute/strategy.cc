@@ -3,6 +3,7 @@
 #include <vector>
 
 #include "strata/base/errors.h"
+#include "strata/ops/math_ops.h"
 
 namespace strata::distribute {
 
@@ -83,6 +84,47 @@ ReplicaContext::ReplicaContext(Strategy& strategy, int replica_id_in_sync_group,
 
 int ReplicaContext::num_replicas_in_sync() const { return strategy_->num_replicas_in_sync(); }
 
+Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value) {
+  return all_reduce(op, std::vector<Tensor>{value}).front();
+}
+
+std::vector<Tensor> ReplicaContext::all_reduce(ReduceOp op, const std::vector<Tensor>& values) {
+  STRATA_CHECK(FAILED_PRECONDITION, get_replica_context() == this,
+               "ReplicaContext.all_reduce: Need to be inside `call_for_each_replica()` of ", strategy_->name(),
+               " on this replica's thread");
+  for (size_t i = 0; i < values.size(); ++i) {
+    STRATA_CHECK_ARG(values[i].defined(), "ReplicaContext.all_reduce: value ", i, " is an empty tensor");
+  }
+  return strategy_->all_reduce_in_replica(*this, op, values);
+}
+
+Variable Strategy::create_variable(const NextVariableCreator& next, VariableArgs args) {
+  return next(std::move(args));
+}
+
+std::vector<Tensor> Strategy::all_reduce_in_replica(ReplicaContext& ctx, ReduceOp op,
+                                                    const std::vector<Tensor>& values) {
+  if (num_replicas_in_sync() == 1) return values;
+  return ctx.merge_call(
+      [op, n = values.size()](Strategy& strategy, const PerReplica<std::vector<Tensor>>& gathered) {
+        std::vector<Tensor> reduced;
+        for (size_t i = 0; i < n; ++i) {
+          std::vector<Tensor> parts;
+          for (const auto& replica_values : gathered.values()) {
+            STRATA_CHECK_ARG(replica_values.size() == n, "ReplicaContext.all_reduce: replicas passed ",
+                             replica_values.size(), " and ", n, " values");
+            parts.push_back(replica_values[i]);
+          }
+          Tensor r = strategy.reduce(op, PerReplica<Tensor>(std::move(parts)), std::nullopt);
+          reduced.push_back(r.dtype() == gathered.values().front()[i].dtype()
+                                ? r
+                                : cast(r, gathered.values().front()[i].dtype()));
+        }
+        return reduced;
+      },
+      values);
+}
+
 std::vector<std::string> StrategyExtended::worker_devices() const {
   throw UnimplementedError(str_cat(owner_->name(), ": worker_devices() is not provided"));
 }
@@ -127,9 +169,25 @@ StrategyScope::StrategyScope(Strategy& strategy) : strategy_(&strategy), pushed_
   }
   t_modes.push_back({&strategy, true, nullptr});
   pushed_ = true;
+  if (!strategy.is_default()) {
+    creator_.emplace([owner = &strategy](const NextVariableCreator& next, VariableArgs args) {
+      Strategy& current = get_strategy();
+      if (&current != owner) {
+        if (current.is_default()) {
+          throw FailedPreconditionError(str_cat("Need to be inside \"with strategy.scope()\" for ",
+                                                owner->name(), " (creating variable '", args.options.name,
+                                                "')"));
+        }
+        throw FailedPreconditionError(str_cat("Mixing different tf.distribute.Strategy objects: ",
+                                              current.name(), " is not ", owner->name()));
+      }
+      return owner->create_variable(next, std::move(args));
+    });
+  }
 }
 
 StrategyScope::~StrategyScope() {
+  creator_.reset();  // reverse order of entry: creator scope, then mode
   if (pushed_ && !t_modes.empty() && t_modes.back().strategy == strategy_) t_modes.pop_back();
 }
 

@@ -36,6 +36,7 @@
 
 #include "strata/core/device.h"
 #include "strata/core/tensor.h"
+#include "strata/core/variable.h"
 #include "strata/data/dataset.h"
 #include "strata/distribute/distributed_dataset.h"
 #include "strata/distribute/input_context.h"
@@ -98,6 +99,14 @@ class ReplicaContext {
   template <typename Fn, typename... Args>
   auto merge_call(Fn&& merge_fn, const Args&... args);
 
+  // tf.distribute.ReplicaContext.all_reduce: every replica calls it with its
+  // value (same number of calls, order, shapes and dtypes on every replica);
+  // each gets the SUM or MEAN across all replicas of all workers. A list is
+  // reduced as one batch (packed by the strategy's bytes_per_pack). If another
+  // replica fails meanwhile, this raises AbortedError instead of waiting.
+  Tensor all_reduce(ReduceOp op, const Tensor& value);
+  std::vector<Tensor> all_reduce(ReduceOp op, const std::vector<Tensor>& values);
+
  private:
   Strategy* strategy_;
   int replica_id_;
@@ -133,6 +142,7 @@ class [[nodiscard]] StrategyScope {
  private:
   Strategy* strategy_;
   bool pushed_;
+  std::optional<VariableCreatorScope> creator_;
 };
 
 class Strategy {
@@ -242,6 +252,17 @@ class Strategy {
   virtual Tensor sum_across_workers(const Tensor& local) { return local; }
   virtual std::shared_ptr<void> merge_replicas(int local_replica, const void* payload,
                                                const MergeFn& merge);
+
+  // The variable creator scope() installs (on the calling thread and, for
+  // strategies with replica threads, on those): the default strategy and
+  // OneDeviceStrategy make a plain variable (OneDevice: on its device);
+  // mirrored-style strategies make distributed variables (distributed_variable.h).
+  virtual Variable create_variable(const NextVariableCreator& next, VariableArgs args);
+  // ReplicaContext::all_reduce's implementation for `ctx`'s replica. The
+  // default goes through merge_call (one merged reduction); strategies with
+  // collectives override it.
+  virtual std::vector<Tensor> all_reduce_in_replica(ReplicaContext& ctx, ReduceOp op,
+                                                    const std::vector<Tensor>& values);
 
  protected:
   explicit Strategy(std::unique_ptr<StrategyExtended> extended = nullptr);
