@@ -9,7 +9,9 @@
 #include "strata/core/config.h"
 #include "strata/core/tensor.h"
 #include "strata/distribute/mirrored_strategy.h"
+#include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
+#include "strata/ops/nn_ops.h"
 #include "strata/ops/operators.h"
 #include "strata/ops/random_ops.h"
 
@@ -218,6 +220,55 @@ TEST_F(DistributedVariableTest, AFailedReplicaDoesNotHangTheOthersInAllReduce) {
   // The strategy is usable afterwards.
   PerReplica<Tensor> r = strategy.run([] { return get_replica_context()->all_reduce(ReduceOp::SUM, constant(2.f)); });
   EXPECT_EQ(r.values()[0].item<float>(), 4.f);
+}
+
+}  // namespace
+}  // namespace strata::distribute
+
+namespace strata::distribute {
+namespace {
+
+TEST_F(DistributedVariableTest, AllReduceInPacksGivesTheSameResult) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1"}, CommunicationOptions{.bytes_per_pack = 12});
+  PerReplica<std::vector<Tensor>> r = strategy.run([] {
+    const Tensor id = replica_id_as_float() + 1.f;
+    // 4-byte, 16-byte, 8-byte and 4-byte tensors: packs {a}, {b}, {c, d} under 12 bytes.
+    return get_replica_context()->all_reduce(
+        ReduceOp::MEAN, std::vector<Tensor>{id, constant({1.f, 2.f, 3.f, 4.f}) * id, constant({5.f, 6.f}) * id,
+                                            cast(id, DType::float32)});
+  });
+  for (const auto& v : r.values()) {
+    ASSERT_EQ(v.size(), 4u);
+    EXPECT_EQ(v[0].item<float>(), 1.5f);
+    EXPECT_EQ(v[1].to_vector<float>(), (std::vector<float>{1.5f, 3.f, 4.5f, 6.f}));
+    EXPECT_EQ(v[2].to_vector<float>(), (std::vector<float>{7.5f, 9.f}));
+    EXPECT_EQ(v[3].item<float>(), 1.5f);
+  }
+  EXPECT_THROW(MirroredStrategy({"CPU:0"}, CommunicationOptions{.bytes_per_pack = -1}), InvalidArgumentError);
+  EXPECT_THROW(MirroredStrategy({"CPU:0"}, CommunicationOptions{.implementation = CommunicationImplementation::NCCL}),
+               UnimplementedError);
+}
+
+TEST_F(DistributedVariableTest, MismatchedAllReducesFailOnEveryReplica) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  try {
+    strategy.run([] {
+      const int id = get_replica_context()->replica_id_in_sync_group();
+      get_replica_context()->all_reduce(ReduceOp::SUM, zeros({id + 2}));
+    });
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("mismatch"), std::string::npos) << e.what();
+  }
+}
+
+TEST_F(DistributedVariableTest, ReplicasSeeTheReplicaCountInComputeAverageLoss) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  PerReplica<Tensor> r = strategy.run([] {
+    // 2 local examples x 2 replicas: the global batch is 4.
+    return nn::compute_average_loss(constant({1.f, 3.f}));
+  });
+  EXPECT_EQ(r.values()[0].item<float>(), 1.f);
 }
 
 }  // namespace

@@ -31,7 +31,10 @@ std::vector<std::string> all_local_device_names() {
 MirroredStrategy::MirroredStrategy() : MirroredStrategy(all_local_device_names()) {}
 
 MirroredStrategy::MirroredStrategy(const std::vector<std::string>& devices)
-    : ReplicatedStrategy(resolve_devices(devices), 0, static_cast<int>(devices.size())) {
+    : MirroredStrategy(devices, CommunicationOptions{}) {}
+
+MirroredStrategy::MirroredStrategy(const std::vector<std::string>& devices, CommunicationOptions communication_options)
+    : ReplicatedStrategy(resolve_devices(devices), 0, static_cast<int>(devices.size()), communication_options) {
   set_extended(std::make_unique<DeviceListExtended>(*this, this->devices()));
 }
 

@@ -29,6 +29,9 @@ class MirroredStrategy : public ReplicatedStrategy {
  public:
   MirroredStrategy();
   explicit MirroredStrategy(const std::vector<std::string>& devices);
+  // Strata extension (TF takes cross_device_ops here): how all-reduces are
+  // packed and how long they may wait; see communication_options.h.
+  MirroredStrategy(const std::vector<std::string>& devices, CommunicationOptions communication_options);
   std::string name() const override { return "MirroredStrategy"; }
 };
 

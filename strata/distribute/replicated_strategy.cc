@@ -3,6 +3,7 @@
 #include <chrono>
 
 #include "strata/base/errors.h"
+#include "strata/collective/local_collectives.h"
 #include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/internal/merge_barrier.h"
 #include "strata/distribute/internal/replica_threads.h"
@@ -23,29 +24,45 @@ std::vector<std::string> device_names(const std::vector<const Device*>& devices)
 }
 
 ReplicatedStrategy::ReplicatedStrategy(std::vector<const Device*> devices, int replica_id_offset,
-                                       int num_replicas_in_sync)
+                                       int num_replicas_in_sync, CommunicationOptions communication_options)
     : devices_(std::move(devices)),
       replica_id_offset_(replica_id_offset),
-      num_replicas_in_sync_(num_replicas_in_sync) {
+      num_replicas_in_sync_(num_replicas_in_sync),
+      communication_options_(communication_options) {
+  validate(communication_options_);
   STRATA_INTERNAL_CHECK(!devices_.empty() && replica_id_offset_ >= 0 &&
                         replica_id_offset_ + num_local_replicas() <= num_replicas_in_sync_);
   for (int i = 0; i < num_local_replicas(); ++i) {
     contexts_.push_back(std::make_unique<ReplicaContext>(*this, global_replica_id(i), i));
   }
   merge_barrier_ = std::make_unique<internal::MergeBarrier>(num_local_replicas(), kMergeTimeout);
+  if (num_local_replicas() == num_replicas_in_sync_) {
+    collectives_ = std::make_shared<collective::LocalCollectives>(
+        num_local_replicas(),
+        collective::CollectiveOptions{.timeout = std::chrono::milliseconds(collective_timeout_ms(communication_options_))});
+  }
   threads_ = std::make_unique<internal::ReplicaThreads>(
       devices_, [this](int replica, std::exception_ptr error) { on_replica_failure(replica, error); });
 }
 
 ReplicatedStrategy::~ReplicatedStrategy() = default;
 
+void ReplicatedStrategy::set_collectives(std::shared_ptr<collective::Collectives> collectives) {
+  STRATA_INTERNAL_CHECK(collectives != nullptr && collectives->size() == num_replicas_in_sync_);
+  collectives_ = std::move(collectives);
+}
+
 void ReplicatedStrategy::on_replica_failure(int local_replica, const std::exception_ptr&) {
-  merge_barrier_->abort(
-      std::make_exception_ptr(AbortedError(str_cat("replica ", global_replica_id(local_replica), " failed"))));
+  const std::string reason = str_cat("replica ", global_replica_id(local_replica), " failed");
+  merge_barrier_->abort(std::make_exception_ptr(AbortedError(reason)));
+  if (collectives_) collectives_->abort(reason);
 }
 
 void ReplicatedStrategy::run_on_replicas(const std::function<void(int)>& body) {
   merge_barrier_->reset();
+  // Every replica thread is idle between runs, so a group aborted by the last
+  // run's failure can be made usable again.
+  if (collectives_) collectives_->reset();
   threads_->run_all([&](int local) {
     internal::ReplicaModeGuard guard(*contexts_[local]);
     // Layers built lazily inside `run` create their variables here.
@@ -68,6 +85,32 @@ Variable ReplicatedStrategy::create_variable(const NextVariableCreator&, Variabl
         args);
   }
   return internal::make_distributed_variable(*this, std::move(args));
+}
+
+std::vector<Tensor> ReplicatedStrategy::all_reduce_in_replica(ReplicaContext& ctx, ReduceOp op,
+                                                              const std::vector<Tensor>& values) {
+  if (num_replicas_in_sync_ == 1) return values;
+  if (!collectives_) return Strategy::all_reduce_in_replica(ctx, op, values);
+  const collective::ReduceOp cop = op == ReduceOp::SUM ? collective::ReduceOp::SUM : collective::ReduceOp::MEAN;
+  const int rank = ctx.replica_id_in_sync_group();
+  const int64_t pack_limit = communication_options_.bytes_per_pack;
+  if (pack_limit == 0) return collectives_->all_reduce(rank, values, cop);
+  std::vector<Tensor> out;
+  out.reserve(values.size());
+  size_t begin = 0;
+  while (begin < values.size()) {
+    size_t end = begin;
+    int64_t bytes = 0;
+    // Greedy packs in order; every replica computes the same split from the same shapes.
+    while (end < values.size() && (end == begin || bytes + int64_t(values[end].size_bytes()) <= pack_limit)) {
+      bytes += int64_t(values[end].size_bytes());
+      ++end;
+    }
+    std::vector<Tensor> pack(values.begin() + begin, values.begin() + end);
+    for (Tensor& t : collectives_->all_reduce(rank, pack, cop)) out.push_back(std::move(t));
+    begin = end;
+  }
+  return out;
 }
 
 std::shared_ptr<void> ReplicatedStrategy::merge_replicas(int local_replica, const void* payload,

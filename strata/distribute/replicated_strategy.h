@@ -14,7 +14,12 @@
 #include <string>
 #include <vector>
 
+#include "strata/distribute/communication_options.h"
 #include "strata/distribute/strategy.h"
+
+namespace strata::collective {
+class Collectives;
+}
 
 namespace strata::distribute {
 
@@ -37,12 +42,23 @@ class ReplicatedStrategy : public Strategy {
   // Distributed variables (distributed_variable.h); from a replica context the
   // variable is created once through a merge_call and shared by every replica.
   Variable create_variable(const NextVariableCreator& next, VariableArgs args) override;
+  // All-reduce through the strategy's collectives: the local replicas'
+  // in-process reduce-scatter + all-gather (or the hierarchical group of a
+  // multi-worker strategy), in packs of communication_options().bytes_per_pack.
+  std::vector<Tensor> all_reduce_in_replica(ReplicaContext& ctx, ReduceOp op,
+                                            const std::vector<Tensor>& values) override;
+  const CommunicationOptions& communication_options() const noexcept { return communication_options_; }
 
  protected:
   // `devices`: one per local replica. Global replica ids of this worker's
   // replicas are [replica_id_offset, replica_id_offset + devices.size()).
   ReplicatedStrategy(std::vector<const Device*> devices, int replica_id_offset,
-                     int num_replicas_in_sync);
+                     int num_replicas_in_sync, CommunicationOptions communication_options = {});
+  // Replaces the group all_reduce_in_replica uses; its ranks are the global
+  // replica ids and its size num_replicas_in_sync() (a multi-worker strategy
+  // installs a hierarchical group). The default is a LocalCollectives over the
+  // local replicas, used only when they are all the replicas.
+  void set_collectives(std::shared_ptr<collective::Collectives> collectives);
   // Called on a replica thread as soon as its replica failed (before the
   // others return); the default aborts the merge barrier. Subclasses that own
   // collectives abort them too, then call this.
@@ -59,6 +75,8 @@ class ReplicatedStrategy : public Strategy {
   std::unique_ptr<internal::MergeBarrier> merge_barrier_;
   std::vector<std::unique_ptr<ReplicaContext>> contexts_;
   std::unique_ptr<internal::ReplicaThreads> threads_;
+  CommunicationOptions communication_options_;
+  std::shared_ptr<collective::Collectives> collectives_;
 };
 
 // Full names of `devices` (for StrategyExtended::worker_devices).

@@ -197,7 +197,7 @@ CrossReplicaModeGuard::CrossReplicaModeGuard(Strategy& strategy) {
 }
 CrossReplicaModeGuard::~CrossReplicaModeGuard() { t_modes.pop_back(); }
 
-ReplicaModeGuard::ReplicaModeGuard(ReplicaContext& ctx) {
+ReplicaModeGuard::ReplicaModeGuard(ReplicaContext& ctx) : replicas_(ctx.num_replicas_in_sync()) {
   t_modes.push_back({&ctx.strategy(), false, &ctx});
 }
 ReplicaModeGuard::~ReplicaModeGuard() { t_modes.pop_back(); }

@@ -42,6 +42,7 @@
 #include "strata/distribute/input_context.h"
 #include "strata/distribute/reduce_op.h"
 #include "strata/distribute/values.h"
+#include "strata/ops/replica_count.h"
 
 namespace strata::distribute {
 
@@ -291,12 +292,17 @@ class CrossReplicaModeGuard {
 };
 
 // RAII: enters the replica context of `ctx` on this thread.
+// Also tells ops the replica count (nn::compute_average_loss's default
+// global batch size).
 class ReplicaModeGuard {
  public:
   explicit ReplicaModeGuard(ReplicaContext& ctx);
   ~ReplicaModeGuard();
   ReplicaModeGuard(const ReplicaModeGuard&) = delete;
   ReplicaModeGuard& operator=(const ReplicaModeGuard&) = delete;
+
+ private:
+  NumReplicasInSyncScope replicas_;
 };
 }  // namespace internal
 
