@@ -16,6 +16,7 @@
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
 #include "strata/ops/operators.h"
+#include "strata/ops/recorder.h"
 
 namespace strata::autodiff {
 
@@ -175,11 +176,28 @@ std::vector<std::pair<int64_t, int64_t>> pool_pads(const PoolGeometry& p) {
   return {{0, 0}, {p.pad_top, p.pad_bottom}, {p.pad_left, p.pad_right}, {0, 0}};
 }
 
+// True if a tape still recording on this thread (an outer one: the tape
+// computing this gradient has paused itself) tracks one of `ts`.
+bool tracked_by_active_tape(std::initializer_list<const Tensor*> ts) {
+  for (const OpRecorder* r : active_recorders()) {
+    for (const Tensor* t : ts) {
+      if (r->is_tracking(*t)) return true;
+    }
+  }
+  return false;
+}
+
 // MaxPool: each output's gradient goes to the first maximum of its window
-// (TF's MaxPoolGrad picks one position per window).
+// (TF's MaxPoolGrad picks one position per window). When no tape records the
+// gradient computation the MaxPoolGrad kernel does it in one pass; otherwise it
+// is composed of differentiable ops (window by window), so that second-order
+// gradients exist (MaxPool2DGrad itself is not differentiable).
 Tensor max_pool_grad(const OpRecord& op, const Tensor& g) {
   const Tensor& x = op.in[0].value;
   const Tensor& y = op.out[0].value;
+  if (!tracked_by_active_tape({&x, &y, &g})) {
+    return nn::max_pool2d_grad(x, y, g, op.attrs.ksize, op.attrs.strides, op.attrs.padding);
+  }
   const PoolGeometry p = pool_geometry(op);
   const Tensor xp = pad(x, pool_pads(p), -std::numeric_limits<double>::infinity());
   Tensor taken = zeros(y.shape(), DType::bool_);
@@ -194,35 +212,6 @@ Tensor max_pool_grad(const OpRecord& op, const Tensor& g) {
     }
   }
   return unpad(acc, p, x.shape());
-}
-
-// AvgPool: each output's gradient is shared equally by the valid (unpadded)
-// inputs of its window, as TF's AvgPoolGrad.
-Tensor avg_pool_grad(const OpRecord& op, const Tensor& g) {
-  const TensorShape& in = op.in[0].shape;
-  const PoolGeometry p = pool_geometry(op);
-  Tensor count;
-  const bool padded = p.pad_top + p.pad_bottom + p.pad_left + p.pad_right > 0;
-  const Tensor onesp = padded ? pad(ones({1, in.dim(1), in.dim(2), 1}, g.dtype()), pool_pads(p)) : Tensor();
-  if (padded) {
-    for (int64_t a = 0; a < p.kh; ++a) {
-      for (int64_t b = 0; b < p.kw; ++b) {
-        const Tensor c = window_slice(onesp, p, a, b);
-        count = count.defined() ? count + c : c;
-      }
-    }
-  }
-  const Tensor share = padded ? g / count : g * (1.0 / static_cast<double>(p.kh * p.kw));
-  const TensorShape padded_shape{in.dim(0), in.dim(1) + p.pad_top + p.pad_bottom,
-                                 in.dim(2) + p.pad_left + p.pad_right, in.dim(3)};
-  Tensor acc;
-  for (int64_t a = 0; a < p.kh; ++a) {
-    for (int64_t b = 0; b < p.kw; ++b) {
-      const Tensor part = scatter_strided(share, padded_shape, {0, a, b, 0}, {1, p.sh, p.sw, 1});
-      acc = acc.defined() ? acc + part : part;
-    }
-  }
-  return unpad(acc, p, in);
 }
 
 nn::Conv2DOptions conv_options(const OpRecord& op) {
@@ -533,7 +522,9 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
     case OpKind::MaxPool2D:
       return {max_pool_grad(op, g)};
     case OpKind::AvgPool2D:
-      return {avg_pool_grad(op, g)};
+      // AvgPool2DGrad is itself differentiable (its gradient is an avg pool).
+      return {nn::avg_pool2d_grad(op.in[0].shape, g, hw(op.attrs.ksize, "ksize"), hw(op.attrs.strides, "strides"),
+                                  op.attrs.padding)};
     case OpKind::AvgPool2DGrad: {
       const auto k = hw(op.attrs.ksize, "ksize");
       const auto s = hw(op.attrs.strides, "strides");

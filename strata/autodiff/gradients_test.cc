@@ -265,6 +265,30 @@ TEST(GradientsTest, Pooling) {
   }
 }
 
+TEST(GradientsTest, PoolGradientsAreDifferentiableUnderAnOuterTape) {
+  // With the checker's tape recording, the inner max-pool gradient takes the
+  // composed (differentiable) path; without one, the MaxPoolGrad kernel. Both
+  // must agree, and the composed one must have the right derivative.
+  auto inner = [](const V& v, const char* padding) {
+    GradientTape tape;
+    tape.watch(v[0]);
+    const Tensor y = reduce_sum(square(nn::max_pool2d(v[0], {3, 3}, {2, 2}, padding))) +
+                     reduce_sum(square(nn::avg_pool2d(v[0], {2, 2}, {1, 1}, padding)));
+    return tape.gradient(y, v[0]);
+  };
+  for (const char* padding : {"VALID", "SAME"}) {
+    SCOPED_TRACE(padding);
+    const Tensor x = rnd({2, 5, 5, 2}, 850);
+    EXPECT_GRADIENTS_MATCH([&](const V& v) { return inner(v, padding); }, (V{x}));
+    GradientTape outer;
+    const Tensor xw = x;
+    outer.watch(xw);
+    const Tensor composed = inner({xw}, padding);
+    const Tensor direct = inner({x}, padding);
+    EXPECT_EQ(composed.to_vector<double>(), direct.to_vector<double>());
+  }
+}
+
 TEST(GradientsTest, SecondOrderThroughTheGradientTable) {
   // d/dx of (d/dx sum(sigmoid(x) * x)), checked numerically against the first derivative.
   auto first = [](const V& v) {
