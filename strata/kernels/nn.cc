@@ -172,7 +172,8 @@ void conv_backprop_input(const T* filter, const T* dy, T* dx, const ConvGeometry
     });
     return;
   }
-  const int64_t rows = rows_per_chunk(hw, k);
+  // Whole images are the parallel unit, so only the buffer bounds the chunk.
+  const int64_t rows = std::min(hw, std::max<int64_t>(kColBufferElements / std::max<int64_t>(k, 1), 16));
   parallel_for(g.batch, 1, [&](int64_t b0, int64_t b1) {
     std::unique_ptr<T[]> col = scratch<T>(rows * k);
     for (int64_t b = b0; b < b1; ++b) {

@@ -1,0 +1,206 @@
+// Kernel benchmarks against peers in the same run:
+//   - GEMM: strata::matmul vs a direct cblas_sgemm call (same OpenBLAS, same
+//     thread count) at 512^3 and the MLP's shapes (forward and one backward GEMM);
+//   - element-wise add of two 16 MiB float32 tensors (and the row-broadcast
+//     bias-add shape) vs memcpy of 16 MiB;
+//   - softmax rows;
+//   - conv2d forward and forward + both backprops of the CNN's layers at batch
+//     128 (PyTorch's figures come from bench/peers/torch_conv.py).
+// The last argument of every benchmark is the intra-op thread count.
+//
+//   ninja -C build kernels_bench
+//   build/bench/kernels_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+
+#include <benchmark/benchmark.h>
+
+#include <cblas.h>
+
+#include <cstring>
+#include <vector>
+
+#include "strata/core/config.h"
+#include "strata/ops/array_ops.h"
+#include "strata/ops/math_ops.h"
+#include "strata/ops/nn_ops.h"
+#include "strata/testing/gradient_check.h"
+
+namespace strata {
+namespace {
+
+// The runtime's thread count is fixed once it starts; benchmarks with another
+// count restart it (tensors made before stay valid).
+void use_threads(int threads) {
+  static int current = -1;
+  if (current == threads) return;
+  internal::reset_runtime_for_testing();
+  config::set_intra_op_parallelism_threads(threads);
+  current = threads;
+}
+
+Tensor random_f32(const TensorShape& shape, uint64_t seed) {
+  return cast(testing::random_uniform(shape, -1, 1, seed), DType::float32);
+}
+
+// --- GEMM: args m, k, n, transpose_a, threads ---
+
+void BM_StrataMatMul(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const bool ta = state.range(3) != 0;
+  use_threads(static_cast<int>(state.range(4)));
+  const Tensor a = random_f32(ta ? TensorShape{k, m} : TensorShape{m, k}, 1);
+  const Tensor b = random_f32({k, n}, 2);
+  for (auto _ : state) benchmark::DoNotOptimize(matmul(a, b, {.transpose_a = ta}));
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * static_cast<double>(m * k * n),
+                                                benchmark::Counter::kIsIterationInvariantRate,
+                                                benchmark::Counter::kIs1000);
+}
+
+// The peer: one cblas_sgemm into a preallocated output, OpenBLAS's own threads.
+void BM_CblasSgemm(benchmark::State& state) {
+  const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
+  const bool ta = state.range(3) != 0;
+  const std::vector<float> a = random_f32(ta ? TensorShape{k, m} : TensorShape{m, k}, 1).to_vector<float>();
+  const std::vector<float> b = random_f32({k, n}, 2).to_vector<float>();
+  std::vector<float> c(static_cast<size_t>(m * n));
+  openblas_set_num_threads(static_cast<int>(state.range(4)));
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, CblasNoTrans, m, n, k, 1.f, a.data(),
+                ta ? m : k, b.data(), n, 0.f, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  openblas_set_num_threads(1);  // Strata's setting (kernels/internal/gemm.h)
+  state.counters["GFLOPS"] = benchmark::Counter(2.0 * static_cast<double>(m * k * n),
+                                                benchmark::Counter::kIsIterationInvariantRate,
+                                                benchmark::Counter::kIs1000);
+}
+
+void gemm_args(benchmark::internal::Benchmark* b) {
+  // 512^3; the MLP 784-512-256-10 at batch 128; and its first-layer weight
+  // gradient x^T * g ([784, 128] x [128, 512]).
+  const std::vector<std::vector<int64_t>> shapes = {
+      {512, 512, 512, 0}, {128, 784, 512, 0}, {128, 512, 256, 0}, {128, 256, 10, 0}, {784, 128, 512, 1}};
+  for (int threads : {1, 2})
+    for (const auto& s : shapes) b->Args({s[0], s[1], s[2], s[3], threads});
+  b->ArgNames({"m", "k", "n", "ta", "threads"});
+}
+BENCHMARK(BM_StrataMatMul)->Apply(gemm_args)->UseRealTime();
+BENCHMARK(BM_CblasSgemm)->Apply(gemm_args)->UseRealTime();
+
+// --- element-wise: 16 MiB float32 outputs ---
+
+constexpr int64_t kElems = int64_t{16} << 20 >> 2;  // 4 Mi floats = 16 MiB
+
+void BM_Memcpy16MiB(benchmark::State& state) {
+  std::vector<float> src(kElems, 1.f), dst(kElems);
+  for (auto _ : state) {
+    std::memcpy(dst.data(), src.data(), kElems * sizeof(float));
+    benchmark::DoNotOptimize(dst.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(state.iterations() * kElems * static_cast<int64_t>(sizeof(float)));
+}
+BENCHMARK(BM_Memcpy16MiB)->UseRealTime();
+
+// Same-shape add (arg 0 = 0) or a [4096, 1024] + [1024] row broadcast (arg 0 = 1).
+void BM_Add16MiB(benchmark::State& state) {
+  use_threads(static_cast<int>(state.range(1)));
+  const bool row = state.range(0) != 0;
+  const Tensor a = random_f32({4096, 1024}, 3);
+  const Tensor b = row ? random_f32({1024}, 4) : random_f32({4096, 1024}, 4);
+  for (auto _ : state) benchmark::DoNotOptimize(add(a, b));
+  state.SetBytesProcessed(state.iterations() * kElems * static_cast<int64_t>(sizeof(float)));
+}
+BENCHMARK(BM_Add16MiB)->ArgsProduct({{0, 1}, {1, 2}})->ArgNames({"row_broadcast", "threads"})->UseRealTime();
+
+// --- softmax over rows: args rows, cols, threads ---
+
+void BM_Softmax(benchmark::State& state) {
+  use_threads(static_cast<int>(state.range(2)));
+  const Tensor x = random_f32({state.range(0), state.range(1)}, 5);
+  for (auto _ : state) benchmark::DoNotOptimize(softmax(x));
+  state.SetItemsProcessed(state.iterations() * state.range(0) * state.range(1));
+}
+BENCHMARK(BM_Softmax)
+    ->ArgsProduct({{128}, {10}, {1, 2}})
+    ->ArgsProduct({{4096}, {1000}, {1, 2}})
+    ->ArgNames({"rows", "cols", "threads"})
+    ->UseRealTime();
+
+// --- conv2d: the CNN's layers at batch 128, VALID 3x3 (Keras' default) ---
+
+struct ConvLayer {
+  TensorShape input, filter;
+};
+ConvLayer conv_layer(int64_t which) {
+  if (which == 0) return {{128, 28, 28, 1}, {3, 3, 1, 32}};
+  return {{128, 14, 14, 32}, {3, 3, 32, 64}};
+}
+
+void BM_Conv2DForward(benchmark::State& state) {
+  use_threads(static_cast<int>(state.range(1)));
+  const ConvLayer l = conv_layer(state.range(0));
+  const Tensor x = random_f32(l.input, 6), f = random_f32(l.filter, 7);
+  for (auto _ : state) benchmark::DoNotOptimize(nn::conv2d(x, f));
+}
+
+// Forward plus both backprops (what one training step of the layer computes).
+void BM_Conv2DForwardBackward(benchmark::State& state) {
+  use_threads(static_cast<int>(state.range(1)));
+  const ConvLayer l = conv_layer(state.range(0));
+  const Tensor x = random_f32(l.input, 6), f = random_f32(l.filter, 7);
+  const Tensor y = nn::conv2d(x, f);
+  const Tensor dy = random_f32(y.shape(), 8);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(nn::conv2d(x, f));
+    benchmark::DoNotOptimize(nn::conv2d_backprop_input(l.input, f, dy));
+    benchmark::DoNotOptimize(nn::conv2d_backprop_filter(x, l.filter, dy));
+  }
+}
+// One backprop alone (arg 2: 0 = input, 1 = filter).
+void BM_Conv2DBackprop(benchmark::State& state) {
+  use_threads(static_cast<int>(state.range(2)));
+  const ConvLayer l = conv_layer(state.range(0));
+  const Tensor x = random_f32(l.input, 6), f = random_f32(l.filter, 7);
+  const Tensor dy = random_f32(nn::conv2d(x, f).shape(), 8);
+  for (auto _ : state) {
+    if (state.range(1) == 0) {
+      benchmark::DoNotOptimize(nn::conv2d_backprop_input(l.input, f, dy));
+    } else {
+      benchmark::DoNotOptimize(nn::conv2d_backprop_filter(x, l.filter, dy));
+    }
+  }
+}
+BENCHMARK(BM_Conv2DBackprop)
+    ->ArgsProduct({{0, 1}, {0, 1}, {1, 2}})
+    ->ArgNames({"layer", "filter", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Conv2DForward)
+    ->ArgsProduct({{0, 1}, {1, 2}})
+    ->ArgNames({"layer", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+BENCHMARK(BM_Conv2DForwardBackward)
+    ->ArgsProduct({{0, 1}, {1, 2}})
+    ->ArgNames({"layer", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
+
+// Pools of the CNN: 2x2 / 2 max pool forward + gradient on conv1's output.
+void BM_MaxPoolForwardBackward(benchmark::State& state) {
+  use_threads(static_cast<int>(state.range(0)));
+  const Tensor x = random_f32({128, 26, 26, 32}, 9);
+  const Tensor y = nn::max_pool2d(x, {2, 2}, {2, 2});
+  const Tensor dy = random_f32(y.shape(), 10);
+  for (auto _ : state) {
+    benchmark::DoNotOptimize(nn::max_pool2d(x, {2, 2}, {2, 2}));
+    benchmark::DoNotOptimize(nn::max_pool2d_grad(x, y, dy, {2, 2}, {2, 2}));
+  }
+}
+BENCHMARK(BM_MaxPoolForwardBackward)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
+
+}  // namespace
+}  // namespace strata
+
+BENCHMARK_MAIN();
