@@ -187,18 +187,27 @@ BENCHMARK(BM_Conv2DForwardBackward)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
-// Pools of the CNN: 2x2 / 2 max pool forward + gradient on conv1's output.
-void BM_MaxPoolForwardBackward(benchmark::State& state) {
-  use_threads(static_cast<int>(state.range(0)));
+// Pools of the CNN on conv1's output, 2x2 windows, stride 2 (arg 0: 0 = max
+// forward, 1 = max gradient, 2 = avg forward, 3 = avg gradient).
+void BM_Pool(benchmark::State& state) {
+  use_threads(static_cast<int>(state.range(1)));
   const Tensor x = random_f32({128, 26, 26, 32}, 9);
   const Tensor y = nn::max_pool2d(x, {2, 2}, {2, 2});
   const Tensor dy = random_f32(y.shape(), 10);
   for (auto _ : state) {
-    benchmark::DoNotOptimize(nn::max_pool2d(x, {2, 2}, {2, 2}));
-    benchmark::DoNotOptimize(nn::max_pool2d_grad(x, y, dy, {2, 2}, {2, 2}));
+    switch (state.range(0)) {
+      case 0: benchmark::DoNotOptimize(nn::max_pool2d(x, {2, 2}, {2, 2})); break;
+      case 1: benchmark::DoNotOptimize(nn::max_pool2d_grad(x, y, dy, {2, 2}, {2, 2})); break;
+      case 2: benchmark::DoNotOptimize(nn::avg_pool2d(x, {2, 2}, {2, 2})); break;
+      default: benchmark::DoNotOptimize(nn::avg_pool2d_grad(x.shape(), dy, {2, 2}, {2, 2})); break;
+    }
   }
 }
-BENCHMARK(BM_MaxPoolForwardBackward)->Arg(1)->Arg(2)->ArgName("threads")->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_Pool)
+    ->ArgsProduct({{0, 1, 2, 3}, {1, 2}})
+    ->ArgNames({"kind", "threads"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace strata

@@ -292,6 +292,9 @@ void max_pool_backward(const T* in, const T* dy, T* dx, const ConvGeometry& g) {
   parallel_for(g.batch, 1, [&](int64_t b0, int64_t b1) {
     std::vector<T> best(static_cast<size_t>(c));
     std::vector<int64_t> where(static_cast<size_t>(c));
+    // Unaliased views: the stores to dx cannot change them.
+    T* __restrict bp = best.data();
+    int64_t* __restrict wp = where.data();
     for (int64_t b = b0; b < b1; ++b) {
       const T* img = in + b * image;
       T* dimg = dx + b * image;
@@ -304,22 +307,25 @@ void max_pool_backward(const T* in, const T* dy, T* dx, const ConvGeometry& g) {
           // over only if strictly greater, so ties go to the first.
           const int64_t first = (w.y0 * g.in_w + w.x0) * c;
           for (int64_t ch = 0; ch < c; ++ch) {
-            best[ch] = img[first + ch];
-            where[ch] = first + ch;
+            bp[ch] = img[first + ch];
+            wp[ch] = first + ch;
           }
           for (int64_t iy = w.y0; iy < w.y1; ++iy) {
             for (int64_t ix = w.x0; ix < w.x1; ++ix) {
               const int64_t base = (iy * g.in_w + ix) * c;
+              // Branch-free selects: on real data the comparison is
+              // unpredictable and a branch mispredicts about half the time.
+              const T* px = img + base;
               for (int64_t ch = 0; ch < c; ++ch) {
-                if (img[base + ch] > best[ch]) {
-                  best[ch] = img[base + ch];
-                  where[ch] = base + ch;
-                }
+                const T v = px[ch];
+                const int64_t take = -static_cast<int64_t>(v > bp[ch]);  // all ones or 0
+                wp[ch] ^= (wp[ch] ^ (base + ch)) & take;
+                bp[ch] = std::max(bp[ch], v);
               }
             }
           }
           const T* d = dy + ((b * g.out_h + y) * g.out_w + x) * c;
-          for (int64_t ch = 0; ch < c; ++ch) dimg[where[ch]] += d[ch];
+          for (int64_t ch = 0; ch < c; ++ch) dimg[wp[ch]] += d[ch];
         }
       }
     }

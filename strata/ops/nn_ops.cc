@@ -45,10 +45,12 @@ namespace nn {
 
 namespace {
 
+// TF's forms of a per-dimension attr: [s] (both dims), [h, w] or [1, h, w, 1].
 std::vector<int64_t> hw(const std::vector<int64_t>& v, const char* who, const char* field) {
+  if (v.size() == 1) return {v[0], v[0]};
   if (v.size() == 2) return v;
   STRATA_CHECK_ARG(v.size() == 4 && v[0] == 1 && v[3] == 1, who, ": expected ", field,
-                   " [h, w] or [1, h, w, 1], got ", v);
+                   " [s], [h, w] or [1, h, w, 1], got ", v);
   return {v[1], v[2]};
 }
 

@@ -29,7 +29,7 @@ Tensor log_softmax(const Tensor& logits, int64_t axis = -1);
 namespace nn {
 
 struct Conv2DOptions {
-  std::vector<int64_t> strides = {1, 1};    // [h, w] (TF also accepts [1, h, w, 1])
+  std::vector<int64_t> strides = {1, 1};    // [h, w] (TF also accepts [s] and [1, h, w, 1])
   std::string padding = "VALID";
   std::vector<int64_t> dilations = {1, 1};  // [h, w] (or [1, h, w, 1]); k - 1 input cells skipped per tap
 };
@@ -40,7 +40,7 @@ Tensor conv2d_backprop_input(const TensorShape& input_shape, const Tensor& filte
 Tensor conv2d_backprop_filter(const Tensor& input, const TensorShape& filter_shape,
                               const Tensor& out_backprop, const Conv2DOptions& options = {});
 
-// ksize, strides: [h, w] (or [1, h, w, 1]).
+// ksize, strides: [h, w] (or [s], [1, h, w, 1]).
 Tensor max_pool2d(const Tensor& input, const std::vector<int64_t>& ksize,
                   const std::vector<int64_t>& strides, const std::string& padding = "VALID");
 Tensor avg_pool2d(const Tensor& input, const std::vector<int64_t>& ksize,

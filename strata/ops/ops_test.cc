@@ -231,6 +231,8 @@ TEST(NnOps, Conv2DSamePaddingPutsTheOddRowAfterAndDilationSkipsCells) {
 TEST(NnOps, PoolsMatchHandComputedValues) {
   Tensor x = constant({1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f, 9.f}, {1, 3, 3, 1});
   EXPECT_EQ(nn::max_pool2d(x, {2, 2}, {2, 2}, "SAME").to_vector<float>(), (std::vector<float>{5, 6, 8, 9}));
+  // TF's one-element form applies to both dims.
+  EXPECT_EQ(nn::max_pool2d(x, {2}, {2}, "SAME").to_vector<float>(), (std::vector<float>{5, 6, 8, 9}));
   EXPECT_EQ(nn::avg_pool2d(x, {2, 2}, {2, 2}, "SAME").to_vector<float>(), (std::vector<float>{3, 4.5f, 7.5f, 9}));
   Tensor dy = constant({1.f, 2.f, 3.f, 4.f}, {1, 2, 2, 1});
   EXPECT_EQ(nn::max_pool2d_grad(x, nn::max_pool2d(x, {2, 2}, {2, 2}, "SAME"), dy, {2, 2}, {2, 2}, "SAME")
