@@ -1,19 +1,68 @@
 #include "strata/keras/losses.h"
 
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <utility>
+#include <vector>
+
 #include "strata/base/errors.h"
+#include "strata/base/str_cat.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
+#include "strata/ops/operators.h"
 
 namespace strata::keras::losses {
 namespace {
 // Keras's backend.epsilon().
 constexpr double kEpsilon = 1e-7;
 
-Tensor scalar_like(double v, const Tensor& like) {
-  return strata::cast(strata::constant(v), like.dtype());
+Tensor scalar_like(double v, const Tensor& like) { return strata::cast(strata::constant(v), like.dtype()); }
+
+int64_t normalize_axis(int64_t axis, int rank, const char* who) {
+  STRATA_CHECK_ARG(axis >= -rank && axis < rank, who, ": axis ", axis, " is out of range for rank ", rank);
+  return axis < 0 ? axis + rank : axis;
 }
+
+Tensor squeeze_last(const Tensor& t) { return strata::squeeze(t, {-1}); }
+
+// Keras's remove_squeezable_dimensions(labels, predictions) with
+// expected_rank_diff 0: drops a trailing 1 from whichever has rank one more.
+void remove_squeezable_dimensions(Tensor& y_true, Tensor& y_pred) {
+  const int diff = y_pred.rank() - y_true.rank();
+  if (diff == 1 && y_pred.shape()[-1] == 1) {
+    y_pred = squeeze_last(y_pred);
+  } else if (diff == -1 && y_true.shape()[-1] == 1) {
+    y_true = squeeze_last(y_true);
+  }
+}
+
+// Keras's clip of probabilities to [epsilon, 1 - epsilon].
+Tensor clip_probabilities(const Tensor& p) {
+  return strata::minimum(strata::maximum(p, scalar_like(kEpsilon, p)), scalar_like(1.0 - kEpsilon, p));
+}
+
+void check_label_smoothing(double s, const char* who) {
+  STRATA_CHECK_ARG(s >= 0.0 && s <= 1.0, who, ".label_smoothing must be in [0, 1], got ", s);
+}
+
 }  // namespace
+
+std::string reduction_name(Reduction reduction) {
+  switch (reduction) {
+    case Reduction::AUTO:
+      return "auto";
+    case Reduction::NONE:
+      return "none";
+    case Reduction::SUM:
+      return "sum";
+    case Reduction::SUM_OVER_BATCH_SIZE:
+      return "sum_over_batch_size";
+  }
+  STRATA_INTERNAL_CHECK(false, "unknown Reduction");
+  return "";
+}
 
 Tensor reduce(const Tensor& per_example_loss, Reduction reduction) {
   switch (reduction) {
@@ -21,8 +70,10 @@ Tensor reduce(const Tensor& per_example_loss, Reduction reduction) {
       return per_example_loss;
     case Reduction::SUM:
       return strata::reduce_sum(per_example_loss);
+    case Reduction::AUTO:
     case Reduction::SUM_OVER_BATCH_SIZE: {
       // TODO(#6): under a strategy the divisor becomes the global batch size.
+      // Keras divides with divide_no_nan: an empty loss gives 0.
       const double n = double(per_example_loss.shape().num_elements());
       return strata::divide(strata::reduce_sum(per_example_loss),
                             scalar_like(n > 0 ? n : 1.0, per_example_loss));
@@ -30,6 +81,28 @@ Tensor reduce(const Tensor& per_example_loss, Reduction reduction) {
   }
   STRATA_INTERNAL_CHECK(false, "unknown Reduction");
   return per_example_loss;
+}
+
+Tensor compute_weighted_loss(const Tensor& losses, const Tensor& sample_weight, Reduction reduction) {
+  STRATA_CHECK_ARG(losses.defined(), "compute_weighted_loss: undefined losses");
+  // Keras computes non-float losses in float32 and casts the result back.
+  const DType input_dtype = losses.dtype();
+  const bool casted = !is_floating(input_dtype);
+  Tensor l = casted ? strata::cast(losses, DType::float32) : losses;
+  if (sample_weight.defined()) {
+    Tensor w = strata::cast(sample_weight, l.dtype());
+    // Keras's squeeze_or_expand_dimensions for the weights.
+    if (w.rank() > 0) {
+      if (l.rank() - w.rank() == 1) {
+        w = strata::expand_dims(w, -1);
+      } else if (w.rank() - l.rank() == 1 && w.shape()[-1] == 1) {
+        w = squeeze_last(w);
+      }
+    }
+    l = strata::multiply(l, w);
+  }
+  Tensor out = reduce(l, reduction);
+  return casted ? strata::cast(out, input_dtype) : out;
 }
 
 Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred) {
@@ -43,21 +116,200 @@ Tensor mean_absolute_error(const Tensor& y_true, const Tensor& y_pred) {
 }
 
 Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
-                                       bool from_logits) {
-  STRATA_CHECK_ARG(y_pred.rank() >= 1, "sparse_categorical_crossentropy: expected y_pred of rank >= 1, got shape ",
-                   y_pred.shape());
-  Tensor labels = strata::cast(y_true, DType::int64);
-  if (y_pred.rank() == labels.rank() && labels.rank() > 0 && labels.shape()[-1] == 1) {
-    labels = strata::squeeze(labels, {-1});
+                                       const SparseCategoricalCrossentropyFnOptions& options) {
+  STRATA_CHECK_ARG(y_pred.rank() >= 1,
+                   "sparse_categorical_crossentropy: expected y_pred of rank >= 1, got shape ", y_pred.shape());
+  STRATA_CHECK_ARG(is_floating(y_pred.dtype()),
+                   "sparse_categorical_crossentropy: expected floating y_pred, got dtype ",
+                   dtype_name(y_pred.dtype()));
+  Tensor logits = y_pred;
+  if (!options.from_logits) logits = strata::log(clip_probabilities(y_pred));
+  // Move the class axis last, as keras.backend does.
+  const int rank = logits.rank();
+  const int64_t axis = normalize_axis(options.axis, rank, "sparse_categorical_crossentropy");
+  if (axis != rank - 1) {
+    std::vector<int64_t> perm;
+    for (int64_t i = 0; i < rank; ++i) {
+      if (i != axis) perm.push_back(i);
+    }
+    perm.push_back(axis);
+    logits = strata::transpose(logits, perm);
   }
-  if (from_logits) return strata::nn::sparse_softmax_cross_entropy_with_logits(labels, y_pred);
-  Tensor p = strata::minimum(strata::maximum(y_pred, scalar_like(kEpsilon, y_pred)),
-                             scalar_like(1.0 - kEpsilon, y_pred));
-  // Keras (not from logits) takes log of the clipped probabilities, then the softmax
-  // cross-entropy of log-probabilities with the labels: -log p[label].
-  Tensor onehot = strata::one_hot(labels, y_pred.shape()[-1]);
-  return strata::negative(strata::reduce_sum(
-      strata::multiply(strata::cast(onehot, y_pred.dtype()), strata::log(p)), {.axis = {-1}}));
+  const TensorShape& logits_shape = logits.shape();
+  std::vector<int64_t> outer(logits_shape.dims().begin(), logits_shape.dims().end() - 1);
+  Tensor labels = strata::cast(y_true, DType::int64);
+  if (labels.rank() == rank && rank > 0 && labels.shape()[-1] == 1) labels = squeeze_last(labels);
+  int64_t n = 1;
+  for (int64_t d : outer) n *= d;
+  STRATA_CHECK_ARG(labels.num_elements() == n,
+                   "sparse_categorical_crossentropy: expected labels of shape ", TensorShape(outer),
+                   " (y_pred without its class axis), got ", y_true.shape());
+  const int64_t classes = logits_shape[-1];
+  Tensor res = strata::nn::sparse_softmax_cross_entropy_with_logits(strata::reshape(labels, {n}),
+                                                                    strata::reshape(logits, {n, classes}));
+  return strata::reshape(res, outer);
+}
+
+Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
+                                const CategoricalCrossentropyFnOptions& options) {
+  check_label_smoothing(options.label_smoothing, "CategoricalCrossentropyFnOptions");
+  STRATA_CHECK_ARG(is_floating(y_pred.dtype()), "categorical_crossentropy: expected floating y_pred, got dtype ",
+                   dtype_name(y_pred.dtype()));
+  STRATA_CHECK_ARG(y_pred.rank() >= 1 && y_true.shape() == y_pred.shape(),
+                   "categorical_crossentropy: expected y_true and y_pred of the same shape (rank >= 1), got ",
+                   y_true.shape(), " and ", y_pred.shape());
+  const int64_t axis = normalize_axis(options.axis, y_pred.rank(), "categorical_crossentropy");
+  Tensor target = strata::cast(y_true, y_pred.dtype());
+  if (options.label_smoothing > 0) {
+    const double classes = double(y_pred.shape()[static_cast<int>(axis)]);
+    target = target * (1.0 - options.label_smoothing) + options.label_smoothing / classes;
+  }
+  if (options.from_logits) return strata::nn::softmax_cross_entropy_with_logits(target, y_pred, axis);
+  Tensor p = y_pred / strata::reduce_sum(y_pred, {.axis = {axis}, .keepdims = true});
+  p = clip_probabilities(p);
+  return strata::negative(strata::reduce_sum(target * strata::log(p), {.axis = {axis}}));
+}
+
+Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred, const BinaryCrossentropyFnOptions& options) {
+  check_label_smoothing(options.label_smoothing, "BinaryCrossentropyFnOptions");
+  STRATA_CHECK_ARG(is_floating(y_pred.dtype()), "binary_crossentropy: expected floating y_pred, got dtype ",
+                   dtype_name(y_pred.dtype()));
+  STRATA_CHECK_ARG(y_pred.rank() >= 1, "binary_crossentropy: expected y_pred of rank >= 1, got shape ",
+                   y_pred.shape());
+  const int64_t axis = normalize_axis(options.axis, y_pred.rank(), "binary_crossentropy");
+  Tensor target = strata::cast(y_true, y_pred.dtype());
+  if (options.label_smoothing > 0) {
+    target = target * (1.0 - options.label_smoothing) + 0.5 * options.label_smoothing;
+  }
+  Tensor elementwise;
+  if (options.from_logits) {
+    elementwise = strata::nn::sigmoid_cross_entropy_with_logits(target, y_pred);
+  } else {
+    // keras.backend.binary_crossentropy adds epsilon inside the logs after clipping.
+    Tensor p = clip_probabilities(y_pred);
+    Tensor bce = target * strata::log(p + kEpsilon) + (1.0 - target) * strata::log(1.0 - p + kEpsilon);
+    elementwise = strata::negative(bce);
+  }
+  return strata::reduce_mean(elementwise, {.axis = {axis}});
+}
+
+Tensor huber(const Tensor& y_true, const Tensor& y_pred, const HuberFnOptions& options) {
+  STRATA_CHECK_ARG(is_floating(y_pred.dtype()), "huber: expected floating y_pred, got dtype ",
+                   dtype_name(y_pred.dtype()));
+  Tensor error = y_pred - strata::cast(y_true, y_pred.dtype());
+  Tensor abs_error = strata::abs(error);
+  const double delta = options.delta;
+  Tensor quadratic = strata::square(error) * 0.5;
+  Tensor linear = abs_error * delta - 0.5 * delta * delta;
+  return strata::reduce_mean(strata::where(abs_error <= delta, quadratic, linear), {.axis = {-1}});
+}
+
+// --- Loss classes ---------------------------------------------------------------
+
+Loss::Loss(std::string name, Reduction reduction) : name_(std::move(name)), reduction_(reduction) {}
+
+Tensor Loss::operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) const {
+  STRATA_CHECK_ARG(y_true.defined() && y_pred.defined(), "loss '", name_, "' called with an undefined tensor");
+  return compute_weighted_loss(call(y_true, y_pred), sample_weight, reduction_);
+}
+
+LossFunctionWrapper::LossFunctionWrapper(LossFunction fn, std::string name, Reduction reduction)
+    : Loss(std::move(name), reduction), fn_(std::move(fn)) {
+  STRATA_CHECK_ARG(fn_ != nullptr, "LossFunctionWrapper '", this->name(), "': empty function");
+}
+
+Tensor LossFunctionWrapper::call(const Tensor& y_true, const Tensor& y_pred) const {
+  Tensor t = y_true;
+  Tensor p = y_pred;
+  remove_squeezable_dimensions(t, p);
+  return fn_(t, p);
+}
+
+std::shared_ptr<LossFunctionWrapper> make_loss(LossFunction fn, std::string name, Reduction reduction) {
+  return std::make_shared<LossFunctionWrapper>(std::move(fn), std::move(name), reduction);
+}
+
+SparseCategoricalCrossentropyLoss::SparseCategoricalCrossentropyLoss(const SparseCategoricalCrossentropyOptions& o)
+    : LossFunctionWrapper(
+          [from_logits = o.from_logits](const Tensor& t, const Tensor& p) {
+            return sparse_categorical_crossentropy(t, p, {.from_logits = from_logits});
+          },
+          o.name, o.reduction),
+      from_logits_(o.from_logits) {}
+
+std::shared_ptr<SparseCategoricalCrossentropyLoss> SparseCategoricalCrossentropy(
+    const SparseCategoricalCrossentropyOptions& options) {
+  return std::make_shared<SparseCategoricalCrossentropyLoss>(options);
+}
+
+CategoricalCrossentropyLoss::CategoricalCrossentropyLoss(const CategoricalCrossentropyOptions& o)
+    : LossFunctionWrapper(
+          [fn = CategoricalCrossentropyFnOptions{.from_logits = o.from_logits,
+                                                 .label_smoothing = o.label_smoothing,
+                                                 .axis = o.axis}](const Tensor& t, const Tensor& p) {
+            return categorical_crossentropy(t, p, fn);
+          },
+          o.name, o.reduction) {
+  check_label_smoothing(o.label_smoothing, "CategoricalCrossentropyOptions");
+}
+
+std::shared_ptr<CategoricalCrossentropyLoss> CategoricalCrossentropy(const CategoricalCrossentropyOptions& options) {
+  return std::make_shared<CategoricalCrossentropyLoss>(options);
+}
+
+BinaryCrossentropyLoss::BinaryCrossentropyLoss(const BinaryCrossentropyOptions& o)
+    : LossFunctionWrapper(
+          [fn = BinaryCrossentropyFnOptions{.from_logits = o.from_logits,
+                                            .label_smoothing = o.label_smoothing,
+                                            .axis = o.axis}](const Tensor& t, const Tensor& p) {
+            return binary_crossentropy(t, p, fn);
+          },
+          o.name, o.reduction) {
+  check_label_smoothing(o.label_smoothing, "BinaryCrossentropyOptions");
+}
+
+std::shared_ptr<BinaryCrossentropyLoss> BinaryCrossentropy(const BinaryCrossentropyOptions& options) {
+  return std::make_shared<BinaryCrossentropyLoss>(options);
+}
+
+MeanSquaredErrorLoss::MeanSquaredErrorLoss(const MeanSquaredErrorOptions& o)
+    : LossFunctionWrapper(mean_squared_error, o.name, o.reduction) {}
+
+std::shared_ptr<MeanSquaredErrorLoss> MeanSquaredError(const MeanSquaredErrorOptions& options) {
+  return std::make_shared<MeanSquaredErrorLoss>(options);
+}
+
+MeanAbsoluteErrorLoss::MeanAbsoluteErrorLoss(const MeanAbsoluteErrorOptions& o)
+    : LossFunctionWrapper(mean_absolute_error, o.name, o.reduction) {}
+
+std::shared_ptr<MeanAbsoluteErrorLoss> MeanAbsoluteError(const MeanAbsoluteErrorOptions& options) {
+  return std::make_shared<MeanAbsoluteErrorLoss>(options);
+}
+
+HuberLoss::HuberLoss(const HuberOptions& o)
+    : LossFunctionWrapper(
+          [delta = o.delta](const Tensor& t, const Tensor& p) { return huber(t, p, {.delta = delta}); }, o.name,
+          o.reduction) {
+  STRATA_CHECK_ARG(!std::isnan(o.delta), "HuberOptions.delta must be a number, got nan");
+}
+
+std::shared_ptr<HuberLoss> Huber(const HuberOptions& options) { return std::make_shared<HuberLoss>(options); }
+
+LossPtr get(const std::string& name) {
+  if (name == "sparse_categorical_crossentropy" || name == "SparseCategoricalCrossentropy") {
+    return SparseCategoricalCrossentropy();
+  }
+  if (name == "categorical_crossentropy" || name == "CategoricalCrossentropy") return CategoricalCrossentropy();
+  if (name == "binary_crossentropy" || name == "BinaryCrossentropy") return BinaryCrossentropy();
+  if (name == "mean_squared_error" || name == "mse" || name == "MSE" || name == "MeanSquaredError") {
+    return MeanSquaredError();
+  }
+  if (name == "mean_absolute_error" || name == "mae" || name == "MAE" || name == "MeanAbsoluteError") {
+    return MeanAbsoluteError();
+  }
+  if (name == "huber" || name == "huber_loss" || name == "Huber") return Huber();
+  STRATA_CHECK_ARG(false, "keras::losses::get: unknown loss function: '", name, "'");
+  return nullptr;
 }
 
 }  // namespace strata::keras::losses

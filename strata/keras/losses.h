@@ -1,33 +1,227 @@
 #pragma once
-// Keras loss functions (tf.keras.losses): per-example losses and the reductions
-// that turn them into a scalar.
+// Keras losses (tf.keras.losses): per-example loss functions, the Loss classes
+// that reduce them to a scalar, and the reductions.
 //
-//   Tensor per_example = keras::losses::mean_squared_error(y_true, y_pred);   // [batch]
-//   Tensor loss = keras::losses::reduce(per_example, keras::losses::Reduction::SUM_OVER_BATCH_SIZE);
-//   Tensor xent = keras::losses::sparse_categorical_crossentropy(labels, logits, /*from_logits=*/true);
+//   namespace losses = strata::keras::losses;
+//   Tensor per_example = losses::sparse_categorical_crossentropy(labels, logits, {.from_logits = true});
+//   auto loss_fn = losses::SparseCategoricalCrossentropy({.from_logits = true});
+//   Tensor loss = (*loss_fn)(labels, logits);               // mean over the batch (AUTO)
+//   Tensor weighted = (*loss_fn)(labels, logits, weights);  // sum(l * w) / number of elements
+//   auto mse = losses::MeanSquaredError({.reduction = losses::Reduction::SUM});
+//   auto by_name = losses::get("sparse_categorical_crossentropy");
 //
-// Per-example functions reduce over the last axis as Keras does (mean for
-// MSE/MAE). Under a strategy, the loss-scaling seam is reduce(): Keras divides
-// the per-replica SUM by the *global* batch size there (nn::compute_average_loss);
-// TODO(#6) the distributed path passes the global batch size. Pure functions; thread-safe.
+// Functions return the per-example loss: the class axis (or the last axis for
+// MSE/MAE/Huber/binary cross-entropy, which average over it) is reduced away.
+// A Loss object's operator() applies sample_weight and its reduction as
+// Keras's compute_weighted_loss:
+//   NONE: the weighted per-example losses;  SUM: their sum;
+//   SUM_OVER_BATCH_SIZE (and AUTO): their sum / their number of elements (0 when empty).
+// Under a strategy Keras divides by the *global* batch size
+// (nn::compute_average_loss); TODO(#6) the distributed path passes it.
+// Functions are pure and Loss objects immutable: both are thread-safe.
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
 
 #include "strata/core/tensor.h"
 
 namespace strata::keras::losses {
 
-// tf.keras.losses.Reduction.
-enum class Reduction { NONE, SUM, SUM_OVER_BATCH_SIZE };
+// tf.keras.losses.Reduction. AUTO means SUM_OVER_BATCH_SIZE outside Keras's
+// compile/fit (the training loop may choose otherwise under a strategy).
+enum class Reduction { AUTO, NONE, SUM, SUM_OVER_BATCH_SIZE };
 
-// NONE: unchanged; SUM: sum of all elements; SUM_OVER_BATCH_SIZE: sum / number of elements.
+// "auto", "none", "sum", "sum_over_batch_size" (Keras's spellings).
+std::string reduction_name(Reduction reduction);
+
+// Reduces already-weighted per-example losses (the table above).
 Tensor reduce(const Tensor& per_example_loss, Reduction reduction);
+
+// Keras's compute_weighted_loss: multiplies `losses` by `sample_weight`
+// (undefined = 1; a weight of rank one more or one less than the losses is
+// squeezed or expanded on its last axis first, then broadcast), then reduces.
+// Integer losses are cast to float32 first. InvalidArgumentError if the
+// weight does not broadcast.
+Tensor compute_weighted_loss(const Tensor& losses, const Tensor& sample_weight = Tensor(),
+                             Reduction reduction = Reduction::SUM_OVER_BATCH_SIZE);
+
+// --- functions (per-example) ------------------------------------------------
 
 // mean((y_true - y_pred)^2, axis=-1)
 Tensor mean_squared_error(const Tensor& y_true, const Tensor& y_pred);
 // mean(|y_true - y_pred|, axis=-1)
 Tensor mean_absolute_error(const Tensor& y_true, const Tensor& y_pred);
-// Integer labels [batch], predictions [batch, classes]. Not from logits: probabilities are
-// clipped to [1e-7, 1 - 1e-7] and -log(p[label]) is taken, as Keras.
+
+// keras.losses.sparse_categorical_crossentropy arguments (Keras's order).
+struct SparseCategoricalCrossentropyFnOptions {
+  bool from_logits = false;
+  int64_t axis = -1;   // the class axis of y_pred
+};
+// Integer labels (shape of y_pred without the class axis; a trailing 1 is
+// squeezed) against logits or probabilities. Not from logits: probabilities
+// are clipped to [1e-7, 1 - 1e-7], their log is taken and used as logits, as
+// keras.backend (so -log p[label] + log sum(p) for unnormalised p). Labels
+// outside [0, classes) are an InvalidArgumentError.
 Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
-                                       bool from_logits = false);
+                                       const SparseCategoricalCrossentropyFnOptions& options = {});
+
+// keras.losses.categorical_crossentropy arguments (Keras's order).
+struct CategoricalCrossentropyFnOptions {
+  bool from_logits = false;
+  double label_smoothing = 0.0;   // in [0, 1]: y_true * (1 - s) + s / classes
+  int64_t axis = -1;
+};
+// One-hot (or soft) labels, same shape as y_pred. Not from logits: y_pred is
+// normalised to sum 1 along `axis`, clipped to [1e-7, 1 - 1e-7], and
+// -sum(y_true * log(p)) is taken, as keras.backend.
+Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
+                                const CategoricalCrossentropyFnOptions& options = {});
+
+// keras.losses.binary_crossentropy arguments (Keras's order).
+struct BinaryCrossentropyFnOptions {
+  bool from_logits = false;
+  double label_smoothing = 0.0;   // in [0, 1]: y_true * (1 - s) + 0.5 * s
+  int64_t axis = -1;              // the axis averaged over
+};
+// mean over `axis` of the element-wise binary cross-entropy. From logits:
+// tf.nn.sigmoid_cross_entropy_with_logits. Otherwise, as keras.backend: p is
+// clipped to [1e-7, 1 - 1e-7] and -(y log(p + 1e-7) + (1 - y) log(1 - p + 1e-7)).
+Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred,
+                           const BinaryCrossentropyFnOptions& options = {});
+
+// keras.losses.huber arguments.
+struct HuberFnOptions {
+  double delta = 1.0;
+};
+// mean over the last axis of 0.5 e^2 where |e| <= delta, else delta |e| - 0.5 delta^2
+// (e = y_pred - y_true).
+Tensor huber(const Tensor& y_true, const Tensor& y_pred, const HuberFnOptions& options = {});
+
+// --- Loss classes -------------------------------------------------------------
+
+// keras.losses.Loss. Subclasses implement call(); user losses may derive too.
+class Loss {
+ public:
+  Loss(std::string name, Reduction reduction);
+  virtual ~Loss() = default;
+  Loss(const Loss&) = delete;
+  Loss& operator=(const Loss&) = delete;
+
+  // The per-example losses.
+  virtual Tensor call(const Tensor& y_true, const Tensor& y_pred) const = 0;
+  // call(), then compute_weighted_loss with this loss's reduction.
+  Tensor operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight = Tensor()) const;
+
+  const std::string& name() const noexcept { return name_; }
+  Reduction reduction() const noexcept { return reduction_; }
+
+ private:
+  std::string name_;
+  Reduction reduction_;
+};
+
+using LossPtr = std::shared_ptr<Loss>;
+using LossFunction = std::function<Tensor(const Tensor& y_true, const Tensor& y_pred)>;
+
+// keras.losses.LossFunctionWrapper: a Loss from a per-example function. Like
+// Keras it first squeezes or expands y_pred/y_true's last axis when their
+// ranks differ by one and that axis is 1.
+class LossFunctionWrapper : public Loss {
+ public:
+  LossFunctionWrapper(LossFunction fn, std::string name, Reduction reduction = Reduction::AUTO);
+  Tensor call(const Tensor& y_true, const Tensor& y_pred) const override;
+
+ private:
+  LossFunction fn_;
+};
+
+std::shared_ptr<LossFunctionWrapper> make_loss(LossFunction fn, std::string name,
+                                               Reduction reduction = Reduction::AUTO);
+
+struct SparseCategoricalCrossentropyOptions {
+  bool from_logits = false;
+  Reduction reduction = Reduction::AUTO;
+  std::string name = "sparse_categorical_crossentropy";
+};
+class SparseCategoricalCrossentropyLoss : public LossFunctionWrapper {
+ public:
+  explicit SparseCategoricalCrossentropyLoss(const SparseCategoricalCrossentropyOptions& options = {});
+  bool from_logits() const noexcept { return from_logits_; }
+
+ private:
+  bool from_logits_;
+};
+std::shared_ptr<SparseCategoricalCrossentropyLoss> SparseCategoricalCrossentropy(
+    const SparseCategoricalCrossentropyOptions& options = {});
+
+struct CategoricalCrossentropyOptions {
+  bool from_logits = false;
+  double label_smoothing = 0.0;
+  int64_t axis = -1;
+  Reduction reduction = Reduction::AUTO;
+  std::string name = "categorical_crossentropy";
+};
+class CategoricalCrossentropyLoss : public LossFunctionWrapper {
+ public:
+  // InvalidArgumentError unless 0 <= label_smoothing <= 1.
+  explicit CategoricalCrossentropyLoss(const CategoricalCrossentropyOptions& options = {});
+};
+std::shared_ptr<CategoricalCrossentropyLoss> CategoricalCrossentropy(
+    const CategoricalCrossentropyOptions& options = {});
+
+struct BinaryCrossentropyOptions {
+  bool from_logits = false;
+  double label_smoothing = 0.0;
+  int64_t axis = -1;
+  Reduction reduction = Reduction::AUTO;
+  std::string name = "binary_crossentropy";
+};
+class BinaryCrossentropyLoss : public LossFunctionWrapper {
+ public:
+  // InvalidArgumentError unless 0 <= label_smoothing <= 1.
+  explicit BinaryCrossentropyLoss(const BinaryCrossentropyOptions& options = {});
+};
+std::shared_ptr<BinaryCrossentropyLoss> BinaryCrossentropy(const BinaryCrossentropyOptions& options = {});
+
+struct MeanSquaredErrorOptions {
+  Reduction reduction = Reduction::AUTO;
+  std::string name = "mean_squared_error";
+};
+class MeanSquaredErrorLoss : public LossFunctionWrapper {
+ public:
+  explicit MeanSquaredErrorLoss(const MeanSquaredErrorOptions& options = {});
+};
+std::shared_ptr<MeanSquaredErrorLoss> MeanSquaredError(const MeanSquaredErrorOptions& options = {});
+
+struct MeanAbsoluteErrorOptions {
+  Reduction reduction = Reduction::AUTO;
+  std::string name = "mean_absolute_error";
+};
+class MeanAbsoluteErrorLoss : public LossFunctionWrapper {
+ public:
+  explicit MeanAbsoluteErrorLoss(const MeanAbsoluteErrorOptions& options = {});
+};
+std::shared_ptr<MeanAbsoluteErrorLoss> MeanAbsoluteError(const MeanAbsoluteErrorOptions& options = {});
+
+struct HuberOptions {
+  double delta = 1.0;
+  Reduction reduction = Reduction::AUTO;
+  std::string name = "huber_loss";
+};
+class HuberLoss : public LossFunctionWrapper {
+ public:
+  // InvalidArgumentError if delta is NaN (Keras accepts any other value).
+  explicit HuberLoss(const HuberOptions& options = {});
+};
+std::shared_ptr<HuberLoss> Huber(const HuberOptions& options = {});
+
+// keras.losses.get for a string: a fresh Loss object with Keras's defaults.
+// Accepts the function names and aliases ("sparse_categorical_crossentropy",
+// "categorical_crossentropy", "binary_crossentropy", "mean_squared_error" /
+// "mse", "mean_absolute_error" / "mae", "huber" / "huber_loss") and the class
+// names ("SparseCategoricalCrossentropy", ...). InvalidArgumentError otherwise.
+LossPtr get(const std::string& name);
 
 }  // namespace strata::keras::losses
