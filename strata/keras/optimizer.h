@@ -7,30 +7,49 @@
 //   opt->apply_gradients(strata::zip(grads, model->trainable_variables()));
 //   opt->iterations();                          // 1
 //
-// apply_gradients(grads_and_vars):
-//   1. creates the slot variables on first use (build), through the variable-
-//      creator stack, so under a strategy's scope they are distributed like the
-//      model's variables;
-//   2. aggregate_gradients(): the strategy plug-in point for gradient
-//      aggregation. Single device: identity. Inside a replica context with more
-//      than one replica it all-reduces (SUM) the gradients across replicas, as
-//      Keras's `experimental_aggregate_gradients=True` (the distribute layer
-//      provides the all-reduce; the optimizer only asks the replica context);
-//   3. clipping (clipnorm per gradient, global_clipnorm over all, clipvalue);
-//   4. update_step(gradient, variable, learning_rate) per pair, then
-//      iterations += 1. An undefined gradient (unconnected) skips its variable,
-//      as Keras filters None gradients.
-// InvalidArgumentError if a gradient's shape or dtype differs from its variable's.
+// apply_gradients(grads_and_vars), in Keras's order:
+//   1. aggregate_gradients(): the strategy plug-in point for gradient
+//      aggregation. Single replica: identity. Inside a replica context with
+//      more than one replica it is to all-reduce (SUM) the gradients across
+//      replicas, as Keras's default; TODO(#6) that path is wired by the
+//      distribute layer and raises UnimplementedError until then;
+//   2. the current learning rate is fixed for the step: a schedule is
+//      evaluated at `iterations` (0 on the first step);
+//   3. build(): on the first call, the slot variables for every variable in
+//      the list (also those whose gradient is undefined) are created through
+//      the variable-creator stack, so under a strategy's scope they are
+//      distributed like the model's variables. A later call that names a
+//      variable the optimizer was not built with is an InvalidArgumentError,
+//      as Keras's KeyError;
+//   4. undefined gradients (unconnected variables) are dropped, as Keras
+//      filters None gradients; if every gradient is undefined that is an
+//      InvalidArgumentError ("No gradients provided for any variable") and
+//      nothing changes;
+//   5. clipping: clipnorm (tf.clip_by_norm per gradient) if set and > 0, else
+//      global_clipnorm (tf.clip_by_global_norm over all gradients), else
+//      clipvalue (tf.clip_by_value to [-clipvalue, clipvalue]);
+//   6. decoupled weight decay, when weight_decay is set: var -= var * wd * lr
+//      (before the update step, on the variable's pre-step value), except for
+//      variables excluded with exclude_from_weight_decay();
+//   7. update_step(gradient, variable, learning_rate) per pair, then
+//      iterations += 1.
+// An empty list is a no-op (iterations unchanged). InvalidArgumentError
+// naming the variable if a gradient's shape or dtype differs from its
+// variable's; that check runs before anything is modified.
+//
+// The learning rate is held in float32 (Keras keeps it in a floatx variable)
+// and cast to each variable's dtype in update_step.
 //
 // Thread-safety: one apply_gradients at a time per optimizer, except that under
 // a strategy every replica thread calls it once per step (the distribute layer
 // synchronises those calls).
 
 #include <cstdint>
-#include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 #include <vector>
 
@@ -41,7 +60,9 @@
 namespace strata::keras::optimizers {
 
 namespace schedules {
-// keras.optimizers.schedules.LearningRateSchedule: learning rate as a function of the step.
+// keras.optimizers.schedules.LearningRateSchedule: learning rate as a function
+// of the step (the optimizer's `iterations` before the step). Implementations
+// are immutable, hence thread-safe.
 class LearningRateSchedule {
  public:
   virtual ~LearningRateSchedule() = default;
@@ -55,73 +76,114 @@ class LearningRate {
   LearningRate(double value) : value_(value) {}  // NOLINT(google-explicit-constructor): as Keras
   LearningRate(std::shared_ptr<const schedules::LearningRateSchedule> schedule)  // NOLINT
       : schedule_(std::move(schedule)) {}
+  template <typename S, typename = std::enable_if_t<std::is_base_of_v<schedules::LearningRateSchedule, S>>>
+  LearningRate(std::shared_ptr<S> schedule)  // NOLINT: accept the factories' shared_ptr<Concrete>
+      : schedule_(std::move(schedule)) {}
   double at(int64_t step) const { return schedule_ ? (*schedule_)(step) : value_; }
   bool is_schedule() const noexcept { return schedule_ != nullptr; }
+  const std::shared_ptr<const schedules::LearningRateSchedule>& schedule() const noexcept {
+    return schedule_;
+  }
 
  private:
   double value_ = 0.0;
   std::shared_ptr<const schedules::LearningRateSchedule> schedule_;
 };
 
-// The arguments every Keras optimizer takes after its own (Keras's order).
+// The arguments every Keras optimizer takes after its own (Keras's order;
+// use_ema, ema_momentum, ema_overwrite_frequency and jit_compile are not
+// offered). Each optimizer's options struct repeats these fields last.
 struct OptimizerArgs {
+  std::optional<double> weight_decay = std::nullopt;
   std::optional<double> clipnorm = std::nullopt;
   std::optional<double> clipvalue = std::nullopt;
   std::optional<double> global_clipnorm = std::nullopt;
-  std::string name = "";
+  std::string name = "";   // "" = the class's name ("SGD", "Adam", ...)
 };
 
 using GradsAndVars = std::vector<std::pair<Tensor, Variable>>;
 
 class Optimizer {
  public:
-  Optimizer(std::string name, LearningRate learning_rate, const OptimizerArgs& args);
+  // `default_name` is used when args.name is empty. InvalidArgumentError if
+  // both clipnorm and global_clipnorm are set, as Keras.
+  Optimizer(const std::string& default_name, LearningRate learning_rate, const OptimizerArgs& args);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
   void apply_gradients(const GradsAndVars& grads_and_vars);
 
+  // Creates the slot variables for `var_list` (keras Optimizer.build); a
+  // second call is a no-op. apply_gradients calls it on first use; call it
+  // yourself to have the slots before the first step (e.g. to restore them).
+  void build(const std::vector<Variable>& var_list);
+  bool built() const noexcept { return built_; }
+
   // Steps applied so far (Keras's `iterations`, an int64 variable).
   int64_t iterations() const;
   const Variable& iterations_variable() const noexcept { return iterations_; }
-  // The learning rate at the current step; setting it replaces a schedule by a constant.
+
+  // The learning rate: the constant, or for a schedule the value used by the
+  // latest step (schedule(0) before the first), as Keras's
+  // `optimizer.learning_rate`.
   double learning_rate() const;
+  // Replaces the learning rate. As Keras, an optimizer made with a schedule
+  // accepts another schedule but not a constant (InvalidArgumentError, Keras's
+  // TypeError).
   void set_learning_rate(LearningRate learning_rate);
+  // The learning rate as given (constant or schedule).
+  const LearningRate& learning_rate_spec() const noexcept { return learning_rate_; }
+
+  // Variables (compared by identity) and name patterns (ECMAScript regex,
+  // searched in the variable's name) that weight decay skips. Only before the
+  // optimizer is built (FailedPreconditionError after).
+  void exclude_from_weight_decay(const std::vector<Variable>& var_list,
+                                 const std::vector<std::string>& var_names = {});
 
   const std::string& name() const noexcept { return name_; }
+  const OptimizerArgs& args() const noexcept { return args_; }
   // iterations then every slot variable, in creation order (what a checkpoint saves).
   std::vector<Variable> variables() const;
 
  protected:
-  // Creates the slots for `vars` (called once, on the first apply_gradients).
-  virtual void build(const std::vector<Variable>& vars) { (void)vars; }
-  // Applies one (already aggregated and clipped) gradient to its variable.
+  // Creates the slots for `var_list` (called once, by build()).
+  virtual void build_slots(const std::vector<Variable>& var_list) { (void)var_list; }
+  // Applies one (already aggregated, clipped and decayed) gradient to its
+  // variable. `learning_rate` is the step's rate (float32-rounded).
   virtual void update_step(const Tensor& gradient, const Variable& variable, double learning_rate) = 0;
 
-  // A slot shaped like `reference`, named "<optimizer>/<reference name>/<slot>",
-  // initialised to `initial` (zeros when undefined).
+  // A non-trainable slot shaped like `reference`, named
+  // "<optimizer>/<reference name>/<slot>", initialised to `initial` (zeros of
+  // the reference's shape and dtype when undefined), made through the
+  // variable-creator stack.
   Variable add_variable_from_reference(const Variable& reference, const std::string& slot_name,
                                        const Tensor& initial = Tensor());
   // The slot made for `variable` under `slot_name` (InternalError if missing).
   const Variable& slot(const Variable& variable, const std::string& slot_name) const;
 
-  // Gradient aggregation across replicas (see the header comment). Virtual so a
-  // strategy-specific optimizer wrapper can change it.
+  // Gradient aggregation across replicas (see the header comment). Undefined
+  // gradients stay undefined. Virtual so a strategy-specific optimizer wrapper
+  // can change it.
   virtual std::vector<Tensor> aggregate_gradients(const std::vector<Tensor>& gradients);
 
  private:
+  std::vector<Tensor> clip_gradients(std::vector<Tensor> gradients) const;
+  bool uses_weight_decay(const Variable& variable) const;
+
   std::string name_;
   LearningRate learning_rate_;
+  double current_learning_rate_ = 0.0;
   OptimizerArgs args_;
   Variable iterations_;
   bool built_ = false;
-  struct Slot {
-    const VariableImpl* variable;
-    std::string name;
-    Variable value;
-  };
-  std::vector<Slot> slots_;
+  // Variables the optimizer was built with (identity), for the KeyError check.
+  std::vector<const VariableImpl*> built_for_;
+  std::vector<const VariableImpl*> excluded_from_decay_;
+  std::vector<std::string> excluded_from_decay_names_;
+  // Slots in creation order, and an index by (variable identity, slot name).
+  std::vector<Variable> slot_order_;
+  std::map<std::pair<const VariableImpl*, std::string>, Variable> slots_;
 };
 
 using OptimizerPtr = std::shared_ptr<Optimizer>;
