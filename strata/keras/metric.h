@@ -15,6 +15,7 @@
 // Thread-safety: one update at a time per replica copy; reads are safe.
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
