@@ -20,10 +20,10 @@ uint64_t mix(uint64_t z) {
 DropoutLayer::DropoutLayer(double rate, const DropoutOptions& options)
     : Layer("Dropout", "dropout", internal::layer_args(options)), rate_(rate), options_(options) {
   STRATA_CHECK_ARG(rate >= 0.0 && rate < 1.0, internal::describe(*this), ": expected rate in [0, 1), got ", rate);
-  if (options_.noise_shape) {
-    for (int64_t d : *options_.noise_shape) {
+  if (!options_.noise_shape.empty()) {
+    for (int64_t d : options_.noise_shape) {
       STRATA_CHECK_ARG(d > 0 || d == -1, internal::describe(*this),
-                       ": expected noise_shape entries > 0 or -1, got ", *options_.noise_shape);
+                       ": expected noise_shape entries > 0 or -1, got ", options_.noise_shape);
     }
   }
 }
@@ -31,15 +31,15 @@ DropoutLayer::DropoutLayer(double rate, const DropoutOptions& options)
 Tensor DropoutLayer::call(const Tensor& inputs, bool training) {
   if (!training || rate_ == 0.0) return inputs;
   std::optional<std::vector<int64_t>> noise = std::nullopt;
-  if (options_.noise_shape) {
+  if (!options_.noise_shape.empty()) {
     const TensorShape& s = inputs.shape();
-    std::vector<int64_t> n = *options_.noise_shape;
+    std::vector<int64_t> n = options_.noise_shape;
     STRATA_CHECK_ARG(static_cast<int>(n.size()) == s.rank(), internal::describe(*this), ": expected noise_shape ",
                      n, " to have the input's rank, got input shape ", s);
     for (size_t i = 0; i < n.size(); ++i) {
       if (n[i] == -1) n[i] = s.dim(static_cast<int>(i));
       STRATA_CHECK_ARG(n[i] == 1 || n[i] == s.dim(static_cast<int>(i)), internal::describe(*this),
-                       ": expected noise_shape ", *options_.noise_shape, " to broadcast to the input, got shape ",
+                       ": expected noise_shape ", options_.noise_shape, " to broadcast to the input, got shape ",
                        s);
     }
     noise = std::move(n);

@@ -27,8 +27,9 @@ namespace strata::keras::layers {
 // tf.keras.layers.Dropout's arguments after `rate`.
 struct DropoutOptions {
   // Shape of the binary mask, broadcast against the input (Keras's noise_shape;
-  // -1 entries take the input's dimension, like Keras's None). Default: the input's shape.
-  std::optional<std::vector<int64_t>> noise_shape = std::nullopt;
+  // -1 entries take the input's dimension, like Keras's None). {} (Keras's
+  // None): the input's shape.
+  std::vector<int64_t> noise_shape = {};
   std::optional<uint64_t> seed = std::nullopt;
   // LayerArgs
   OptionalShape input_shape = std::nullopt;

@@ -58,13 +58,13 @@ TEST(DropoutTest, SeededLayersAreReproducibleButEachCallDrawsANewMask) {
 }
 
 TEST(DropoutTest, NoiseShapeSharesTheMaskAlongBroadcastAxes) {
-  auto drop = Dropout(0.5, {.noise_shape = std::vector<int64_t>{-1, 1}, .seed = 5});
+  auto drop = Dropout(0.5, {.noise_shape = {-1, 1}, .seed = 5});
   const std::vector<double> y = as_doubles((*drop)(strata::ones({16, 6}), true));
   for (int r = 0; r < 16; ++r) {
     for (int c = 1; c < 6; ++c) EXPECT_EQ(y[r * 6 + c], y[r * 6]) << "row " << r;
   }
   EXPECT_THROW((*drop)(strata::ones({2, 3, 4}), true), InvalidArgumentError);  // rank mismatch
-  auto bad = Dropout(0.5, {.noise_shape = std::vector<int64_t>{2, 2}});
+  auto bad = Dropout(0.5, {.noise_shape = {2, 2}});
   EXPECT_THROW((*bad)(strata::ones({4, 4}), true), InvalidArgumentError);
 }
 
@@ -82,7 +82,7 @@ TEST(DropoutTest, GradientIsTheMaskScaled) {
 TEST(DropoutTest, RejectsRatesOutsideZeroToOne) {
   EXPECT_THROW(Dropout(1.0), InvalidArgumentError);
   EXPECT_THROW(Dropout(-0.1), InvalidArgumentError);
-  EXPECT_THROW(Dropout(0.5, {.noise_shape = std::vector<int64_t>{0}}), InvalidArgumentError);
+  EXPECT_THROW(Dropout(0.5, {.noise_shape = {0}}), InvalidArgumentError);
   auto zero = Dropout(0.0);
   const Tensor x = strata::ones({2, 2});
   EXPECT_EQ(as_doubles((*zero)(x, true)), as_doubles(x));
