@@ -14,6 +14,10 @@
 // Each factory is named like the Python class and returns a std::shared_ptr
 // to <Name>Layer (see strata/keras/layer.h for the Layer contract).
 
+#include "strata/keras/layers/conv.h"
 #include "strata/keras/layers/core.h"
 #include "strata/keras/layers/dense.h"
+#include "strata/keras/layers/embedding.h"
+#include "strata/keras/layers/normalization.h"
+#include "strata/keras/layers/pooling.h"
 #include "strata/keras/layers/reshaping.h"
