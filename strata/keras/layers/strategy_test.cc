@@ -1,0 +1,80 @@
+// The layers under tf.distribute.MirroredStrategy: weights become distributed
+// variables through the variable-creator stack, and BatchNormalization's
+// moving statistics are per-replica (ON_READ) and averaged when read.
+#include <gtest/gtest.h>
+
+#include "strata/core/config.h"
+#include "strata/distribute/distributed_variable.h"
+#include "strata/distribute/mirrored_strategy.h"
+#include "strata/distribute/strategy.h"
+#include "strata/keras/layers/layer_test_util.h"
+#include "strata/keras/layers/layers.h"
+#include "strata/ops/array_ops.h"
+#include "strata/ops/operators.h"
+
+namespace strata::keras::layers {
+namespace {
+
+namespace sd = strata::distribute;
+using testing_util::all_close;
+using testing_util::as_doubles;
+
+class LayersUnderStrategyTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    strata::internal::reset_runtime_for_testing();
+    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                             std::vector<config::LogicalDeviceConfiguration>(2));
+  }
+};
+
+// Replica r's batch: feature 0 = 1, 3 shifted by 4 r (mean 2 + 4 r, variance 1);
+// feature 1 = r, r + 2 (mean r + 1, variance 1).
+Tensor replica_batch() {
+  const float r = static_cast<float>(sd::get_replica_context()->replica_id_in_sync_group());
+  return strata::constant({1.f + 4 * r, r, 3.f + 4 * r, r + 2}, {2, 2});
+}
+
+TEST_F(LayersUnderStrategyTest, WeightsBuiltInScopeAreDistributed) {
+  sd::MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  auto dense = Dense(3);
+  auto bn = BatchNormalization();
+  {
+    auto scope = strategy.scope();
+    dense->build({-1, 4});
+    bn->build({-1, 3});
+  }
+  EXPECT_TRUE(sd::is_mirrored_variable(dense->kernel()));
+  EXPECT_TRUE(sd::is_mirrored_variable(bn->gamma()));
+  EXPECT_TRUE(sd::is_sync_on_read_variable(bn->moving_mean()));
+  EXPECT_TRUE(sd::is_sync_on_read_variable(bn->moving_variance()));
+  EXPECT_EQ(sd::distributed_components(bn->moving_mean()).size(), 2u);
+  // Every replica computes the same Dense output from its mirrored kernel.
+  const Tensor x = strata::ones({2, 4});
+  const std::vector<double> outside = as_doubles((*dense)(x));
+  sd::PerReplica<Tensor> y = strategy.run([&] { return (*dense)(x); });
+  for (const Tensor& t : y.values()) EXPECT_EQ(as_doubles(t), outside);
+}
+
+TEST_F(LayersUnderStrategyTest, BatchNormalizationKeepsPerReplicaMovingStatisticsAndAveragesThem) {
+  sd::MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  auto bn = BatchNormalization({.momentum = 0.5, .epsilon = 0.0});
+  // Built lazily on the first replica call (created once, through a merge).
+  sd::PerReplica<Tensor> y = strategy.run([&] { return (*bn)(replica_batch(), /*training=*/true); });
+  // Each replica normalises with its own batch statistics: every feature -> -1, 1.
+  for (const Tensor& t : y.values()) EXPECT_TRUE(all_close(as_doubles(t), {-1, -1, 1, 1}, 1e-6));
+  const std::vector<Variable> means = sd::distributed_components(bn->moving_mean());
+  ASSERT_EQ(means.size(), 2u);
+  // moving = 0.5 * initial + 0.5 * batch, per replica.
+  EXPECT_TRUE(all_close(as_doubles(means[0].value()), {1, 0.5}, 1e-6));
+  EXPECT_TRUE(all_close(as_doubles(means[1].value()), {3, 1}, 1e-6));
+  // Read outside the replicas: the MEAN of the components.
+  {
+    auto scope = strategy.scope();
+    EXPECT_TRUE(all_close(as_doubles(bn->moving_mean().value()), {2, 0.75}, 1e-6));
+    EXPECT_TRUE(all_close(as_doubles(bn->moving_variance().value()), {1, 1}, 1e-6));
+  }
+}
+
+}  // namespace
+}  // namespace strata::keras::layers
