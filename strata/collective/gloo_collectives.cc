@@ -1,0 +1,694 @@
+// The only file of Strata that includes Gloo (ARCHITECTURE.md: Gloo is private
+// to one file).
+#include "strata/collective/gloo_collectives.h"
+
+#include <gloo/allgatherv.h>
+#include <gloo/allreduce.h>
+#include <gloo/broadcast.h>
+#include <gloo/common/error.h>
+#include <gloo/common/logging.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/tcp/device.h>
+#include <gloo/transport/context.h>
+#include <gloo/transport/pair.h>
+#include <gloo/transport/unbound_buffer.h>
+#include <gloo/types.h>
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+
+#include "strata/base/errors.h"
+#include "strata/base/thread_annotations.h"
+#include "strata/collective/internal/buffer_pool.h"
+#include "strata/collective/internal/reduce.h"
+#include "strata/collective/internal/signature.h"
+#include "strata/core/device.h"
+
+namespace strata::collective {
+
+using internal::CallSignature;
+using internal::CollectiveKind;
+using Clock = std::chrono::steady_clock;
+using Milliseconds = std::chrono::milliseconds;
+
+namespace {
+
+constexpr const char* kWho = "GlooCollectives";
+
+// The per-call header every rank sends every peer. Fixed size, encoded field
+// by field in little-endian order (STYLE §11):
+//   u32 magic | u8 kind | u64 call | u64 fingerprint hash | i64 dim0 |
+//   u16 description length | description bytes (truncated) | zero padding
+constexpr size_t kHeaderBytes = 512;
+constexpr uint32_t kHeaderMagic = 0x47435453;  // "STCG"
+constexpr size_t kHeaderFixed = 4 + 1 + 8 + 8 + 8 + 2;
+// A slot prefix distinct from those of Gloo's algorithms (0x01..0x08).
+constexpr uint8_t kHeaderSlotPrefix = 0x53;
+
+struct Header {
+  CollectiveKind kind = CollectiveKind::barrier;
+  uint64_t call = 0;
+  uint64_t hash = 0;
+  int64_t dim0 = 0;
+  std::string description;
+};
+
+void put(char*& p, uint64_t v, int bytes) {
+  for (int i = 0; i < bytes; ++i) *p++ = static_cast<char>((v >> (8 * i)) & 0xff);
+}
+uint64_t take(const char*& p, int bytes) {
+  uint64_t v = 0;
+  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(*p++)) << (8 * i);
+  return v;
+}
+
+void encode(const Header& h, char* out) {
+  std::memset(out, 0, kHeaderBytes);
+  char* p = out;
+  put(p, kHeaderMagic, 4);
+  put(p, static_cast<uint64_t>(h.kind), 1);
+  put(p, h.call, 8);
+  put(p, h.hash, 8);
+  put(p, static_cast<uint64_t>(h.dim0), 8);
+  const size_t len = std::min(h.description.size(), kHeaderBytes - kHeaderFixed);
+  put(p, len, 2);
+  std::memcpy(p, h.description.data(), len);
+}
+
+Header decode(const char* in, int from_rank) {
+  const char* p = in;
+  STRATA_CHECK(DATA_LOSS, take(p, 4) == kHeaderMagic, kWho,
+               ": corrupt call header from rank ", from_rank, " (bad magic)");
+  Header h;
+  h.kind = static_cast<CollectiveKind>(take(p, 1));
+  h.call = take(p, 8);
+  h.hash = take(p, 8);
+  h.dim0 = static_cast<int64_t>(take(p, 8));
+  const size_t len = take(p, 2);
+  STRATA_CHECK(DATA_LOSS, len <= kHeaderBytes - kHeaderFixed, kWho,
+               ": corrupt call header from rank ", from_rank, " (description length ", len, ")");
+  h.description.assign(p, len);
+  return h;
+}
+
+// gloo::rendezvous::Store over a RendezvousStore, with this epoch's key prefix.
+class StoreAdapter final : public gloo::rendezvous::Store {
+ public:
+  StoreAdapter(RendezvousStore& store, std::string prefix, Milliseconds timeout)
+      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_.set(prefix_ + key, data);
+  }
+  std::vector<char> get(const std::string& key) override {
+    return store_.get(prefix_ + key, timeout_);
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const Milliseconds& timeout) override {
+    std::vector<std::string> prefixed;
+    prefixed.reserve(keys.size());
+    for (const auto& k : keys) prefixed.push_back(prefix_ + k);
+    store_.wait(prefixed, timeout);
+  }
+
+ private:
+  RendezvousStore& store_;
+  const std::string prefix_;
+  const Milliseconds timeout_;
+};
+
+// --- abort support -------------------------------------------------------------
+// Gloo's public API cannot interrupt an operation in flight from another
+// thread. Its transport can: an unbound buffer's wait returns false after
+// abortWaitRecv()/abortWaitSend(). Every buffer Gloo's algorithms (and the
+// header exchange) create goes through the context's transport context, so the
+// connected context's transport context is wrapped: the wrapper hands out
+// buffers that register themselves, and abort() aborts the waits of every live
+// buffer (the waiter then throws) and closes every connection (so the peers'
+// reads fail instead of waiting out their timeouts).
+
+class AbortRegistry;
+
+class AbortableBuffer final : public gloo::transport::UnboundBuffer {
+ public:
+  AbortableBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> inner,
+                  std::shared_ptr<AbortRegistry> registry);
+  ~AbortableBuffer() override;
+
+  bool waitRecv(int* rank, Milliseconds timeout) override;
+  bool waitSend(int* rank, Milliseconds timeout) override;
+  void abortWaitRecv() override { inner_->abortWaitRecv(); }
+  void abortWaitSend() override { inner_->abortWaitSend(); }
+  void send(int dst, uint64_t slot, size_t offset, size_t nbytes) override {
+    inner_->send(dst, slot, offset, nbytes);
+  }
+  void recv(int src, uint64_t slot, size_t offset, size_t nbytes) override {
+    inner_->recv(src, slot, offset, nbytes);
+  }
+  void recv(std::vector<int> srcs, uint64_t slot, size_t offset, size_t nbytes) override {
+    inner_->recv(std::move(srcs), slot, offset, nbytes);
+  }
+
+ private:
+  const std::unique_ptr<gloo::transport::UnboundBuffer> inner_;
+  const std::shared_ptr<AbortRegistry> registry_;
+};
+
+// The live buffers of one context and whether it was aborted. Thread-safe.
+class AbortRegistry {
+ public:
+  // False (and the abort message) when already aborted.
+  bool add(AbortableBuffer* b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.push_back(b);
+    return !aborted_;
+  }
+  void remove(AbortableBuffer* b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(std::find(live_.begin(), live_.end(), b));
+  }
+  void abort(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!aborted_) {
+      aborted_ = true;
+      message_ = message;
+    }
+    for (AbortableBuffer* b : live_) {
+      b->abortWaitRecv();
+      b->abortWaitSend();
+    }
+  }
+  [[noreturn]] void throw_aborted() {
+    std::lock_guard<std::mutex> lock(mu_);
+    throw gloo::IoException(message_.empty() ? std::string("aborted") : message_);
+  }
+  bool aborted() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return aborted_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<AbortableBuffer*> live_;
+  bool aborted_ = false;
+  std::string message_;
+};
+
+AbortableBuffer::AbortableBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> inner,
+                                 std::shared_ptr<AbortRegistry> registry)
+    : gloo::transport::UnboundBuffer(inner->ptr, inner->size), inner_(std::move(inner)),
+      registry_(std::move(registry)) {
+  registry_->add(this);
+}
+
+AbortableBuffer::~AbortableBuffer() { registry_->remove(this); }
+
+bool AbortableBuffer::waitRecv(int* rank, Milliseconds timeout) {
+  // Gloo's algorithms ignore the return value, so an aborted wait throws.
+  if (registry_->aborted() || !inner_->waitRecv(rank, timeout)) registry_->throw_aborted();
+  return true;
+}
+
+bool AbortableBuffer::waitSend(int* rank, Milliseconds timeout) {
+  if (registry_->aborted() || !inner_->waitSend(rank, timeout)) registry_->throw_aborted();
+  return true;
+}
+
+class AbortableTransport final : public gloo::transport::Context {
+ public:
+  AbortableTransport(std::shared_ptr<gloo::transport::Context> inner,
+                     std::shared_ptr<AbortRegistry> registry)
+      : gloo::transport::Context(inner->rank, inner->size), inner_(std::move(inner)),
+        registry_(std::move(registry)) {
+    setTimeout(inner_->getTimeout());
+  }
+  std::unique_ptr<gloo::transport::Pair>& getPair(int rank) override { return inner_->getPair(rank); }
+  std::unique_ptr<gloo::transport::Pair>& createPair(int rank) override {
+    return inner_->createPair(rank);
+  }
+  std::unique_ptr<gloo::transport::UnboundBuffer> createUnboundBuffer(void* ptr,
+                                                                      size_t size) override {
+    return std::make_unique<AbortableBuffer>(inner_->createUnboundBuffer(ptr, size), registry_);
+  }
+
+ private:
+  const std::shared_ptr<gloo::transport::Context> inner_;
+  const std::shared_ptr<AbortRegistry> registry_;
+};
+
+// A full-mesh context whose operations abort() can interrupt.
+class MeshContext final : public gloo::rendezvous::Context {
+ public:
+  MeshContext(int rank, int size) : gloo::rendezvous::Context(rank, size) {}
+
+  void connect(gloo::rendezvous::Store& store, std::shared_ptr<gloo::transport::Device>& device) {
+    connectFullMesh(store, device);
+    transportContext_ = std::make_shared<AbortableTransport>(transportContext_, registry_);
+  }
+
+  void abort(const std::string& message) {
+    registry_->abort(message);
+    for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;
+      auto& pair = getPair(r);
+      if (pair) pair->close();
+    }
+  }
+
+ private:
+  const std::shared_ptr<AbortRegistry> registry_ = std::make_shared<AbortRegistry>();
+};
+
+Milliseconds remaining(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<Milliseconds>(deadline - Clock::now());
+  return std::max(left, Milliseconds(1));
+}
+
+// Calls fn(T*) with the C++ element type of a numeric dtype.
+template <typename Fn>
+void with_type(DType dtype, Fn&& fn) {
+  dispatch_numeric(dtype, [&](auto zero) { fn(static_cast<decltype(zero)*>(nullptr)); });
+}
+
+}  // namespace
+
+struct internal::GlooState {
+  GlooState(int r, int n, std::shared_ptr<RendezvousStore> s, GlooOptions o)
+      : rank(r), size(n), store(std::move(s)), options(std::move(o)),
+        pool(std::make_shared<internal::BufferPool>()) {}
+
+  const int rank;
+  const int size;
+  const std::shared_ptr<RendezvousStore> store;
+  const GlooOptions options;
+  const std::shared_ptr<internal::BufferPool> pool;
+  std::shared_ptr<gloo::transport::Device> device;  // outlives the contexts below
+
+  std::mutex call_mu;  // serialises calls and reset()
+  uint64_t calls = 0;  // guarded by call_mu
+
+  std::mutex mu;
+  std::shared_ptr<MeshContext> context STRATA_GUARDED_BY(mu);
+  uint64_t epoch STRATA_GUARDED_BY(mu) = 0;
+  bool failed STRATA_GUARDED_BY(mu) = false;
+  ErrorCode failure_code STRATA_GUARDED_BY(mu) = ErrorCode::OK;
+  std::string failure STRATA_GUARDED_BY(mu);
+
+  std::string me() const { return str_cat("rank ", rank, " of ", size); }
+
+  // Records the first failure (later calls rethrow it) and throws the current one.
+  [[noreturn]] void fail(ErrorCode code, const std::string& message) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (!failed) {
+      failed = true;
+      failure_code = code;
+      failure = message;
+    }
+    throw_error(failure_code, failure);
+  }
+
+  // Maps an exception from Gloo: an abort wins; otherwise a timeout or a
+  // transport failure (Gloo's message carries the peer's address; with two
+  // ranks the peer is the other one).
+  [[noreturn]] void fail_from_gloo(const char* what, uint64_t call, const std::string& gloo_message) {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (failed) throw_error(failure_code, failure);
+    }
+    const std::string peer = size == 2 ? str_cat(" (peer rank ", 1 - rank, ")") : std::string();
+    const bool timed_out = gloo_message.find("imeout") != std::string::npos ||
+                           gloo_message.find("imed out") != std::string::npos;
+    fail(timed_out ? ErrorCode::DEADLINE_EXCEEDED : ErrorCode::UNAVAILABLE,
+         str_cat(kWho, " ", what, " #", call, ": ", me(), ": ",
+                 timed_out ? "timed out after " : "transport failure",
+                 timed_out ? str_cat(options.timeout.count(), "ms") : std::string(), peer, ": ",
+                 gloo_message));
+  }
+
+  // Rendezvous under the current epoch (call_mu held, no context installed).
+  void connect() {
+    uint64_t e;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      e = epoch;
+    }
+    auto ctx = std::make_shared<MeshContext>(rank, size);
+    ctx->setTimeout(options.timeout);
+    StoreAdapter adapter(*store, str_cat(options.prefix, "/", e, "/"), options.timeout);
+    try {
+      ctx->connect(adapter, device);
+    } catch (const Error& err) {
+      throw_error(err.code(), str_cat(kWho, " ", me(), ": rendezvous failed: ", err.what()));
+    } catch (const gloo::EnforceNotMet& err) {
+      throw UnavailableError(str_cat(kWho, " ", me(), ": rendezvous failed: ", err.what()));
+    } catch (const gloo::Exception& err) {
+      const std::string m = err.what();
+      if (m.find("imeout") != std::string::npos) {
+        throw DeadlineExceededError(str_cat(kWho, " ", me(), ": rendezvous timed out after ",
+                                            options.timeout.count(), "ms: ", m));
+      }
+      throw UnavailableError(str_cat(kWho, " ", me(), ": rendezvous failed: ", m));
+    }
+    std::lock_guard<std::mutex> lock(mu);
+    context = std::move(ctx);
+    if (failed) abort_pairs_locked();  // aborted while connecting
+  }
+
+  void abort_pairs_locked() STRATA_REQUIRES(mu) {
+    if (context != nullptr) context->abort(str_cat("aborted: ", failure));
+  }
+
+  // Sends this rank's header to every peer and receives theirs (in rank
+  // order). Names the ranks that never arrived when the deadline passes.
+  std::vector<Header> exchange_headers(const std::shared_ptr<gloo::Context>& ctx, const Header& mine,
+                                       Clock::time_point deadline) {
+    std::vector<char> out(kHeaderBytes);
+    std::vector<char> in(kHeaderBytes * size);
+    encode(mine, out.data());
+    if (size > 1) {
+      auto send = ctx->createUnboundBuffer(out.data(), out.size());
+      auto recv = ctx->createUnboundBuffer(in.data(), in.size());
+      const uint64_t slot = gloo::Slot::build(kHeaderSlotPrefix, 0);
+      for (int p = 0; p < size; ++p) {
+        if (p != rank) recv->recv(p, slot, p * kHeaderBytes, kHeaderBytes);
+      }
+      for (int p = 0; p < size; ++p) {
+        if (p != rank) send->send(p, slot);
+      }
+      std::vector<char> arrived(size, 0);
+      arrived[rank] = 1;
+      for (int k = 0; k < size - 1; ++k) {
+        int src = -1;
+        try {
+          recv->waitRecv(&src, remaining(deadline));
+        } catch (const gloo::Exception& err) {
+          {
+            std::lock_guard<std::mutex> lock(mu);
+            if (failed) throw_error(failure_code, failure);
+          }
+          std::vector<int> missing;
+          for (int r = 0; r < size; ++r) {
+            if (!arrived[r]) missing.push_back(r);
+          }
+          const std::string m = err.what();
+          if (m.find("imed out") != std::string::npos || Clock::now() >= deadline) {
+            fail(ErrorCode::DEADLINE_EXCEEDED,
+                 str_cat(kWho, " ", internal::kind_name(mine.kind), " #", mine.call, ": rank ", rank,
+                         " waited ", options.timeout.count(), "ms for ranks ", missing,
+                         " that never arrived"));
+          }
+          fail(ErrorCode::UNAVAILABLE,
+               str_cat(kWho, " ", internal::kind_name(mine.kind), " #", mine.call, ": rank ", rank,
+                       " lost its connection while waiting for ranks ", missing, ": ", m));
+        }
+        if (src >= 0 && src < size) arrived[src] = 1;
+      }
+      for (int k = 0; k < size - 1; ++k) send->waitSend(remaining(deadline));
+    }
+    std::memcpy(in.data() + rank * kHeaderBytes, out.data(), kHeaderBytes);
+    std::vector<Header> headers;
+    headers.reserve(size);
+    for (int r = 0; r < size; ++r) headers.push_back(decode(in.data() + r * kHeaderBytes, r));
+    return headers;
+  }
+
+  // Runs one call: header exchange, mismatch check, validation, then
+  // data(ctx, headers, deadline).
+  template <typename Data>
+  auto run(int r, const CallSignature& sig, int64_t dim0, Data&& data) {
+    STRATA_CHECK_ARG(r == rank, kWho, ": this process is rank ", rank, " of ", size,
+                     ", got a call for rank ", r);
+    std::lock_guard<std::mutex> call_lock(call_mu);
+    const Clock::time_point deadline = Clock::now() + options.timeout;
+    std::shared_ptr<gloo::Context> ctx;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (failed) throw_error(failure_code, failure);
+      ctx = context;
+    }
+    const uint64_t call = ++calls;
+    const char* what = internal::kind_name(sig.kind);
+    try {
+      Header mine{.kind = sig.kind, .call = call, .hash = sig.hash(), .dim0 = dim0,
+                  .description = sig.to_string()};
+      const std::vector<Header> headers = exchange_headers(ctx, mine, deadline);
+      for (int p = 0; p < size; ++p) {
+        const Header& h = headers[p];
+        if (h.call != call) {
+          throw InvalidArgumentError(str_cat(kWho, ": ranks out of step: rank ", rank,
+                                             " is at call #", call, " but rank ", p, " is at call #",
+                                             h.call, " (", h.description, ")"));
+        }
+        if (h.hash != headers[0].hash) {
+          throw InvalidArgumentError(internal::mismatch_message(
+              kWho, call, 0, headers[0].description, p, h.description));
+        }
+      }
+      sig.validate(kWho, size);
+      return data(ctx, headers, deadline);
+    } catch (const gloo::EnforceNotMet& err) {
+      fail_from_gloo(what, call, err.what());
+    } catch (const gloo::Exception& err) {
+      fail_from_gloo(what, call, err.what());
+    }
+  }
+
+  // Element-wise all-reduce of `n` elements from `in` into `out` (which may equal in).
+  void allreduce_buffer(const std::shared_ptr<gloo::Context>& ctx, DType dtype, ReduceOp op, const void* in, void* out,
+                        int64_t n, Clock::time_point deadline) {
+    if (n == 0) return;
+    if (size == 1) {
+      if (in != out) std::memcpy(out, in, n * dtype_size(dtype));
+      return;
+    }
+    with_type(dtype, [&](auto* typed) {
+      using T = std::remove_pointer_t<decltype(typed)>;
+      gloo::AllreduceOptions opts(ctx);
+      if (in != out) opts.setInput(const_cast<T*>(static_cast<const T*>(in)), n);
+      opts.setOutput(static_cast<T*>(out), n);
+      opts.setReduceFunction([dtype, op](void* c, const void* a, const void* b, size_t count) {
+        internal::reduce_pair(dtype, op, c, a, b, static_cast<int64_t>(count));
+      });
+      opts.setTimeout(remaining(deadline));
+      gloo::allreduce(opts);
+    });
+    if (op == ReduceOp::MEAN) internal::divide_in_place(dtype, out, n, size);
+  }
+};
+
+GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<RendezvousStore> store,
+                                 GlooOptions options) {
+  STRATA_CHECK_ARG(size >= 1, kWho, ": expected size >= 1, got ", size);
+  STRATA_CHECK_ARG(rank >= 0 && rank < size, kWho, ": expected a rank in [0, ", size, "), got ",
+                   rank);
+  STRATA_CHECK_ARG(store != nullptr, kWho, ": expected a RendezvousStore, got nullptr");
+  STRATA_CHECK_ARG(options.timeout.count() > 0, kWho,
+                   ": expected GlooOptions.timeout > 0, got ", options.timeout.count(), "ms");
+  state_ = std::make_unique<internal::GlooState>(rank, size, std::move(store), std::move(options));
+  internal::GlooState& s = *state_;
+  gloo::transport::tcp::attr attr;
+  if (!s.options.iface.empty()) {
+    attr.iface = s.options.iface;
+  } else {
+    attr.hostname = s.options.hostname;
+  }
+  try {
+    s.device = gloo::transport::tcp::CreateDevice(attr);
+  } catch (const std::exception& err) {
+    throw UnavailableError(str_cat(kWho, " ", s.me(), ": cannot listen on ",
+                                   s.options.iface.empty() ? "host " + s.options.hostname
+                                                           : "interface " + s.options.iface,
+                                   ": ", err.what()));
+  }
+  std::lock_guard<std::mutex> call_lock(s.call_mu);
+  s.connect();
+}
+
+GlooCollectives::~GlooCollectives() {
+  if (state_ == nullptr) return;
+  std::lock_guard<std::mutex> lock(state_->mu);
+  state_->context.reset();  // closes the connections before the device goes
+}
+
+int GlooCollectives::rank() const { return state_->rank; }
+int GlooCollectives::size() const { return state_->size; }
+
+std::vector<Tensor> GlooCollectives::all_reduce(int rank, const std::vector<Tensor>& tensors,
+                                                ReduceOp op) {
+  internal::GlooState& s = *state_;
+  const auto sig = CallSignature::of(CollectiveKind::all_reduce, op, -1, tensors);
+  return s.run(rank, sig, 0, [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>&,
+                                 Clock::time_point deadline) {
+    // Pack per dtype (in list order); a dtype with a single tensor is reduced
+    // straight from the input.
+    struct Group {
+      DType dtype;
+      int64_t total = 0;
+      std::vector<size_t> members = {};
+      std::shared_ptr<Buffer> buffer = nullptr;
+    };
+    std::vector<Group> groups;
+    std::vector<std::pair<size_t, int64_t>> where(tensors.size());  // group, offset
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      const DType d = tensors[t].dtype();
+      auto it = std::find_if(groups.begin(), groups.end(), [d](const Group& g) { return g.dtype == d; });
+      if (it == groups.end()) {
+        groups.push_back(Group{.dtype = d});
+        it = groups.end() - 1;
+      }
+      where[t] = {static_cast<size_t>(it - groups.begin()), it->total};
+      it->total += tensors[t].num_elements();
+      it->members.push_back(t);
+    }
+    for (Group& g : groups) {
+      g.buffer = internal::BufferPool::get(s.pool, g.dtype, g.total);
+      auto* out = reinterpret_cast<std::byte*>(g.buffer->data());
+      if (g.members.size() == 1) {
+        s.allreduce_buffer(ctx, g.dtype, op, tensors[g.members[0]].raw_data(), out, g.total, deadline);
+        continue;
+      }
+      const size_t esize = dtype_size(g.dtype);
+      for (size_t t : g.members) {
+        const Tensor& x = tensors[t];
+        if (x.size_bytes() > 0) std::memcpy(out + where[t].second * esize, x.raw_data(), x.size_bytes());
+      }
+      s.allreduce_buffer(ctx, g.dtype, op, out, out, g.total, deadline);
+    }
+    std::vector<Tensor> result;
+    result.reserve(tensors.size());
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      result.push_back(Tensor::from_buffer(groups[where[t].first].buffer, tensors[t].shape(),
+                                           where[t].second, &tensors[t].placement()));
+    }
+    return result;
+  });
+}
+
+Tensor GlooCollectives::all_gather(int rank, const Tensor& tensor) {
+  internal::GlooState& s = *state_;
+  const auto sig = CallSignature::of(CollectiveKind::all_gather, ReduceOp::SUM, -1, {&tensor, 1});
+  const int64_t dim0 = tensor.defined() && tensor.rank() >= 1 ? tensor.shape().dim(0) : 0;
+  return s.run(rank, sig, dim0, [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>& headers,
+                                    Clock::time_point deadline) {
+    const int64_t row = tensor.shape().removed(0).num_elements();
+    std::vector<size_t> counts(s.size);
+    int64_t rows = 0;
+    for (int r = 0; r < s.size; ++r) {
+      STRATA_CHECK(DATA_LOSS, headers[r].dim0 >= 0, kWho, ": corrupt dim0 from rank ", r);
+      counts[r] = static_cast<size_t>(headers[r].dim0 * row);
+      rows += headers[r].dim0;
+    }
+    const TensorShape shape = tensor.shape().with_dim(0, rows);
+    auto buffer = internal::BufferPool::get(s.pool, tensor.dtype(), shape.num_elements());
+    if (shape.num_elements() > 0) {
+      if (s.size == 1) {
+        std::memcpy(buffer->data(), tensor.raw_data(), tensor.size_bytes());
+      } else {
+        with_type(tensor.dtype(), [&](auto* typed) {
+          using T = std::remove_pointer_t<decltype(typed)>;
+          gloo::AllgathervOptions opts(ctx);
+          opts.setInput(const_cast<T*>(static_cast<const T*>(tensor.raw_data())), counts[s.rank]);
+          opts.setOutput(reinterpret_cast<T*>(buffer->data()), counts);
+          opts.setTimeout(remaining(deadline));
+          gloo::allgatherv(opts);
+        });
+      }
+    }
+    return Tensor::from_buffer(buffer, shape, 0, &tensor.placement());
+  });
+}
+
+Tensor GlooCollectives::reduce_scatter(int rank, const Tensor& tensor, ReduceOp op) {
+  internal::GlooState& s = *state_;
+  const auto sig = CallSignature::of(CollectiveKind::reduce_scatter, op, -1, {&tensor, 1});
+  // A full ring all-reduce, of which this rank keeps its block: the same bytes
+  // on the wire as Gloo's reduce-scatter followed by the all-gather it skips
+  // cost only the second half of the ring.
+  return s.run(rank, sig, 0, [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>&,
+                                 Clock::time_point deadline) {
+    auto buffer = internal::BufferPool::get(s.pool, tensor.dtype(), tensor.num_elements());
+    s.allreduce_buffer(ctx, tensor.dtype(), op, tensor.raw_data(), buffer->data(),
+                       tensor.num_elements(), deadline);
+    const int64_t rows = tensor.shape().dim(0) / s.size;
+    const int64_t block = tensor.num_elements() / s.size;
+    return Tensor::from_buffer(buffer, tensor.shape().with_dim(0, rows), s.rank * block,
+                               &tensor.placement());
+  });
+}
+
+Tensor GlooCollectives::broadcast(int rank, const Tensor& tensor, int root) {
+  internal::GlooState& s = *state_;
+  const auto sig = CallSignature::of(CollectiveKind::broadcast, ReduceOp::SUM, root, {&tensor, 1});
+  return s.run(rank, sig, 0, [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>&,
+                                 Clock::time_point deadline) {
+    auto buffer = internal::BufferPool::get(s.pool, tensor.dtype(), tensor.num_elements());
+    const int64_t n = tensor.num_elements();
+    if (n > 0) {
+      if (s.size == 1) {
+        std::memcpy(buffer->data(), tensor.raw_data(), tensor.size_bytes());
+      } else {
+        with_type(tensor.dtype(), [&](auto* typed) {
+          using T = std::remove_pointer_t<decltype(typed)>;
+          gloo::BroadcastOptions opts(ctx);
+          if (s.rank == root) opts.setInput(const_cast<T*>(static_cast<const T*>(tensor.raw_data())), n);
+          opts.setOutput(reinterpret_cast<T*>(buffer->data()), n);
+          opts.setRoot(root);
+          opts.setTimeout(remaining(deadline));
+          gloo::broadcast(opts);
+        });
+      }
+    }
+    return Tensor::from_buffer(buffer, tensor.shape(), 0, &tensor.placement());
+  });
+}
+
+void GlooCollectives::barrier(int rank) {
+  // The header exchange is an all-to-all: nobody leaves before everybody came.
+  const auto sig = CallSignature::of(CollectiveKind::barrier, ReduceOp::SUM, -1, {});
+  state_->run(rank, sig, 0, [](const std::shared_ptr<gloo::Context>&, const std::vector<Header>&, Clock::time_point) {
+    return 0;
+  });
+}
+
+void GlooCollectives::abort(const std::string& reason) {
+  internal::GlooState& s = *state_;
+  std::lock_guard<std::mutex> lock(s.mu);
+  if (!s.failed) {
+    s.failed = true;
+    s.failure_code = ErrorCode::ABORTED;
+    s.failure = reason;
+  }
+  s.abort_pairs_locked();
+}
+
+void GlooCollectives::reset() {
+  internal::GlooState& s = *state_;
+  std::unique_lock<std::mutex> call_lock(s.call_mu, std::try_to_lock);
+  STRATA_CHECK(FAILED_PRECONDITION, call_lock.owns_lock(), kWho,
+               "::reset: expected no call in progress on ", s.me());
+  std::shared_ptr<gloo::Context> old;
+  {
+    std::lock_guard<std::mutex> lock(s.mu);
+    old = std::move(s.context);
+    s.failed = false;
+    s.failure_code = ErrorCode::OK;
+    s.failure.clear();
+    ++s.epoch;
+  }
+  old.reset();
+  s.calls = 0;
+  try {
+    s.connect();
+  } catch (const Error& err) {
+    std::lock_guard<std::mutex> lock(s.mu);
+    if (!s.failed) {
+      s.failed = true;
+      s.failure_code = err.code();
+      s.failure = err.what();
+    }
+    throw;
+  }
+}
+
+}  // namespace strata::collective

@@ -1,0 +1,92 @@
+#pragma once
+// GlooCollectives: one rank per process (a worker), talking to the other
+// processes over Gloo's TCP transport (ARCHITECTURE.md "Collectives", gloo).
+//
+//   // every worker w of W, with a store all of them reach (the chief's TCP store):
+//   auto store = make_store_adapter(...);            // a RendezvousStore
+//   auto group = std::make_shared<strata::collective::GlooCollectives>(
+//       w, W, store, strata::collective::GlooOptions{.timeout = std::chrono::seconds(60),
+//                                                    .hostname = "10.0.0.7"});
+//   Tensor g = group->all_reduce(w, local_grad, ReduceOp::SUM);   // rank == w
+//
+// The constructor is collective: it publishes this rank's listening addresses
+// under `<prefix>/<epoch>/` in the store and connects a full mesh to the others
+// (DeadlineExceededError if they do not all arrive within options.timeout).
+//
+// Every call first exchanges a small fixed-size header with every peer (call
+// number, fingerprint of the call, dimension 0 for all_gather): it detects
+// mismatched calls before any data moves (InvalidArgumentError on every rank,
+// naming both sides), names the ranks that never arrived on a timeout, and is
+// the whole of barrier(). The data then moves with Gloo's ring all-reduce,
+// allgatherv and broadcast; a list of tensors is packed into one buffer per
+// dtype.
+//
+// Errors: see collectives.h. A transport failure (a peer died, a connection
+// closed) is UnavailableError naming the peer's rank where Gloo reports its
+// address; a timeout is DeadlineExceededError. Both, like abort(), break the
+// group: later calls rethrow the error until reset().
+//
+// abort(reason) fails every connection of this rank, which wakes this rank's
+// waiting call (AbortedError) and makes the peers' calls fail with
+// UnavailableError instead of waiting out their timeouts.
+//
+// reset() is collective: every rank of the group must call it (it runs a new
+// rendezvous under the next epoch, with the same store and options).
+//
+// Thread-safety: thread-safe; calls are serialised (one rank per process).
+// `rank` arguments must equal this process's rank (InvalidArgumentError).
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/collective/collectives.h"
+#include "strata/collective/rendezvous_store.h"
+
+namespace strata::collective {
+
+struct GlooOptions {
+  // Bound on the rendezvous and on each collective call.
+  std::chrono::milliseconds timeout = std::chrono::minutes(10);
+  // Address this rank listens on; other ranks must reach it. Loopback by default.
+  std::string hostname = "127.0.0.1";
+  // Network interface to listen on ("eth0"); when set it takes precedence over hostname.
+  std::string iface = "";
+  // Namespace of this group's keys in the store (several groups may share one store).
+  std::string prefix = "strata/gloo";
+};
+
+namespace internal {
+struct GlooState;
+}  // namespace internal
+
+class GlooCollectives final : public Collectives {
+ public:
+  // Rendezvous with the other size-1 ranks (blocking). InvalidArgumentError for
+  // a rank outside [0, size) or a non-positive timeout; DeadlineExceededError
+  // when peers do not arrive; UnavailableError when connecting fails.
+  GlooCollectives(int rank, int size, std::shared_ptr<RendezvousStore> store,
+                  GlooOptions options = {});
+  ~GlooCollectives() override;
+  GlooCollectives(const GlooCollectives&) = delete;
+  GlooCollectives& operator=(const GlooCollectives&) = delete;
+
+  // This process's rank.
+  int rank() const;
+  int size() const override;
+  using Collectives::all_reduce;
+  std::vector<Tensor> all_reduce(int rank, const std::vector<Tensor>& tensors,
+                                 ReduceOp op) override;
+  Tensor all_gather(int rank, const Tensor& tensor) override;
+  Tensor reduce_scatter(int rank, const Tensor& tensor, ReduceOp op) override;
+  Tensor broadcast(int rank, const Tensor& tensor, int root) override;
+  void barrier(int rank) override;
+  void abort(const std::string& reason) override;
+  void reset() override;
+
+ private:
+  std::unique_ptr<internal::GlooState> state_;
+};
+
+}  // namespace strata::collective

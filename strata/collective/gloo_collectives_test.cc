@@ -1,0 +1,287 @@
+#include "strata/collective/gloo_collectives.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+
+#include "strata/collective/test_util.h"
+
+namespace strata::collective {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+using testing::caught;
+using testing::run_ranks;
+using testing::run_ranks_ok;
+using namespace std::chrono_literals;
+
+// n ranks on threads of this process, each with its own GlooCollectives over
+// loopback TCP, rendezvousing through one in-memory store.
+std::vector<std::unique_ptr<GlooCollectives>> make_groups(int n, GlooOptions options = {}) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  std::vector<std::unique_ptr<GlooCollectives>> groups(n);
+  run_ranks_ok(n, [&](int r) { groups[r] = std::make_unique<GlooCollectives>(r, n, store, options); });
+  return groups;
+}
+
+GlooOptions quick(std::chrono::milliseconds timeout = 20s) {
+  return GlooOptions{.timeout = timeout};
+}
+
+TEST(GlooCollectives, AllReduceEveryOpOverTwoAndThreeRanks) {
+  for (int n : {1, 2, 3}) {
+    auto groups = make_groups(n, quick());
+    for (ReduceOp op : {ReduceOp::SUM, ReduceOp::MEAN, ReduceOp::MAX, ReduceOp::MIN}) {
+      std::vector<std::vector<Tensor>> out(n);
+      run_ranks_ok(n, [&](int r) {
+        const float f = static_cast<float>(r + 1);
+        out[r] = groups[r]->all_reduce(
+            r,
+            {constant({f, -2 * f, 3 * f}), constant(std::vector<int32_t>{-3 + 3 * r, 4 + r}),
+             constant(static_cast<int64_t>(10 * r - 7)), constant(std::vector<double>{}, {0, 2}),
+             constant(std::vector<double>{0.5 * f})},
+            op);
+      });
+      // Reference by hand over r = 0..n-1.
+      for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(out[r].size(), 5u);
+        const auto f = out[r][0].to_vector<float>();
+        const auto i32 = out[r][1].to_vector<int32_t>();
+        const int64_t i64 = out[r][2].item<int64_t>();
+        EXPECT_EQ(out[r][3].shape(), (TensorShape{0, 2}));
+        const double d = out[r][4].to_vector<double>()[0];
+        float fs = 0, fmax = -1e9f, fmin = 1e9f;
+        int32_t is = 0;
+        int64_t ls = 0;
+        double ds = 0;
+        for (int k = 0; k < n; ++k) {
+          fs += static_cast<float>(k + 1);
+          fmax = std::max(fmax, static_cast<float>(k + 1));
+          fmin = std::min(fmin, static_cast<float>(k + 1));
+          is += -3 + 3 * k;
+          ls += 10 * k - 7;
+          ds += 0.5 * (k + 1);
+        }
+        switch (op) {
+          case ReduceOp::SUM:
+            EXPECT_THAT(f, ElementsAre(fs, -2 * fs, 3 * fs));
+            EXPECT_EQ(i32[0], is);
+            EXPECT_EQ(i64, ls);
+            EXPECT_EQ(d, ds);
+            break;
+          case ReduceOp::MEAN:
+            EXPECT_EQ(f[0], fs / n);
+            EXPECT_EQ(i32[0], is / n);  // C++ division truncates, as TF's Div
+            EXPECT_EQ(i64, ls / n);
+            EXPECT_EQ(d, ds / n);
+            break;
+          case ReduceOp::MAX:
+            EXPECT_THAT(f, ElementsAre(fmax, -2 * fmin, 3 * fmax));
+            break;
+          case ReduceOp::MIN:
+            EXPECT_THAT(f, ElementsAre(fmin, -2 * fmax, 3 * fmin));
+            break;
+        }
+      }
+    }
+  }
+}
+
+TEST(GlooCollectives, IntegerMeanTruncatesTowardZero) {
+  auto groups = make_groups(2, quick());
+  std::vector<std::vector<int64_t>> out(2);
+  run_ranks_ok(2, [&](int r) {
+    const std::vector<int64_t> in = r == 0 ? std::vector<int64_t>{-3, 4, 7} : std::vector<int64_t>{0, 1, -8};
+    out[r] = groups[r]->all_reduce(r, constant(in), ReduceOp::MEAN).to_vector<int64_t>();
+  });
+  EXPECT_THAT(out[0], ElementsAre(-1, 2, 0));
+  EXPECT_THAT(out[1], ElementsAre(-1, 2, 0));
+}
+
+TEST(GlooCollectives, LargeOddSizedAllReduceMatchesTheReference) {
+  auto groups = make_groups(3, quick());
+  const int64_t n = 300001;
+  std::vector<Tensor> out(3);
+  std::vector<Tensor> in(3);
+  for (int r = 0; r < 3; ++r) {
+    std::vector<float> v(n);
+    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>((i % 11) * (r + 1));
+    in[r] = constant(v);
+  }
+  run_ranks_ok(3, [&](int r) { out[r] = groups[r]->all_reduce(r, in[r], ReduceOp::SUM); });
+  for (int r = 0; r < 3; ++r) {
+    const float* p = out[r].data<float>();
+    int64_t wrong = 0;
+    for (int64_t i = 0; i < n; ++i) wrong += p[i] != static_cast<float>((i % 11) * 6);
+    EXPECT_EQ(wrong, 0);
+    EXPECT_NE(out[r].buffer(), in[r].buffer());
+    EXPECT_EQ(in[r].data<float>()[1], static_cast<float>(r + 1));  // inputs untouched
+  }
+}
+
+TEST(GlooCollectives, AllGatherWithUnequalFirstDimensions) {
+  auto groups = make_groups(3, quick());
+  std::vector<Tensor> out(3);
+  run_ranks_ok(3, [&](int r) {
+    std::vector<int32_t> v(2 * r, r);  // rank 0 contributes no rows
+    out[r] = groups[r]->all_gather(r, constant(v, {r, 2}));
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(out[r].shape(), (TensorShape{3, 2}));
+    EXPECT_THAT(out[r].to_vector<int32_t>(), ElementsAre(1, 1, 2, 2, 2, 2));
+  }
+}
+
+TEST(GlooCollectives, ReduceScatterAndBroadcastFromEachRoot) {
+  auto groups = make_groups(2, quick());
+  std::vector<Tensor> out(2);
+  run_ranks_ok(2, [&](int r) {
+    out[r] = groups[r]->reduce_scatter(r, constant({1.f * (r + 1), 2.f, 3.f, 4.f * (r + 1)}, {4}),
+                                       ReduceOp::SUM);
+  });
+  EXPECT_THAT(out[0].to_vector<float>(), ElementsAre(3, 4));
+  EXPECT_THAT(out[1].to_vector<float>(), ElementsAre(6, 12));
+  auto errors = run_ranks(2, [&](int r) { groups[r]->reduce_scatter(r, constant({1.f, 2.f, 3.f}), ReduceOp::SUM); });
+  for (auto& e : errors) EXPECT_THAT(caught(e).message, HasSubstr("divisible by the group size 2"));
+  for (int root = 0; root < 2; ++root) {
+    run_ranks_ok(2, [&](int r) {
+      out[r] = groups[r]->broadcast(r, constant(std::vector<double>{10.0 + r, 20.0 + r}), root);
+    });
+    for (int r = 0; r < 2; ++r) EXPECT_THAT(out[r].to_vector<double>(), ElementsAre(10 + root, 20 + root));
+  }
+}
+
+TEST(GlooCollectives, MismatchesFailOnEveryRankAndLeaveTheGroupUsable) {
+  auto groups = make_groups(2, quick());
+  auto errors = run_ranks(2, [&](int r) {
+    if (r == 0) {
+      groups[r]->all_reduce(r, constant({1.f, 2.f}), ReduceOp::SUM);
+    } else {
+      groups[r]->all_reduce(r, constant({1.f, 2.f, 3.f}), ReduceOp::SUM);
+    }
+  });
+  for (auto& e : errors) {
+    const auto c = caught(e);
+    EXPECT_EQ(c.code, ErrorCode::INVALID_ARGUMENT);
+    EXPECT_THAT(c.message, HasSubstr("rank 0 called all_reduce(SUM, [float32[2]])"));
+    EXPECT_THAT(c.message, HasSubstr("rank 1 called all_reduce(SUM, [float32[3]])"));
+  }
+  errors = run_ranks(2, [&](int r) {
+    if (r == 0) {
+      groups[r]->barrier(r);
+    } else {
+      groups[r]->broadcast(r, constant(1.f), 0);
+    }
+  });
+  for (auto& e : errors) EXPECT_THAT(caught(e).message, HasSubstr("rank 1 called broadcast(root 0"));
+  std::vector<float> out(2);
+  run_ranks_ok(2, [&](int r) { out[r] = groups[r]->all_reduce(r, constant(1.f), ReduceOp::SUM).item<float>(); });
+  EXPECT_THAT(out, ElementsAre(2.f, 2.f));
+  EXPECT_THROW(groups[0]->barrier(1), InvalidArgumentError);
+}
+
+TEST(GlooCollectives, TimeoutNamesTheMissingRankAndResetReconnects) {
+  auto groups = make_groups(3, quick(500ms));
+  const auto start = std::chrono::steady_clock::now();
+  auto errors = run_ranks(2, [&](int r) { groups[r]->all_reduce(r, constant(1.f), ReduceOp::SUM); });
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
+  for (auto& e : errors) {
+    const auto c = caught(e);
+    EXPECT_EQ(c.code, ErrorCode::DEADLINE_EXCEEDED) << c.message;
+    EXPECT_THAT(c.message, HasSubstr("all_reduce #1"));
+    EXPECT_THAT(c.message, HasSubstr("ranks [2] that never arrived"));
+  }
+  EXPECT_THROW(groups[0]->barrier(0), DeadlineExceededError);  // broken until reset
+  run_ranks_ok(3, [&](int r) { groups[r]->reset(); });
+  std::vector<float> out(3);
+  run_ranks_ok(3, [&](int r) { out[r] = groups[r]->all_reduce(r, constant(2.f), ReduceOp::SUM).item<float>(); });
+  EXPECT_THAT(out, ElementsAre(6.f, 6.f, 6.f));
+}
+
+TEST(GlooCollectives, AbortWakesTheWaiterAndFailsThePeerWithoutWaitingOutTheTimeout) {
+  auto groups = make_groups(2, quick(60s));
+  std::atomic<bool> started{false};
+  const auto start = std::chrono::steady_clock::now();
+  std::jthread aborter([&] {
+    while (!started) std::this_thread::yield();
+    std::this_thread::sleep_for(50ms);
+    groups[0]->abort("replica 0 failed: boom");
+  });
+  auto errors = run_ranks(1, [&](int) {
+    started = true;
+    groups[0]->all_reduce(0, constant(1.f), ReduceOp::SUM);
+  });
+  aborter.join();
+  EXPECT_EQ(caught(errors[0]).code, ErrorCode::ABORTED);
+  EXPECT_EQ(caught(errors[0]).message, "replica 0 failed: boom");
+  // The peer's next call fails fast: its connection was closed.
+  try {
+    groups[1]->all_reduce(1, constant(1.f), ReduceOp::SUM);
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::UNAVAILABLE) << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  EXPECT_THROW(groups[0]->barrier(0), AbortedError);
+  run_ranks_ok(2, [&](int r) { groups[r]->reset(); });
+  run_ranks_ok(2, [&](int r) { groups[r]->barrier(r); });
+}
+
+TEST(GlooCollectives, AbortDuringLargeTransfersReturnsEveryRank) {
+  auto groups = make_groups(2, quick(60s));
+  const auto start = std::chrono::steady_clock::now();
+  std::jthread aborter([&] {
+    std::this_thread::sleep_for(100ms);
+    groups[1]->abort("stop");
+  });
+  auto errors = run_ranks(2, [&](int r) {
+    Tensor t = constant(std::vector<float>(1 << 20, 1.f));
+    for (int i = 0; i < 10000; ++i) groups[r]->all_reduce(r, t, ReduceOp::SUM);
+  });
+  aborter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  EXPECT_EQ(caught(errors[1]).code, ErrorCode::ABORTED);
+  EXPECT_EQ(caught(errors[0]).code, ErrorCode::UNAVAILABLE) << caught(errors[0]).message;
+}
+
+TEST(GlooCollectives, ManyBackToBackCallsStayInStep) {
+  auto groups = make_groups(3, quick());
+  std::atomic<int> wrong{0};
+  run_ranks_ok(3, [&](int r) {
+    for (int i = 0; i < 300; ++i) {
+      switch (i % 3) {
+        case 0:
+          if (groups[r]->all_reduce(r, constant(static_cast<int32_t>(i + r)), ReduceOp::SUM).item<int32_t>() != 3 * i + 3) {
+            wrong.fetch_add(1);
+          }
+          break;
+        case 1:
+          if (groups[r]->broadcast(r, constant(static_cast<int64_t>(i * 10 + r)), i % 3).item<int64_t>() != i * 10 + i % 3) {
+            wrong.fetch_add(1);
+          }
+          break;
+        default:
+          groups[r]->barrier(r);
+      }
+    }
+  });
+  EXPECT_EQ(wrong.load(), 0);
+}
+
+TEST(GlooCollectives, RendezvousTimesOutWhenAPeerNeverComes) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  try {
+    GlooCollectives lonely(0, 2, store, quick(200ms));
+    FAIL() << "expected DeadlineExceededError";
+  } catch (const DeadlineExceededError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("rendezvous"));
+  }
+  EXPECT_THROW(GlooCollectives(2, 2, store), InvalidArgumentError);
+  EXPECT_THROW(GlooCollectives(0, 1, nullptr), InvalidArgumentError);
+}
+
+}  // namespace
+}  // namespace strata::collective
