@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include "strata/autodiff/gradient_tape.h"
 #include "strata/base/errors.h"
 #include "strata/ops/math_ops.h"
 
@@ -241,6 +242,41 @@ TEST(ComputeWeightedLoss, IntegerLossesAreComputedInFloatAndCastBack) {
   Tensor out = losses::compute_weighted_loss(constant<int32_t>({1, 2, 4}), Tensor(), Reduction::SUM_OVER_BATCH_SIZE);
   EXPECT_EQ(out.dtype(), DType::int32);
   EXPECT_EQ(out.item<int32_t>(), 2);  // 7 / 3 = 2.33 -> 2
+}
+
+}  // namespace
+}  // namespace strata::keras
+
+
+namespace strata::keras {
+namespace {
+
+TEST(LossGradients, SparseCrossentropyFromLogitsGivesSoftmaxMinusOneHotOverBatch) {
+  Variable logits(constant<double>({1.0, 2.0, 0.5, -1.0, 0.0, 3.0}, {2, 3}), {.name = "logits"});
+  auto loss_fn = losses::SparseCategoricalCrossentropy({.from_logits = true});
+  GradientTape tape;
+  Tensor loss = (*loss_fn)(constant<int64_t>({2, 0}), logits.value());
+  auto g = as_doubles(tape.gradient(loss, std::vector<Variable>{logits})[0]);
+  const std::vector<std::vector<double>> rows = {{1.0, 2.0, 0.5}, {-1.0, 0.0, 3.0}};
+  const int labels[2] = {2, 0};
+  for (int r = 0; r < 2; ++r) {
+    for (int c = 0; c < 3; ++c) {
+      const double softmax = std::exp(ref_log_softmax_at(rows[r], c));
+      EXPECT_NEAR(g[r * 3 + c], (softmax - (c == labels[r] ? 1.0 : 0.0)) / 2.0, 1e-12) << r << "," << c;
+    }
+  }
+}
+
+TEST(LossGradients, MeanSquaredErrorWithSampleWeight) {
+  Variable pred(constant<double>({1.0, 4.0}, {2, 1}), {.name = "pred"});
+  auto loss_fn = losses::MeanSquaredError();
+  GradientTape tape;
+  Tensor loss = (*loss_fn)(constant<double>({0.0, 1.0}, {2, 1}), pred.value(), constant<double>({1.0, 0.5}));
+  // loss = (1 * 1^2 + 0.5 * 3^2) / 2; d/dpred = w * 2 (p - t) / 2
+  EXPECT_NEAR(loss.scalar_as_double(), 5.5 / 2, 1e-12);
+  auto g = as_doubles(tape.gradient(loss, std::vector<Variable>{pred})[0]);
+  EXPECT_NEAR(g[0], 1.0, 1e-12);
+  EXPECT_NEAR(g[1], 1.5, 1e-12);
 }
 
 }  // namespace

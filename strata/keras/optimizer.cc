@@ -183,7 +183,8 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars) {
   grads = aggregate_gradients(grads);
   STRATA_INTERNAL_CHECK(grads.size() == vars.size(), "aggregate_gradients changed the number of gradients");
 
-  current_learning_rate_ = as_float32(learning_rate_.at(iterations()));
+  const double lr = as_float32(learning_rate_.at(iterations()));
+  current_learning_rate_ = lr;
   build(vars);
   for (const Variable& v : vars) {
     STRATA_CHECK_ARG(std::find(built_for_.begin(), built_for_.end(), v.impl_ptr().get()) != built_for_.end(),
@@ -220,10 +221,10 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars) {
       if (!uses_weight_decay(v)) continue;
       // Keras: variable.assign_sub(variable * wd * lr), in the variable's dtype.
       v.assign_sub(strata::multiply(strata::multiply(v.value(), scalar_of(*args_.weight_decay, v.dtype())),
-                                    scalar_of(current_learning_rate_, v.dtype())));
+                                    scalar_of(lr, v.dtype())));
     }
   }
-  for (size_t i = 0; i < kept_vars.size(); ++i) update_step(kept_grads[i], kept_vars[i], current_learning_rate_);
+  for (size_t i = 0; i < kept_vars.size(); ++i) update_step(kept_grads[i], kept_vars[i], lr);
   iterations_.assign_add(strata::constant<int64_t>(1));
 }
 

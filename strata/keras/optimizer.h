@@ -44,6 +44,7 @@
 // a strategy every replica thread calls it once per step (the distribute layer
 // synchronises those calls).
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -173,7 +174,8 @@ class Optimizer {
 
   std::string name_;
   LearningRate learning_rate_;
-  double current_learning_rate_ = 0.0;
+  // Atomic: every replica thread of a strategy writes the same value.
+  std::atomic<double> current_learning_rate_ = 0.0;
   OptimizerArgs args_;
   Variable iterations_;
   bool built_ = false;

@@ -1,12 +1,16 @@
 #include "strata/keras/metrics/metrics.h"
 
 #include <cmath>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "strata/base/errors.h"
+#include "strata/core/config.h"
+#include "strata/distribute/distributed_variable.h"
+#include "strata/distribute/mirrored_strategy.h"
 
 namespace strata::keras {
 namespace {
@@ -165,6 +169,34 @@ TEST(MetricsGet, ResolvesCompileStringsToFreshMetricsNamedByTheString) {
   EXPECT_EQ(metrics::get("SparseCategoricalAccuracy")->name(), "sparse_categorical_accuracy");
   EXPECT_NE(dynamic_cast<metrics::MeanAbsoluteErrorMetric*>(metrics::get("mae").get()), nullptr);
   EXPECT_THROW(metrics::get("f1"), InvalidArgumentError);
+}
+
+}  // namespace
+}  // namespace strata::keras
+
+namespace strata::keras {
+namespace {
+
+TEST(MetricUnderStrategy, ReplicasAccumulateLocallyAndTheCrossReplicaResultSumsThem) {
+  strata::internal::reset_runtime_for_testing();
+  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  distribute::MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  std::shared_ptr<metrics::SparseCategoricalAccuracyMetric> acc;
+  {
+    auto scope = strategy.scope();
+    acc = metrics::SparseCategoricalAccuracy();
+    EXPECT_TRUE(distribute::is_sync_on_read_variable(acc->variables()[0]));
+    // Replica 0 sees 2 of 2 correct, replica 1 1 of 2: together 3 of 4.
+    strategy.run([&] {
+      const int r = distribute::get_replica_context()->replica_id_in_sync_group();
+      Tensor labels = r == 0 ? constant<int64_t>({1, 0}) : constant<int64_t>({1, 1});
+      acc->update_state(labels, constant<float>({0, 1, 1, 0}, {2, 2}));
+    });
+    EXPECT_FLOAT_EQ(acc->result().item<float>(), 0.75f);
+    acc->reset_state();
+    EXPECT_EQ(acc->result().item<float>(), 0.0f);
+  }
 }
 
 }  // namespace
