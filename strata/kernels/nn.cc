@@ -285,16 +285,18 @@ void pool_forward(const T* in, T* out, const ConvGeometry& g, bool is_max) {
 
 // Pool gradients scatter into overlapping windows, so images are the unit of
 // parallel work.
-template <typename T>
+// `I` holds pixel indices within one image: int32 when they fit, so that for
+// float32 the first-max search vectorises (selects of equal-width lanes).
+template <typename T, typename I>
 void max_pool_backward(const T* in, const T* dy, T* dx, const ConvGeometry& g) {
   const int64_t c = g.in_c;
   const int64_t image = g.in_h * g.in_w * c;
   parallel_for(g.batch, 1, [&](int64_t b0, int64_t b1) {
     std::vector<T> best(static_cast<size_t>(c));
-    std::vector<int64_t> where(static_cast<size_t>(c));
+    std::vector<I> where(static_cast<size_t>(c));
     // Unaliased views: the stores to dx cannot change them.
     T* __restrict bp = best.data();
-    int64_t* __restrict wp = where.data();
+    I* __restrict wp = where.data();
     for (int64_t b = b0; b < b1; ++b) {
       const T* img = in + b * image;
       T* dimg = dx + b * image;
@@ -305,27 +307,27 @@ void max_pool_backward(const T* in, const T* dy, T* dx, const ConvGeometry& g) {
           if (w.y0 >= w.y1 || w.x0 >= w.x1) continue;
           // The first in-bounds element starts as the max; a later one takes
           // over only if strictly greater, so ties go to the first.
-          const int64_t first = (w.y0 * g.in_w + w.x0) * c;
+          const I first = static_cast<I>(w.y0 * g.in_w + w.x0);
+          const T* p0 = img + first * c;
           for (int64_t ch = 0; ch < c; ++ch) {
-            bp[ch] = img[first + ch];
-            wp[ch] = first + ch;
+            bp[ch] = p0[ch];
+            wp[ch] = first;
           }
           for (int64_t iy = w.y0; iy < w.y1; ++iy) {
             for (int64_t ix = w.x0; ix < w.x1; ++ix) {
-              const int64_t base = (iy * g.in_w + ix) * c;
-              // Branch-free selects: on real data the comparison is
+              const I pixel = static_cast<I>(iy * g.in_w + ix);
+              const T* px = img + pixel * c;
+              // Selects, not branches: on real data the comparison is
               // unpredictable and a branch mispredicts about half the time.
-              const T* px = img + base;
               for (int64_t ch = 0; ch < c; ++ch) {
-                const T v = px[ch];
-                const int64_t take = -static_cast<int64_t>(v > bp[ch]);  // all ones or 0
-                wp[ch] ^= (wp[ch] ^ (base + ch)) & take;
-                bp[ch] = std::max(bp[ch], v);
+                const I take = -static_cast<I>(px[ch] > bp[ch]);  // all ones or 0
+                wp[ch] = (wp[ch] & ~take) | (pixel & take);
+                bp[ch] = std::max(bp[ch], px[ch]);
               }
             }
           }
           const T* d = dy + ((b * g.out_h + y) * g.out_w + x) * c;
-          for (int64_t ch = 0; ch < c; ++ch) dimg[wp[ch]] += d[ch];
+          for (int64_t ch = 0; ch < c; ++ch) dimg[static_cast<int64_t>(wp[ch]) * c + ch] += d[ch];
         }
       }
     }
@@ -419,7 +421,11 @@ Tensor max_pool2d_grad(const Tensor& input, const Tensor& out_backprop, const Co
   if (dx.num_elements() == 0) return dx;
   dispatch_floating(input.dtype(), "max_pool2d_grad", [&](auto t) {
     using T = decltype(t);
-    max_pool_backward<T>(input.data<T>(), out_backprop.data<T>(), dx.mutable_data<T>(), g);
+    if (g.in_h * g.in_w <= std::numeric_limits<int32_t>::max()) {
+      max_pool_backward<T, int32_t>(input.data<T>(), out_backprop.data<T>(), dx.mutable_data<T>(), g);
+    } else {
+      max_pool_backward<T, int64_t>(input.data<T>(), out_backprop.data<T>(), dx.mutable_data<T>(), g);
+    }
   });
   return dx;
 }
