@@ -75,8 +75,16 @@ std::pair<int64_t, int64_t> out_and_pad(int64_t in, int64_t k, int64_t d, int64_
 
 kernels::ConvGeometry conv_geom(const TensorShape& in, const TensorShape& f, const Conv2DOptions& opt,
                                 const char* who) {
-  STRATA_CHECK_ARG(in.rank() == 4 && f.rank() == 4 && in[3] == f[2], who,
-                   ": expected input NHWC and filter HWIO with matching channels, got ", in, " and ", f);
+  STRATA_CHECK_ARG(in.rank() == 4 && f.rank() == 4, who, ": expected input NHWC and filter HWIO, got ", in,
+                   " and ", f);
+  if (in[3] != f[2] && f[2] > 0 && in[3] % f[2] == 0) {
+    // TF reads this as a grouped convolution (in / filter-in groups).
+    throw UnimplementedError(str_cat(who, ": grouped convolutions (input channels ", in[3],
+                                     " a multiple of the filter's ", f[2], ") are not supported; got ", in,
+                                     " and ", f));
+  }
+  STRATA_CHECK_ARG(in[3] == f[2], who, ": expected input NHWC and filter HWIO with matching channels, got ", in,
+                   " and ", f);
   const auto st = hw(opt.strides, who, "strides");
   const auto dl = hw(opt.dilations, who, "dilations");
   STRATA_CHECK_ARG(st[0] > 0 && st[1] > 0, who, ": expected positive strides, got ", opt.strides);

@@ -477,6 +477,7 @@ TEST(NnKernels, ConvAndPoolArgumentErrorsNameTheValues) {
   const Tensor x = zeros({1, 4, 4, 2});
   EXPECT_NE(message([&] { nn::conv2d(x, zeros({3, 3, 3, 1})); }).find("[1, 4, 4, 2] and [3, 3, 3, 1]"),
             std::string::npos);
+  EXPECT_THROW(nn::conv2d(x, zeros({3, 3, 1, 1})), UnimplementedError);  // TF: 2 groups
   EXPECT_NE(message([&] { nn::conv2d(x, zeros({3, 3, 2, 1}, DType::float64)); }).find("float32 and float64"),
             std::string::npos);
   EXPECT_NE(message([&] { nn::conv2d(cast(x, DType::int32), zeros({3, 3, 2, 1}, DType::int32)); }).find("int32"),
