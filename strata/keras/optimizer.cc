@@ -5,6 +5,7 @@
 #include <limits>
 #include <regex>
 
+#include "strata/autodiff/gradient_tape.h"
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 #include "strata/distribute/strategy.h"
@@ -164,7 +165,20 @@ std::vector<Tensor> Optimizer::clip_gradients(std::vector<Tensor> grads) const {
   return grads;
 }
 
-void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars) {
+void Optimizer::minimize(const std::function<Tensor()>& loss, const std::vector<Variable>& var_list) {
+  STRATA_CHECK_ARG(loss != nullptr, name_, ": minimize got an empty loss function");
+  std::vector<Tensor> grads;
+  {
+    GradientTape tape;
+    for (const Variable& v : var_list) tape.watch(v);
+    const Tensor value = loss();
+    STRATA_CHECK_ARG(value.defined(), name_, ": minimize: the loss function returned an undefined tensor");
+    grads = tape.gradient(value, var_list);
+  }
+  apply_gradients(strata::zip(grads, var_list));
+}
+
+void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars, const ApplyGradientsOptions& options) {
   if (grads_and_vars.empty()) {
     current_learning_rate_ = as_float32(learning_rate_.at(iterations()));
     return;
@@ -180,7 +194,15 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars) {
   }
   // Keras aggregates first (distributed Optimizer.apply_gradients), then runs
   // the base steps.
-  grads = aggregate_gradients(grads);
+  if (options.skip_gradients_aggregation) {
+    const distribute::ReplicaContext* ctx = distribute::get_replica_context();
+    STRATA_CHECK(FAILED_PRECONDITION, built_ || ctx == nullptr || ctx->num_replicas_in_sync() == 1, name_,
+                 ": apply_gradients on ", ctx ? ctx->num_replicas_in_sync() : 1,
+                 " replicas needs the optimizer built first: call build(trainable_variables) in the "
+                 "strategy's scope before the training loop");
+  } else {
+    grads = aggregate_gradients(grads);
+  }
   STRATA_INTERNAL_CHECK(grads.size() == vars.size(), "aggregate_gradients changed the number of gradients");
 
   const double lr = as_float32(learning_rate_.at(iterations()));

@@ -8,11 +8,17 @@
 //   opt->iterations();                          // 1
 //
 // apply_gradients(grads_and_vars), in Keras's order:
-//   1. aggregate_gradients(): the strategy plug-in point for gradient
-//      aggregation. Single replica: identity. Inside a replica context with
-//      more than one replica it is to all-reduce (SUM) the gradients across
-//      replicas, as Keras's default; TODO(#6) that path is wired by the
-//      distribute layer and raises UnimplementedError until then;
+//   1. aggregate_gradients() (unless skip_gradients_aggregation): the
+//      strategy plug-in point for gradient aggregation. Single replica:
+//      identity. Inside a replica context with more than one replica it is to
+//      all-reduce (SUM) the gradients across replicas, as Keras's default;
+//      TODO(#6) that path is wired by the distribute layer and raises
+//      UnimplementedError until then. With skip_gradients_aggregation the
+//      caller has aggregated them (e.g. with ReplicaContext::all_reduce) and
+//      every replica applies the same update to its copy of each mirrored
+//      variable; the optimizer must then be built (build()) in the strategy's
+//      scope beforehand (FailedPreconditionError otherwise), since replica
+//      threads cannot create its slots concurrently;
 //   2. the current learning rate is fixed for the step: a schedule is
 //      evaluated at `iterations` (0 on the first step);
 //   3. build(): on the first call, the slot variables for every variable in
@@ -46,6 +52,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -104,6 +111,12 @@ struct OptimizerArgs {
 
 using GradsAndVars = std::vector<std::pair<Tensor, Variable>>;
 
+// keras Optimizer.apply_gradients keyword arguments (Keras's order; `name`,
+// a name scope in Keras, is not offered).
+struct ApplyGradientsOptions {
+  bool skip_gradients_aggregation = false;
+};
+
 class Optimizer {
  public:
   // `default_name` is used when args.name is empty. InvalidArgumentError if
@@ -113,7 +126,12 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  void apply_gradients(const GradsAndVars& grads_and_vars);
+  void apply_gradients(const GradsAndVars& grads_and_vars, const ApplyGradientsOptions& options = {});
+
+  // keras Optimizer.minimize with a callable loss: records `loss()` on a
+  // GradientTape (the variables in `var_list` are watched) and applies the
+  // gradients of the result with respect to `var_list`.
+  void minimize(const std::function<Tensor()>& loss, const std::vector<Variable>& var_list);
 
   // Creates the slot variables for `var_list` (keras Optimizer.build); a
   // second call is a no-op. apply_gradients calls it on first use; call it

@@ -547,3 +547,59 @@ TEST(OptimizerEndToEnd, EveryOptimizerFitsALinearModelWithTheTape) {
 
 }  // namespace
 }  // namespace strata::keras
+
+namespace strata::keras {
+namespace {
+
+TEST(Optimizer, MinimizeRecordsTheLossAndApplies) {
+  // Keras's docstring: SGD(0.1), loss var^2 / 2 -> 0.9.
+  auto sgd = opt::SGD({.learning_rate = 0.1});
+  Variable var(constant(1.0f));
+  sgd->minimize([&] { return strata::multiply(strata::square(var.value()), constant(0.5f)); }, {var});
+  EXPECT_NEAR(var.value().item<float>(), 0.9f, 1e-7);
+  EXPECT_EQ(sgd->iterations(), 1);
+}
+
+TEST(OptimizerUnderStrategy, SkippingAggregationOnTwoReplicasAppliesTheCallersAllReducedGradients) {
+  strata::internal::reset_runtime_for_testing();
+  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  distribute::MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  Variable var;
+  std::shared_ptr<opt::AdamOptimizer> adam;
+  {
+    auto scope = strategy.scope();
+    var = Variable(constant<double>({1.0, -1.0}), {.name = "w"});
+    adam = opt::Adam({.learning_rate = 0.1});
+  }
+  // Not built: replica threads cannot create the slots.
+  EXPECT_THROW(strategy.run([&] {
+                 adam->apply_gradients({{constant<double>({1.0, 1.0}), var}}, {.skip_gradients_aggregation = true});
+               }),
+               FailedPreconditionError);
+  {
+    auto scope = strategy.scope();
+    adam->build({var});
+  }
+  Vec ref = {1.0, -1.0}, m(2, 0.0), v(2, 0.0);
+  for (int t = 1; t <= 3; ++t) {
+    strategy.run([&] {
+      distribute::ReplicaContext& ctx = *distribute::get_replica_context();
+      // Per-replica gradients (r + 1) * (1, 2), summed by the caller: (3, 6).
+      const double r = ctx.replica_id_in_sync_group() + 1;
+      Tensor g = ctx.all_reduce(distribute::ReduceOp::SUM, constant<double>({r, 2 * r}));
+      adam->apply_gradients({{g, var}}, {.skip_gradients_aggregation = true});
+    });
+    adam_reference(ref, {3.0, 6.0}, t, m, v, nullptr, f32(0.1), 0.9, 0.999, 1e-7);
+  }
+  // Both replicas' copies took the same steps.
+  for (const Variable& component : distribute::distributed_components(var)) {
+    const Vec got = values_of(component);
+    EXPECT_NEAR(got[0], ref[0], 1e-12);
+    EXPECT_NEAR(got[1], ref[1], 1e-12);
+  }
+  EXPECT_EQ(adam->iterations(), 3);
+}
+
+}  // namespace
+}  // namespace strata::keras
