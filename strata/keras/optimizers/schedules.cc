@@ -1,5 +1,6 @@
 #include "strata/keras/optimizers/schedules.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 #include <utility>
@@ -75,6 +76,44 @@ double CosineDecaySchedule::operator()(int64_t step) const {
 
 std::shared_ptr<CosineDecaySchedule> CosineDecay(const CosineDecayOptions& options) {
   return std::make_shared<CosineDecaySchedule>(options);
+}
+
+PolynomialDecaySchedule::PolynomialDecaySchedule(const PolynomialDecayOptions& options) : options_(options) {
+  STRATA_CHECK_ARG(options.decay_steps > 0, "PolynomialDecayOptions.decay_steps must be > 0, got ",
+                   options.decay_steps);
+}
+
+double PolynomialDecaySchedule::operator()(int64_t step) const {
+  const PolynomialDecayOptions& o = options_;
+  double s = double(step);
+  double steps = o.decay_steps;
+  if (o.cycle) {
+    // The first multiple of decay_steps at or past the step (1 at step 0).
+    steps *= s == 0 ? 1.0 : std::ceil(s / o.decay_steps);
+  } else {
+    s = std::min(s, o.decay_steps);
+  }
+  return (o.initial_learning_rate - o.end_learning_rate) * std::pow(1.0 - s / steps, o.power) +
+         o.end_learning_rate;
+}
+
+std::shared_ptr<PolynomialDecaySchedule> PolynomialDecay(const PolynomialDecayOptions& options) {
+  return std::make_shared<PolynomialDecaySchedule>(options);
+}
+
+InverseTimeDecaySchedule::InverseTimeDecaySchedule(const InverseTimeDecayOptions& options) : options_(options) {
+  STRATA_CHECK_ARG(options.decay_steps > 0, "InverseTimeDecayOptions.decay_steps must be > 0, got ",
+                   options.decay_steps);
+}
+
+double InverseTimeDecaySchedule::operator()(int64_t step) const {
+  double p = double(step) / options_.decay_steps;
+  if (options_.staircase) p = std::floor(p);
+  return options_.initial_learning_rate / (1.0 + options_.decay_rate * p);
+}
+
+std::shared_ptr<InverseTimeDecaySchedule> InverseTimeDecay(const InverseTimeDecayOptions& options) {
+  return std::make_shared<InverseTimeDecaySchedule>(options);
 }
 
 }  // namespace strata::keras::optimizers::schedules

@@ -100,4 +100,54 @@ class CosineDecaySchedule : public LearningRateSchedule {
 
 std::shared_ptr<CosineDecaySchedule> CosineDecay(const CosineDecayOptions& options);
 
+// keras.optimizers.schedules.PolynomialDecay arguments (Keras's order).
+struct PolynomialDecayOptions {
+  double initial_learning_rate = 0.0;
+  double decay_steps = 0.0;   // > 0 (required)
+  double end_learning_rate = 0.0001;
+  double power = 1.0;
+  bool cycle = false;
+  std::string name = "";
+};
+
+// (initial - end) * (1 - step' / steps')^power + end, where without cycle
+// step' = min(step, decay_steps) and steps' = decay_steps, and with cycle
+// step' = step and steps' = decay_steps * ceil(step / decay_steps) (1 at step 0).
+class PolynomialDecaySchedule : public LearningRateSchedule {
+ public:
+  // InvalidArgumentError unless decay_steps > 0.
+  explicit PolynomialDecaySchedule(const PolynomialDecayOptions& options);
+  double operator()(int64_t step) const override;
+  const PolynomialDecayOptions& options() const noexcept { return options_; }
+
+ private:
+  PolynomialDecayOptions options_;
+};
+
+std::shared_ptr<PolynomialDecaySchedule> PolynomialDecay(const PolynomialDecayOptions& options);
+
+// keras.optimizers.schedules.InverseTimeDecay arguments (Keras's order).
+struct InverseTimeDecayOptions {
+  double initial_learning_rate = 0.0;
+  double decay_steps = 0.0;   // > 0 (required)
+  double decay_rate = 0.0;    // required
+  bool staircase = false;
+  std::string name = "";
+};
+
+// initial_learning_rate / (1 + decay_rate * step / decay_steps); with
+// staircase the ratio is floor(step / decay_steps).
+class InverseTimeDecaySchedule : public LearningRateSchedule {
+ public:
+  // InvalidArgumentError unless decay_steps > 0.
+  explicit InverseTimeDecaySchedule(const InverseTimeDecayOptions& options);
+  double operator()(int64_t step) const override;
+  const InverseTimeDecayOptions& options() const noexcept { return options_; }
+
+ private:
+  InverseTimeDecayOptions options_;
+};
+
+std::shared_ptr<InverseTimeDecaySchedule> InverseTimeDecay(const InverseTimeDecayOptions& options);
+
 }  // namespace strata::keras::optimizers::schedules

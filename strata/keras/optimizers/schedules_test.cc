@@ -70,3 +70,41 @@ TEST(CosineDecay, LinearWarmupThenDecayFromTheTarget) {
 
 }  // namespace
 }  // namespace strata::keras
+
+namespace strata::keras {
+namespace {
+
+TEST(PolynomialDecay, LinearByDefaultAndHoldsTheEndRate) {
+  auto poly = sch::PolynomialDecay({.initial_learning_rate = 0.1, .decay_steps = 10, .end_learning_rate = 0.01});
+  EXPECT_DOUBLE_EQ((*poly)(0), 0.1);
+  EXPECT_NEAR((*poly)(5), 0.055, 1e-15);
+  EXPECT_NEAR((*poly)(10), 0.01, 1e-15);
+  EXPECT_NEAR((*poly)(50), 0.01, 1e-15);
+  auto sqrt_decay = sch::PolynomialDecay(
+      {.initial_learning_rate = 1.0, .decay_steps = 4, .end_learning_rate = 0.0, .power = 0.5});
+  EXPECT_NEAR((*sqrt_decay)(3), 0.5, 1e-15);  // sqrt(1 - 3/4)
+}
+
+TEST(PolynomialDecay, CycleRestartsOverGrowingMultiplesOfDecaySteps) {
+  auto poly = sch::PolynomialDecay(
+      {.initial_learning_rate = 1.0, .decay_steps = 10, .end_learning_rate = 0.0, .cycle = true});
+  EXPECT_DOUBLE_EQ((*poly)(0), 1.0);
+  EXPECT_NEAR((*poly)(10), 0.0, 1e-15);    // ceil(1) = 1: 1 - 10/10
+  EXPECT_NEAR((*poly)(15), 0.25, 1e-15);   // ceil(1.5) = 2: 1 - 15/20
+  EXPECT_NEAR((*poly)(25), 1.0 - 25.0 / 30.0, 1e-15);
+}
+
+TEST(InverseTimeDecay, ContinuousAndStaircase) {
+  auto inv = sch::InverseTimeDecay({.initial_learning_rate = 0.1, .decay_steps = 1.0, .decay_rate = 0.5});
+  EXPECT_DOUBLE_EQ((*inv)(0), 0.1);
+  EXPECT_DOUBLE_EQ((*inv)(2), 0.05);
+  auto stairs = sch::InverseTimeDecay(
+      {.initial_learning_rate = 0.1, .decay_steps = 10, .decay_rate = 1.0, .staircase = true});
+  EXPECT_DOUBLE_EQ((*stairs)(9), 0.1);
+  EXPECT_DOUBLE_EQ((*stairs)(10), 0.05);
+  EXPECT_THROW(sch::InverseTimeDecay({.initial_learning_rate = 0.1, .decay_steps = -1, .decay_rate = 1}),
+               InvalidArgumentError);
+}
+
+}  // namespace
+}  // namespace strata::keras
