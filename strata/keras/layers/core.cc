@@ -1,7 +1,7 @@
 #include "strata/keras/layers/core.h"
 
 #include "strata/base/errors.h"
-#include "strata/keras/layers/common.h"
+#include "strata/keras/layers/internal/common.h"
 #include "strata/ops/nn_ops.h"
 
 namespace strata::keras::layers {

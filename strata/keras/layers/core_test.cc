@@ -6,7 +6,7 @@
 
 #include "strata/autodiff/gradient_tape.h"
 #include "strata/base/errors.h"
-#include "strata/keras/layers/layer_test_util.h"
+#include "strata/keras/layers/testing/layer_test_util.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/testing/gradient_check.h"

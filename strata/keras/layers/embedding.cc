@@ -2,7 +2,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
-#include "strata/keras/layers/common.h"
+#include "strata/keras/layers/internal/common.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 

@@ -1,7 +1,7 @@
 #include "strata/keras/layers/normalization.h"
 
 #include "strata/base/errors.h"
-#include "strata/keras/layers/common.h"
+#include "strata/keras/layers/internal/common.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"

@@ -1,7 +1,7 @@
 #include "strata/keras/layers/pooling.h"
 
 #include "strata/base/errors.h"
-#include "strata/keras/layers/common.h"
+#include "strata/keras/layers/internal/common.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
 

@@ -3,7 +3,7 @@
 #include <utility>
 
 #include "strata/base/errors.h"
-#include "strata/keras/layers/common.h"
+#include "strata/keras/layers/internal/common.h"
 #include "strata/ops/array_ops.h"
 
 namespace strata::keras::layers {

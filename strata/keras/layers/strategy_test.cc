@@ -7,7 +7,7 @@
 #include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/distribute/strategy.h"
-#include "strata/keras/layers/layer_test_util.h"
+#include "strata/keras/layers/testing/layer_test_util.h"
 #include "strata/keras/layers/layers.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/operators.h"

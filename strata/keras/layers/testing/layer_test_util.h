@@ -1,5 +1,5 @@
 #pragma once
-// Test helpers for the layer tests (not installed into the library): a
+// Test helpers for the layer tests (not installed): a
 // finite-difference check of a layer's gradients with respect to its weights,
 // complementing strata::testing::check_gradients (which covers the inputs).
 //

@@ -1,6 +1,6 @@
 #pragma once
 // Internal helpers shared by the layer implementations (not part of the
-// public API): argument normalisation and the input checks Keras's InputSpec
+// public API, not installed): argument normalisation and the input checks Keras's InputSpec
 // performs, with messages naming the layer and the shape.
 //
 //   LayerArgs args = layers::internal::layer_args(options);          // the trailing kwargs

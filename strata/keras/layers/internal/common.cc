@@ -1,4 +1,4 @@
-#include "strata/keras/layers/common.h"
+#include "strata/keras/layers/internal/common.h"
 
 #include <algorithm>
 #include <cctype>
