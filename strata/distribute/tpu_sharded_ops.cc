@@ -1,0 +1,652 @@
+#include "strata/distribute/tpu_sharded_ops.h"
+
+#include <algorithm>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "strata/base/errors.h"
+#include "strata/distribute/strategy.h"
+#include "strata/distribute/tpu_strategy.h"
+#include "strata/ops/array_ops.h"
+#include "strata/ops/recorder.h"
+
+namespace strata::distribute::sharded {
+
+namespace {
+
+// --- fallback counters ---------------------------------------------------------
+
+std::mutex& counter_mutex() {
+  static std::mutex mu;
+  return mu;
+}
+std::map<std::string, int64_t>& counters() {
+  static std::map<std::string, int64_t> c;
+  return c;
+}
+void count_fallback(const std::string& op) {
+  std::lock_guard<std::mutex> lock(counter_mutex());
+  ++counters()[op];
+}
+
+// --- parallel shard execution ----------------------------------------------------
+
+// Hands the ops a shard thread records to the calling thread's recorders (the
+// tapes), one op at a time: tapes are not thread-safe, and recording order
+// stays a valid topological order because data only crosses threads between
+// parallel regions (after a join).
+class Forwarder final : public OpRecorder {
+ public:
+  Forwarder(std::vector<OpRecorder*> targets, std::mutex& mu) : targets_(std::move(targets)), mu_(mu) {}
+  bool is_tracking(const Tensor& t) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return std::any_of(targets_.begin(), targets_.end(),
+                       [&](const OpRecorder* r) { return r->is_tracking(t); });
+  }
+  void record(OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
+              const OpAttrs& attrs) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (OpRecorder* r : targets_) {
+      const bool tracked = std::any_of(inputs.begin(), inputs.end(), [&](const Tensor& t) {
+        return t.defined() && r->is_tracking(t);
+      });
+      if (tracked) r->record(kind, inputs, outputs, attrs);
+    }
+  }
+
+ private:
+  std::vector<OpRecorder*> targets_;
+  std::mutex& mu_;
+};
+
+// Runs fn(d) for every logical device d in `which`, each under a DeviceScope of
+// devices[d], in parallel (the caller runs the first). result[d] for the others
+// stays undefined. Rethrows the first error after every thread has joined.
+std::vector<Tensor> run_shards(const std::vector<const Device*>& devices, const std::vector<int>& which,
+                               const std::function<Tensor(int)>& fn) {
+  std::vector<Tensor> out(devices.size());
+  if (which.size() == 1) {
+    DeviceScope scope(*devices[static_cast<size_t>(which[0])]);
+    out[static_cast<size_t>(which[0])] = fn(which[0]);
+    return out;
+  }
+  std::span<OpRecorder* const> active = active_recorders();
+  std::vector<OpRecorder*> targets(active.begin(), active.end());
+  std::mutex mu;
+  Forwarder forwarder(targets, mu);
+  std::vector<std::exception_ptr> errors(which.size());
+  auto body = [&](size_t i) {
+    try {
+      const int d = which[i];
+      DeviceScope scope(*devices[static_cast<size_t>(d)]);
+      std::optional<RecorderScope> recording;
+      if (!targets.empty()) recording.emplace(forwarder);
+      out[static_cast<size_t>(d)] = fn(d);
+    } catch (...) {
+      errors[i] = std::current_exception();
+    }
+  };
+  {
+    // The caller's own shard also goes through the forwarder, so that every
+    // access to the tapes is serialised.
+    RecordingPause pause;
+    std::vector<std::thread> threads;
+    threads.reserve(which.size() - 1);
+    for (size_t i = 1; i < which.size(); ++i) threads.emplace_back(body, i);
+    body(0);
+    // Each thread runs a bounded shard computation (no waits on others).
+    for (std::thread& t : threads) t.join();
+  }
+  for (const std::exception_ptr& e : errors) {
+    if (e) std::rethrow_exception(e);
+  }
+  return out;
+}
+
+std::vector<int> holders(const tpu::Sharding& s) {
+  std::vector<int> which;
+  for (int d = 0; d < s.num_logical_devices(); ++d) {
+    if (s.holds_shard(d)) which.push_back(d);
+  }
+  return which;
+}
+
+ShardedTensor make(const tpu::Sharding& sharding, const TensorShape& shape, std::vector<Tensor> shards,
+                   const std::vector<const Device*>& devices) {
+  return ShardedTensor(sharding, shape, std::move(shards), devices);
+}
+
+// The partition count of dimension i (1 unless tiled).
+int64_t parts(const tpu::Sharding& s, int i) {
+  return s.is_tiled() ? s.partition_dimensions()[static_cast<size_t>(i)] : 1;
+}
+
+bool any_split(const tpu::Sharding& s) {
+  if (!s.is_tiled()) return false;
+  return std::any_of(s.partition_dimensions().begin(), s.partition_dimensions().end(),
+                     [](int64_t p) { return p > 1; });
+}
+
+// The fallback: gather every input to logical device 0 of the first, run
+// `op` there once, re-shard to `like`'s sharding when the result's shape
+// suits it, else replicate.
+ShardedTensor fallback(const std::string& name, const std::vector<ShardedTensor>& inputs,
+                       const std::function<Tensor(const std::vector<Tensor>&)>& op) {
+  count_fallback(name);
+  const ShardedTensor& first = inputs.front();
+  const Device* device = first.devices().front();
+  std::vector<Tensor> full;
+  for (const ShardedTensor& x : inputs) full.push_back(unshard(x, device));
+  Tensor out;
+  {
+    DeviceScope scope(*device);
+    out = op(full);
+  }
+  tpu::Sharding target = first.sharding();
+  try {
+    target.check_shape(out.shape());
+  } catch (const InvalidArgumentError&) {
+    target = tpu::Sharding::replicated(first.num_logical_devices());
+  }
+  return shard(out, target, first.devices());
+}
+
+std::vector<int64_t> hw(const std::vector<int64_t>& v, const char* what) {
+  if (v.size() == 2) return v;
+  STRATA_CHECK_ARG(v.size() == 4, "sharded: expected ", what, " of length 2 or 4, got length ", v.size());
+  return {v[1], v[2]};
+}
+
+// One spatial dimension of a windowed op: TF's output size and leading
+// padding for SAME / VALID.
+struct Geometry {
+  int64_t out = 0;
+  int64_t pad_before = 0;
+  int64_t stride = 1;
+  int64_t window = 1;  // effective (dilated) window
+};
+
+std::optional<Geometry> geometry(int64_t in, int64_t k, int64_t stride, int64_t dilation,
+                                 const std::string& padding) {
+  Geometry g;
+  g.stride = stride;
+  g.window = (k - 1) * dilation + 1;
+  if (stride < 1 || k < 1 || dilation < 1) return std::nullopt;
+  if (padding == "SAME") {
+    g.out = (in + stride - 1) / stride;
+    const int64_t total = std::max<int64_t>((g.out - 1) * stride + g.window - in, 0);
+    g.pad_before = total / 2;
+  } else if (padding == "VALID") {
+    if (in < g.window) return std::nullopt;
+    g.out = (in - g.window) / stride + 1;
+  } else {
+    return std::nullopt;
+  }
+  return g;
+}
+
+// Device d's input window for rows [r0, r1) x columns [c0, c1) of the full
+// input (may reach into the padding): its own tile plus the halo slices of its
+// neighbours' tiles, padded with `pad_value` outside the image. Runs on d's
+// shard thread. `valid` (if non-null) receives the window's in-image extent.
+Tensor window(const ShardedTensor& x, int d, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+              double pad_value, std::pair<int64_t, int64_t>* valid = nullptr) {
+  const tpu::Sharding& s = x.sharding();
+  const int64_t H = x.shape()[1], W = x.shape()[2];
+  const int64_t th = H / parts(s, 1), tw = W / parts(s, 2);
+  const std::vector<int64_t> index =
+      s.is_tiled() ? s.tile_index(d) : std::vector<int64_t>{0, 0, 0, 0};
+  const int64_t lo_r = std::max<int64_t>(r0, 0), hi_r = std::min(r1, H);
+  const int64_t lo_c = std::max<int64_t>(c0, 0), hi_c = std::min(c1, W);
+  STRATA_CHECK_ARG(lo_r < hi_r && lo_c < hi_c, "sharded: an output window lies entirely in the padding");
+  std::vector<Tensor> rows;
+  for (int64_t i = lo_r / th; i <= (hi_r - 1) / th; ++i) {
+    std::vector<Tensor> cols;
+    for (int64_t j = lo_c / tw; j <= (hi_c - 1) / tw; ++j) {
+      const std::vector<int64_t> at = {index[0], i, j, 0};
+      const Tensor& src = s.is_tiled() ? x.shard(s.logical_device_at_tile(at)) : x.shard(d);
+      const int64_t a = std::max(lo_r, i * th) - i * th, b = std::min(hi_r, (i + 1) * th) - i * th;
+      const int64_t e = std::max(lo_c, j * tw) - j * tw, f = std::min(hi_c, (j + 1) * tw) - j * tw;
+      if (a == 0 && b == th && e == 0 && f == tw) {
+        cols.push_back(src);
+      } else {
+        cols.push_back(slice(src, {0, a, e, 0}, {-1, b - a, f - e, -1}));
+      }
+    }
+    rows.push_back(cols.size() == 1 ? cols[0] : concat(cols, 2));
+  }
+  Tensor patch = rows.size() == 1 ? rows[0] : concat(rows, 1);
+  if (valid) *valid = {hi_r - lo_r, hi_c - lo_c};
+  if (lo_r == r0 && hi_r == r1 && lo_c == c0 && hi_c == c1) return patch;
+  return pad(patch, {{0, 0}, {lo_r - r0, r1 - hi_r}, {lo_c - c0, c1 - hi_c}, {0, 0}}, pad_value);
+}
+
+enum class Windowed { Conv, MaxPool, AvgPool };
+
+// The spatially partitioned windowed ops. nullopt: no rule applies (the
+// caller falls back).
+std::optional<ShardedTensor> spatial(const ShardedTensor& x, Windowed kind, const Tensor& filters,
+                                     const std::vector<int64_t>& ksize,
+                                     const std::vector<int64_t>& strides0,
+                                     const std::vector<int64_t>& dilations0,
+                                     const std::string& padding) {
+  const tpu::Sharding& s = x.sharding();
+  if (x.rank() != 4 || parts(s, 3) != 1) return std::nullopt;
+  const std::vector<int64_t> strides = hw(strides0, "strides");
+  const std::vector<int64_t> dilations = hw(dilations0, "dilations");
+  std::vector<int64_t> k = ksize;
+  if (kind == Windowed::Conv) {
+    if (filters.rank() != 4 || filters.shape()[2] != x.shape()[3]) return std::nullopt;
+    k = {filters.shape()[0], filters.shape()[1]};
+  } else {
+    k = hw(ksize, "ksize");
+  }
+  std::optional<Geometry> gh = geometry(x.shape()[1], k[0], strides[0], dilations[0], padding);
+  std::optional<Geometry> gw = geometry(x.shape()[2], k[1], strides[1], dilations[1], padding);
+  if (!gh || !gw) return std::nullopt;
+  if (gh->out % parts(s, 1) != 0 || gw->out % parts(s, 2) != 0) return std::nullopt;
+  const int64_t oth = gh->out / parts(s, 1), otw = gw->out / parts(s, 2);
+  const int64_t channels = kind == Windowed::Conv ? filters.shape()[3] : x.shape()[3];
+  const TensorShape out_shape({x.shape()[0], gh->out, gw->out, channels});
+  const nn::Conv2DOptions valid_conv{.strides = strides, .padding = "VALID", .dilations = dilations};
+  std::vector<Tensor> shards = run_shards(x.devices(), holders(s), [&](int d) {
+    const std::vector<int64_t> index = s.is_tiled() ? s.tile_index(d) : std::vector<int64_t>{0, 0, 0, 0};
+    const int64_t o_r = s.is_tiled() ? index[1] * oth : 0, o_c = s.is_tiled() ? index[2] * otw : 0;
+    const int64_t n_r = s.is_tiled() ? oth : gh->out, n_c = s.is_tiled() ? otw : gw->out;
+    const int64_t r0 = o_r * gh->stride - gh->pad_before;
+    const int64_t r1 = (o_r + n_r - 1) * gh->stride - gh->pad_before + gh->window;
+    const int64_t c0 = o_c * gw->stride - gw->pad_before;
+    const int64_t c1 = (o_c + n_c - 1) * gw->stride - gw->pad_before + gw->window;
+    switch (kind) {
+      case Windowed::Conv:
+        return nn::conv2d(window(x, d, r0, r1, c0, c1, 0.0), filters, valid_conv);
+      case Windowed::MaxPool:
+        return nn::max_pool2d(window(x, d, r0, r1, c0, c1, -std::numeric_limits<double>::infinity()),
+                              k, strides, "VALID");
+      case Windowed::AvgPool: {
+        std::pair<int64_t, int64_t> extent;
+        Tensor patch = window(x, d, r0, r1, c0, c1, 0.0, &extent);
+        Tensor avg = nn::avg_pool2d(patch, k, strides, "VALID");
+        if (patch.shape()[1] == extent.first && patch.shape()[2] == extent.second) return avg;
+        // TF's SAME average counts only in-image elements: divide by the
+        // pooled in-image fraction of each window.
+        const int64_t top = -std::min<int64_t>(r0, 0), left = -std::min<int64_t>(c0, 0);
+        Tensor mask = pad(ones({1, extent.first, extent.second, 1}, patch.dtype()),
+                          {{0, 0},
+                           {top, patch.shape()[1] - extent.first - top},
+                           {left, patch.shape()[2] - extent.second - left},
+                           {0, 0}});
+        return divide(avg, nn::avg_pool2d(mask, k, strides, "VALID"));
+      }
+    }
+    throw InternalError("sharded: unknown windowed op");
+  });
+  return make(s, out_shape, std::move(shards), x.devices());
+}
+
+// Slices a plain operand `b` (broadcast against a tensor of `full` shape) to
+// logical device d's tile of `s`.
+Tensor broadcast_tile(const Tensor& b, const tpu::Sharding& s, const TensorShape& full, int d) {
+  if (!s.is_tiled()) return b;
+  const int offset = full.rank() - b.rank();
+  const std::vector<int64_t> at = s.shard_offset(full, d);
+  const TensorShape tile = s.shard_shape(full);
+  std::vector<int64_t> begin(static_cast<size_t>(b.rank()), 0), size(static_cast<size_t>(b.rank()), -1);
+  bool sliced = false;
+  for (int i = 0; i < b.rank(); ++i) {
+    const int fi = i + offset;
+    if (b.shape()[i] == full[fi] && tile[fi] != full[fi]) {
+      begin[static_cast<size_t>(i)] = at[static_cast<size_t>(fi)];
+      size[static_cast<size_t>(i)] = tile[fi];
+      sliced = true;
+    }
+  }
+  return sliced ? slice(b, begin, size) : b;
+}
+
+// Whether broadcasting `b` against `a_shape` gives `a_shape` back.
+bool broadcasts_into(const TensorShape& b, const TensorShape& a) {
+  if (b.rank() > a.rank()) return false;
+  for (int i = 1; i <= b.rank(); ++i) {
+    if (b[-i] != 1 && b[-i] != a[-i]) return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+// --- ShardedTensor -------------------------------------------------------------------
+
+ShardedTensor::ShardedTensor(tpu::Sharding sharding, TensorShape shape, std::vector<Tensor> shards,
+                             std::vector<const Device*> devices)
+    : sharding_(std::move(sharding)), shape_(std::move(shape)), shards_(std::move(shards)),
+      devices_(std::move(devices)) {
+  const size_t n = static_cast<size_t>(sharding_.num_logical_devices());
+  STRATA_CHECK_ARG(shards_.size() == n && devices_.size() == n, "ShardedTensor: expected ", n,
+                   " shards and devices for sharding ", sharding_.to_string(), ", got ", shards_.size(),
+                   " shards and ", devices_.size(), " devices");
+  sharding_.check_shape(shape_);
+  const TensorShape tile = sharding_.shard_shape(shape_);
+  for (size_t d = 0; d < n; ++d) {
+    if (!sharding_.holds_shard(static_cast<int>(d))) continue;
+    STRATA_CHECK_ARG(shards_[d].defined() && shards_[d].shape() == tile, "ShardedTensor: expected shard ",
+                     d, " of shape ", tile, ", got ",
+                     shards_[d].defined() ? shards_[d].shape().to_string() : std::string("none"));
+    STRATA_CHECK_ARG(devices_[d] != nullptr, "ShardedTensor: device ", d, " is null");
+  }
+}
+
+DType ShardedTensor::dtype() const {
+  return shard(sharding_.is_maximal() ? sharding_.maximal_device() : 0).dtype();
+}
+
+const Tensor& ShardedTensor::shard(int logical_device) const {
+  STRATA_CHECK_ARG(logical_device >= 0 && logical_device < num_logical_devices(),
+                   "ShardedTensor::shard: expected a logical device in [0, ", num_logical_devices(),
+                   "), got ", logical_device);
+  STRATA_CHECK_ARG(sharding_.holds_shard(logical_device), "ShardedTensor::shard: logical device ",
+                   logical_device, " holds no shard of a tensor with sharding ", sharding_.to_string());
+  return shards_[static_cast<size_t>(logical_device)];
+}
+
+ShardedTensor shard(const Tensor& full, const tpu::Sharding& sharding,
+                    const std::vector<const Device*>& devices) {
+  sharding.check_shape(full.shape());
+  STRATA_CHECK_ARG(static_cast<int>(devices.size()) == sharding.num_logical_devices(),
+                   "sharded::shard: expected one device per logical device (",
+                   sharding.num_logical_devices(), "), got ", devices.size());
+  if (!sharding.is_tiled()) {
+    // Replicated / maximal: the holders share the value (no copy).
+    std::vector<Tensor> shards(devices.size());
+    for (int d : holders(sharding)) shards[static_cast<size_t>(d)] = full;
+    return make(sharding, full.shape(), std::move(shards), devices);
+  }
+  const TensorShape tile = sharding.shard_shape(full.shape());
+  std::vector<Tensor> shards = run_shards(devices, holders(sharding), [&](int d) {
+    std::vector<int64_t> size(tile.dims());
+    return slice(full, sharding.shard_offset(full.shape(), d), size);
+  });
+  return make(sharding, full.shape(), std::move(shards), devices);
+}
+
+ShardedTensor shard(const TPUStrategy& strategy, const Tensor& annotated) {
+  ReplicaContext* ctx = get_replica_context();
+  STRATA_CHECK(FAILED_PRECONDITION, ctx != nullptr && &ctx->strategy() == &strategy,
+               "sharded::shard: expected to be called in a replica context of this TPUStrategy (inside "
+               "strategy.run(fn))");
+  const std::vector<const Device*>& devices = strategy.logical_devices(ctx->local_replica_id());
+  const tpu::Sharding* s = tpu::sharding_of(annotated);
+  return shard(annotated,
+               s ? *s : tpu::Sharding::maximal(0, strategy.num_logical_devices_per_replica()),
+               devices);
+}
+
+Tensor unshard(const ShardedTensor& x, const Device* device) {
+  const tpu::Sharding& s = x.sharding();
+  if (!s.is_tiled()) return x.shard(s.is_maximal() ? s.maximal_device() : 0);
+  DeviceScope scope(device ? *device : *x.devices().front());
+  // Concatenate along the last dimension first, then outward (row-major tiles).
+  std::vector<Tensor> level(x.shards());
+  const std::vector<int64_t>& p = s.partition_dimensions();
+  for (int axis = static_cast<int>(p.size()) - 1; axis >= 0; --axis) {
+    const int64_t n = p[static_cast<size_t>(axis)];
+    if (n == 1) continue;
+    std::vector<Tensor> next;
+    for (size_t i = 0; i < level.size(); i += static_cast<size_t>(n)) {
+      next.push_back(concat(std::vector<Tensor>(level.begin() + static_cast<std::ptrdiff_t>(i),
+                                                level.begin() + static_cast<std::ptrdiff_t>(i) + n),
+                            axis));
+    }
+    level = std::move(next);
+  }
+  return level.front();
+}
+
+ShardedTensor reshard(const ShardedTensor& x, const tpu::Sharding& sharding) {
+  if (x.sharding() == sharding) return x;
+  return shard(unshard(x), sharding, x.devices());
+}
+
+// --- element-wise --------------------------------------------------------------------
+
+ShardedTensor unary(const ShardedTensor& x, Tensor (*op)(const Tensor&), const std::string& /*name*/) {
+  std::vector<Tensor> shards =
+      run_shards(x.devices(), holders(x.sharding()), [&](int d) { return op(x.shard(d)); });
+  return make(x.sharding(), x.shape(), std::move(shards), x.devices());
+}
+
+ShardedTensor relu(const ShardedTensor& x) { return unary(x, &strata::relu, "relu"); }
+
+ShardedTensor binary(const ShardedTensor& a, const Tensor& b, Tensor (*op)(const Tensor&, const Tensor&),
+                     const std::string& name) {
+  if (!broadcasts_into(b.shape(), a.shape())) {
+    const ShardedTensor bb = shard(b, tpu::Sharding::replicated(a.num_logical_devices()), a.devices());
+    return fallback(name, {a, bb}, [&](const std::vector<Tensor>& t) { return op(t[0], t[1]); });
+  }
+  std::vector<Tensor> shards = run_shards(a.devices(), holders(a.sharding()), [&](int d) {
+    return op(a.shard(d), broadcast_tile(b, a.sharding(), a.shape(), d));
+  });
+  return make(a.sharding(), a.shape(), std::move(shards), a.devices());
+}
+
+ShardedTensor binary(const ShardedTensor& a, const ShardedTensor& b,
+                     Tensor (*op)(const Tensor&, const Tensor&), const std::string& name) {
+  if (b.sharding().is_replicated()) return binary(a, b.shard(0), op, name);
+  if (a.sharding() == b.sharding() && a.shape() == b.shape()) {
+    std::vector<Tensor> shards = run_shards(a.devices(), holders(a.sharding()),
+                                            [&](int d) { return op(a.shard(d), b.shard(d)); });
+    return make(a.sharding(), a.shape(), std::move(shards), a.devices());
+  }
+  if (a.sharding().is_replicated() && broadcasts_into(a.shape(), b.shape())) {
+    std::vector<Tensor> shards = run_shards(b.devices(), holders(b.sharding()), [&](int d) {
+      return op(broadcast_tile(a.shard(0), b.sharding(), b.shape(), d), b.shard(d));
+    });
+    return make(b.sharding(), b.shape(), std::move(shards), b.devices());
+  }
+  return fallback(name, {a, b}, [&](const std::vector<Tensor>& t) { return op(t[0], t[1]); });
+}
+
+ShardedTensor add(const ShardedTensor& a, const ShardedTensor& b) { return binary(a, b, &strata::add, "add"); }
+ShardedTensor add(const ShardedTensor& a, const Tensor& b) { return binary(a, b, &strata::add, "add"); }
+ShardedTensor subtract(const ShardedTensor& a, const ShardedTensor& b) {
+  return binary(a, b, &strata::subtract, "subtract");
+}
+ShardedTensor multiply(const ShardedTensor& a, const ShardedTensor& b) {
+  return binary(a, b, &strata::multiply, "multiply");
+}
+ShardedTensor multiply(const ShardedTensor& a, const Tensor& b) {
+  return binary(a, b, &strata::multiply, "multiply");
+}
+
+// --- linear algebra and reductions ----------------------------------------------------------
+
+ShardedTensor matmul(const ShardedTensor& a, const Tensor& b) {
+  const tpu::Sharding& s = a.sharding();
+  auto plain = [&](const std::vector<Tensor>& t) { return strata::matmul(t[0], t[1]); };
+  const bool shapes_ok = a.rank() == 2 && b.rank() == 2 && a.shape()[1] == b.shape()[0];
+  if (!shapes_ok || !s.is_tiled()) {
+    if (!s.is_tiled() && shapes_ok) {
+      // Replicated / maximal: every holder multiplies its copy.
+      std::vector<Tensor> shards =
+          run_shards(a.devices(), holders(s), [&](int d) { return strata::matmul(a.shard(d), b); });
+      return make(s, TensorShape({a.shape()[0], b.shape()[1]}), std::move(shards), a.devices());
+    }
+    return fallback("matmul", {a, shard(b, tpu::Sharding::replicated(a.num_logical_devices()), a.devices())},
+                    plain);
+  }
+  const int64_t pm = parts(s, 0), pk = parts(s, 1);
+  const TensorShape out_shape({a.shape()[0], b.shape()[1]});
+  if (pk == 1) {
+    // Batch (row) split: each device multiplies its rows, no communication.
+    std::vector<Tensor> shards =
+        run_shards(a.devices(), holders(s), [&](int d) { return strata::matmul(a.shard(d), b); });
+    return make(tpu::Sharding::tiled({pm, 1}), out_shape, std::move(shards), a.devices());
+  }
+  if (pm == 1) {
+    // Contraction split: partial products a_k @ b_k, then an all-reduce (every
+    // device sums all partials), giving a replicated result.
+    const int64_t kt = a.shape()[1] / pk;
+    std::vector<Tensor> partial = run_shards(a.devices(), holders(s), [&](int d) {
+      return strata::matmul(a.shard(d), slice(b, {d * kt, 0}, {kt, -1}));
+    });
+    std::vector<Tensor> shards = run_shards(a.devices(), holders(s), [&](int) { return add_n(partial); });
+    return make(tpu::Sharding::replicated(a.num_logical_devices()), out_shape, std::move(shards),
+                a.devices());
+  }
+  return fallback("matmul", {a, shard(b, tpu::Sharding::replicated(a.num_logical_devices()), a.devices())},
+                  plain);
+}
+
+namespace {
+
+ShardedTensor reduce(const ShardedTensor& x, const ReduceOptions& o, bool mean) {
+  const tpu::Sharding& s = x.sharding();
+  Tensor (*local)(const Tensor&, const ReduceOptions&) = mean ? &strata::reduce_mean : &strata::reduce_sum;
+  std::vector<int64_t> axes = o.axis;
+  if (axes.empty()) {
+    for (int i = 0; i < x.rank(); ++i) axes.push_back(i);
+  }
+  for (int64_t& a : axes) {
+    STRATA_CHECK_ARG(a >= -x.rank() && a < x.rank(), mean ? "reduce_mean" : "reduce_sum",
+                     ": expected axis in [", -x.rank(), ", ", x.rank(), "), got ", a, " for shape ",
+                     x.shape());
+    if (a < 0) a += x.rank();
+  }
+  auto reduced = [&](int i) { return std::find(axes.begin(), axes.end(), i) != axes.end(); };
+  bool any_split_reduced = false, all_split_reduced = true;
+  for (int i = 0; i < x.rank(); ++i) {
+    if (parts(s, i) == 1) continue;
+    if (reduced(i)) {
+      any_split_reduced = true;
+    } else {
+      all_split_reduced = false;
+    }
+  }
+  const ReduceOptions full_axes{.axis = axes, .keepdims = o.keepdims};
+  std::vector<int64_t> out_dims, out_parts;
+  for (int i = 0; i < x.rank(); ++i) {
+    if (reduced(i) && !o.keepdims) continue;
+    out_dims.push_back(reduced(i) ? 1 : x.shape()[i]);
+    out_parts.push_back(reduced(i) ? 1 : parts(s, i));
+  }
+  const TensorShape out_shape(out_dims);
+  if (!any_split(s) || !any_split_reduced) {
+    std::vector<Tensor> shards =
+        run_shards(x.devices(), holders(s), [&](int d) { return local(x.shard(d), full_axes); });
+    // No split dimension is reduced, so a tiled layout keeps its splits.
+    const tpu::Sharding out_s = s.is_tiled() && !out_parts.empty() ? tpu::Sharding::tiled(out_parts) : s;
+    return make(out_s, out_shape, std::move(shards), x.devices());
+  }
+  if (all_split_reduced) {
+    // Local sums, then the cross-shard sum on every device (all-reduce).
+    const ReduceOptions sum_axes{.axis = axes, .keepdims = o.keepdims};
+    std::vector<Tensor> partial = run_shards(x.devices(), holders(s),
+                                             [&](int d) { return strata::reduce_sum(x.shard(d), sum_axes); });
+    int64_t count = 1;
+    for (int64_t a : axes) count *= x.shape()[static_cast<int>(a)];
+    std::vector<Tensor> shards = run_shards(x.devices(), holders(s), [&](int) {
+      Tensor total = add_n(partial);
+      if (!mean) return total;
+      return multiply(total, cast(constant(1.0 / static_cast<double>(count)), total.dtype()));
+    });
+    return make(tpu::Sharding::replicated(s.num_logical_devices()), out_shape, std::move(shards),
+                x.devices());
+  }
+  return fallback(mean ? "reduce_mean" : "reduce_sum", {x},
+                  [&](const std::vector<Tensor>& t) { return local(t[0], o); });
+}
+
+}  // namespace
+
+ShardedTensor reduce_sum(const ShardedTensor& x, const ReduceOptions& options) {
+  return reduce(x, options, false);
+}
+ShardedTensor reduce_mean(const ShardedTensor& x, const ReduceOptions& options) {
+  return reduce(x, options, true);
+}
+
+ShardedTensor reshape(const ShardedTensor& x, const std::vector<int64_t>& shape0) {
+  const tpu::Sharding& s = x.sharding();
+  // Resolve a -1 against the element count.
+  std::vector<int64_t> shape = shape0;
+  int64_t known = 1;
+  int unknown = -1;
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
+      unknown = static_cast<int>(i);
+    } else {
+      known *= shape[i];
+    }
+  }
+  if (unknown >= 0 && known > 0) shape[static_cast<size_t>(unknown)] = x.shape().num_elements() / known;
+  auto plain = [&](const std::vector<Tensor>& t) { return strata::reshape(t[0], shape0); };
+  if (!s.is_tiled()) {
+    std::vector<Tensor> shards =
+        run_shards(x.devices(), holders(s), [&](int d) { return strata::reshape(x.shard(d), shape0); });
+    return make(s, TensorShape(shape), std::move(shards), x.devices());
+  }
+  int last = -1;
+  for (int i = 0; i < x.rank(); ++i) {
+    if (parts(s, i) > 1) last = i;
+  }
+  bool survives = static_cast<int>(shape.size()) > last;
+  for (int i = 0; survives && i <= last; ++i) survives = shape[static_cast<size_t>(i)] == x.shape()[i];
+  if (!survives) return fallback("reshape", {x}, plain);
+  const TensorShape tile = s.shard_shape(x.shape());
+  std::vector<int64_t> tile_shape = shape, out_parts(shape.size(), 1);
+  for (int i = 0; i <= last; ++i) {
+    tile_shape[static_cast<size_t>(i)] = tile[i];
+    out_parts[static_cast<size_t>(i)] = parts(s, i);
+  }
+  std::vector<Tensor> shards =
+      run_shards(x.devices(), holders(s), [&](int d) { return strata::reshape(x.shard(d), tile_shape); });
+  return make(tpu::Sharding::tiled(out_parts), TensorShape(shape), std::move(shards), x.devices());
+}
+
+// --- windowed ops ----------------------------------------------------------------------------
+
+ShardedTensor conv2d(const ShardedTensor& x, const Tensor& filters, const nn::Conv2DOptions& options) {
+  std::optional<ShardedTensor> out =
+      spatial(x, Windowed::Conv, filters, {}, options.strides, options.dilations, options.padding);
+  if (out) return *out;
+  const ShardedTensor f = shard(filters, tpu::Sharding::replicated(x.num_logical_devices()), x.devices());
+  return fallback("conv2d", {x, f},
+                  [&](const std::vector<Tensor>& t) { return nn::conv2d(t[0], t[1], options); });
+}
+
+ShardedTensor max_pool2d(const ShardedTensor& x, const std::vector<int64_t>& ksize,
+                         const std::vector<int64_t>& strides, const std::string& padding) {
+  std::optional<ShardedTensor> out = spatial(x, Windowed::MaxPool, Tensor(), ksize, strides, {1, 1}, padding);
+  if (out) return *out;
+  return fallback("max_pool2d", {x}, [&](const std::vector<Tensor>& t) {
+    return nn::max_pool2d(t[0], ksize, strides, padding);
+  });
+}
+
+ShardedTensor avg_pool2d(const ShardedTensor& x, const std::vector<int64_t>& ksize,
+                         const std::vector<int64_t>& strides, const std::string& padding) {
+  std::optional<ShardedTensor> out = spatial(x, Windowed::AvgPool, Tensor(), ksize, strides, {1, 1}, padding);
+  if (out) return *out;
+  return fallback("avg_pool2d", {x}, [&](const std::vector<Tensor>& t) {
+    return nn::avg_pool2d(t[0], ksize, strides, padding);
+  });
+}
+
+int64_t fallback_count(const std::string& op) {
+  std::lock_guard<std::mutex> lock(counter_mutex());
+  auto it = counters().find(op);
+  return it == counters().end() ? 0 : it->second;
+}
+
+void reset_fallback_counts() {
+  std::lock_guard<std::mutex> lock(counter_mutex());
+  counters().clear();
+}
+
+}  // namespace strata::distribute::sharded
