@@ -8,6 +8,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
+#include "strata/distribute/strategy.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
@@ -210,7 +211,15 @@ Loss::Loss(std::string name, Reduction reduction) : name_(std::move(name)), redu
 
 Tensor Loss::operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) const {
   STRATA_CHECK_ARG(y_true.defined() && y_pred.defined(), "loss '", name_, "' called with an undefined tensor");
-  return compute_weighted_loss(call(y_true, y_pred), sample_weight, reduction_);
+  const Reduction reduction = resolved_reduction();
+  STRATA_CHECK_ARG(reduction != Reduction::SUM_OVER_BATCH_SIZE || allow_sum_over_batch_size_ ||
+                       !distribute::has_strategy(),
+                   "loss '", name_, "': please use Reduction::SUM or Reduction::NONE for loss reduction (got ",
+                   reduction_name(reduction_),
+                   ") when losses are used with a tf.distribute.Strategy, except for losses given to "
+                   "Model::compile for use by the built-in training loop Model::fit; see the custom training "
+                   "tutorial (https://www.tensorflow.org/tutorials/distribute/custom_training)");
+  return compute_weighted_loss(call(y_true, y_pred), sample_weight, reduction);
 }
 
 LossFunctionWrapper::LossFunctionWrapper(LossFunction fn, std::string name, Reduction reduction)

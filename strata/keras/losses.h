@@ -16,10 +16,13 @@
 // Keras's compute_weighted_loss:
 //   NONE: the weighted per-example losses;  SUM: their sum;
 //   SUM_OVER_BATCH_SIZE (and AUTO): their sum / their number of elements (0 when empty).
-// Under a strategy Keras divides by the *global* batch size
-// (nn::compute_average_loss); TODO(#6) the distributed path passes it.
-// Functions are pure and Loss objects immutable: both are thread-safe.
+// Under a strategy a Loss object refuses AUTO / SUM_OVER_BATCH_SIZE unless the
+// training loop allowed them (see Loss::operator()), as Keras: the global
+// batch size is the right divisor there (nn::compute_average_loss); TODO(#6)
+// the distributed fit path scales it. Functions are pure and Loss objects
+// immutable after set-up: both are thread-safe.
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -111,15 +114,30 @@ class Loss {
 
   // The per-example losses.
   virtual Tensor call(const Tensor& y_true, const Tensor& y_pred) const = 0;
-  // call(), then compute_weighted_loss with this loss's reduction.
+  // call(), then compute_weighted_loss with this loss's reduction. As Keras,
+  // AUTO and SUM_OVER_BATCH_SIZE are refused (InvalidArgumentError) while a
+  // distribution strategy is current, because the per-replica mean would be
+  // scaled wrongly: custom training loops use NONE or SUM and divide by the
+  // global batch size (nn::compute_average_loss). Model::compile allows them
+  // with set_allow_sum_over_batch_size(true) and scales the result itself.
   Tensor operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight = Tensor()) const;
 
   const std::string& name() const noexcept { return name_; }
   Reduction reduction() const noexcept { return reduction_; }
+  // The reduction operator() uses: AUTO resolves to SUM_OVER_BATCH_SIZE.
+  Reduction resolved_reduction() const noexcept {
+    return reduction_ == Reduction::AUTO ? Reduction::SUM_OVER_BATCH_SIZE : reduction_;
+  }
+
+  // Keras's private `_allow_sum_over_batch_size`, set by the training loop
+  // (compile) for losses it scales across replicas itself.
+  void set_allow_sum_over_batch_size(bool allow) noexcept { allow_sum_over_batch_size_ = allow; }
+  bool allow_sum_over_batch_size() const noexcept { return allow_sum_over_batch_size_; }
 
  private:
   std::string name_;
   Reduction reduction_;
+  std::atomic<bool> allow_sum_over_batch_size_ = false;
 };
 
 using LossPtr = std::shared_ptr<Loss>;

@@ -2,12 +2,15 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "strata/autodiff/gradient_tape.h"
 #include "strata/base/errors.h"
+#include "strata/core/config.h"
+#include "strata/distribute/mirrored_strategy.h"
 #include "strata/ops/math_ops.h"
 
 namespace strata::keras {
@@ -277,6 +280,35 @@ TEST(LossGradients, MeanSquaredErrorWithSampleWeight) {
   auto g = as_doubles(tape.gradient(loss, std::vector<Variable>{pred})[0]);
   EXPECT_NEAR(g[0], 1.0, 1e-12);
   EXPECT_NEAR(g[1], 1.5, 1e-12);
+}
+
+}  // namespace
+}  // namespace strata::keras
+
+namespace strata::keras {
+namespace {
+
+TEST(LossUnderStrategy, SumOverBatchSizeIsRefusedUnlessTheTrainingLoopAllowsIt) {
+  strata::internal::reset_runtime_for_testing();
+  distribute::MirroredStrategy strategy({"CPU:0"});
+  auto mean_loss = losses::MeanAbsoluteError();
+  auto sum_loss = losses::MeanAbsoluteError({.reduction = Reduction::SUM});
+  Tensor t = constant<float>({0, 0}, {2, 1});
+  Tensor p = constant<float>({1, 3}, {2, 1});
+  EXPECT_FLOAT_EQ((*mean_loss)(t, p).item<float>(), 2.0f);  // no strategy: fine
+  auto scope = strategy.scope();
+  try {
+    (*mean_loss)(t, p);
+    FAIL();
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("Reduction::SUM or Reduction::NONE"), std::string::npos) << e.what();
+  }
+  strategy.run([&] { EXPECT_THROW((*mean_loss)(t, p), InvalidArgumentError); });
+  EXPECT_FLOAT_EQ((*sum_loss)(t, p).item<float>(), 4.0f);
+  mean_loss->set_allow_sum_over_batch_size(true);
+  EXPECT_FLOAT_EQ((*mean_loss)(t, p).item<float>(), 2.0f);
+  // The functions themselves are unaffected.
+  EXPECT_EQ(losses::mean_absolute_error(t, p).to_vector<float>(), (std::vector<float>{1, 3}));
 }
 
 }  // namespace

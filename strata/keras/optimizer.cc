@@ -28,6 +28,12 @@ double squared_l2(const Tensor& g) {
 
 }  // namespace
 
+struct Optimizer::DecayPatterns {
+  std::vector<std::regex> patterns;
+};
+
+Optimizer::~Optimizer() = default;
+
 Optimizer::Optimizer(const std::string& default_name, LearningRate learning_rate,
                      const OptimizerArgs& args)
     : name_(args.name.empty() ? default_name : args.name),
@@ -63,14 +69,15 @@ void Optimizer::exclude_from_weight_decay(const std::vector<Variable>& var_list,
                ": exclude_from_weight_decay() can only be configured before the optimizer is built");
   excluded_from_decay_.clear();
   for (const Variable& v : var_list) excluded_from_decay_.push_back(v.impl_ptr().get());
+  std::vector<std::regex> patterns;
   for (const std::string& pattern : var_names) {
     try {
-      std::regex check(pattern);
+      patterns.emplace_back(pattern);
     } catch (const std::regex_error& e) {
       STRATA_CHECK_ARG(false, name_, ": exclude_from_weight_decay: invalid pattern '", pattern, "': ", e.what());
     }
   }
-  excluded_from_decay_names_ = var_names;
+  excluded_from_decay_patterns_ = std::make_unique<DecayPatterns>(DecayPatterns{std::move(patterns)});
 }
 
 bool Optimizer::uses_weight_decay(const Variable& variable) const {
@@ -78,8 +85,10 @@ bool Optimizer::uses_weight_decay(const Variable& variable) const {
   if (std::find(excluded_from_decay_.begin(), excluded_from_decay_.end(), id) != excluded_from_decay_.end()) {
     return false;
   }
-  for (const std::string& pattern : excluded_from_decay_names_) {
-    if (std::regex_search(variable.name(), std::regex(pattern))) return false;
+  if (excluded_from_decay_patterns_) {
+    for (const std::regex& pattern : excluded_from_decay_patterns_->patterns) {
+      if (std::regex_search(variable.name(), pattern)) return false;
+    }
   }
   return true;
 }

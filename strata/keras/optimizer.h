@@ -122,7 +122,7 @@ class Optimizer {
   // `default_name` is used when args.name is empty. InvalidArgumentError if
   // both clipnorm and global_clipnorm are set, as Keras.
   Optimizer(const std::string& default_name, LearningRate learning_rate, const OptimizerArgs& args);
-  virtual ~Optimizer() = default;
+  virtual ~Optimizer();
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
@@ -200,7 +200,9 @@ class Optimizer {
   // Variables the optimizer was built with (identity), for the KeyError check.
   std::vector<const VariableImpl*> built_for_;
   std::vector<const VariableImpl*> excluded_from_decay_;
-  std::vector<std::string> excluded_from_decay_names_;
+  // Compiled exclude_from_weight_decay patterns (keeps <regex> out of this header).
+  struct DecayPatterns;
+  std::unique_ptr<DecayPatterns> excluded_from_decay_patterns_;
   // Slots in creation order, and an index by (variable identity, slot name).
   std::vector<Variable> slot_order_;
   std::map<std::pair<const VariableImpl*, std::string>, Variable> slots_;

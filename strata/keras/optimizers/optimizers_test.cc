@@ -208,6 +208,7 @@ TEST(AdamW, ExcludedVariablesAreNotDecayed) {
   EXPECT_DOUBLE_EQ(values_of(kernel)[0], 1.0);  // 2 - 2 * 0.5 * 1
   EXPECT_DOUBLE_EQ(values_of(bias)[0], 2.0);
   EXPECT_THROW(adamw->exclude_from_weight_decay({kernel}), FailedPreconditionError);
+  EXPECT_THROW(opt::AdamW()->exclude_from_weight_decay({}, {"("}), InvalidArgumentError);
 }
 
 TEST(WeightDecay, AppliesToEveryOptimizerAsInKerasDocs) {
