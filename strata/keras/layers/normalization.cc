@@ -1,5 +1,7 @@
 #include "strata/keras/layers/normalization.h"
 
+#include <algorithm>
+
 #include "strata/base/errors.h"
 #include "strata/keras/layers/internal/common.h"
 #include "strata/ops/array_ops.h"
@@ -9,10 +11,11 @@
 namespace strata::keras::layers {
 
 BatchNormalizationLayer::BatchNormalizationLayer(const BatchNormalizationOptions& options)
-    : Layer("BatchNormalization", "batch_normalization", internal::layer_args(options)), options_(options) {
+    : Layer("BatchNormalization", "batch_normalization", internal::layer_args(options)),
+      options_(options) {
   const std::string who = internal::describe(*this);
-  STRATA_CHECK_ARG(options.momentum >= 0.0 && options.momentum <= 1.0, who, ": expected momentum in [0, 1], got ",
-                   options.momentum);
+  STRATA_CHECK_ARG(options.momentum >= 0.0 && options.momentum <= 1.0, who,
+                   ": expected momentum in [0, 1], got ", options.momentum);
   STRATA_CHECK_ARG(options.epsilon >= 0.0, who, ": expected epsilon >= 0, got ", options.epsilon);
 }
 
@@ -23,9 +26,9 @@ void BatchNormalizationLayer::check_input(const TensorShape& shape) const {
     internal::check_dim(*this, shape, axis_, features_, "the normalised axis");
     return;
   }
-  STRATA_CHECK_ARG(options_.axis >= -shape.rank() && options_.axis < shape.rank(), internal::describe(*this),
-                   ": expected axis in [", -shape.rank(), ", ", shape.rank(), ") for input shape ", shape, ", got ",
-                   options_.axis);
+  STRATA_CHECK_ARG(options_.axis >= -shape.rank() && options_.axis < shape.rank(),
+                   internal::describe(*this), ": expected axis in [", -shape.rank(), ", ",
+                   shape.rank(), ") for input shape ", shape, ", got ", options_.axis);
 }
 
 TensorShape BatchNormalizationLayer::compute_output_shape(const TensorShape& input_shape) const {
@@ -41,8 +44,10 @@ void BatchNormalizationLayer::build_weights(const TensorShape& input_shape) {
                    " of the input to have a defined dimension, got shape ", input_shape);
   const TensorShape shape{c};
   // Keras's order: gamma, beta, moving_mean, moving_variance.
-  if (options_.scale) gamma_ = add_weight("gamma", shape, {.initializer = options_.gamma_initializer});
-  if (options_.center) beta_ = add_weight("beta", shape, {.initializer = options_.beta_initializer});
+  if (options_.scale)
+    gamma_ = add_weight("gamma", shape, {.initializer = options_.gamma_initializer});
+  if (options_.center)
+    beta_ = add_weight("beta", shape, {.initializer = options_.beta_initializer});
   const WeightOptions moving{.initializer = nullptr,
                              .trainable = false,
                              .synchronization = VariableSynchronization::ON_READ,
@@ -67,7 +72,9 @@ Tensor BatchNormalizationLayer::call(const Tensor& inputs, bool training) {
   for (int i = 0; i < rank_; ++i) {
     if (i != axis_) reduction.push_back(i);
   }
-  auto as_broadcast = [&](const Tensor& per_feature) { return strata::reshape(per_feature, broadcast); };
+  auto as_broadcast = [&](const Tensor& per_feature) {
+    return strata::reshape(per_feature, broadcast);
+  };
 
   Tensor mean, variance;
   // Keras: a frozen BatchNormalization runs in inference mode even when training.
@@ -76,7 +83,8 @@ Tensor BatchNormalizationLayer::call(const Tensor& inputs, bool training) {
     mean = strata::reduce_mean(x, over);
     // tf.nn.moments: the variance around a constant mean (its gradient through
     // the mean is zero anyway, since sum(x - mean) = 0).
-    variance = strata::reduce_mean(strata::squared_difference(x, strata::stop_gradient(mean)), over);
+    variance =
+        strata::reduce_mean(strata::squared_difference(x, strata::stop_gradient(mean)), over);
     // TF's assign_moving_average: moving -= (moving - batch) * (1 - momentum).
     const double decay = 1.0 - options_.momentum;
     auto update = [&](const Variable& moving, const Tensor& batch) {
@@ -96,8 +104,87 @@ Tensor BatchNormalizationLayer::call(const Tensor& inputs, bool training) {
   return x * inv + shift;
 }
 
-std::shared_ptr<BatchNormalizationLayer> BatchNormalization(const BatchNormalizationOptions& options) {
+std::shared_ptr<BatchNormalizationLayer> BatchNormalization(
+    const BatchNormalizationOptions& options) {
   return std::make_shared<BatchNormalizationLayer>(options);
+}
+
+LayerNormalizationLayer::LayerNormalizationLayer(const LayerNormalizationOptions& options)
+    : Layer("LayerNormalization", "layer_normalization", internal::layer_args(options)),
+      options_(options) {
+  const std::string who = internal::describe(*this);
+  STRATA_CHECK_ARG(!options.axis.empty(), who,
+                   ": expected at least one axis, got an empty axis list");
+  STRATA_CHECK_ARG(options.epsilon >= 0.0, who, ": expected epsilon >= 0, got ", options.epsilon);
+}
+
+std::vector<int> LayerNormalizationLayer::axes_for(const TensorShape& shape) const {
+  internal::check_rank(*this, shape, 2, /*at_least=*/true);
+  std::vector<int> axes;
+  for (int64_t a : options_.axis) {
+    STRATA_CHECK_ARG(a >= -shape.rank() && a < shape.rank() && a != 0 && a != -shape.rank(),
+                     internal::describe(*this), ": expected axes in [1, ", shape.rank(), ") or [",
+                     -shape.rank() + 1, ", -1] for input shape ", shape, ", got axis ",
+                     options_.axis);
+    axes.push_back(a < 0 ? static_cast<int>(a + shape.rank()) : static_cast<int>(a));
+  }
+  std::vector<int> sorted = axes;
+  std::sort(sorted.begin(), sorted.end());
+  STRATA_CHECK_ARG(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(),
+                   internal::describe(*this), ": expected distinct axes, got ", options_.axis);
+  return sorted;
+}
+
+TensorShape LayerNormalizationLayer::compute_output_shape(const TensorShape& input_shape) const {
+  axes_for(input_shape);
+  if (built()) {
+    internal::check_rank(*this, input_shape, built_shape_.rank());
+    for (int a : axes_for(built_shape_))
+      internal::check_dim(*this, input_shape, a, built_shape_.dim(a), "a normalised axis");
+  }
+  return input_shape;
+}
+
+void LayerNormalizationLayer::build_weights(const TensorShape& input_shape) {
+  std::vector<int64_t> param;
+  for (int a : axes_for(input_shape)) {
+    STRATA_CHECK_ARG(input_shape.dim(a) > 0, internal::describe(*this),
+                     ": expected normalised axis ", a, " to have a defined dimension, got shape ",
+                     input_shape);
+    param.push_back(input_shape.dim(a));
+  }
+  const TensorShape shape(param);
+  if (options_.scale)
+    gamma_ = add_weight("gamma", shape, {.initializer = options_.gamma_initializer});
+  if (options_.center)
+    beta_ = add_weight("beta", shape, {.initializer = options_.beta_initializer});
+  built_shape_ = input_shape;
+}
+
+Tensor LayerNormalizationLayer::call(const Tensor& inputs, bool /*training*/) {
+  compute_output_shape(inputs.shape());
+  const Tensor x = internal::cast_to(inputs, dtype());
+  const std::vector<int> axes = axes_for(x.shape());
+  std::vector<int64_t> broadcast(x.rank(), 1);
+  std::vector<int64_t> reduction;
+  for (int a : axes) {
+    broadcast[a] = x.shape().dim(a);
+    reduction.push_back(a);
+  }
+  const ReduceOptions over{.axis = reduction, .keepdims = true};
+  const Tensor mean = strata::reduce_mean(x, over);
+  const Tensor variance =
+      strata::reduce_mean(strata::squared_difference(x, strata::stop_gradient(mean)), over);
+  Tensor inv = strata::rsqrt(variance + options_.epsilon);
+  if (options_.scale) inv = inv * strata::reshape(gamma_.value(), broadcast);
+  const Tensor shift =
+      options_.center ? strata::reshape(beta_.value(), broadcast) - mean * inv : -(mean * inv);
+  return x * inv + shift;
+}
+
+std::shared_ptr<LayerNormalizationLayer> LayerNormalization(
+    const LayerNormalizationOptions& options) {
+  return std::make_shared<LayerNormalizationLayer>(options);
 }
 
 }  // namespace strata::keras::layers

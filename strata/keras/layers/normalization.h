@@ -1,11 +1,13 @@
 #pragma once
 // keras.layers.BatchNormalization: normalises each feature (channel) with the
 // batch's statistics while training and with moving averages at inference.
+// keras.layers.LayerNormalization: normalises each example over its feature axes.
 //
-//   auto bn = keras::layers::BatchNormalization();          // axis -1, momentum 0.99, epsilon 1e-3
+//   auto bn = keras::layers::BatchNormalization();   // axis -1, momentum 0.99, epsilon 1e-3
 //   Tensor y = (*bn)(x, /*training=*/true);   // (x - mean_b) / sqrt(var_b + eps) * gamma + beta
-//   Tensor z = (*bn)(x);                      // (x - moving_mean) / sqrt(moving_variance + eps) * ...
+//   Tensor z = (*bn)(x);                      // the same with moving_mean, moving_variance
 //   bn->count_params();                       // 4 * channels (2 * channels trainable)
+//   auto ln = keras::layers::LayerNormalization();   // per example, over the last axis
 //
 // Weights, in Keras's order: gamma (if scale), beta (if center) trainable;
 // moving_mean, moving_variance non-trainable, with synchronization ON_READ and
@@ -70,12 +72,59 @@ class BatchNormalizationLayer : public Layer {
   void check_input(const TensorShape& shape) const;
 
   BatchNormalizationOptions options_;
-  int axis_ = -1;       // canonical, once built
-  int rank_ = -1;       // input rank, once built
+  int axis_ = -1;  // canonical, once built
+  int rank_ = -1;  // input rank, once built
   int64_t features_ = -1;
   Variable gamma_, beta_, moving_mean_, moving_variance_;
 };
 
-std::shared_ptr<BatchNormalizationLayer> BatchNormalization(const BatchNormalizationOptions& options = {});
+std::shared_ptr<BatchNormalizationLayer> BatchNormalization(
+    const BatchNormalizationOptions& options = {});
+
+// tf.keras.layers.LayerNormalization's arguments, in Keras's order
+// (regularizers and constraints are not supported).
+struct LayerNormalizationOptions {
+  // The axes normalised over (Keras's int or list); never the batch axis.
+  std::vector<int64_t> axis = {-1};
+  double epsilon = 1e-3;
+  bool center = true;
+  bool scale = true;
+  Initializer beta_initializer = initializers::zeros();
+  Initializer gamma_initializer = initializers::ones();
+  // LayerArgs
+  OptionalShape input_shape = std::nullopt;
+  std::string name = "";
+  DType dtype = DType::float32;
+  bool trainable = true;
+};
+
+// y = (x - mean) / sqrt(var + epsilon) * gamma + beta, with mean and biased
+// variance of each example over `axis`; gamma and beta have the input's
+// dimensions at `axis` ("gamma" then "beta", as Keras). The same in training
+// and inference. Thread-safety: as Layer.
+class LayerNormalizationLayer : public Layer {
+ public:
+  // InvalidArgumentError if axis is empty or has duplicates, or epsilon < 0.
+  explicit LayerNormalizationLayer(const LayerNormalizationOptions& options = {});
+
+  const Variable& gamma() const { return gamma_; }
+  const Variable& beta() const { return beta_; }
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+
+ protected:
+  void build_weights(const TensorShape& input_shape) override;
+  Tensor call(const Tensor& inputs, bool training) override;
+
+ private:
+  // The canonical axes for `shape`, checked (not the batch axis, in range, no duplicates).
+  std::vector<int> axes_for(const TensorShape& shape) const;
+
+  LayerNormalizationOptions options_;
+  TensorShape built_shape_;  // the input shape at build, for later checks
+  Variable gamma_, beta_;
+};
+
+std::shared_ptr<LayerNormalizationLayer> LayerNormalization(
+    const LayerNormalizationOptions& options = {});
 
 }  // namespace strata::keras::layers
