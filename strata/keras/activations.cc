@@ -63,8 +63,8 @@ ActivationFunction get(const std::string& identifier) {
   if (it == registry().end()) {
     std::string known;
     for (const std::string& name : activation_names()) known += (known.empty() ? "" : ", ") + name;
-    throw InvalidArgumentError(str_cat("keras.activations.get: expected a known activation name (", known,
-                                       "), got \"", identifier, "\""));
+    throw InvalidArgumentError(str_cat("keras.activations.get: expected a known activation name (",
+                                       known, "), got \"", identifier, "\""));
   }
   return it->second;
 }
@@ -91,8 +91,9 @@ Tensor relu(const Tensor& x, const ReluOptions& o) {
   } else {
     y = strata::relu(x);
   }
-  if (clip_max) y = strata::minimum(strata::maximum(y, strata::zeros_like(y)),
-                                       strata::cast(strata::constant(*o.max_value), y.dtype()));
+  if (clip_max)
+    y = strata::minimum(strata::maximum(y, strata::zeros_like(y)),
+                        strata::cast(strata::constant(*o.max_value), y.dtype()));
   if (o.alpha != 0.0) y = y - negative_part * o.alpha;
   return y;
 }
@@ -101,7 +102,8 @@ Tensor sigmoid(const Tensor& x) { return strata::sigmoid(x); }
 Tensor tanh(const Tensor& x) { return strata::tanh(x); }
 
 Tensor softmax(const Tensor& x, int64_t axis) {
-  STRATA_CHECK_ARG(x.rank() >= 2, "keras.activations.softmax: expected a tensor of rank >= 2, got shape ",
+  STRATA_CHECK_ARG(x.rank() >= 2,
+                   "keras.activations.softmax: expected a tensor of rank >= 2, got shape ",
                    x.shape());
   return strata::softmax(x, axis);
 }

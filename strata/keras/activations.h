@@ -33,9 +33,9 @@ ActivationFunction get(const std::string& identifier);
 std::vector<std::string> activation_names();
 
 struct ReluOptions {
-  double alpha = 0.0;                          // slope below the threshold (Keras default 0)
+  double alpha = 0.0;                              // slope below the threshold (Keras default 0)
   std::optional<double> max_value = std::nullopt;  // saturation value (Keras default None)
-  double threshold = 0.0;                      // values below it are damped (Keras default 0)
+  double threshold = 0.0;                          // values below it are damped (Keras default 0)
 };
 // Keras's relu: f(x) = max_value for x >= max_value, x for threshold <= x < max_value,
 // alpha * (x - threshold) otherwise.

@@ -73,8 +73,10 @@ TEST(ActivationsTest, ReluOptionsFollowKeras) {
       activations::relu(x, {.alpha = 0.1, .max_value = 3.0, .threshold = 1.0}).to_vector<double>();
   const std::vector<double> want = {-0.2, -0.05, 0.0, 2.0, 3.0};
   for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(y[i], want[i], 1e-12) << i;
-  EXPECT_EQ(activations::relu(x, {.max_value = 6.0}).to_vector<double>(), (std::vector<double>{0, 0.5, 1, 2, 5}));
-  EXPECT_EQ(activations::relu(x, {.max_value = 1.5}).to_vector<double>(), (std::vector<double>{0, 0.5, 1, 1.5, 1.5}));
+  EXPECT_EQ(activations::relu(x, {.max_value = 6.0}).to_vector<double>(),
+            (std::vector<double>{0, 0.5, 1, 2, 5}));
+  EXPECT_EQ(activations::relu(x, {.max_value = 1.5}).to_vector<double>(),
+            (std::vector<double>{0, 0.5, 1, 1.5, 1.5}));
   const std::vector<double> leaky = activations::relu(x, {.alpha = 0.5}).to_vector<double>();
   EXPECT_DOUBLE_EQ(leaky[0], -0.5);
   EXPECT_NEAR(activations::elu(x, 2.0).to_vector<double>()[0], 2.0 * (std::exp(-1.0) - 1), 1e-12);

@@ -9,7 +9,8 @@
 
 namespace strata::keras::layers {
 
-Conv2DLayer::Conv2DLayer(int64_t filters, std::vector<int64_t> kernel_size, const Conv2DOptions& options)
+Conv2DLayer::Conv2DLayer(int64_t filters, std::vector<int64_t> kernel_size,
+                         const Conv2DOptions& options)
     : Layer("Conv2D", "conv2d", internal::layer_args(options)),
       filters_(filters),
       options_(options),
@@ -22,40 +23,46 @@ Conv2DLayer::Conv2DLayer(int64_t filters, std::vector<int64_t> kernel_size, cons
   padding_ = internal::normalize_padding(options.padding, who);
   internal::check_channels_last(options.data_format, who);
   // tf.nn.convolution refuses the combination; tf.keras inherits the refusal.
-  STRATA_CHECK_ARG((strides_.first == 1 && strides_.second == 1) || (dilation_.first == 1 && dilation_.second == 1),
-                   who, ": expected strides == 1 when dilation_rate > 1, got strides ", options.strides,
-                   " and dilation_rate ", options.dilation_rate);
+  STRATA_CHECK_ARG((strides_.first == 1 && strides_.second == 1) ||
+                       (dilation_.first == 1 && dilation_.second == 1),
+                   who, ": expected strides == 1 when dilation_rate > 1, got strides ",
+                   options.strides, " and dilation_rate ", options.dilation_rate);
   STRATA_CHECK_ARG(options.groups > 0 && filters % options.groups == 0, who,
-                   ": expected groups > 0 dividing filters = ", filters, ", got groups = ", options.groups);
+                   ": expected groups > 0 dividing filters = ", filters,
+                   ", got groups = ", options.groups);
 }
 
 void Conv2DLayer::check_input(const TensorShape& shape) const {
   internal::check_rank(*this, shape, 4);
-  if (input_channels_ >= 0) internal::check_dim(*this, shape, 3, input_channels_, "the channel dimension");
+  if (input_channels_ >= 0)
+    internal::check_dim(*this, shape, 3, input_channels_, "the channel dimension");
 }
 
 TensorShape Conv2DLayer::compute_output_shape(const TensorShape& input_shape) const {
   check_input(input_shape);
-  const int64_t h = internal::conv_output_length(input_shape.dim(1), kernel_size_.first, padding_, strides_.first,
-                                                 dilation_.first);
+  const int64_t h = internal::conv_output_length(input_shape.dim(1), kernel_size_.first, padding_,
+                                                 strides_.first, dilation_.first);
   const int64_t w = internal::conv_output_length(input_shape.dim(2), kernel_size_.second, padding_,
                                                  strides_.second, dilation_.second);
   STRATA_CHECK_ARG(h != 0 && w != 0, internal::describe(*this),
-                   ": expected an input at least as large as the (dilated) kernel, got shape ", input_shape,
-                   " for kernel_size [", kernel_size_.first, ", ", kernel_size_.second, "]");
+                   ": expected an input at least as large as the (dilated) kernel, got shape ",
+                   input_shape, " for kernel_size [", kernel_size_.first, ", ", kernel_size_.second,
+                   "]");
   return TensorShape{input_shape.dim(0), h, w, filters_};
 }
 
 void Conv2DLayer::build_weights(const TensorShape& input_shape) {
   check_input(input_shape);
   const int64_t channels = input_shape.dim(3);
-  STRATA_CHECK_ARG(channels > 0, internal::describe(*this), ": expected a defined channel dimension, got shape ",
-                   input_shape);
-  STRATA_CHECK_ARG(channels % options_.groups == 0, internal::describe(*this), ": expected input channels (",
-                   channels, ") divisible by groups = ", options_.groups, ", got shape ", input_shape);
-  kernel_ = add_weight("kernel",
-                       TensorShape{kernel_size_.first, kernel_size_.second, channels / options_.groups, filters_},
-                       {.initializer = options_.kernel_initializer});
+  STRATA_CHECK_ARG(channels > 0, internal::describe(*this),
+                   ": expected a defined channel dimension, got shape ", input_shape);
+  STRATA_CHECK_ARG(channels % options_.groups == 0, internal::describe(*this),
+                   ": expected input channels (", channels,
+                   ") divisible by groups = ", options_.groups, ", got shape ", input_shape);
+  kernel_ = add_weight(
+      "kernel",
+      TensorShape{kernel_size_.first, kernel_size_.second, channels / options_.groups, filters_},
+      {.initializer = options_.kernel_initializer});
   if (options_.use_bias) {
     bias_ = add_weight("bias", TensorShape{filters_}, {.initializer = options_.bias_initializer});
   }
@@ -89,7 +96,8 @@ std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, std::vector<int64_t> kernel
   return std::make_shared<Conv2DLayer>(filters, std::move(kernel_size), options);
 }
 
-std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, int64_t kernel_size, const Conv2DOptions& options) {
+std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, int64_t kernel_size,
+                                    const Conv2DOptions& options) {
   return std::make_shared<Conv2DLayer>(filters, std::vector<int64_t>{kernel_size}, options);
 }
 

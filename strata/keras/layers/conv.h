@@ -81,6 +81,7 @@ class Conv2DLayer : public Layer {
 std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, std::vector<int64_t> kernel_size,
                                     const Conv2DOptions& options = {});
 // kernel_size n means {n, n}.
-std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, int64_t kernel_size, const Conv2DOptions& options = {});
+std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, int64_t kernel_size,
+                                    const Conv2DOptions& options = {});
 
 }  // namespace strata::keras::layers

@@ -23,7 +23,8 @@ struct ConvCase {
 
 // A direct NHWC / HWIO convolution with TF's SAME rule (pad_total =
 // max((out - 1) * s + dilated_k - in, 0), the smaller half before).
-std::vector<double> naive_conv(const Tensor& x, const Tensor& k, const ConvCase& c, TensorShape* out_shape) {
+std::vector<double> naive_conv(const Tensor& x, const Tensor& k, const ConvCase& c,
+                               TensorShape* out_shape) {
   const std::vector<double> xv = as_doubles(x), kv = as_doubles(k);
   const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], ci = x.shape()[3];
   const int64_t cig = k.shape()[2], co = k.shape()[3], cog = co / c.groups;
@@ -45,7 +46,8 @@ std::vector<double> naive_conv(const Tensor& x, const Tensor& k, const ConvCase&
               const int64_t y = i * c.sh + a * c.dh - ph, z = j * c.sw + e * c.dw - pw;
               if (y < 0 || y >= h || z < 0 || z >= w) continue;
               for (int64_t q = 0; q < cig; ++q) {
-                s += xv[((b * h + y) * w + z) * ci + g * cig + q] * kv[((a * c.kw + e) * cig + q) * co + o];
+                s += xv[((b * h + y) * w + z) * ci + g * cig + q] *
+                     kv[((a * c.kw + e) * cig + q) * co + o];
               }
             }
           out[((b * oh + i) * ow + j) * co + o] = s;
@@ -55,16 +57,20 @@ std::vector<double> naive_conv(const Tensor& x, const Tensor& k, const ConvCase&
 
 TEST(Conv2DTest, MatchesADirectConvolution) {
   const std::vector<ConvCase> cases = {
-      {3, 2, 1, 1, 1, 1, false}, {3, 3, 1, 1, 1, 1, true}, {3, 2, 2, 2, 1, 1, true},
-      {2, 3, 2, 1, 1, 1, false}, {3, 3, 1, 1, 2, 2, false}, {2, 2, 1, 1, 2, 1, true},
+      {3, 2, 1, 1, 1, 1, false},   {3, 3, 1, 1, 1, 1, true},     {3, 2, 2, 2, 1, 1, true},
+      {2, 3, 2, 1, 1, 1, false},   {3, 3, 1, 1, 2, 2, false},    {2, 2, 1, 1, 2, 1, true},
       {3, 3, 1, 1, 1, 1, true, 2}, {1, 1, 2, 2, 1, 1, false, 4},
   };
   for (const ConvCase& c : cases) {
-    SCOPED_TRACE(::testing::PrintToString(std::vector<int64_t>{c.kh, c.kw, c.sh, c.sw, c.dh, c.dw, c.same, c.groups}));
+    SCOPED_TRACE(::testing::PrintToString(
+        std::vector<int64_t>{c.kh, c.kw, c.sh, c.sw, c.dh, c.dw, c.same, c.groups}));
     auto conv = Conv2D(4, {c.kh, c.kw},
-                       {.strides = {c.sh, c.sw}, .padding = c.same ? "same" : "valid",
-                        .dilation_rate = {c.dh, c.dw}, .groups = c.groups,
-                        .bias_initializer = initializers::constant(0.5), .dtype = DType::float64});
+                       {.strides = {c.sh, c.sw},
+                        .padding = c.same ? "same" : "valid",
+                        .dilation_rate = {c.dh, c.dw},
+                        .groups = c.groups,
+                        .bias_initializer = initializers::constant(0.5),
+                        .dtype = DType::float64});
     const Tensor x = strata::testing::random_uniform({2, 7, 6, 4}, -1, 1, 3);
     const Tensor y = (*conv)(x);
     TensorShape want_shape;
@@ -86,8 +92,9 @@ TEST(Conv2DTest, ParameterCountsAndOutputShapesMatchKeras) {
   EXPECT_EQ(conv->kernel().shape(), (TensorShape{3, 3, 1, 32}));
   EXPECT_EQ(conv->weights()[0].name(), "conv2d/kernel");
   EXPECT_EQ(conv->compute_output_shape({-1, 28, 28, 1}), (TensorShape{-1, 26, 26, 32}));
-  EXPECT_EQ(Conv2D(8, 3, {.strides = {2}, .padding = "SAME"})->compute_output_shape({-1, 28, 27, 1}),
-            (TensorShape{-1, 14, 14, 8}));
+  EXPECT_EQ(
+      Conv2D(8, 3, {.strides = {2}, .padding = "SAME"})->compute_output_shape({-1, 28, 27, 1}),
+      (TensorShape{-1, 14, 14, 8}));
   EXPECT_EQ(Conv2D(8, 3, {.dilation_rate = {2, 2}})->compute_output_shape({5, 28, 28, 3}),
             (TensorShape{5, 24, 24, 8}));
   EXPECT_EQ(Conv2D(8, 3)->compute_output_shape({-1, -1, 10, 3}), (TensorShape{-1, -1, 8, 8}));
@@ -113,8 +120,8 @@ TEST(Conv2DTest, GradientsMatchFiniteDifferences) {
     SCOPED_TRACE(i);
     auto conv = Conv2D(2, {3, 2}, options[i]);
     const Tensor x = strata::testing::random_uniform({2, 5, 4, 2}, -1, 1, 9);
-    auto input_check =
-        strata::testing::check_gradients([&](const std::vector<Tensor>& in) { return (*conv)(in[0]); }, {x});
+    auto input_check = strata::testing::check_gradients(
+        [&](const std::vector<Tensor>& in) { return (*conv)(in[0]); }, {x});
     EXPECT_TRUE(input_check.ok) << input_check.message;
     auto weight_check = testing_util::check_weight_gradients(*conv, x);
     EXPECT_TRUE(weight_check.ok) << weight_check.message;
@@ -128,7 +135,8 @@ TEST(Conv2DTest, RejectsBadArguments) {
   EXPECT_THROW(Conv2D(4, {3, 3}, {.strides = {0, 1}}), InvalidArgumentError);
   EXPECT_THROW(Conv2D(4, {3, 3}, {.padding = "full"}), InvalidArgumentError);
   EXPECT_THROW(Conv2D(4, {3, 3}, {.data_format = "channels_first"}), UnimplementedError);
-  EXPECT_THROW(Conv2D(4, {3, 3}, {.strides = {2, 2}, .dilation_rate = {2, 2}}), InvalidArgumentError);
+  EXPECT_THROW(Conv2D(4, {3, 3}, {.strides = {2, 2}, .dilation_rate = {2, 2}}),
+               InvalidArgumentError);
   EXPECT_THROW(Conv2D(4, {3, 3}, {.groups = 3}), InvalidArgumentError);
   EXPECT_THROW(Conv2D(4, {3, 3}, {.activation = "rleu"}), InvalidArgumentError);
   auto grouped = Conv2D(4, {3, 3}, {.groups = 2});
@@ -147,7 +155,8 @@ TEST(Conv2DTest, RejectsBadInputsNamingTheLayerAndShape) {
   EXPECT_THROW(conv->build({-1, 8, 8, -1}), InvalidArgumentError);  // channels must be known
   (*conv)(strata::ones({1, 8, 8, 2}));
   EXPECT_THROW((*conv)(strata::ones({1, 8, 8, 3})), InvalidArgumentError);  // built for 2 channels
-  EXPECT_THROW((*conv)(strata::ones({1, 2, 8, 2})), InvalidArgumentError);  // smaller than the kernel
+  EXPECT_THROW((*conv)(strata::ones({1, 2, 8, 2})),
+               InvalidArgumentError);  // smaller than the kernel
 }
 
 }  // namespace

@@ -19,7 +19,8 @@ uint64_t mix(uint64_t z) {
 
 DropoutLayer::DropoutLayer(double rate, const DropoutOptions& options)
     : Layer("Dropout", "dropout", internal::layer_args(options)), rate_(rate), options_(options) {
-  STRATA_CHECK_ARG(rate >= 0.0 && rate < 1.0, internal::describe(*this), ": expected rate in [0, 1), got ", rate);
+  STRATA_CHECK_ARG(rate >= 0.0 && rate < 1.0, internal::describe(*this),
+                   ": expected rate in [0, 1), got ", rate);
   if (!options_.noise_shape.empty()) {
     for (int64_t d : options_.noise_shape) {
       STRATA_CHECK_ARG(d > 0 || d == -1, internal::describe(*this),
@@ -34,18 +35,20 @@ Tensor DropoutLayer::call(const Tensor& inputs, bool training) {
   if (!options_.noise_shape.empty()) {
     const TensorShape& s = inputs.shape();
     std::vector<int64_t> n = options_.noise_shape;
-    STRATA_CHECK_ARG(static_cast<int>(n.size()) == s.rank(), internal::describe(*this), ": expected noise_shape ",
-                     n, " to have the input's rank, got input shape ", s);
+    STRATA_CHECK_ARG(static_cast<int>(n.size()) == s.rank(), internal::describe(*this),
+                     ": expected noise_shape ", n, " to have the input's rank, got input shape ",
+                     s);
     for (size_t i = 0; i < n.size(); ++i) {
       if (n[i] == -1) n[i] = s.dim(static_cast<int>(i));
       STRATA_CHECK_ARG(n[i] == 1 || n[i] == s.dim(static_cast<int>(i)), internal::describe(*this),
-                       ": expected noise_shape ", options_.noise_shape, " to broadcast to the input, got shape ",
-                       s);
+                       ": expected noise_shape ", options_.noise_shape,
+                       " to broadcast to the input, got shape ", s);
     }
     noise = std::move(n);
   }
   std::optional<uint64_t> seed = std::nullopt;
-  if (options_.seed) seed = mix(*options_.seed ^ mix(calls_.fetch_add(1, std::memory_order_relaxed)));
+  if (options_.seed)
+    seed = mix(*options_.seed ^ mix(calls_.fetch_add(1, std::memory_order_relaxed)));
   return strata::nn::dropout(inputs, rate_, {.noise_shape = noise, .seed = seed});
 }
 
@@ -58,7 +61,9 @@ ActivationLayer::ActivationLayer(const std::string& activation, const LayerArgs&
       activation_name_(activation),
       activation_(internal::activation_for(*this, activation)) {}
 
-Tensor ActivationLayer::call(const Tensor& inputs, bool /*training*/) { return activation_(inputs); }
+Tensor ActivationLayer::call(const Tensor& inputs, bool /*training*/) {
+  return activation_(inputs);
+}
 
 std::shared_ptr<ActivationLayer> Activation(const std::string& activation, const LayerArgs& args) {
   return std::make_shared<ActivationLayer>(activation, args);

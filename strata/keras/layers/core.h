@@ -45,7 +45,9 @@ class DropoutLayer : public Layer {
  public:
   explicit DropoutLayer(double rate, const DropoutOptions& options = {});
   double rate() const noexcept { return rate_; }
-  TensorShape compute_output_shape(const TensorShape& input_shape) const override { return input_shape; }
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override {
+    return input_shape;
+  }
 
  protected:
   Tensor call(const Tensor& inputs, bool training) override;
@@ -63,7 +65,9 @@ class ActivationLayer : public Layer {
  public:
   explicit ActivationLayer(const std::string& activation, const LayerArgs& args = {});
   const std::string& activation() const noexcept { return activation_name_; }
-  TensorShape compute_output_shape(const TensorShape& input_shape) const override { return input_shape; }
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override {
+    return input_shape;
+  }
 
  protected:
   Tensor call(const Tensor& inputs, bool training) override;
@@ -73,6 +77,7 @@ class ActivationLayer : public Layer {
   ActivationFunction activation_;
 };
 
-std::shared_ptr<ActivationLayer> Activation(const std::string& activation, const LayerArgs& args = {});
+std::shared_ptr<ActivationLayer> Activation(const std::string& activation,
+                                            const LayerArgs& args = {});
 
 }  // namespace strata::keras::layers

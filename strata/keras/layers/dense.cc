@@ -30,9 +30,10 @@ void DenseLayer::build_weights(const TensorShape& input_shape) {
   check_input(input_shape);
   const int64_t last = input_shape.dim(-1);
   // Keras: "The last dimension of the inputs to a Dense layer should be defined."
-  STRATA_CHECK_ARG(last > 0, internal::describe(*this), ": expected a defined last input dimension, got shape ",
-                   input_shape);
-  kernel_ = add_weight("kernel", TensorShape{last, units_}, {.initializer = options_.kernel_initializer});
+  STRATA_CHECK_ARG(last > 0, internal::describe(*this),
+                   ": expected a defined last input dimension, got shape ", input_shape);
+  kernel_ =
+      add_weight("kernel", TensorShape{last, units_}, {.initializer = options_.kernel_initializer});
   if (options_.use_bias) {
     bias_ = add_weight("bias", TensorShape{units_}, {.initializer = options_.bias_initializer});
   }

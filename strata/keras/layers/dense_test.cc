@@ -19,7 +19,8 @@ TEST(DenseTest, ComputesXTimesKernelPlusBiasThenActivation) {
   auto linear = Dense(2);
   auto relu = Dense(2, {.activation = "relu"});
   const Tensor x = constant({1.f, 0.f, -1.f, 2.f, 1.f, 0.f}, {2, 3});
-  const std::vector<Tensor> w = {constant({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, {3, 2}), constant({0.5f, -0.5f}, {2})};
+  const std::vector<Tensor> w = {constant({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, {3, 2}),
+                                 constant({0.5f, -0.5f}, {2})};
   linear->build(x.shape());
   relu->build(x.shape());
   linear->set_weights(w);
@@ -31,7 +32,8 @@ TEST(DenseTest, ComputesXTimesKernelPlusBiasThenActivation) {
 }
 
 TEST(DenseTest, ContractsTheLastAxisOfHigherRankInputs) {
-  auto dense = Dense(2, {.kernel_initializer = initializers::random_uniform({.minval = -1, .maxval = 1, .seed = 3}),
+  auto dense = Dense(2, {.kernel_initializer =
+                             initializers::random_uniform({.minval = -1, .maxval = 1, .seed = 3}),
                          .bias_initializer = initializers::constant(0.25)});
   const Tensor x = testing::random_uniform({2, 3, 4}, -1, 1, 5);
   const Tensor y = (*dense)(strata::cast(x, DType::float32));
@@ -92,7 +94,8 @@ TEST(DenseTest, GradientsMatchFiniteDifferences) {
     SCOPED_TRACE(activation);
     auto dense = Dense(3, {.activation = activation, .dtype = DType::float64});
     const Tensor x = testing::random_uniform({2, 4, 5}, -1, 1, 1);
-    auto input_check = testing::check_gradients([&](const std::vector<Tensor>& in) { return (*dense)(in[0]); }, {x});
+    auto input_check = testing::check_gradients(
+        [&](const std::vector<Tensor>& in) { return (*dense)(in[0]); }, {x});
     EXPECT_TRUE(input_check.ok) << input_check.message;
     auto weight_check = testing_util::check_weight_gradients(*dense, x);
     EXPECT_TRUE(weight_check.ok) << weight_check.message;

@@ -18,7 +18,8 @@ LayerArgs embedding_args(const EmbeddingOptions& o) {
 
 }  // namespace
 
-EmbeddingLayer::EmbeddingLayer(int64_t input_dim, int64_t output_dim, const EmbeddingOptions& options)
+EmbeddingLayer::EmbeddingLayer(int64_t input_dim, int64_t output_dim,
+                               const EmbeddingOptions& options)
     : Layer("Embedding", "embedding", embedding_args(options)),
       input_dim_(input_dim),
       output_dim_(output_dim),
@@ -27,17 +28,20 @@ EmbeddingLayer::EmbeddingLayer(int64_t input_dim, int64_t output_dim, const Embe
   STRATA_CHECK_ARG(input_dim > 0 && output_dim > 0, who,
                    ": expected input_dim > 0 and output_dim > 0, got input_dim = ", input_dim,
                    ", output_dim = ", output_dim);
-  STRATA_CHECK_ARG(!options.input_length || *options.input_length > 0, who, ": expected input_length > 0, got ",
-                   options.input_length.value_or(0));
+  STRATA_CHECK_ARG(!options.input_length || *options.input_length > 0, who,
+                   ": expected input_length > 0, got ", options.input_length.value_or(0));
   if (options.mask_zero) {
-    throw UnimplementedError(str_cat(who, ": mask_zero = true is not supported (no layer consumes masks)"));
+    throw UnimplementedError(
+        str_cat(who, ": mask_zero = true is not supported (no layer consumes masks)"));
   }
 }
 
 void EmbeddingLayer::check_input(const TensorShape& shape) const {
-  STRATA_CHECK_ARG(shape.has_known_rank(), internal::describe(*this), ": expected an input of known rank");
+  STRATA_CHECK_ARG(shape.has_known_rank(), internal::describe(*this),
+                   ": expected an input of known rank");
   if (options_.input_length && shape.rank() >= 2 && shape.dim(1) >= 0) {
-    internal::check_dim(*this, shape, 1, *options_.input_length, "the sequence dimension (input_length)");
+    internal::check_dim(*this, shape, 1, *options_.input_length,
+                        "the sequence dimension (input_length)");
   }
 }
 
@@ -55,17 +59,19 @@ void EmbeddingLayer::build_weights(const TensorShape& input_shape) {
 Tensor EmbeddingLayer::call(const Tensor& inputs, bool /*training*/) {
   check_input(inputs.shape());
   const DType t = inputs.dtype();
-  const Tensor ids = t == DType::int32 || t == DType::int64 ? inputs : strata::cast(inputs, DType::int32);
+  const Tensor ids =
+      t == DType::int32 || t == DType::int64 ? inputs : strata::cast(inputs, DType::int32);
   try {
     return strata::gather(embeddings_.value(), ids, /*axis=*/0);
   } catch (const InvalidArgumentError& e) {
     // Name the layer; gather's message carries the offending index.
-    throw InvalidArgumentError(str_cat(internal::describe(*this), ": expected indices in [0, ", input_dim_,
-                                       "), ", e.what()));
+    throw InvalidArgumentError(str_cat(internal::describe(*this), ": expected indices in [0, ",
+                                       input_dim_, "), ", e.what()));
   }
 }
 
-std::shared_ptr<EmbeddingLayer> Embedding(int64_t input_dim, int64_t output_dim, const EmbeddingOptions& options) {
+std::shared_ptr<EmbeddingLayer> Embedding(int64_t input_dim, int64_t output_dim,
+                                          const EmbeddingOptions& options) {
   return std::make_shared<EmbeddingLayer>(input_dim, output_dim, options);
 }
 

@@ -29,7 +29,8 @@ TEST(EmbeddingTest, LooksUpRowsByIndex) {
   EXPECT_EQ(y.shape(), (TensorShape{2, 2, 2}));
   EXPECT_EQ(as_doubles(y), (std::vector<double>{4, 5, 0, 1, 2, 3, 2, 3}));
   // Float indices are cast to int32, as Keras.
-  EXPECT_EQ(as_doubles((*embed)(strata::constant({1.f, 2.f}, {1, 2}))), (std::vector<double>{2, 3, 4, 5}));
+  EXPECT_EQ(as_doubles((*embed)(strata::constant({1.f, 2.f}, {1, 2}))),
+            (std::vector<double>{2, 3, 4, 5}));
   EXPECT_EQ(as_doubles((*embed)(strata::constant<int32_t>({0}, {1}))), (std::vector<double>{0, 1}));
 }
 
@@ -38,7 +39,7 @@ TEST(EmbeddingTest, GradientSumsOverTheRowsLookedUp) {
   const Tensor ids = strata::constant<int64_t>({2, 0, 1, 1}, {2, 2});
   const Tensor w = strata::constant({1.f, 10.f, 2.f, 20.f, 3.f, 30.f, 4.f, 40.f}, {2, 2, 2});
   GradientTape tape;
-  const Tensor loss = strata::reduce_sum((*embed)(ids) * w);
+  const Tensor loss = strata::reduce_sum((*embed)(ids)*w);
   const std::vector<Tensor> g = tape.gradient(loss, embed->trainable_variables());
   ASSERT_EQ(g.size(), 1u);
   // row 0 <- position 1; row 1 <- positions 2 and 3; row 2 <- position 0.

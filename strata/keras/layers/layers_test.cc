@@ -25,9 +25,9 @@ TEST(LayersTest, MnistConvnetHasKerasParameterCountsAndTrainsEndToEnd) {
       layers::Dense(10, {.activation = "softmax"}),
   };
   TensorShape shape{-1, 28, 28, 1};
-  const std::vector<TensorShape> want_shapes = {{-1, 26, 26, 32}, {-1, 13, 13, 32}, {-1, 11, 11, 64},
-                                                {-1, 5, 5, 64},   {-1, 1600},       {-1, 1600},
-                                                {-1, 10}};
+  const std::vector<TensorShape> want_shapes = {
+      {-1, 26, 26, 32}, {-1, 13, 13, 32}, {-1, 11, 11, 64}, {-1, 5, 5, 64},
+      {-1, 1600},       {-1, 1600},       {-1, 10}};
   const std::vector<int64_t> want_params = {320, 0, 18496, 0, 0, 0, 16010};
   int64_t total = 0;
   for (size_t i = 0; i < stack.size(); ++i) {

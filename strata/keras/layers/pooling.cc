@@ -9,30 +9,37 @@ namespace strata::keras::layers {
 namespace {
 
 const char* class_of(Pooling2DLayer::Kind kind, bool global) {
-  if (global) return kind == Pooling2DLayer::Kind::MAX ? "GlobalMaxPooling2D" : "GlobalAveragePooling2D";
+  if (global)
+    return kind == Pooling2DLayer::Kind::MAX ? "GlobalMaxPooling2D" : "GlobalAveragePooling2D";
   return kind == Pooling2DLayer::Kind::MAX ? "MaxPooling2D" : "AveragePooling2D";
 }
 
 const char* prefix_of(Pooling2DLayer::Kind kind, bool global) {
-  if (global) return kind == Pooling2DLayer::Kind::MAX ? "global_max_pooling2d" : "global_average_pooling2d";
+  if (global)
+    return kind == Pooling2DLayer::Kind::MAX ? "global_max_pooling2d" : "global_average_pooling2d";
   return kind == Pooling2DLayer::Kind::MAX ? "max_pooling2d" : "average_pooling2d";
 }
 
 }  // namespace
 
-Pooling2DLayer::Pooling2DLayer(Kind kind, std::vector<int64_t> pool_size, const Pooling2DOptions& options)
-    : Layer(class_of(kind, false), prefix_of(kind, false), internal::layer_args(options)), kind_(kind) {
+Pooling2DLayer::Pooling2DLayer(Kind kind, std::vector<int64_t> pool_size,
+                               const Pooling2DOptions& options)
+    : Layer(class_of(kind, false), prefix_of(kind, false), internal::layer_args(options)),
+      kind_(kind) {
   const std::string who = internal::describe(*this);
   pool_size_ = internal::normalize_pair(pool_size, who, "pool_size");
-  strides_ = options.strides.empty() ? pool_size_ : internal::normalize_pair(options.strides, who, "strides");
+  strides_ = options.strides.empty() ? pool_size_
+                                     : internal::normalize_pair(options.strides, who, "strides");
   padding_ = internal::normalize_padding(options.padding, who);
   internal::check_channels_last(options.data_format, who);
 }
 
 TensorShape Pooling2DLayer::compute_output_shape(const TensorShape& input_shape) const {
   internal::check_rank(*this, input_shape, 4);
-  const int64_t h = internal::conv_output_length(input_shape.dim(1), pool_size_.first, padding_, strides_.first);
-  const int64_t w = internal::conv_output_length(input_shape.dim(2), pool_size_.second, padding_, strides_.second);
+  const int64_t h =
+      internal::conv_output_length(input_shape.dim(1), pool_size_.first, padding_, strides_.first);
+  const int64_t w = internal::conv_output_length(input_shape.dim(2), pool_size_.second, padding_,
+                                                 strides_.second);
   STRATA_CHECK_ARG(h != 0 && w != 0, internal::describe(*this),
                    ": expected an input at least as large as pool_size [", pool_size_.first, ", ",
                    pool_size_.second, "], got shape ", input_shape);
@@ -47,12 +54,15 @@ Tensor Pooling2DLayer::call(const Tensor& inputs, bool /*training*/) {
   return kind_ == Kind::MAX ? nn::max_pool2d(inputs, k, s, p) : nn::avg_pool2d(inputs, k, s, p);
 }
 
-std::shared_ptr<Pooling2DLayer> MaxPooling2D(std::vector<int64_t> pool_size, const Pooling2DOptions& options) {
+std::shared_ptr<Pooling2DLayer> MaxPooling2D(std::vector<int64_t> pool_size,
+                                             const Pooling2DOptions& options) {
   return std::make_shared<Pooling2DLayer>(Pooling2DLayer::Kind::MAX, std::move(pool_size), options);
 }
 
-std::shared_ptr<Pooling2DLayer> AveragePooling2D(std::vector<int64_t> pool_size, const Pooling2DOptions& options) {
-  return std::make_shared<Pooling2DLayer>(Pooling2DLayer::Kind::AVERAGE, std::move(pool_size), options);
+std::shared_ptr<Pooling2DLayer> AveragePooling2D(std::vector<int64_t> pool_size,
+                                                 const Pooling2DOptions& options) {
+  return std::make_shared<Pooling2DLayer>(Pooling2DLayer::Kind::AVERAGE, std::move(pool_size),
+                                          options);
 }
 
 GlobalPooling2DLayer::GlobalPooling2DLayer(Kind kind, const GlobalPooling2DOptions& options)
@@ -71,14 +81,16 @@ TensorShape GlobalPooling2DLayer::compute_output_shape(const TensorShape& input_
 Tensor GlobalPooling2DLayer::call(const Tensor& inputs, bool /*training*/) {
   compute_output_shape(inputs.shape());
   const ReduceOptions over_hw{.axis = {1, 2}, .keepdims = keepdims_};
-  return kind_ == Kind::MAX ? strata::reduce_max(inputs, over_hw) : strata::reduce_mean(inputs, over_hw);
+  return kind_ == Kind::MAX ? strata::reduce_max(inputs, over_hw)
+                            : strata::reduce_mean(inputs, over_hw);
 }
 
 std::shared_ptr<GlobalPooling2DLayer> GlobalMaxPooling2D(const GlobalPooling2DOptions& options) {
   return std::make_shared<GlobalPooling2DLayer>(GlobalPooling2DLayer::Kind::MAX, options);
 }
 
-std::shared_ptr<GlobalPooling2DLayer> GlobalAveragePooling2D(const GlobalPooling2DOptions& options) {
+std::shared_ptr<GlobalPooling2DLayer> GlobalAveragePooling2D(
+    const GlobalPooling2DOptions& options) {
   return std::make_shared<GlobalPooling2DLayer>(GlobalPooling2DLayer::Kind::AVERAGE, options);
 }
 

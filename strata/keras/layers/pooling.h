@@ -82,7 +82,9 @@ class GlobalPooling2DLayer : public Layer {
   bool keepdims_;
 };
 
-std::shared_ptr<GlobalPooling2DLayer> GlobalMaxPooling2D(const GlobalPooling2DOptions& options = {});
-std::shared_ptr<GlobalPooling2DLayer> GlobalAveragePooling2D(const GlobalPooling2DOptions& options = {});
+std::shared_ptr<GlobalPooling2DLayer> GlobalMaxPooling2D(
+    const GlobalPooling2DOptions& options = {});
+std::shared_ptr<GlobalPooling2DLayer> GlobalAveragePooling2D(
+    const GlobalPooling2DOptions& options = {});
 
 }  // namespace strata::keras::layers

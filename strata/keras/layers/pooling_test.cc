@@ -15,7 +15,9 @@ using testing_util::all_close;
 using testing_util::as_doubles;
 
 // [1, 4, 4, 1] holding 0 .. 15 in row-major order.
-Tensor grid() { return strata::reshape(strata::cast(strata::range(16), DType::float32), {1, 4, 4, 1}); }
+Tensor grid() {
+  return strata::reshape(strata::cast(strata::range(16), DType::float32), {1, 4, 4, 1});
+}
 
 TEST(Pooling2DTest, MaxAndAverageOverTwoByTwoWindows) {
   auto max_pool = MaxPooling2D({2, 2});
@@ -31,8 +33,8 @@ TEST(Pooling2DTest, SamePaddingCountsOnlyInBoundsElements) {
   auto avg = AveragePooling2D({3, 3}, {.strides = {1, 1}, .padding = "same"});
   const std::vector<double> a = as_doubles((*avg)(grid()));
   ASSERT_EQ(a.size(), 16u);
-  EXPECT_DOUBLE_EQ(a[0], (0 + 1 + 4 + 5) / 4.0);                          // corner: 4 elements
-  EXPECT_DOUBLE_EQ(a[5], (0 + 1 + 2 + 4 + 5 + 6 + 8 + 9 + 10) / 9.0);     // interior: 9
+  EXPECT_DOUBLE_EQ(a[0], (0 + 1 + 4 + 5) / 4.0);                       // corner: 4 elements
+  EXPECT_DOUBLE_EQ(a[5], (0 + 1 + 2 + 4 + 5 + 6 + 8 + 9 + 10) / 9.0);  // interior: 9
   EXPECT_DOUBLE_EQ(a[3], (2 + 3 + 6 + 7) / 4.0);
   // ceil(4 / 2) = 2 outputs; TF pads one row/column after.
   auto max = MaxPooling2D({3, 3}, {.strides = {2, 2}, .padding = "SAME"});
@@ -49,10 +51,12 @@ TEST(Pooling2DTest, StridesDefaultToPoolSizeAndMayDiffer) {
 
 TEST(Pooling2DTest, GradientsMatchFiniteDifferences) {
   const Tensor x = strata::testing::random_uniform({2, 5, 5, 3}, -1, 1, 4);
-  for (auto pool : {MaxPooling2D({2, 2}), MaxPooling2D({3, 3}, {.strides = {2, 2}, .padding = "same"}),
-                    AveragePooling2D({2, 3}, {.strides = {1, 2}, .padding = "same"})}) {
+  for (auto pool :
+       {MaxPooling2D({2, 2}), MaxPooling2D({3, 3}, {.strides = {2, 2}, .padding = "same"}),
+        AveragePooling2D({2, 3}, {.strides = {1, 2}, .padding = "same"})}) {
     SCOPED_TRACE(pool->name());
-    auto r = strata::testing::check_gradients([&](const std::vector<Tensor>& in) { return (*pool)(in[0]); }, {x});
+    auto r = strata::testing::check_gradients(
+        [&](const std::vector<Tensor>& in) { return (*pool)(in[0]); }, {x});
     EXPECT_TRUE(r.ok) << r.message;
   }
 }
@@ -75,7 +79,8 @@ TEST(Pooling2DTest, NamesAndErrors) {
     EXPECT_NE(std::string(e.what()).find("MaxPooling2D 'p'"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("[4, 4]"), std::string::npos) << e.what();
   }
-  EXPECT_THROW((*pool)(strata::ones({1, 1, 4, 1})), InvalidArgumentError);  // smaller than the window
+  EXPECT_THROW((*pool)(strata::ones({1, 1, 4, 1})),
+               InvalidArgumentError);  // smaller than the window
 }
 
 TEST(GlobalPooling2DTest, ReducesHeightAndWidth) {

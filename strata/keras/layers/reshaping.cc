@@ -69,7 +69,8 @@ TensorShape ReshapeLayer::compute_output_shape(const TensorShape& input_shape) c
   }
   const bool fits = unknown_at < 0 ? known == n : n % known == 0;
   STRATA_CHECK_ARG(fits, internal::describe(*this), ": expected an input whose ", n,
-                   " elements per example fit target_shape ", target_shape_, ", got shape ", input_shape);
+                   " elements per example fit target_shape ", target_shape_, ", got shape ",
+                   input_shape);
   if (unknown_at >= 0) out[unknown_at] = n / known;
   return TensorShape(out);
 }

@@ -22,7 +22,8 @@
 namespace strata::keras::layers {
 
 struct FlattenOptions {
-  std::string data_format = "";  // "" / "channels_last" (Keras default None); "channels_first" unsupported
+  std::string data_format =
+      "";  // "" / "channels_last" (Keras default None); "channels_first" unsupported
   // LayerArgs
   OptionalShape input_shape = std::nullopt;
   std::string name = "";
@@ -60,6 +61,7 @@ class ReshapeLayer : public Layer {
   std::vector<int64_t> target_shape_;
 };
 
-std::shared_ptr<ReshapeLayer> Reshape(std::vector<int64_t> target_shape, const LayerArgs& args = {});
+std::shared_ptr<ReshapeLayer> Reshape(std::vector<int64_t> target_shape,
+                                      const LayerArgs& args = {});
 
 }  // namespace strata::keras::layers

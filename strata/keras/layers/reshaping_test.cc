@@ -27,8 +27,9 @@ TEST(FlattenTest, KeepsTheBatchAxisAndFlattensTheRestInRowMajorOrder) {
 
 TEST(FlattenTest, PassesGradientsThrough) {
   auto flatten = Flatten();
-  auto r = testing::check_gradients([&](const std::vector<Tensor>& in) { return (*flatten)(in[0]); },
-                                    {testing::random_uniform({2, 2, 3}, -1, 1, 3)});
+  auto r =
+      testing::check_gradients([&](const std::vector<Tensor>& in) { return (*flatten)(in[0]); },
+                               {testing::random_uniform({2, 2, 3}, -1, 1, 3)});
   EXPECT_TRUE(r.ok) << r.message;
 }
 
@@ -57,8 +58,9 @@ TEST(ReshapeTest, InfersOneUnknownDimension) {
 
 TEST(ReshapeTest, PassesGradientsThrough) {
   auto reshape = Reshape({3, 2});
-  auto r = testing::check_gradients([&](const std::vector<Tensor>& in) { return (*reshape)(in[0]); },
-                                    {testing::random_uniform({2, 6}, -1, 1, 4)});
+  auto r =
+      testing::check_gradients([&](const std::vector<Tensor>& in) { return (*reshape)(in[0]); },
+                               {testing::random_uniform({2, 6}, -1, 1, 4)});
   EXPECT_TRUE(r.ok) << r.message;
 }
 

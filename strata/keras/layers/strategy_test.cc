@@ -7,8 +7,8 @@
 #include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/distribute/strategy.h"
-#include "strata/keras/layers/testing/layer_test_util.h"
 #include "strata/keras/layers/layers.h"
+#include "strata/keras/layers/testing/layer_test_util.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/operators.h"
 
@@ -60,7 +60,8 @@ TEST_F(LayersUnderStrategyTest, BatchNormalizationKeepsPerReplicaMovingStatistic
   sd::MirroredStrategy strategy({"CPU:0", "CPU:1"});
   auto bn = BatchNormalization({.momentum = 0.5, .epsilon = 0.0});
   // Built lazily on the first replica call (created once, through a merge).
-  sd::PerReplica<Tensor> y = strategy.run([&] { return (*bn)(replica_batch(), /*training=*/true); });
+  sd::PerReplica<Tensor> y =
+      strategy.run([&] { return (*bn)(replica_batch(), /*training=*/true); });
   // Each replica normalises with its own batch statistics: every feature -> -1, 1.
   for (const Tensor& t : y.values()) EXPECT_TRUE(all_close(as_doubles(t), {-1, -1, 1, 1}, 1e-6));
   const std::vector<Variable> means = sd::distributed_components(bn->moving_mean());

@@ -9,37 +9,44 @@
 
 namespace strata::keras::layers::internal {
 
-std::string describe(const Layer& layer) { return str_cat(layer.class_name(), " '", layer.name(), "'"); }
+std::string describe(const Layer& layer) {
+  return str_cat(layer.class_name(), " '", layer.name(), "'");
+}
 
 std::string normalize_padding(const std::string& padding, const std::string& who) {
   std::string lower = padding;
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](unsigned char c) { return std::tolower(c); });
-  STRATA_CHECK_ARG(lower == "valid" || lower == "same", who, ": expected padding \"valid\" or \"same\", got \"",
-                   padding, "\"");
+  std::transform(lower.begin(), lower.end(), lower.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  STRATA_CHECK_ARG(lower == "valid" || lower == "same", who,
+                   ": expected padding \"valid\" or \"same\", got \"", padding, "\"");
   return lower;
 }
 
 void check_channels_last(const std::string& data_format, const std::string& who) {
   if (data_format.empty() || data_format == "channels_last") return;
   if (data_format == "channels_first") {
-    throw UnimplementedError(str_cat(who, ": data_format \"channels_first\" is not supported (the kernels are NHWC "
-                                     "only); use \"channels_last\""));
+    throw UnimplementedError(
+        str_cat(who,
+                ": data_format \"channels_first\" is not supported (the kernels are NHWC "
+                "only); use \"channels_last\""));
   }
   throw InvalidArgumentError(
-      str_cat(who, ": expected data_format \"channels_last\" or \"channels_first\", got \"", data_format, "\""));
+      str_cat(who, ": expected data_format \"channels_last\" or \"channels_first\", got \"",
+              data_format, "\""));
 }
 
-std::pair<int64_t, int64_t> normalize_pair(const std::vector<int64_t>& values, const std::string& who,
-                                           const char* field) {
+std::pair<int64_t, int64_t> normalize_pair(const std::vector<int64_t>& values,
+                                           const std::string& who, const char* field) {
   STRATA_CHECK_ARG(values.size() == 1 || values.size() == 2, who, ": expected ", field,
                    " to have 1 or 2 values, got ", values);
   const std::pair<int64_t, int64_t> p{values[0], values.size() == 2 ? values[1] : values[0]};
-  STRATA_CHECK_ARG(p.first > 0 && p.second > 0, who, ": expected ", field, " values > 0, got ", values);
+  STRATA_CHECK_ARG(p.first > 0 && p.second > 0, who, ": expected ", field, " values > 0, got ",
+                   values);
   return p;
 }
 
-int64_t conv_output_length(int64_t input_length, int64_t filter_size, const std::string& padding, int64_t stride,
-                           int64_t dilation) {
+int64_t conv_output_length(int64_t input_length, int64_t filter_size, const std::string& padding,
+                           int64_t stride, int64_t dilation) {
   if (input_length < 0) return -1;
   const int64_t dilated = (filter_size - 1) * dilation + 1;
   const int64_t length = padding == "same" ? input_length : input_length - dilated + 1;
@@ -48,15 +55,17 @@ int64_t conv_output_length(int64_t input_length, int64_t filter_size, const std:
 }
 
 void check_rank(const Layer& layer, const TensorShape& shape, int rank, bool at_least) {
-  STRATA_CHECK_ARG(shape.has_known_rank() && (at_least ? shape.rank() >= rank : shape.rank() == rank),
-                   describe(layer), ": expected input of rank ", at_least ? ">= " : "", rank, ", got shape ",
-                   shape);
+  STRATA_CHECK_ARG(
+      shape.has_known_rank() && (at_least ? shape.rank() >= rank : shape.rank() == rank),
+      describe(layer), ": expected input of rank ", at_least ? ">= " : "", rank, ", got shape ",
+      shape);
 }
 
-void check_dim(const Layer& layer, const TensorShape& shape, int axis, int64_t expected, const char* what) {
+void check_dim(const Layer& layer, const TensorShape& shape, int axis, int64_t expected,
+               const char* what) {
   const int64_t actual = shape.dim(axis);
-  STRATA_CHECK_ARG(actual == expected, describe(layer), ": expected ", what, " (axis ", axis, ") of size ",
-                   expected, ", got shape ", shape);
+  STRATA_CHECK_ARG(actual == expected, describe(layer), ": expected ", what, " (axis ", axis,
+                   ") of size ", expected, ", got shape ", shape);
 }
 
 ActivationFunction activation_for(const Layer& layer, const std::string& name) {
@@ -67,6 +76,8 @@ ActivationFunction activation_for(const Layer& layer, const std::string& name) {
   }
 }
 
-Tensor cast_to(const Tensor& x, DType dtype) { return x.dtype() == dtype ? x : strata::cast(x, dtype); }
+Tensor cast_to(const Tensor& x, DType dtype) {
+  return x.dtype() == dtype ? x : strata::cast(x, dtype);
+}
 
 }  // namespace strata::keras::layers::internal

@@ -21,7 +21,8 @@ namespace strata::keras::layers::internal {
 // The LayerArgs fields (input_shape, name, dtype, trainable) of an options struct.
 template <typename Options>
 LayerArgs layer_args(const Options& o) {
-  return LayerArgs{.input_shape = o.input_shape, .name = o.name, .dtype = o.dtype, .trainable = o.trainable};
+  return LayerArgs{
+      .input_shape = o.input_shape, .name = o.name, .dtype = o.dtype, .trainable = o.trainable};
 }
 
 // "<Class> '<name>'", the prefix of every message about a layer.
@@ -33,8 +34,8 @@ std::string normalize_padding(const std::string& padding, const std::string& who
 // "channels_last"; "channels_first" is UnimplementedError (the kernels are NHWC only).
 void check_channels_last(const std::string& data_format, const std::string& who);
 // A 2-tuple argument: {n} means {n, n} (Keras's int form); every value must be > 0.
-std::pair<int64_t, int64_t> normalize_pair(const std::vector<int64_t>& values, const std::string& who,
-                                           const char* field);
+std::pair<int64_t, int64_t> normalize_pair(const std::vector<int64_t>& values,
+                                           const std::string& who, const char* field);
 
 // Keras's conv_utils.conv_output_length for one spatial dimension; -1 stays -1.
 int64_t conv_output_length(int64_t input_length, int64_t filter_size, const std::string& padding,
@@ -43,7 +44,8 @@ int64_t conv_output_length(int64_t input_length, int64_t filter_size, const std:
 // InvalidArgumentError unless shape has rank == `rank` (rank >= min_rank when `at_least`).
 void check_rank(const Layer& layer, const TensorShape& shape, int rank, bool at_least = false);
 // InvalidArgumentError unless dimension `axis` of `shape` equals `expected`.
-void check_dim(const Layer& layer, const TensorShape& shape, int axis, int64_t expected, const char* what);
+void check_dim(const Layer& layer, const TensorShape& shape, int axis, int64_t expected,
+               const char* what);
 
 // activations::get(name), with the layer named in the error for an unknown name.
 ActivationFunction activation_for(const Layer& layer, const std::string& name);

@@ -28,7 +28,8 @@
 namespace strata::keras::layers::testing_util {
 
 inline strata::testing::GradientCheckResult check_weight_gradients(Layer& layer, const Tensor& x,
-                                                                   bool training = false, double delta = 1e-6,
+                                                                   bool training = false,
+                                                                   double delta = 1e-6,
                                                                    double tolerance = 1e-5) {
   if (!layer.built()) layer(x, training);  // build first so the weights exist
   const Tensor w = strata::testing::random_uniform(layer(x, training).shape(), -1, 1, /*seed=*/11);
@@ -45,8 +46,9 @@ inline strata::testing::GradientCheckResult check_weight_gradients(Layer& layer,
   for (size_t v = 0; v < vars.size(); ++v) {
     const Tensor original = vars[v].value();
     std::vector<double> values = original.to_vector<double>();
-    const std::vector<double> grad = analytic[v].defined() ? analytic[v].to_vector<double>()
-                                                           : std::vector<double>(values.size(), 0.0);
+    const std::vector<double> grad = analytic[v].defined()
+                                         ? analytic[v].to_vector<double>()
+                                         : std::vector<double>(values.size(), 0.0);
     for (size_t i = 0; i < values.size(); ++i) {
       const double saved = values[i];
       values[i] = saved + delta;
@@ -62,8 +64,8 @@ inline strata::testing::GradientCheckResult check_weight_gradients(Layer& layer,
       if (error > tolerance) {
         result.ok = false;
         if (result.message.size() < 2000) {
-          result.message += str_cat(vars[v].name(), " element ", i, ": analytic ", grad[i], ", numeric ", numeric,
-                                    "\n");
+          result.message += str_cat(vars[v].name(), " element ", i, ": analytic ", grad[i],
+                                    ", numeric ", numeric, "\n");
         }
       }
     }
@@ -73,14 +75,16 @@ inline strata::testing::GradientCheckResult check_weight_gradients(Layer& layer,
 }
 
 // Elementwise |a - b| <= tol, with a readable message.
-inline ::testing::AssertionResult all_close(const std::vector<double>& actual, const std::vector<double>& expected,
+inline ::testing::AssertionResult all_close(const std::vector<double>& actual,
+                                            const std::vector<double>& expected,
                                             double tol = 1e-5) {
   if (actual.size() != expected.size()) {
     return ::testing::AssertionFailure() << "size " << actual.size() << " != " << expected.size();
   }
   for (size_t i = 0; i < actual.size(); ++i) {
     if (!(std::abs(actual[i] - expected[i]) <= tol)) {
-      return ::testing::AssertionFailure() << "element " << i << ": " << actual[i] << " != " << expected[i];
+      return ::testing::AssertionFailure()
+             << "element " << i << ": " << actual[i] << " != " << expected[i];
     }
   }
   return ::testing::AssertionSuccess();
