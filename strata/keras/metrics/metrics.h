@@ -29,11 +29,20 @@ namespace strata::keras::metrics {
 // "mean_absolute_error" / "mae"; the class names ("SparseCategoricalAccuracy",
 // ...) give the metric with its default name.
 //
+// Also "binary_crossentropy", "categorical_crossentropy" and
+// "sparse_categorical_crossentropy" (the mean of the loss function, from
+// probabilities, as Keras's metrics of those names).
+//
 // "accuracy" / "acc" give the exact-match Accuracy metric here. Keras's
-// compile() instead chooses binary, categorical or sparse categorical accuracy
-// from the loss and the shapes of y_true / y_pred; that resolution belongs to
-// Model::compile, which should not pass those two strings to get().
-// InvalidArgumentError naming an unknown identifier.
+// compile() instead picks the accuracy from the shapes of y_true / y_pred:
+// that is the overload below, which Model::compile uses once it has seen a
+// batch. InvalidArgumentError naming an unknown identifier.
 MetricPtr get(const std::string& name);
+
+// keras compile_utils.get_metric: for "accuracy" / "acc" (and "crossentropy"
+// / "ce"), binary when y_pred's last dimension is 1, else sparse categorical
+// when y_true has a lower rank than y_pred or a last dimension of 1 (y_pred's
+// > 1), else categorical; named by the identifier. Other names: get(name).
+MetricPtr get(const std::string& name, const TensorShape& y_true_shape, const TensorShape& y_pred_shape);
 
 }  // namespace strata::keras::metrics

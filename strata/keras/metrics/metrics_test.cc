@@ -201,3 +201,39 @@ TEST(MetricUnderStrategy, ReplicasAccumulateLocallyAndTheCrossReplicaResultSumsT
 
 }  // namespace
 }  // namespace strata::keras
+
+namespace strata::keras {
+namespace {
+
+TEST(MetricsGet, AccuracyForCompileIsChosenFromTheShapes) {
+  auto sparse = metrics::get("accuracy", TensorShape{32}, TensorShape{32, 10});
+  EXPECT_NE(dynamic_cast<metrics::SparseCategoricalAccuracyMetric*>(sparse.get()), nullptr);
+  EXPECT_EQ(sparse->name(), "accuracy");
+  EXPECT_NE(dynamic_cast<metrics::SparseCategoricalAccuracyMetric*>(
+                metrics::get("acc", TensorShape{32, 1}, TensorShape{32, 10}).get()),
+            nullptr);
+  EXPECT_NE(dynamic_cast<metrics::BinaryAccuracyMetric*>(
+                metrics::get("accuracy", TensorShape{32, 1}, TensorShape{32, 1}).get()),
+            nullptr);
+  EXPECT_NE(dynamic_cast<metrics::CategoricalAccuracyMetric*>(
+                metrics::get("accuracy", TensorShape{32, 10}, TensorShape{32, 10}).get()),
+            nullptr);
+  // Other identifiers ignore the shapes.
+  EXPECT_NE(dynamic_cast<metrics::MeanSquaredErrorMetric*>(
+                metrics::get("mse", TensorShape{32, 1}, TensorShape{32, 1}).get()),
+            nullptr);
+}
+
+TEST(MetricsGet, CrossentropyMetricsAverageTheLossFunction) {
+  auto ce = metrics::get("ce", TensorShape{2}, TensorShape{2, 2});
+  EXPECT_EQ(ce->name(), "ce");
+  ce->update_state(constant<int64_t>({0, 1}), constant<float>({0.5f, 0.5f, 0.2f, 0.8f}, {2, 2}));
+  EXPECT_NEAR(ce->result().item<float>(), (std::log(2.0) - std::log(0.8)) / 2, 1e-6);
+  auto bce = metrics::get("binary_crossentropy");
+  bce->update_state(constant<float>({1}, {1, 1}), constant<float>({0.5f}, {1, 1}));
+  EXPECT_NEAR(bce->result().item<float>(), -std::log(0.5 + 1e-7), 1e-6);
+  EXPECT_EQ(metrics::get("categorical_crossentropy")->name(), "categorical_crossentropy");
+}
+
+}  // namespace
+}  // namespace strata::keras
