@@ -464,6 +464,28 @@ ShardedTensor multiply(const ShardedTensor& a, const Tensor& b) {
   return binary(a, b, &strata::multiply, "multiply");
 }
 
+ShardedTensor apply_replicated(const std::vector<ShardedTensor>& inputs,
+                               const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                               const std::string& name) {
+  STRATA_CHECK_ARG(!inputs.empty(), "sharded::apply_replicated: expected at least one input");
+  const int n = inputs.front().num_logical_devices();
+  const tpu::Sharding replicated = tpu::Sharding::replicated(n);
+  std::vector<ShardedTensor> copies;
+  for (const ShardedTensor& x : inputs) {
+    STRATA_CHECK_ARG(x.num_logical_devices() == n, "sharded::apply_replicated: expected inputs over ", n,
+                     " logical devices, got one over ", x.num_logical_devices());
+    if (!x.sharding().is_replicated()) count_fallback(name);
+    copies.push_back(reshard(x, replicated));
+  }
+  std::vector<Tensor> shards = run_shards(inputs.front().devices(), holders(replicated), [&](int d) {
+    std::vector<Tensor> local;
+    for (const ShardedTensor& x : copies) local.push_back(x.shard(d));
+    return fn(local);
+  });
+  const TensorShape shape = shards.front().shape();
+  return make(replicated, shape, std::move(shards), inputs.front().devices());
+}
+
 // --- linear algebra and reductions ----------------------------------------------------------
 
 ShardedTensor matmul(const ShardedTensor& a, const Tensor& b) {

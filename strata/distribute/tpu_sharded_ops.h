@@ -48,6 +48,7 @@
 // waits on other parties); the calling thread runs shard 0.
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -120,6 +121,15 @@ ShardedTensor binary(const ShardedTensor& a, const ShardedTensor& b,
                      Tensor (*op)(const Tensor&, const Tensor&), const std::string& name);
 ShardedTensor binary(const ShardedTensor& a, const Tensor& b,
                      Tensor (*op)(const Tensor&, const Tensor&), const std::string& name);
+
+// Any computation on replicated values: every logical device runs fn on its
+// own copy of the inputs (what TF does with loss inputs annotated by
+// experimental_replicate_to_logical_devices), giving a replicated result.
+// Inputs that are not replicated are gathered and replicated first (counted
+// as a fallback of `name`).
+ShardedTensor apply_replicated(const std::vector<ShardedTensor>& inputs,
+                               const std::function<Tensor(const std::vector<Tensor>&)>& fn,
+                               const std::string& name);
 
 // --- linear algebra and reductions ---
 ShardedTensor matmul(const ShardedTensor& a, const Tensor& b);

@@ -5,6 +5,7 @@
 #include "strata/base/errors.h"
 #include "strata/core/device.h"
 #include "strata/distribute/tpu_system.h"
+#include "strata/ops/recorder.h"
 #include "strata/tpu/local_topology.h"
 #include "strata/tpu/sharding.h"
 
@@ -96,7 +97,11 @@ Tensor TPUStrategy::experimental_assign_to_logical_device(const Tensor& t,
                    "Please construct the TPUStrategy with `experimental_spmd_xla_partitioning=False`");
   tpu::Sharding sharding = tpu::Sharding::maximal(logical_device_id, num_logical_devices_per_replica());
   const Device& device = *logical_devices_[static_cast<size_t>(local)][static_cast<size_t>(logical_device_id)];
-  return tpu::with_sharding(t.on_device(device), sharding);
+  // Moving the value is TF's annotation op (an identity): recorded, so that a
+  // tape's gradients flow back through the assignment.
+  Tensor placed = t.on_device(device);
+  if (placed.id() != t.id()) record_op(OpKind::Identity, {t}, {placed});
+  return tpu::with_sharding(placed, sharding);
 }
 
 Tensor TPUStrategy::experimental_replicate_to_logical_devices(const Tensor& t) const {

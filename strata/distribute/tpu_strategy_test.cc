@@ -8,12 +8,14 @@
 #include <thread>
 #include <vector>
 
+#include "strata/autodiff/gradient_tape.h"
 #include "strata/base/errors.h"
 #include "strata/core/config.h"
 #include "strata/core/device.h"
 #include "strata/core/tensor.h"
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/distribute/tpu_system.h"
+#include "strata/ops/math_ops.h"
 #include "strata/tpu/device_assignment.h"
 #include "strata/tpu/local_topology.h"
 #include "strata/tpu/sharding.h"
@@ -200,6 +202,24 @@ TEST_F(TPUStrategyTest, AssignToLogicalDevicePlacesTheValueAndAnnotatesMaximal) 
     EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{1.f, 2.f}));
     ASSERT_NE(tpu::sharding_of(t), nullptr);
     EXPECT_EQ(*tpu::sharding_of(t), tpu::Sharding::maximal(1, 2));
+  }
+}
+
+TEST_F(TPUStrategyTest, GradientsFlowThroughTheLogicalDeviceAnnotations) {
+  tpu::Topology topology = tpu::initialize_tpu_system();
+  TPUStrategy strategy(two_cores_per_replica(topology));
+  PerReplica<Tensor> grads = strategy.run([&] {
+    Tensor x = constant({1.f, 2.f, 3.f, 4.f}, {2, 2});
+    GradientTape tape;
+    tape.watch(x);
+    Tensor y = multiply(strategy.experimental_assign_to_logical_device(x, 1), constant(3.f));
+    y = strategy.experimental_replicate_to_logical_devices(y);
+    y = strategy.experimental_split_to_logical_devices(y, {2, 1});
+    return tape.gradient(reduce_sum(y), x);
+  });
+  for (const Tensor& g : grads.values()) {
+    ASSERT_TRUE(g.defined());
+    EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{3.f, 3.f, 3.f, 3.f}));
   }
 }
 
