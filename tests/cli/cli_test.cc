@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 namespace {
 
@@ -52,6 +55,7 @@ class TempDir {
   }
   ~TempDir() { std::filesystem::remove_all(path_); }
   std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  std::string str() const { return path_.string(); }
 
  private:
   std::filesystem::path path_;
@@ -232,6 +236,47 @@ TEST(Launch, BadArgumentsAreUsageErrors) {
   Result missing = run("launch --nproc 1 -- /no/such/program");
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.output.find("/no/such/program"), std::string::npos) << missing.output;
+}
+
+// --- bench -----------------------------------------------------------------------
+
+void write_executable(const std::string& path, const std::string& text) {
+  std::ofstream(path) << text;
+  ::chmod(path.c_str(), 0755);
+}
+
+TEST(Bench, PairsFiguresWithTheirPeersAndReportsMissingPeersAsSkipped) {
+  TempDir bench, peers, out;
+  // A stand-in benchmark program printing Google Benchmark's JSON: Strata's
+  // GEMM twice as fast as the OpenBLAS figure at the same arguments.
+  write_executable(bench / "fake_bench", R"(#!/bin/sh
+cat <<'EOF'
+{"context": {}, "benchmarks": [
+ {"name": "BM_StrataMatMul/m:8/real_time", "run_type": "iteration", "real_time": 1.5, "time_unit": "us"},
+ {"name": "BM_CblasSgemm/m:8/real_time", "run_type": "iteration", "real_time": 3.0, "time_unit": "us"},
+ {"name": "BM_Other", "run_type": "iteration", "real_time": 2.0, "time_unit": "ms"}]}
+EOF
+)");
+  write_executable(bench / "broken_bench", "#!/bin/sh\nexit 3\n");
+  std::ofstream(peers / "needs_missing.py") << "import strata_no_such_module\n";
+  Result r = run("bench --bench-dir " + bench.str() + " --peers-dir " + peers.str() + " --out " + (out / "b.json"));
+  EXPECT_EQ(r.status, 1) << r.output;  // broken_bench failed
+  EXPECT_NE(r.output.find("FAILED broken_bench: exit status 3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("vs OpenBLAS cblas_sgemm 3 us  ratio 2.00"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("needs_missing.py: skipped (not installed: strata_no_such_module)"), std::string::npos)
+      << r.output;
+  const nlohmann::json j = nlohmann::json::parse(read_file(out / "b.json"));
+  EXPECT_EQ(j.at("figures").size(), 3u);
+  EXPECT_DOUBLE_EQ(j.at("comparisons").at(0).at("ratio").get<double>(), 2.0);
+  EXPECT_EQ(j.at("peers").at(0).at("status"), "skipped (not installed: strata_no_such_module)");
+}
+
+TEST(Bench, AFolderWithoutProgramsIsAClearError) {
+  TempDir empty;
+  Result r = run("bench --bench-dir " + empty.str());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("no *_bench programs in " + empty.str()), std::string::npos) << r.output;
+  EXPECT_EQ(run("bench --bench-dir /no/such/dir").status, 2);
 }
 
 }  // namespace

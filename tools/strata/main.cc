@@ -1,4 +1,4 @@
-// The `strata` program: subcommands train, launch, topology, tfrecord, bench.
+// The `strata` program: subcommands train, bench, launch, topology, tfrecord, demo.
 // Usage errors print a one-line message and the usage to stderr and exit 2;
 // runtime errors print "strata: <CODE>: <message>" and exit 1.
 #include <CLI/CLI.hpp>
@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "strata/strata.h"
+#include "tools/strata/bench_command.h"
 #include "tools/strata/launch.h"
 #include "tools/strata/tfrecord_command.h"
 #include "tools/strata/topology_command.h"
@@ -99,6 +100,18 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "", "ZLIB", "GZIP"}));
 
+  strata::tools::BenchOptions bench_options;
+  CLI::App* bench = app.add_subcommand(
+      "bench", "Run the benchmark programs and the installed peers; print figure, peer and ratio");
+  bench->add_flag("--quick", bench_options.quick, "Short runs (--benchmark_min_time=0.05, one peer repetition)");
+  bench->add_option("--bench-dir", bench_options.bench_dir,
+                    "Folder of the *_bench programs (default: build/bench beside this program)")
+      ->check(CLI::ExistingDirectory);
+  bench->add_option("--peers-dir", bench_options.peers_dir, "Folder of the peer scripts (default: bench/peers)")
+      ->check(CLI::ExistingDirectory);
+  bench->add_option("--filter", bench_options.filter, "Only benchmarks matching this regex (--benchmark_filter)");
+  bench->add_option("--out", bench_options.out, "Also write the figures and comparisons as JSON here");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -111,6 +124,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (bench->parsed()) return strata::tools::run_bench(bench_options);
     if (launch->parsed()) return strata::tools::run_launch(launch_options);
     if (convert->parsed()) {
       strata::tools::convert_idx(convert_options, std::cout);
