@@ -8,6 +8,21 @@
 #include "strata/ops/nn_ops.h"
 
 namespace strata::keras::layers {
+namespace {
+
+// Grouped convolution: group g sees input channels [g*C/G, (g+1)*C/G) and
+// produces filters [g*F/G, (g+1)*F/G), Keras's channel layout.
+Tensor grouped_conv2d(const Tensor& x, const Tensor& kernel, const nn::Conv2DOptions& conv,
+                      int64_t groups) {
+  if (groups == 1) return nn::conv2d(x, kernel, conv);
+  const std::vector<Tensor> xs = strata::split(x, groups, /*axis=*/3);
+  const std::vector<Tensor> ks = strata::split(kernel, groups, /*axis=*/3);
+  std::vector<Tensor> ys;
+  for (size_t g = 0; g < xs.size(); ++g) ys.push_back(nn::conv2d(xs[g], ks[g], conv));
+  return strata::concat(ys, /*axis=*/3);
+}
+
+}  // namespace
 
 Conv2DLayer::Conv2DLayer(int64_t filters, std::vector<int64_t> kernel_size,
                          const Conv2DOptions& options)
@@ -75,18 +90,7 @@ Tensor Conv2DLayer::call(const Tensor& inputs, bool /*training*/) {
   const nn::Conv2DOptions conv{.strides = {strides_.first, strides_.second},
                                .padding = padding_ == "same" ? "SAME" : "VALID",
                                .dilations = {dilation_.first, dilation_.second}};
-  Tensor y;
-  if (options_.groups == 1) {
-    y = nn::conv2d(x, kernel_.value(), conv);
-  } else {
-    // Grouped convolution: group g sees input channels [g*C/G, (g+1)*C/G) and
-    // produces filters [g*F/G, (g+1)*F/G), Keras's channel layout.
-    const std::vector<Tensor> xs = strata::split(x, options_.groups, /*axis=*/3);
-    const std::vector<Tensor> ks = strata::split(kernel_.value(), options_.groups, /*axis=*/3);
-    std::vector<Tensor> ys;
-    for (size_t g = 0; g < xs.size(); ++g) ys.push_back(nn::conv2d(xs[g], ks[g], conv));
-    y = strata::concat(ys, /*axis=*/3);
-  }
+  Tensor y = grouped_conv2d(x, kernel_.value(), conv, options_.groups);
   if (options_.use_bias) y = nn::bias_add(y, bias_.value());
   return activation_(y);
 }
@@ -99,6 +103,85 @@ std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, std::vector<int64_t> kernel
 std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, int64_t kernel_size,
                                     const Conv2DOptions& options) {
   return std::make_shared<Conv2DLayer>(filters, std::vector<int64_t>{kernel_size}, options);
+}
+
+Conv1DLayer::Conv1DLayer(int64_t filters, int64_t kernel_size, const Conv1DOptions& options)
+    : Layer("Conv1D", "conv1d", internal::layer_args(options)),
+      filters_(filters),
+      kernel_size_(kernel_size),
+      options_(options),
+      activation_(internal::activation_for(*this, options.activation)) {
+  const std::string who = internal::describe(*this);
+  STRATA_CHECK_ARG(filters > 0, who, ": expected filters > 0, got ", filters);
+  STRATA_CHECK_ARG(kernel_size > 0, who, ": expected kernel_size > 0, got ", kernel_size);
+  STRATA_CHECK_ARG(options.strides > 0, who, ": expected strides > 0, got ", options.strides);
+  STRATA_CHECK_ARG(options.dilation_rate > 0, who, ": expected dilation_rate > 0, got ",
+                   options.dilation_rate);
+  padding_ = internal::normalize_padding(options.padding, who, /*allow_causal=*/true);
+  internal::check_channels_last(options.data_format, who);
+  STRATA_CHECK_ARG(options.strides == 1 || options.dilation_rate == 1, who,
+                   ": expected strides == 1 when dilation_rate > 1, got strides ", options.strides,
+                   " and dilation_rate ", options.dilation_rate);
+  STRATA_CHECK_ARG(options.groups > 0 && filters % options.groups == 0, who,
+                   ": expected groups > 0 dividing filters = ", filters,
+                   ", got groups = ", options.groups);
+}
+
+void Conv1DLayer::check_input(const TensorShape& shape) const {
+  internal::check_rank(*this, shape, 3);
+  if (input_channels_ >= 0)
+    internal::check_dim(*this, shape, 2, input_channels_, "the channel dimension");
+}
+
+TensorShape Conv1DLayer::compute_output_shape(const TensorShape& input_shape) const {
+  check_input(input_shape);
+  // Keras's conv_output_length treats "causal" like "same" (out = ceil(in / stride)).
+  const int64_t steps = internal::conv_output_length(input_shape.dim(1), kernel_size_,
+                                                     padding_ == "valid" ? "valid" : "same",
+                                                     options_.strides, options_.dilation_rate);
+  STRATA_CHECK_ARG(steps != 0, internal::describe(*this),
+                   ": expected an input at least as long as the (dilated) kernel, got shape ",
+                   input_shape, " for kernel_size ", kernel_size_);
+  return TensorShape{input_shape.dim(0), steps, filters_};
+}
+
+void Conv1DLayer::build_weights(const TensorShape& input_shape) {
+  check_input(input_shape);
+  const int64_t channels = input_shape.dim(2);
+  STRATA_CHECK_ARG(channels > 0, internal::describe(*this),
+                   ": expected a defined channel dimension, got shape ", input_shape);
+  STRATA_CHECK_ARG(channels % options_.groups == 0, internal::describe(*this),
+                   ": expected input channels (", channels,
+                   ") divisible by groups = ", options_.groups, ", got shape ", input_shape);
+  kernel_ = add_weight("kernel", TensorShape{kernel_size_, channels / options_.groups, filters_},
+                       {.initializer = options_.kernel_initializer});
+  if (options_.use_bias) {
+    bias_ = add_weight("bias", TensorShape{filters_}, {.initializer = options_.bias_initializer});
+  }
+  input_channels_ = channels;
+}
+
+Tensor Conv1DLayer::call(const Tensor& inputs, bool /*training*/) {
+  compute_output_shape(inputs.shape());
+  Tensor x = internal::cast_to(inputs, dtype());
+  std::string padding = padding_ == "same" ? "SAME" : "VALID";
+  if (padding_ == "causal") {
+    x = strata::pad(x, {{0, 0}, {(kernel_size_ - 1) * options_.dilation_rate, 0}, {0, 0}});
+  }
+  // [b, steps, c] -> [b, 1, steps, c] and kernel [k, c, f] -> [1, k, c, f].
+  const nn::Conv2DOptions conv{.strides = {1, options_.strides},
+                               .padding = padding,
+                               .dilations = {1, options_.dilation_rate}};
+  Tensor y = grouped_conv2d(strata::expand_dims(x, 1), strata::expand_dims(kernel_.value(), 0),
+                            conv, options_.groups);
+  y = strata::squeeze(y, {1});
+  if (options_.use_bias) y = nn::bias_add(y, bias_.value());
+  return activation_(y);
+}
+
+std::shared_ptr<Conv1DLayer> Conv1D(int64_t filters, int64_t kernel_size,
+                                    const Conv1DOptions& options) {
+  return std::make_shared<Conv1DLayer>(filters, kernel_size, options);
 }
 
 }  // namespace strata::keras::layers

@@ -1,5 +1,6 @@
 #pragma once
-// keras.layers.Conv2D: 2-D convolution over NHWC images, y = activation(conv(x, kernel) + bias).
+// keras.layers.Conv2D: 2-D convolution over NHWC images, y = activation(conv(x, kernel) + bias);
+// keras.layers.Conv1D: the same over [batch, steps, channels] sequences.
 //
 //   auto conv = keras::layers::Conv2D(32, {3, 3}, {.activation = "relu"});
 //   Tensor y = (*conv)(images);               // [batch, 28, 28, 1] -> [batch, 26, 26, 32]
@@ -7,6 +8,7 @@
 //   conv->count_params();                     // 3*3*1*32 + 32 = 320
 //   auto same = keras::layers::Conv2D(8, 3, {.strides = {2, 2}, .padding = "same"});
 //   same->compute_output_shape({-1, 28, 28, 1});   // [-1, 14, 14, 8]
+//   auto causal = keras::layers::Conv1D(16, 3, {.padding = "causal"});   // kernel [3, in, 16]
 //
 // Only data_format "channels_last" exists (UnimplementedError otherwise).
 // padding is "valid" or "same" (case-insensitive, as Keras); dilation_rate > 1
@@ -83,5 +85,57 @@ std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, std::vector<int64_t> kernel
 // kernel_size n means {n, n}.
 std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, int64_t kernel_size,
                                     const Conv2DOptions& options = {});
+
+// tf.keras.layers.Conv1D's arguments after `filters, kernel_size`, in Keras's order.
+struct Conv1DOptions {
+  int64_t strides = 1;
+  std::string padding = "valid";  // "valid", "same" or "causal" (left padding only)
+  std::string data_format = "";   // "" / "channels_last" (Keras's default)
+  int64_t dilation_rate = 1;
+  int64_t groups = 1;
+  std::string activation = "";  // "" = linear (Keras default None)
+  bool use_bias = true;
+  Initializer kernel_initializer = initializers::glorot_uniform();
+  Initializer bias_initializer = initializers::zeros();
+  // LayerArgs
+  OptionalShape input_shape = std::nullopt;
+  std::string name = "";
+  DType dtype = DType::float32;
+  bool trainable = true;
+};
+
+// Kernel [kernel_size, in / groups, filters] (Keras's layout); computed as a
+// Conv2D over a height-1 image. "causal" pads (kernel_size - 1) * dilation
+// steps before the sequence, so output t sees inputs <= t.
+class Conv1DLayer : public Layer {
+ public:
+  Conv1DLayer(int64_t filters, int64_t kernel_size, const Conv1DOptions& options = {});
+
+  int64_t filters() const noexcept { return filters_; }
+  const Variable& kernel() const { return kernel_; }
+  const Variable& bias() const { return bias_; }
+
+  // [batch, out_steps, filters].
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+
+ protected:
+  void build_weights(const TensorShape& input_shape) override;
+  Tensor call(const Tensor& inputs, bool training) override;
+
+ private:
+  void check_input(const TensorShape& shape) const;
+
+  int64_t filters_;
+  int64_t kernel_size_;
+  std::string padding_;
+  Conv1DOptions options_;
+  ActivationFunction activation_;
+  int64_t input_channels_ = -1;
+  Variable kernel_;
+  Variable bias_;
+};
+
+std::shared_ptr<Conv1DLayer> Conv1D(int64_t filters, int64_t kernel_size,
+                                    const Conv1DOptions& options = {});
 
 }  // namespace strata::keras::layers

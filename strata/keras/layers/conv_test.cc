@@ -159,5 +159,107 @@ TEST(Conv2DTest, RejectsBadInputsNamingTheLayerAndShape) {
                InvalidArgumentError);  // smaller than the kernel
 }
 
+struct Conv1DCase {
+  int64_t k, s, d;
+  std::string padding;
+  int64_t groups = 1;
+};
+
+// A direct [b, t, c] x [k, c / g, f] convolution; TF's SAME rule, causal = left padding.
+std::vector<double> naive_conv1d(const Tensor& x, const Tensor& k, const Conv1DCase& c,
+                                 TensorShape* out_shape) {
+  const std::vector<double> xv = as_doubles(x), kv = as_doubles(k);
+  const int64_t n = x.shape()[0], t = x.shape()[1], ci = x.shape()[2];
+  const int64_t cig = k.shape()[1], co = k.shape()[2], cog = co / c.groups;
+  const int64_t ek = (c.k - 1) * c.d + 1;
+  int64_t out = 0, pad = 0;
+  if (c.padding == "valid") {
+    out = (t - ek) / c.s + 1;
+  } else if (c.padding == "same") {
+    out = (t + c.s - 1) / c.s;
+    pad = std::max<int64_t>((out - 1) * c.s + ek - t, 0) / 2;
+  } else {
+    pad = ek - 1;
+    out = (t + pad - ek) / c.s + 1;
+  }
+  *out_shape = TensorShape{n, out, co};
+  std::vector<double> y(n * out * co, 0.0);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < out; ++i)
+      for (int64_t o = 0; o < co; ++o) {
+        double acc = 0;
+        for (int64_t a = 0; a < c.k; ++a) {
+          const int64_t p = i * c.s + a * c.d - pad;
+          if (p < 0 || p >= t) continue;
+          for (int64_t q = 0; q < cig; ++q)
+            acc += xv[(b * t + p) * ci + (o / cog) * cig + q] * kv[(a * cig + q) * co + o];
+        }
+        y[(b * out + i) * co + o] = acc;
+      }
+  return y;
+}
+
+TEST(Conv1DTest, MatchesADirectConvolution) {
+  const std::vector<Conv1DCase> cases = {{3, 1, 1, "valid"},  {3, 2, 1, "same"},
+                                         {2, 1, 1, "same"},   {3, 1, 2, "causal"},
+                                         {2, 2, 1, "causal"}, {3, 1, 1, "same", 2}};
+  for (const Conv1DCase& c : cases) {
+    SCOPED_TRACE(c.padding + " k" + std::to_string(c.k) + " s" + std::to_string(c.s) + " d" +
+                 std::to_string(c.d) + " g" + std::to_string(c.groups));
+    auto conv = Conv1D(4, c.k,
+                       {.strides = c.s,
+                        .padding = c.padding,
+                        .dilation_rate = c.d,
+                        .groups = c.groups,
+                        .bias_initializer = initializers::constant(-0.25),
+                        .dtype = DType::float64});
+    const Tensor x = strata::testing::random_uniform({2, 7, 4}, -1, 1, 21);
+    const Tensor y = (*conv)(x);
+    TensorShape want_shape;
+    std::vector<double> want = naive_conv1d(x, conv->kernel().value(), c, &want_shape);
+    for (double& v : want) v -= 0.25;
+    ASSERT_EQ(y.shape(), want_shape);
+    EXPECT_EQ(conv->compute_output_shape({-1, 7, 4}), want_shape.with_dim(0, -1));
+    EXPECT_TRUE(all_close(as_doubles(y), want, 1e-10));
+  }
+}
+
+TEST(Conv1DTest, ShapesCountsGradientsAndErrors) {
+  reset_uids_for_testing();
+  auto conv = Conv1D(
+      16, 3,
+      {.padding = "CAUSAL", .dilation_rate = 2, .activation = "tanh", .dtype = DType::float64});
+  EXPECT_EQ(conv->name(), "conv1d");
+  conv->build({-1, 10, 8});
+  EXPECT_EQ(conv->kernel().shape(), (TensorShape{3, 8, 16}));
+  EXPECT_EQ(conv->count_params(), 400);
+  EXPECT_EQ(conv->compute_output_shape({-1, 10, 8}), (TensorShape{-1, 10, 16}));
+  const Tensor x = strata::testing::random_uniform({2, 6, 8}, -1, 1, 22);
+  auto input_check = strata::testing::check_gradients(
+      [&](const std::vector<Tensor>& in) { return (*conv)(in[0]); }, {x});
+  EXPECT_TRUE(input_check.ok) << input_check.message;
+  auto small = Conv1D(2, 2, {.strides = 2, .padding = "same", .dtype = DType::float64});
+  const Tensor xs = strata::testing::random_uniform({2, 5, 3}, -1, 1, 23);
+  auto weight_check = testing_util::check_weight_gradients(*small, xs);
+  EXPECT_TRUE(weight_check.ok) << weight_check.message;
+
+  EXPECT_THROW(Conv1D(0, 3), InvalidArgumentError);
+  EXPECT_THROW(Conv1D(4, 0), InvalidArgumentError);
+  EXPECT_THROW(Conv1D(4, 3, {.padding = "full"}), InvalidArgumentError);
+  EXPECT_THROW(Conv1D(4, 3, {.strides = 2, .dilation_rate = 2}), InvalidArgumentError);
+  EXPECT_THROW(Conv1D(4, 3, {.data_format = "channels_first"}), UnimplementedError);
+  EXPECT_THROW(Conv2D(4, 3, {.padding = "causal"}), InvalidArgumentError);  // 1-D only
+  auto c = Conv1D(4, 3, {.name = "c"});
+  try {
+    (*c)(strata::ones({2, 5, 5, 1}));
+    FAIL() << "expected InvalidArgumentError";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("Conv1D 'c'"), std::string::npos) << e.what();
+  }
+  (*c)(strata::ones({1, 5, 2}));
+  EXPECT_THROW((*c)(strata::ones({1, 5, 3})), InvalidArgumentError);
+  EXPECT_THROW((*c)(strata::ones({1, 2, 2})), InvalidArgumentError);  // shorter than the kernel
+}
+
 }  // namespace
 }  // namespace strata::keras::layers

@@ -5,7 +5,7 @@
 //   namespace layers = strata::keras::layers;
 //   auto dense = layers::Dense(128, {.activation = "relu"});
 //   auto conv = layers::Conv2D(32, {3, 3}, {.activation = "relu"});
-//   auto pool = layers::MaxPooling2D({2, 2});
+//   auto pool = layers::MaxPooling2D({2, 2});      // also Conv1D, MaxPooling1D, Global*Pooling*
 //   auto flat = layers::Flatten();
 //   auto drop = layers::Dropout(0.2);
 //   auto norm = layers::BatchNormalization();

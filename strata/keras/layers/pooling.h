@@ -1,11 +1,13 @@
 #pragma once
 // keras.layers.MaxPooling2D / AveragePooling2D (windowed) and
-// GlobalMaxPooling2D / GlobalAveragePooling2D (over all of H and W), NHWC.
+// GlobalMaxPooling2D / GlobalAveragePooling2D (over all of H and W), NHWC;
+// the 1-D forms over [batch, steps, channels] sequences.
 //
 //   auto pool = keras::layers::MaxPooling2D({2, 2});          // strides default to pool_size
 //   Tensor y = (*pool)(x);                                    // [b, 26, 26, 32] -> [b, 13, 13, 32]
 //   auto avg = keras::layers::AveragePooling2D({3, 3}, {.strides = {1, 1}, .padding = "same"});
 //   auto gap = keras::layers::GlobalAveragePooling2D();       // [b, h, w, c] -> [b, c]
+//   auto seq = keras::layers::GlobalAveragePooling1D();       // [b, t, c] -> [b, c]
 //
 // "same" average pooling divides by the number of in-bounds elements of each
 // window (TF's rule), not by the window size. Only data_format "channels_last"
@@ -85,6 +87,61 @@ class GlobalPooling2DLayer : public Layer {
 std::shared_ptr<GlobalPooling2DLayer> GlobalMaxPooling2D(
     const GlobalPooling2DOptions& options = {});
 std::shared_ptr<GlobalPooling2DLayer> GlobalAveragePooling2D(
+    const GlobalPooling2DOptions& options = {});
+
+// tf.keras.layers.{Max,Average}Pooling1D's arguments after `pool_size`.
+struct Pooling1DOptions {
+  std::optional<int64_t> strides = std::nullopt;  // Keras default None: pool_size
+  std::string padding = "valid";
+  std::string data_format = "";  // "" / "channels_last" (Keras's default)
+  // LayerArgs
+  OptionalShape input_shape = std::nullopt;
+  std::string name = "";
+  DType dtype = DType::float32;
+  bool trainable = true;
+};
+
+// Windows along the steps axis, computed as the 2-D pool of a height-1 image.
+class Pooling1DLayer : public Layer {
+ public:
+  using Kind = Pooling2DLayer::Kind;
+  Pooling1DLayer(Kind kind, int64_t pool_size, const Pooling1DOptions& options = {});
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+
+ protected:
+  Tensor call(const Tensor& inputs, bool training) override;
+
+ private:
+  Kind kind_;
+  int64_t pool_size_;
+  int64_t strides_;
+  std::string padding_;
+};
+
+std::shared_ptr<Pooling1DLayer> MaxPooling1D(int64_t pool_size = 2,
+                                             const Pooling1DOptions& options = {});
+std::shared_ptr<Pooling1DLayer> AveragePooling1D(int64_t pool_size = 2,
+                                                 const Pooling1DOptions& options = {});
+
+// [batch, steps, channels] -> [batch, channels] (keepdims: [batch, 1, channels]).
+class GlobalPooling1DLayer : public Layer {
+ public:
+  using Kind = Pooling2DLayer::Kind;
+  GlobalPooling1DLayer(Kind kind, const GlobalPooling2DOptions& options = {});
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+
+ protected:
+  Tensor call(const Tensor& inputs, bool training) override;
+
+ private:
+  Kind kind_;
+  bool keepdims_;
+};
+
+// Options as the 2-D global pools (data_format, keepdims, LayerArgs).
+std::shared_ptr<GlobalPooling1DLayer> GlobalMaxPooling1D(
+    const GlobalPooling2DOptions& options = {});
+std::shared_ptr<GlobalPooling1DLayer> GlobalAveragePooling1D(
     const GlobalPooling2DOptions& options = {});
 
 }  // namespace strata::keras::layers

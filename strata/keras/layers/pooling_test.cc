@@ -98,5 +98,45 @@ TEST(GlobalPooling2DTest, ReducesHeightAndWidth) {
   EXPECT_THROW((*GlobalMaxPooling2D())(strata::ones({2, 3})), InvalidArgumentError);
 }
 
+// [1, 5, 1] holding 0 .. 4.
+Tensor sequence() {
+  return strata::reshape(strata::cast(strata::range(5), DType::float32), {1, 5, 1});
+}
+
+TEST(Pooling1DTest, WindowsAlongTheStepsAxis) {
+  reset_uids_for_testing();
+  auto max = MaxPooling1D();
+  EXPECT_EQ(max->name(), "max_pooling1d");
+  EXPECT_EQ(as_doubles((*max)(sequence())), (std::vector<double>{1, 3}));  // strides = pool_size
+  EXPECT_EQ((*max)(sequence()).shape(), (TensorShape{1, 2, 1}));
+  auto avg = AveragePooling1D(2, {.strides = 1});
+  EXPECT_EQ(avg->name(), "average_pooling1d");
+  EXPECT_EQ(as_doubles((*avg)(sequence())), (std::vector<double>{0.5, 1.5, 2.5, 3.5}));
+  auto same = MaxPooling1D(2, {.padding = "same"});
+  EXPECT_EQ(as_doubles((*same)(sequence())), (std::vector<double>{1, 3, 4}));
+  auto same_avg = AveragePooling1D(2, {.padding = "same"});
+  EXPECT_EQ(as_doubles((*same_avg)(sequence())), (std::vector<double>{0.5, 2.5, 4}));
+  EXPECT_EQ(same->compute_output_shape({-1, 9, 3}), (TensorShape{-1, 5, 3}));
+  auto r =
+      strata::testing::check_gradients([&](const std::vector<Tensor>& in) { return (*avg)(in[0]); },
+                                       {strata::testing::random_uniform({2, 6, 3}, -1, 1, 7)});
+  EXPECT_TRUE(r.ok) << r.message;
+  EXPECT_THROW(MaxPooling1D(0), InvalidArgumentError);
+  EXPECT_THROW(MaxPooling1D(2, {.strides = 0}), InvalidArgumentError);
+  EXPECT_THROW((*max)(strata::ones({2, 4})), InvalidArgumentError);
+}
+
+TEST(GlobalPooling1DTest, ReducesTheStepsAxis) {
+  reset_uids_for_testing();
+  const Tensor x = strata::reshape(strata::cast(strata::range(6), DType::float32), {1, 3, 2});
+  auto avg = GlobalAveragePooling1D();
+  EXPECT_EQ(avg->name(), "global_average_pooling1d");
+  EXPECT_EQ(as_doubles((*avg)(x)), (std::vector<double>{2, 3}));
+  EXPECT_EQ(as_doubles((*GlobalMaxPooling1D())(x)), (std::vector<double>{4, 5}));
+  EXPECT_EQ((*GlobalAveragePooling1D({.keepdims = true}))(x).shape(), (TensorShape{1, 1, 2}));
+  EXPECT_EQ(avg->compute_output_shape({-1, 10, 16}), (TensorShape{-1, 16}));
+  EXPECT_THROW((*avg)(strata::ones({2, 3})), InvalidArgumentError);
+}
+
 }  // namespace
 }  // namespace strata::keras::layers

@@ -13,12 +13,15 @@ std::string describe(const Layer& layer) {
   return str_cat(layer.class_name(), " '", layer.name(), "'");
 }
 
-std::string normalize_padding(const std::string& padding, const std::string& who) {
+std::string normalize_padding(const std::string& padding, const std::string& who,
+                              bool allow_causal) {
   std::string lower = padding;
   std::transform(lower.begin(), lower.end(), lower.begin(),
                  [](unsigned char c) { return std::tolower(c); });
-  STRATA_CHECK_ARG(lower == "valid" || lower == "same", who,
-                   ": expected padding \"valid\" or \"same\", got \"", padding, "\"");
+  STRATA_CHECK_ARG(lower == "valid" || lower == "same" || (allow_causal && lower == "causal"), who,
+                   ": expected padding \"valid\"",
+                   allow_causal ? ", \"same\" or \"causal\"" : " or \"same\"", ", got \"", padding,
+                   "\"");
   return lower;
 }
 

@@ -28,8 +28,10 @@ LayerArgs layer_args(const Options& o) {
 // "<Class> '<name>'", the prefix of every message about a layer.
 std::string describe(const Layer& layer);
 
-// Keras's conv_utils.normalize_padding: case-insensitive "valid" or "same".
-std::string normalize_padding(const std::string& padding, const std::string& who);
+// Keras's conv_utils.normalize_padding: case-insensitive "valid" or "same"
+// (or "causal" where allowed, i.e. Conv1D).
+std::string normalize_padding(const std::string& padding, const std::string& who,
+                              bool allow_causal = false);
 // Keras's normalize_data_format: "" (the default image_data_format) or
 // "channels_last"; "channels_first" is UnimplementedError (the kernels are NHWC only).
 void check_channels_last(const std::string& data_format, const std::string& who);
