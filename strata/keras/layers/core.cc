@@ -1,6 +1,7 @@
 #include "strata/keras/layers/core.h"
 
 #include "strata/base/errors.h"
+#include "strata/distribute/strategy.h"
 #include "strata/keras/layers/internal/common.h"
 #include "strata/ops/nn_ops.h"
 
@@ -47,8 +48,16 @@ Tensor DropoutLayer::call(const Tensor& inputs, bool training) {
     noise = std::move(n);
   }
   std::optional<uint64_t> seed = std::nullopt;
-  if (options_.seed)
-    seed = mix(*options_.seed ^ mix(calls_.fetch_add(1, std::memory_order_relaxed)));
+  if (options_.seed) {
+    const distribute::ReplicaContext* context = distribute::get_replica_context();
+    const int replica = context ? context->replica_id_in_sync_group() : 0;
+    uint64_t call = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      call = calls_[replica]++;
+    }
+    seed = mix(mix(*options_.seed ^ mix(call)) ^ static_cast<uint64_t>(replica));
+  }
   return strata::nn::dropout(inputs, rate_, {.noise_shape = noise, .seed = seed});
 }
 

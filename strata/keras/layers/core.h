@@ -8,13 +8,16 @@
 //   Tensor p = (*soft)(logits);
 //
 // Dropout with a seed is reproducible yet draws a new mask on every training
-// call, like Keras's seeded per-layer random generator: call k uses a seed
-// derived from (seed, k). Without a seed every mask is fresh. Thread-safe
-// (the call counter is atomic).
+// call, like Keras's seeded per-layer random generator: the k-th training call
+// of replica r (r = 0 outside a strategy) uses a seed derived from (seed, r, k),
+// so replicas drop different units and a rerun reproduces each replica's
+// masks. Without a seed every mask is fresh. Thread-safe (the per-replica call
+// counters are guarded by a mutex).
 
-#include <atomic>
 #include <cstdint>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -55,7 +58,8 @@ class DropoutLayer : public Layer {
  private:
   double rate_;
   DropoutOptions options_;
-  std::atomic<uint64_t> calls_{0};
+  std::mutex mu_;
+  std::map<int, uint64_t> calls_;  // training calls so far, per replica id; guarded by mu_
 };
 
 std::shared_ptr<DropoutLayer> Dropout(double rate, const DropoutOptions& options = {});

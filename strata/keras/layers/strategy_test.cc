@@ -77,5 +77,23 @@ TEST_F(LayersUnderStrategyTest, BatchNormalizationKeepsPerReplicaMovingStatistic
   }
 }
 
+TEST_F(LayersUnderStrategyTest, SeededDropoutDrawsPerReplicaMasksReproducibly) {
+  sd::MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  const Tensor x = strata::ones({8, 8});
+  auto masks = [&](const std::shared_ptr<DropoutLayer>& drop) {
+    sd::PerReplica<Tensor> y = strategy.run([&] { return (*drop)(x, /*training=*/true); });
+    return std::vector<std::vector<double>>{as_doubles(y.values()[0]), as_doubles(y.values()[1])};
+  };
+  auto a = Dropout(0.5, {.seed = 4});
+  auto b = Dropout(0.5, {.seed = 4});
+  const auto a1 = masks(a);
+  EXPECT_NE(a1[0], a1[1]);  // replicas drop different units
+  EXPECT_EQ(masks(b), a1);  // a rerun reproduces every replica's mask
+  EXPECT_NE(masks(a), a1);  // the next step draws new masks
+  // Replica 0 matches the same layer used outside any strategy.
+  auto c = Dropout(0.5, {.seed = 4});
+  EXPECT_EQ(as_doubles((*c)(x, true)), a1[0]);
+}
+
 }  // namespace
 }  // namespace strata::keras::layers
