@@ -1,10 +1,13 @@
 #include "strata/keras/layers/reshaping.h"
 
+#include <tuple>
 #include <utility>
 
 #include "strata/base/errors.h"
+#include "strata/base/str_cat.h"
 #include "strata/keras/layers/internal/common.h"
 #include "strata/ops/array_ops.h"
+#include "strata/ops/math_ops.h"
 
 namespace strata::keras::layers {
 namespace {
@@ -18,6 +21,24 @@ int64_t per_example_elements(const TensorShape& shape) {
   }
   return n;
 }
+
+// {n}, {h, w} or {top, bottom, left, right}, as in ZeroPadding2D / Cropping2D.
+std::vector<int64_t> four_sides(const std::vector<int64_t>& v, const std::string& who,
+                                const char* field) {
+  std::vector<int64_t> sides;
+  if (v.size() == 1) sides = {v[0], v[0], v[0], v[0]};
+  if (v.size() == 2) sides = {v[0], v[0], v[1], v[1]};
+  if (v.size() == 4) sides = v;
+  STRATA_CHECK_ARG(!sides.empty(), who, ": expected ", field,
+                   " as {n}, {rows, cols} or {top, bottom, left, right}, got ", v);
+  for (int64_t d : sides) {
+    STRATA_CHECK_ARG(d >= 0, who, ": expected ", field, " entries >= 0, got ", v);
+  }
+  return sides;
+}
+
+// d + delta, keeping an unknown (-1) dimension unknown.
+int64_t grow(int64_t d, int64_t delta) { return d < 0 ? -1 : d + delta; }
 
 }  // namespace
 
@@ -81,6 +102,94 @@ Tensor ReshapeLayer::call(const Tensor& inputs, bool /*training*/) {
 
 std::shared_ptr<ReshapeLayer> Reshape(std::vector<int64_t> target_shape, const LayerArgs& args) {
   return std::make_shared<ReshapeLayer>(std::move(target_shape), args);
+}
+
+ZeroPadding2DLayer::ZeroPadding2DLayer(std::vector<int64_t> padding, const Image2DOptions& options)
+    : Layer("ZeroPadding2D", "zero_padding2d", internal::layer_args(options)) {
+  const std::string who = internal::describe(*this);
+  internal::check_channels_last(options.data_format, who);
+  const std::vector<int64_t> sides = four_sides(padding, who, "padding");
+  top_ = sides[0], bottom_ = sides[1], left_ = sides[2], right_ = sides[3];
+}
+
+TensorShape ZeroPadding2DLayer::compute_output_shape(const TensorShape& input_shape) const {
+  internal::check_rank(*this, input_shape, 4);
+  return TensorShape{input_shape.dim(0), grow(input_shape.dim(1), top_ + bottom_),
+                     grow(input_shape.dim(2), left_ + right_), input_shape.dim(3)};
+}
+
+Tensor ZeroPadding2DLayer::call(const Tensor& inputs, bool /*training*/) {
+  compute_output_shape(inputs.shape());
+  return strata::pad(inputs, {{0, 0}, {top_, bottom_}, {left_, right_}, {0, 0}});
+}
+
+std::shared_ptr<ZeroPadding2DLayer> ZeroPadding2D(std::vector<int64_t> padding,
+                                                  const Image2DOptions& options) {
+  return std::make_shared<ZeroPadding2DLayer>(std::move(padding), options);
+}
+
+Cropping2DLayer::Cropping2DLayer(std::vector<int64_t> cropping, const Image2DOptions& options)
+    : Layer("Cropping2D", "cropping2d", internal::layer_args(options)) {
+  const std::string who = internal::describe(*this);
+  internal::check_channels_last(options.data_format, who);
+  const std::vector<int64_t> sides = four_sides(cropping, who, "cropping");
+  top_ = sides[0], bottom_ = sides[1], left_ = sides[2], right_ = sides[3];
+}
+
+TensorShape Cropping2DLayer::compute_output_shape(const TensorShape& input_shape) const {
+  internal::check_rank(*this, input_shape, 4);
+  const int64_t h = grow(input_shape.dim(1), -(top_ + bottom_));
+  const int64_t w = grow(input_shape.dim(2), -(left_ + right_));
+  STRATA_CHECK_ARG((input_shape.dim(1) < 0 || h > 0) && (input_shape.dim(2) < 0 || w > 0),
+                   internal::describe(*this), ": expected an input larger than the cropping [",
+                   top_, ", ", bottom_, ", ", left_, ", ", right_, "], got shape ", input_shape);
+  return TensorShape{input_shape.dim(0), h, w, input_shape.dim(3)};
+}
+
+Tensor Cropping2DLayer::call(const Tensor& inputs, bool /*training*/) {
+  const TensorShape out = compute_output_shape(inputs.shape());
+  return strata::slice(inputs, {0, top_, left_, 0}, {-1, out.dim(1), out.dim(2), -1});
+}
+
+std::shared_ptr<Cropping2DLayer> Cropping2D(std::vector<int64_t> cropping,
+                                            const Image2DOptions& options) {
+  return std::make_shared<Cropping2DLayer>(std::move(cropping), options);
+}
+
+UpSampling2DLayer::UpSampling2DLayer(std::vector<int64_t> size, const UpSampling2DOptions& options)
+    : Layer("UpSampling2D", "up_sampling2d", internal::layer_args(options)) {
+  const std::string who = internal::describe(*this);
+  internal::check_channels_last(options.data_format, who);
+  std::tie(rows_, cols_) = internal::normalize_pair(size, who, "size");
+  if (options.interpolation == "bilinear") {
+    throw UnimplementedError(
+        str_cat(who, ": interpolation \"bilinear\" is not supported; use \"nearest\""));
+  }
+  STRATA_CHECK_ARG(options.interpolation == "nearest", who,
+                   ": expected interpolation \"nearest\" or \"bilinear\", got \"",
+                   options.interpolation, "\"");
+}
+
+TensorShape UpSampling2DLayer::compute_output_shape(const TensorShape& input_shape) const {
+  internal::check_rank(*this, input_shape, 4);
+  auto scale = [](int64_t d, int64_t k) { return d < 0 ? -1 : d * k; };
+  return TensorShape{input_shape.dim(0), scale(input_shape.dim(1), rows_),
+                     scale(input_shape.dim(2), cols_), input_shape.dim(3)};
+}
+
+Tensor UpSampling2DLayer::call(const Tensor& inputs, bool /*training*/) {
+  const TensorShape out = compute_output_shape(inputs.shape());
+  const TensorShape& s = inputs.shape();
+  // [b, h, w, c] -> [b, h, 1, w, 1, c] -> broadcast [b, h, rows, w, cols, c] -> merge.
+  const Tensor spread = strata::reshape(inputs, {s.dim(0), s.dim(1), 1, s.dim(2), 1, s.dim(3)});
+  const Tensor tiled = strata::broadcast_to(
+      spread, TensorShape{s.dim(0), s.dim(1), rows_, s.dim(2), cols_, s.dim(3)});
+  return strata::reshape(tiled, out.dims());
+}
+
+std::shared_ptr<UpSampling2DLayer> UpSampling2D(std::vector<int64_t> size,
+                                                const UpSampling2DOptions& options) {
+  return std::make_shared<UpSampling2DLayer>(std::move(size), options);
 }
 
 }  // namespace strata::keras::layers

@@ -1,15 +1,19 @@
 #pragma once
 // keras.layers.Flatten and keras.layers.Reshape: change the per-example shape,
-// keeping the batch dimension.
+// keeping the batch dimension; ZeroPadding2D, Cropping2D and UpSampling2D
+// resize NHWC images.
 //
 //   auto flat = keras::layers::Flatten();
 //   (*flat)(x);                                      // [batch, 28, 28, 1] -> [batch, 784]
 //   auto r = keras::layers::Reshape({-1, 4});        // one -1 is inferred
 //   (*r)(y);                                         // [batch, 8] -> [batch, 2, 4]
 //   r->compute_output_shape({-1, 8});                // [-1, 2, 4]
+//   auto pad = keras::layers::ZeroPadding2D({1, 2});  // 1 row above and below, 2 columns each side
+//   auto up = keras::layers::UpSampling2D({2, 2});    // nearest: [b, h, w, c] -> [b, 2h, 2w, c]
 //
-// Neither layer has weights; the ops share the input's buffer and pass the
-// gradient through (reshape's gradient). Thread-safe once constructed.
+// No layer here has weights; gradients pass through the underlying ops
+// (reshape, pad, slice, broadcast_to). Only data_format "channels_last"
+// exists (UnimplementedError otherwise). Thread-safe once constructed.
 
 #include <cstdint>
 #include <memory>
@@ -63,5 +67,77 @@ class ReshapeLayer : public Layer {
 
 std::shared_ptr<ReshapeLayer> Reshape(std::vector<int64_t> target_shape,
                                       const LayerArgs& args = {});
+
+// Options of ZeroPadding2D, Cropping2D and UpSampling2D after their first argument.
+struct Image2DOptions {
+  std::string data_format = "";  // "" / "channels_last" (Keras's default)
+  // LayerArgs
+  OptionalShape input_shape = std::nullopt;
+  std::string name = "";
+  DType dtype = DType::float32;
+  bool trainable = true;
+};
+
+// Adds `padding` zero rows / columns around each image. `padding` is {n} (every
+// side), {h, w} (Keras's symmetric 2-tuple) or {top, bottom, left, right}
+// (Keras's ((top, bottom), (left, right))); entries >= 0.
+class ZeroPadding2DLayer : public Layer {
+ public:
+  explicit ZeroPadding2DLayer(std::vector<int64_t> padding, const Image2DOptions& options = {});
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+
+ protected:
+  Tensor call(const Tensor& inputs, bool training) override;
+
+ private:
+  int64_t top_, bottom_, left_, right_;
+};
+
+std::shared_ptr<ZeroPadding2DLayer> ZeroPadding2D(std::vector<int64_t> padding = {1, 1},
+                                                  const Image2DOptions& options = {});
+
+// Removes `cropping` rows / columns from the edges; the same three forms as
+// ZeroPadding2D (Keras default: nothing). InvalidArgumentError if nothing would remain.
+class Cropping2DLayer : public Layer {
+ public:
+  explicit Cropping2DLayer(std::vector<int64_t> cropping, const Image2DOptions& options = {});
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+
+ protected:
+  Tensor call(const Tensor& inputs, bool training) override;
+
+ private:
+  int64_t top_, bottom_, left_, right_;
+};
+
+std::shared_ptr<Cropping2DLayer> Cropping2D(std::vector<int64_t> cropping = {0, 0},
+                                            const Image2DOptions& options = {});
+
+// tf.keras.layers.UpSampling2D's arguments after `size`.
+struct UpSampling2DOptions {
+  std::string data_format = "";           // "" / "channels_last"
+  std::string interpolation = "nearest";  // only "nearest"; "bilinear" is UnimplementedError
+  // LayerArgs
+  OptionalShape input_shape = std::nullopt;
+  std::string name = "";
+  DType dtype = DType::float32;
+  bool trainable = true;
+};
+
+// Repeats every row size[0] times and every column size[1] times.
+class UpSampling2DLayer : public Layer {
+ public:
+  explicit UpSampling2DLayer(std::vector<int64_t> size, const UpSampling2DOptions& options = {});
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+
+ protected:
+  Tensor call(const Tensor& inputs, bool training) override;
+
+ private:
+  int64_t rows_, cols_;
+};
+
+std::shared_ptr<UpSampling2DLayer> UpSampling2D(std::vector<int64_t> size = {2, 2},
+                                                const UpSampling2DOptions& options = {});
 
 }  // namespace strata::keras::layers

@@ -79,5 +79,62 @@ TEST(ReshapeTest, RejectsBadTargetShapesAndMismatchedInputs) {
   EXPECT_THROW(Reshape({-1, 4})->compute_output_shape({-1, 6}), InvalidArgumentError);
 }
 
+// [1, 2, 3, 1] holding 1 .. 6.
+Tensor image() {
+  return strata::reshape(strata::cast(strata::range(1, 7), DType::float32), {1, 2, 3, 1});
+}
+
+TEST(ZeroPadding2DTest, PadsEachSide) {
+  reset_uids_for_testing();
+  auto pad = ZeroPadding2D({1, 0, 0, 2});  // one row on top, two columns on the right
+  EXPECT_EQ(pad->name(), "zero_padding2d");
+  const Tensor y = (*pad)(image());
+  EXPECT_EQ(y.shape(), (TensorShape{1, 3, 5, 1}));
+  EXPECT_EQ(as_doubles(y), (std::vector<double>{0, 0, 0, 0, 0, 1, 2, 3, 0, 0, 4, 5, 6, 0, 0}));
+  EXPECT_EQ(ZeroPadding2D()->compute_output_shape({-1, 28, 28, 3}), (TensorShape{-1, 30, 30, 3}));
+  EXPECT_EQ(ZeroPadding2D({1, 2})->compute_output_shape({-1, -1, 4, 3}),
+            (TensorShape{-1, -1, 8, 3}));
+  EXPECT_THROW(ZeroPadding2D({1, 2, 3}), InvalidArgumentError);
+  EXPECT_THROW(ZeroPadding2D({-1}), InvalidArgumentError);
+  EXPECT_THROW((*pad)(strata::ones({2, 3})), InvalidArgumentError);
+  auto r = testing::check_gradients([&](const std::vector<Tensor>& in) { return (*pad)(in[0]); },
+                                    {testing::random_uniform({2, 2, 3, 2}, -1, 1, 9)});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST(Cropping2DTest, RemovesEdges) {
+  auto crop = Cropping2D({0, 1, 1, 0});  // the bottom row and the left column
+  const Tensor y = (*crop)(image());
+  EXPECT_EQ(y.shape(), (TensorShape{1, 1, 2, 1}));
+  EXPECT_EQ(as_doubles(y), (std::vector<double>{2, 3}));
+  EXPECT_EQ(as_doubles((*Cropping2D())(image())), as_doubles(image()));
+  EXPECT_EQ(Cropping2D({2, 4})->compute_output_shape({-1, 28, 28, 1}),
+            (TensorShape{-1, 24, 20, 1}));
+  EXPECT_THROW((*Cropping2D({1}))(image()), InvalidArgumentError);  // nothing would remain
+  auto r = testing::check_gradients([&](const std::vector<Tensor>& in) { return (*crop)(in[0]); },
+                                    {testing::random_uniform({2, 3, 3, 2}, -1, 1, 10)});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST(UpSampling2DTest, RepeatsRowsAndColumns) {
+  auto up = UpSampling2D({2, 1});
+  const Tensor y = (*up)(image());
+  EXPECT_EQ(y.shape(), (TensorShape{1, 4, 3, 1}));
+  EXPECT_EQ(as_doubles(y), (std::vector<double>{1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6}));
+  EXPECT_EQ(as_doubles((*UpSampling2D({1, 2}))(image())),
+            (std::vector<double>{1, 1, 2, 2, 3, 3, 4, 4, 5, 5, 6, 6}));
+  EXPECT_EQ(UpSampling2D()->compute_output_shape({-1, 7, 7, 64}), (TensorShape{-1, 14, 14, 64}));
+  EXPECT_THROW(UpSampling2D({2, 2}, {.interpolation = "bilinear"}), UnimplementedError);
+  EXPECT_THROW(UpSampling2D({2, 2}, {.interpolation = "cubic"}), InvalidArgumentError);
+  EXPECT_THROW(UpSampling2D({0, 2}), InvalidArgumentError);
+  // Each input element's gradient sums the rows * cols copies.
+  auto r = testing::check_gradients(
+      [&](const std::vector<Tensor>& in) {
+        return (*UpSampling2D({2, 3}))(in[0]);
+      },
+      {testing::random_uniform({2, 2, 2, 3}, -1, 1, 11)});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
 }  // namespace
 }  // namespace strata::keras::layers
