@@ -1,0 +1,67 @@
+#include "strata/keras/callbacks/backup_and_restore.h"
+
+#include <filesystem>
+#include <utility>
+
+#include "strata/base/errors.h"
+#include "strata/keras/internal/file_util.h"
+#include "strata/keras/model.h"
+#include "strata/keras/weights_io.h"
+
+namespace strata::keras::callbacks {
+
+BackupAndRestoreCallback::BackupAndRestoreCallback(std::string backup_dir, const BackupAndRestoreOptions& options)
+    : backup_dir_(std::move(backup_dir)), options_(options) {
+  STRATA_CHECK_ARG(!backup_dir_.empty(), "BackupAndRestore: backup_dir is empty");
+  STRATA_CHECK(UNIMPLEMENTED, !options.save_before_preemption,
+               "BackupAndRestore: save_before_preemption needs preemption notices, which Strata does not receive");
+}
+
+std::shared_ptr<BackupAndRestoreCallback> BackupAndRestore(std::string backup_dir,
+                                                           const BackupAndRestoreOptions& options) {
+  return std::make_shared<BackupAndRestoreCallback>(std::move(backup_dir), options);
+}
+
+std::string BackupAndRestoreCallback::backup_path() const {
+  return (std::filesystem::path(backup_dir_) / "training_state.weights").string();
+}
+
+void BackupAndRestoreCallback::on_train_begin(Logs&) {
+  resumed_epoch_.reset();
+  batches_seen_ = 0;
+  internal::make_dirs(backup_dir_);
+  const std::string path = backup_path();
+  if (!internal::file_exists(path)) return;
+  const std::map<std::string, std::string> meta = load_training_state(*model(), path);
+  const auto it = meta.find("epoch");
+  STRATA_CHECK(DATA_LOSS, it != meta.end(), "BackupAndRestore: backup '", path, "' has no epoch");
+  // "epoch" counts the epochs completed: training continues with that index.
+  const int completed = std::stoi(it->second);
+  resumed_epoch_ = completed;
+  model()->resume_at_epoch(completed);
+}
+
+void BackupAndRestoreCallback::on_epoch_begin(int epoch, Logs&) { current_epoch_ = epoch; }
+
+void BackupAndRestoreCallback::on_train_batch_end(int64_t, Logs&) {
+  if (options_.save_freq.per_epoch()) return;
+  ++batches_seen_;
+  // A mid-epoch backup records the epochs completed before this one.
+  if (batches_seen_ % options_.save_freq.batches() == 0) save(current_epoch_);
+}
+
+void BackupAndRestoreCallback::on_epoch_end(int epoch, Logs&) {
+  if (options_.save_freq.per_epoch()) save(epoch + 1);
+}
+
+void BackupAndRestoreCallback::on_train_end(Logs&) {
+  if (!options_.delete_checkpoint) return;
+  std::error_code ec;
+  std::filesystem::remove(backup_path(), ec);
+}
+
+void BackupAndRestoreCallback::save(int completed_epochs) {
+  save_training_state(*model(), backup_path(), {{"epoch", std::to_string(completed_epochs)}});
+}
+
+}  // namespace strata::keras::callbacks

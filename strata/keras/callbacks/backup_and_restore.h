@@ -1,0 +1,64 @@
+#pragma once
+// keras.callbacks.BackupAndRestore: fault-tolerant training. At each epoch
+// end it saves the model's weights, the optimizer's variables and the epoch
+// to `backup_dir` (one file, written atomically); when fit starts and a
+// backup exists, it restores all three and fit continues with the next
+// epoch. When training finishes normally the backup is deleted (Keras's
+// delete_checkpoint=True), so the next fit starts afresh.
+//
+//   auto backup = keras::callbacks::BackupAndRestore("/tmp/backup");
+//   model->fit(x, y, {.epochs = 10, .callbacks = {backup}});   // killed in epoch 4 ...
+//   // ... a new process builds the same model, compiles, calls the same fit:
+//   model->fit(x, y, {.epochs = 10, .callbacks = {backup}});   // resumes at epoch 4
+//
+// A resumed run equals an uninterrupted one when everything else is
+// reproducible: fit(x, y) shuffles with a seed derived from compile's seed
+// and the epoch (model.h). The file is <backup_dir>/training_state.weights
+// (docs/formats/weights.md, kind "training_state", metadata "epoch").
+// The model must be built when fit starts (give the first layer an
+// input_shape, or call the model once) so the weights can be restored.
+// save_freq: "epoch" or every N batches (a mid-epoch backup resumes at the
+// start of that epoch, as Keras without steps bookkeeping).
+//
+// Thread-safety: hooks run on the fit thread.
+
+#include <memory>
+#include <string>
+
+#include "strata/keras/callbacks/callback.h"
+#include "strata/keras/callbacks/model_checkpoint.h"
+
+namespace strata::keras::callbacks {
+
+struct BackupAndRestoreOptions {
+  SaveFreq save_freq = {};
+  bool delete_checkpoint = true;
+  bool save_before_preemption = false;   // true: UnimplementedError (no preemption notices)
+};
+
+class BackupAndRestoreCallback : public Callback {
+ public:
+  BackupAndRestoreCallback(std::string backup_dir, const BackupAndRestoreOptions& options);
+  void on_train_begin(Logs& logs) override;
+  void on_epoch_begin(int epoch, Logs& logs) override;
+  void on_epoch_end(int epoch, Logs& logs) override;
+  void on_train_batch_end(int64_t batch, Logs& logs) override;
+  void on_train_end(Logs& logs) override;
+  // The backup file's path.
+  std::string backup_path() const;
+  // The epoch fit resumed at (nullopt when it started afresh).
+  std::optional<int> resumed_epoch() const noexcept { return resumed_epoch_; }
+
+ private:
+  void save(int completed_epochs);
+  std::string backup_dir_;
+  BackupAndRestoreOptions options_;
+  int current_epoch_ = 0;
+  int64_t batches_seen_ = 0;
+  std::optional<int> resumed_epoch_;
+};
+
+std::shared_ptr<BackupAndRestoreCallback> BackupAndRestore(std::string backup_dir,
+                                                           const BackupAndRestoreOptions& options = {});
+
+}  // namespace strata::keras::callbacks

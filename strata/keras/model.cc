@@ -1,0 +1,580 @@
+#include "strata/keras/model.h"
+
+#include <cstdio>
+#include <iostream>
+#include <utility>
+
+#include "strata/autodiff/gradient_tape.h"
+#include "strata/base/errors.h"
+#include "strata/base/str_cat.h"
+#include "strata/base/zip.h"
+#include "strata/distribute/strategy.h"
+#include "strata/keras/callbacks/history.h"
+#include "strata/keras/callbacks/progbar_logger.h"
+#include "strata/keras/internal/compile_utils.h"
+#include "strata/keras/summary.h"
+#include "strata/keras/weights_io.h"
+#include "strata/ops/array_ops.h"
+#include "strata/ops/math_ops.h"
+
+namespace strata::keras {
+
+// --- LossSpec -------------------------------------------------------------------
+
+LossSpec::LossSpec(std::string name) : name_(std::move(name)) {
+  if (name_ == "mse" || name_ == "mean_squared_error") {
+    per_example_ = losses::mean_squared_error;
+  } else if (name_ == "mae" || name_ == "mean_absolute_error") {
+    per_example_ = losses::mean_absolute_error;
+  } else if (name_ == "sparse_categorical_crossentropy") {
+    per_example_ = [](const Tensor& y, const Tensor& p) { return losses::sparse_categorical_crossentropy(y, p); };
+  } else {
+    STRATA_CHECK_ARG(false, "compile: unknown loss '", name_,
+                     "' (known names: mse, mean_squared_error, mae, mean_absolute_error, "
+                     "sparse_categorical_crossentropy; or pass a loss object or function)");
+  }
+}
+
+LossSpec::LossSpec(LossFunction fn) : name_("loss"), per_example_(std::move(fn)) {
+  STRATA_CHECK_ARG(per_example_ != nullptr, "compile: the loss function is empty");
+}
+
+Tensor LossSpec::operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) const {
+  if (weighted_) return weighted_(y_true, y_pred, sample_weight);
+  STRATA_CHECK(FAILED_PRECONDITION, per_example_ != nullptr, "loss: no loss was given to compile()");
+  Tensor values = per_example_(y_true, y_pred);
+  if (sample_weight.defined()) {
+    Tensor w = strata::cast(sample_weight, values.dtype());
+    if (w.rank() == values.rank() + 1 && w.shape()[-1] == 1) w = strata::squeeze(w, {-1});
+    values = strata::multiply(values, strata::broadcast_to(w, values.shape()));
+  }
+  // Keras's LossFunctionWrapper with reduction AUTO: sum / number of elements.
+  return losses::reduce(values, losses::Reduction::SUM_OVER_BATCH_SIZE);
+}
+
+Verbosity::Verbosity(const char* level) : level_(kAuto) {
+  STRATA_CHECK_ARG(std::string(level) == "auto", "verbose: expected 0, 1, 2 or \"auto\", got \"", level, "\"");
+}
+
+// --- the per-step input: one batch, or one per replica ----------------------------
+
+namespace internal {
+
+struct StepInput {
+  std::optional<data::Element> local;
+  std::optional<distribute::PerReplica<data::Element>> per_replica;
+};
+
+// Iterates a dataset as steps: local batches, or distributed ones under a strategy.
+class StepStream {
+ public:
+  StepStream(distribute::Strategy* strategy, const data::Dataset& dataset) {
+    if (strategy != nullptr) {
+      dist_.emplace(strategy->experimental_distribute_dataset(dataset).iter());
+    } else {
+      local_.emplace(dataset.iter());
+    }
+  }
+  std::optional<StepInput> next() {
+    StepInput in;
+    if (local_) {
+      in.local = local_->next();
+      if (!in.local) return std::nullopt;
+    } else {
+      in.per_replica = dist_->get_next_as_optional();
+      if (!in.per_replica) return std::nullopt;
+    }
+    return in;
+  }
+
+ private:
+  std::optional<data::Iterator> local_;
+  std::optional<distribute::DistributedIterator> dist_;
+};
+
+}  // namespace internal
+
+namespace {
+
+struct Unpacked {
+  Tensor x, y, sample_weight;
+};
+
+// Keras's data_adapter.unpack_x_y_sample_weight.
+Unpacked unpack(const data::Element& data, const char* who) {
+  STRATA_CHECK_ARG(!data.empty() && data.size() <= 3, who,
+                   ": expected data = {x}, {x, y} or {x, y, sample_weight}, got ", data.size(), " components");
+  Unpacked u;
+  u.x = data[0];
+  if (data.size() > 1) u.y = data[1];
+  if (data.size() > 2) u.sample_weight = data[2];
+  return u;
+}
+
+// splitmix64: a well-mixed 64-bit function of the seed and the epoch.
+uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+// The example order of one epoch: a Fisher-Yates permutation drawn from
+// splitmix64(seed, epoch) (its own generator, so the order does not depend on
+// the standard library), or the identity without shuffling.
+Tensor epoch_permutation(int64_t n, bool shuffle, uint64_t seed, int epoch) {
+  std::vector<int64_t> idx(n);
+  for (int64_t i = 0; i < n; ++i) idx[i] = i;
+  if (shuffle) {
+    uint64_t state = mix(seed ^ mix(uint64_t(epoch) + 1));
+    for (int64_t i = n - 1; i > 0; --i) {
+      state = mix(state);
+      const int64_t j = int64_t(state % uint64_t(i + 1));
+      std::swap(idx[i], idx[j]);
+    }
+  }
+  return strata::constant(idx, TensorShape{n});
+}
+
+// Batches of (x[, y]) in the order `perm`, gathered per batch.
+data::Dataset batches_in_order(const Tensor& perm, const std::vector<Tensor>& components, int64_t batch_size) {
+  return data::Dataset::from_tensor_slices({perm}).batch(batch_size).map(
+      [components](const data::Element& e) {
+        data::Element out;
+        for (const Tensor& c : components) out.push_back(strata::gather(c, e[0]));
+        return out;
+      });
+}
+
+void check_same_length(const Tensor& x, const Tensor& y, const char* who) {
+  STRATA_CHECK_ARG(x.defined() && x.rank() >= 1, who, ": expected x with a batch dimension, got ",
+                   x.defined() ? x.shape().to_string() : std::string("an undefined tensor"));
+  if (y.defined()) {
+    STRATA_CHECK_ARG(y.rank() >= 1 && y.shape()[0] == x.shape()[0], who,
+                     ": x and y must have the same number of examples, got x ", x.shape().to_string(), " and y ",
+                     y.shape().to_string());
+  }
+}
+
+int64_t resolve_batch_size(std::optional<int64_t> batch_size, const char* who) {
+  const int64_t b = batch_size.value_or(32);   // Keras's default
+  STRATA_CHECK_ARG(b > 0, who, ": batch_size must be positive, got ", b);
+  return b;
+}
+
+}  // namespace
+
+// --- Model ------------------------------------------------------------------------
+
+Model::Model(std::string class_name, const std::string& default_name, const LayerArgs& args)
+    : Layer(std::move(class_name), default_name, args), strategy_(&distribute::get_strategy()) {}
+
+Model::~Model() = default;
+
+TensorShape Model::compute_output_shape(const TensorShape& input_shape) const {
+  STRATA_CHECK(UNIMPLEMENTED, false, "Model '", name(), "' (", class_name(),
+               "): compute_output_shape is not known for a subclassed model; override it (input shape ",
+               input_shape.to_string(), ")");
+  return input_shape;
+}
+
+void Model::compile(const CompileOptions& options) {
+  STRATA_CHECK_ARG(options.steps_per_execution >= 1, "compile: steps_per_execution must be >= 1, got ",
+                   options.steps_per_execution);
+  STRATA_CHECK_ARG(options.loss_weights.size() <= 1, "compile: the model has one output, so loss_weights takes "
+                   "at most one value, got ", options.loss_weights.size());
+  // Metrics are created under the model's strategy (Keras compiles in its scope).
+  std::optional<distribute::StrategyScope> scope;
+  if (!strategy_->is_default()) scope.emplace(*strategy_);
+  optimizer_ = options.optimizer;
+  loss_ = options.loss;
+  loss_weight_ = options.loss_weights.empty() ? 1.0 : options.loss_weights[0];
+  steps_per_execution_ = options.steps_per_execution;
+  seed_ = options.seed;
+  loss_tracker_ = std::make_shared<internal::LossTracker>();
+  compiled_metrics_ = std::make_unique<internal::CompiledMetrics>(options.metrics, options.weighted_metrics);
+  compiled_ = true;
+}
+
+void Model::check_compiled(const char* who) const {
+  STRATA_CHECK(FAILED_PRECONDITION, compiled_, "Model '", name(), "': you must compile your model before ",
+               who, " (call model->compile(...))");
+}
+
+std::vector<metrics::MetricPtr> Model::metrics() const {
+  std::vector<metrics::MetricPtr> out;
+  if (!compiled_) return out;
+  out.push_back(loss_tracker_);
+  for (metrics::MetricPtr& m : compiled_metrics_->metrics()) out.push_back(std::move(m));
+  return out;
+}
+
+std::vector<std::string> Model::metrics_names() const {
+  std::vector<std::string> names;
+  for (const metrics::MetricPtr& m : metrics()) names.push_back(m->name());
+  return names;
+}
+
+void Model::reset_metrics() {
+  for (const metrics::MetricPtr& m : metrics()) m->reset_state();
+}
+
+Logs Model::get_metrics_result() const {
+  Logs logs;
+  for (const metrics::MetricPtr& m : metrics()) logs.set(m->name(), m->result().scalar_as_double());
+  return logs;
+}
+
+Tensor Model::compute_loss(const Tensor&, const Tensor& y, const Tensor& y_pred, const Tensor& sample_weight) {
+  STRATA_CHECK(FAILED_PRECONDITION, loss_.defined(), "Model '", name(),
+               "': no loss to optimize; compile with a loss (compile({.loss = ...}))");
+  Tensor value = loss_(y, y_pred, sample_weight);
+  STRATA_CHECK_ARG(value.defined() && value.num_elements() == 1, "Model '", name(),
+                   "': the loss must be a scalar, got shape ", value.shape().to_string());
+  if (value.rank() != 0) value = strata::reshape(value, {});
+  if (loss_weight_ != 1.0) value = strata::multiply(value, strata::cast(strata::constant(loss_weight_), value.dtype()));
+  // Keras's loss tracker: the unscaled loss weighted by the batch size.
+  const double batch = y_pred.rank() > 0 ? double(y_pred.shape()[0]) : 1.0;
+  loss_tracker_->update(value.scalar_as_double(), batch);
+  // Keras's scale_loss_for_distribution: with N replicas in sync, a mean loss
+  // is divided by N so that summing the replicas' gradients gives the mean's.
+  if (loss_.reduction() == losses::Reduction::SUM_OVER_BATCH_SIZE) {
+    if (const distribute::ReplicaContext* rc = distribute::get_replica_context()) {
+      const int n = rc->num_replicas_in_sync();
+      if (n > 1) value = strata::divide(value, strata::cast(strata::constant(double(n)), value.dtype()));
+    }
+  }
+  return value;
+}
+
+Logs Model::compute_metrics(const Tensor&, const Tensor& y, const Tensor& y_pred, const Tensor& sample_weight) {
+  if (y.defined()) compiled_metrics_->update_state(y, y_pred, sample_weight);
+  return get_metrics_result();
+}
+
+Logs Model::train_step(const data::Element& data) {
+  const Unpacked d = unpack(data, "train_step");
+  STRATA_CHECK(FAILED_PRECONDITION, optimizer_ != nullptr, "Model '", name(),
+               "': compile with an optimizer before fit (compile({.optimizer = ...}))");
+  std::vector<Tensor> grads;
+  std::vector<Variable> vars;
+  Tensor y_pred;
+  {
+    GradientTape tape;
+    y_pred = (*this)(d.x, /*training=*/true);
+    Tensor loss = compute_loss(d.x, d.y, y_pred, d.sample_weight);
+    vars = trainable_variables();
+    grads = tape.gradient(loss, vars);
+  }
+  optimizer_->apply_gradients(strata::zip(grads, vars));
+  return compute_metrics(d.x, d.y, y_pred, d.sample_weight);
+}
+
+Logs Model::test_step(const data::Element& data) {
+  const Unpacked d = unpack(data, "test_step");
+  Tensor y_pred = (*this)(d.x, /*training=*/false);
+  compute_loss(d.x, d.y, y_pred, d.sample_weight);
+  return compute_metrics(d.x, d.y, y_pred, d.sample_weight);
+}
+
+Tensor Model::predict_step(const data::Element& data) {
+  const Unpacked d = unpack(data, "predict_step");
+  return (*this)(d.x, /*training=*/false);
+}
+
+// Resolves the compiled metrics before the first distributed step, in
+// cross-replica context, so that replica threads never create variables.
+void Model::build_metrics_for(const data::Element& first_batch) {
+  if (compiled_metrics_->built() || first_batch.size() < 2) return;
+  const Tensor& x = first_batch[0];
+  TensorShape out_shape;
+  try {
+    out_shape = compute_output_shape(x.shape());
+  } catch (const UnimplementedError&) {
+    out_shape = predict_step({x}).shape();
+  }
+  compiled_metrics_->build(first_batch[1].shape(), out_shape);
+}
+
+Logs Model::merge_replica_logs(const distribute::PerReplica<Logs>& per_replica) {
+  const std::vector<std::string> names = metrics_names();
+  const Logs cross_replica = get_metrics_result();
+  Logs out;
+  for (const auto& [key, value] : per_replica.component(0)) {
+    (void)value;
+    if (cross_replica.contains(key)) {
+      out.set(key, cross_replica.at(key));
+      continue;
+    }
+    // A value the step computed itself (not a model metric): the replicas' mean.
+    std::vector<Tensor> parts;
+    for (const Logs& l : per_replica.values()) parts.push_back(strata::constant(l.get(key).value_or(0.0)));
+    out.set(key, strategy_->reduce(distribute::ReduceOp::MEAN, distribute::PerReplica<Tensor>(parts), std::nullopt)
+                     .scalar_as_double());
+  }
+  return out;
+}
+
+Logs Model::run_train_step(const internal::StepInput& in) {
+  if (in.local) return train_step(*in.local);
+  build_metrics_for(in.per_replica->component(0));
+  auto logs = strategy_->run([this](const data::Element& e) { return train_step(e); }, *in.per_replica);
+  return merge_replica_logs(logs);
+}
+
+Logs Model::run_test_step(const internal::StepInput& in) {
+  if (in.local) return test_step(*in.local);
+  build_metrics_for(in.per_replica->component(0));
+  auto logs = strategy_->run([this](const data::Element& e) { return test_step(e); }, *in.per_replica);
+  return merge_replica_logs(logs);
+}
+
+Tensor Model::run_predict_step(const internal::StepInput& in) {
+  if (in.local) return predict_step(*in.local);
+  auto outs = strategy_->run([this](const data::Element& e) { return predict_step(e); }, *in.per_replica);
+  // Keras's "concat" reduction: replica i holds the i-th slice of the global batch.
+  std::vector<Tensor> parts = strategy_->experimental_local_results(outs);
+  return parts.size() == 1 ? parts[0] : strata::concat(parts, 0);
+}
+
+distribute::Strategy* Model::distributed_strategy_or_null() const {
+  return strategy_->is_default() ? nullptr : strategy_;
+}
+
+void Model::resume_at_epoch(int epoch) {
+  STRATA_CHECK_ARG(epoch >= 0, "resume_at_epoch: expected a non-negative epoch, got ", epoch);
+  resume_epoch_ = epoch;
+}
+
+namespace {
+
+callbacks::CallbackList make_callbacks(Model* model, const std::vector<callbacks::CallbackPtr>& user, int verbose,
+                                       int epochs, std::optional<int64_t> steps) {
+  callbacks::CallbackParams params{.verbose = verbose, .epochs = epochs, .steps = steps};
+  callbacks::CallbackList list({}, model, params);
+  bool has_progbar = false;
+  for (const callbacks::CallbackPtr& cb : user) {
+    if (dynamic_cast<callbacks::ProgbarLoggerCallback*>(cb.get()) != nullptr) has_progbar = true;
+  }
+  // Keras puts its ProgbarLogger first.
+  if (verbose != 0 && !has_progbar) list.append(callbacks::ProgbarLogger());
+  for (const callbacks::CallbackPtr& cb : user) list.append(cb);
+  return list;
+}
+
+}  // namespace
+
+History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dataset, const FitOptions& options,
+                        const ValidationData& validation, const std::function<data::Dataset()>& validation_dataset,
+                        std::optional<int64_t> steps_hint) {
+  check_compiled("training");
+  STRATA_CHECK(FAILED_PRECONDITION, optimizer_ != nullptr, "Model '", name(),
+               "': compile with an optimizer before fit (compile({.optimizer = ...}))");
+  STRATA_CHECK_ARG(options.epochs >= 0, "fit: epochs must be >= 0, got ", options.epochs);
+  STRATA_CHECK_ARG(options.initial_epoch >= 0, "fit: initial_epoch must be >= 0, got ", options.initial_epoch);
+  STRATA_CHECK_ARG(options.validation_freq >= 1, "fit: validation_freq must be >= 1, got ", options.validation_freq);
+  STRATA_CHECK_ARG(!options.steps_per_epoch || *options.steps_per_epoch > 0, "fit: steps_per_epoch must be > 0, got ",
+                   options.steps_per_epoch.value_or(0));
+  const int verbose = options.verbose.resolve();
+  std::optional<distribute::StrategyScope> scope;
+  if (!strategy_->is_default()) scope.emplace(*strategy_);
+
+  callbacks::CallbackList cbs = make_callbacks(this, options.callbacks, verbose, options.epochs,
+                                                  options.steps_per_epoch ? options.steps_per_epoch : steps_hint);
+  auto history = std::make_shared<callbacks::HistoryCallback>();
+  cbs.append(history);
+
+  stop_training = false;
+  resume_epoch_.reset();
+  Logs logs;
+  cbs.on_train_begin(logs);
+  // BackupAndRestore asks, in on_train_begin, to continue after its backup.
+  const int initial_epoch = resume_epoch_.value_or(options.initial_epoch);
+  resume_epoch_.reset();
+
+  std::optional<internal::StepStream> stream;   // kept across epochs with steps_per_epoch
+  Logs training_logs;
+  for (int epoch = initial_epoch; epoch < options.epochs; ++epoch) {
+    reset_metrics();
+    Logs epoch_logs;
+    cbs.on_epoch_begin(epoch, epoch_logs);
+    if (!options.steps_per_epoch || !stream) stream.emplace(distributed_strategy_or_null(), epoch_dataset(epoch));
+    int64_t step = 0;
+    Logs step_logs;
+    bool ran_dry = false;
+    while (!options.steps_per_epoch || step < *options.steps_per_epoch) {
+      std::optional<internal::StepInput> in = stream->next();
+      if (!in && options.steps_per_epoch && step == 0) {
+        // A finite dataset exactly consumed by the previous epoch: start it again.
+        stream.emplace(distributed_strategy_or_null(), epoch_dataset(epoch));
+        in = stream->next();
+      }
+      if (!in) {
+        ran_dry = options.steps_per_epoch.has_value();
+        break;
+      }
+      Logs begin_logs;
+      cbs.on_train_batch_begin(step, begin_logs);
+      step_logs = run_train_step(*in);
+      int64_t end_step = step;
+      // steps_per_execution: the batch hooks see groups of steps (Keras).
+      for (int64_t k = 1; k < steps_per_execution_; ++k) {
+        if (options.steps_per_epoch && end_step + 1 >= *options.steps_per_epoch) break;
+        std::optional<internal::StepInput> more = stream->next();
+        if (!more) break;
+        step_logs = run_train_step(*more);
+        ++end_step;
+      }
+      cbs.on_train_batch_end(end_step, step_logs);
+      step = end_step + 1;
+      if (stop_training) break;
+    }
+    if (ran_dry) {
+      std::cerr << "WARNING: Your input ran out of data; interrupting training. Make sure that your dataset can "
+                   "generate at least `steps_per_epoch * epochs` batches ("
+                << options.steps_per_epoch.value_or(0) * options.epochs << " batches).\n";
+      stop_training = true;
+    }
+    STRATA_CHECK_ARG(step > 0, "fit: the training data yielded no batches in epoch ", epoch + 1,
+                     " (Keras: Unexpected result of `train_function` (Empty logs))");
+    epoch_logs = step_logs;
+    if (validation.has_value() && (epoch + 1) % options.validation_freq == 0) {
+      Logs val = evaluate_impl(validation_dataset(), options.validation_steps, cbs);
+      for (const auto& [k, v] : val) epoch_logs.set("val_" + k, v);
+    }
+    cbs.on_epoch_end(epoch, epoch_logs);
+    training_logs = epoch_logs;
+    if (stop_training) break;
+  }
+  cbs.on_train_end(training_logs);
+  history_ = history->history();
+  return history_;
+}
+
+History Model::fit(const data::Dataset& dataset, const FitOptions& options) {
+  STRATA_CHECK_ARG(options.validation_split == 0.0,
+                   "fit: validation_split is only supported for in-memory tensors, not datasets (got ",
+                   options.validation_split, ")");
+  const ValidationData& v = options.validation_data;
+  const int64_t val_batch = resolve_batch_size(options.validation_batch_size, "fit");
+  return fit_impl([&](int) { return dataset; }, options, v, [&]() {
+    if (v.dataset()) return *v.dataset();
+    check_same_length(v.x(), v.y(), "fit(validation_data)");
+    return data::Dataset::from_tensor_slices({v.x(), v.y()}).batch(val_batch);
+  }, std::nullopt);
+}
+
+History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options) {
+  check_same_length(x, y, "fit");
+  STRATA_CHECK_ARG(options.validation_split >= 0.0 && options.validation_split < 1.0,
+                   "fit: validation_split must be in [0, 1), got ", options.validation_split);
+  const int64_t batch_size = resolve_batch_size(options.batch_size, "fit");
+  Tensor x_train = x, y_train = y;
+  ValidationData validation = options.validation_data;
+  if (options.validation_split > 0.0) {
+    STRATA_CHECK_ARG(!validation.has_value(), "fit: give validation_split or validation_data, not both");
+    // Keras's train_validation_split: the last fraction, before any shuffling.
+    const int64_t n = x.shape()[0];
+    const int64_t split = int64_t(double(n) * (1.0 - options.validation_split));
+    STRATA_CHECK_ARG(split > 0 && split < n, "fit: validation_split=", options.validation_split, " of ", n,
+                     " examples leaves an empty training or validation set");
+    x_train = x.slice_rows(0, split);
+    y_train = y.slice_rows(0, split);
+    validation = ValidationData(std::pair<Tensor, Tensor>{x.slice_rows(split, n), y.slice_rows(split, n)});
+  }
+  const int64_t n = x_train.shape()[0];
+  const int64_t val_batch = options.validation_batch_size ? resolve_batch_size(options.validation_batch_size, "fit")
+                                                          : batch_size;
+  return fit_impl(
+      [&](int epoch) {
+        return batches_in_order(epoch_permutation(n, options.shuffle, seed_, epoch), {x_train, y_train}, batch_size);
+      },
+      options, validation, [&]() {
+        if (validation.dataset()) return *validation.dataset();
+        check_same_length(validation.x(), validation.y(), "fit(validation_data)");
+        return data::Dataset::from_tensor_slices({validation.x(), validation.y()}).batch(val_batch);
+      },
+      (n + batch_size - 1) / batch_size);
+}
+
+Logs Model::evaluate_impl(const data::Dataset& dataset, std::optional<int64_t> steps, callbacks::CallbackList& cbs) {
+  check_compiled("evaluate");
+  STRATA_CHECK_ARG(!steps || *steps > 0, "evaluate: steps must be > 0, got ", steps.value_or(0));
+  reset_metrics();
+  Logs logs;
+  cbs.on_test_begin(logs);
+  internal::StepStream stream(distributed_strategy_or_null(), dataset);
+  int64_t step = 0;
+  logs = get_metrics_result();
+  while (!steps || step < *steps) {
+    std::optional<internal::StepInput> in = stream.next();
+    if (!in) break;
+    Logs begin_logs;
+    cbs.on_test_batch_begin(step, begin_logs);
+    logs = run_test_step(*in);
+    cbs.on_test_batch_end(step, logs);
+    ++step;
+  }
+  cbs.on_test_end(logs);
+  return logs;
+}
+
+Logs Model::evaluate(const data::Dataset& dataset, const EvaluateOptions& options) {
+  std::optional<distribute::StrategyScope> scope;
+  if (!strategy_->is_default()) scope.emplace(*strategy_);
+  callbacks::CallbackList cbs =
+      make_callbacks(this, options.callbacks, options.verbose.resolve(), 1, options.steps);
+  return evaluate_impl(dataset, options.steps, cbs);
+}
+
+Logs Model::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& options) {
+  check_same_length(x, y, "evaluate");
+  const int64_t b = resolve_batch_size(options.batch_size, "evaluate");
+  EvaluateOptions o = options;
+  if (!o.steps) o.steps = (x.shape()[0] + b - 1) / b;
+  if (*o.steps == 0) o.steps.reset();
+  return evaluate(data::Dataset::from_tensor_slices({x, y}).batch(b), o);
+}
+
+Tensor Model::predict(const data::Dataset& dataset, const PredictOptions& options) {
+  STRATA_CHECK_ARG(!options.steps || *options.steps > 0, "predict: steps must be > 0, got ", options.steps.value_or(0));
+  std::optional<distribute::StrategyScope> scope;
+  if (!strategy_->is_default()) scope.emplace(*strategy_);
+  callbacks::CallbackList cbs =
+      make_callbacks(this, options.callbacks, options.verbose.resolve(), 1, options.steps);
+  Logs logs;
+  cbs.on_predict_begin(logs);
+  internal::StepStream stream(distributed_strategy_or_null(), dataset);
+  std::vector<Tensor> outputs;
+  int64_t step = 0;
+  while (!options.steps || step < *options.steps) {
+    std::optional<internal::StepInput> in = stream.next();
+    if (!in) break;
+    Logs batch_logs;
+    cbs.on_predict_batch_begin(step, batch_logs);
+    outputs.push_back(run_predict_step(*in));
+    cbs.on_predict_batch_end(step, batch_logs);
+    ++step;
+  }
+  cbs.on_predict_end(logs);
+  STRATA_CHECK_ARG(!outputs.empty(), "predict: the dataset yielded no batches (Keras: Unexpected result of "
+                   "`predict_function` (Empty batch_outputs))");
+  return outputs.size() == 1 ? outputs[0] : strata::concat(outputs, 0);
+}
+
+Tensor Model::predict(const Tensor& x, const PredictOptions& options) {
+  check_same_length(x, Tensor(), "predict");
+  const int64_t b = resolve_batch_size(options.batch_size, "predict");
+  PredictOptions o = options;
+  if (!o.steps) o.steps = (x.shape()[0] + b - 1) / b;
+  return predict(data::Dataset::from_tensor_slices({x}).batch(b), o);
+}
+
+void Model::summary(std::ostream& out) const { print_summary(*this, out); }
+void Model::summary() const { print_summary(*this, std::cout); }
+
+void Model::save_weights(const std::string& path) const { keras::save_weights(*this, path); }
+void Model::load_weights(const std::string& path) { keras::load_weights(*this, path); }
+void Model::save(const std::string& path) const { keras::save_model(*this, path); }
+
+}  // namespace strata::keras

@@ -1,0 +1,346 @@
+#pragma once
+// keras.Model: a layer with a training loop (compile / fit / evaluate / predict).
+//
+//   auto model = keras::Sequential({keras::layers::Dense(10, {.input_shape = {784}})});
+//   model->compile({.optimizer = keras::optimizers::SGD({.learning_rate = 0.1}),
+//                   .loss = "sparse_categorical_crossentropy", .metrics = {"accuracy"}});
+//   keras::History h = model->fit(x_train, y_train, {.batch_size = 32, .epochs = 5});
+//   h.history["loss"];                         // one value per epoch
+//   keras::Logs r = model->evaluate(x_test, y_test);   // {"loss": ..., "accuracy": ...}
+//   Tensor probs = model->predict(x_test);
+//
+// Subclassing (as Keras): derive from Model, create layers with track_layer()
+// as members, implement call(); override train_step/test_step/predict_step to
+// change what one step does. fit calls train_step(data) once per batch, where
+// data = {x, y} or {x, y, sample_weight} (Keras's data tuple).
+//
+// Training loop semantics (Keras 2.x):
+//   * the "loss" log is the running mean of the per-batch loss over the epoch,
+//     weighted by the batch size (Keras's loss tracker, a Mean metric);
+//     metrics are reset at the start of every epoch and of every evaluate;
+//   * "accuracy"/"acc" resolve from the shapes of the first batch as Keras's
+//     compile_utils: binary accuracy when y_pred's last dimension is 1, sparse
+//     categorical when y_true has lower rank than y_pred (or a last dimension
+//     of 1), categorical otherwise;
+//   * fit(x, y) batches in-memory tensors by batch_size (default 32) and, when
+//     shuffle is true, permutes the examples each epoch with a seed derived
+//     from CompileOptions::seed and the epoch index, so runs are reproducible
+//     and a run resumed at epoch k (BackupAndRestore) sees epoch k's order;
+//   * fit(dataset) runs each epoch until the dataset ends (a fresh iterator
+//     per epoch) or, with steps_per_epoch, takes that many batches from one
+//     iterator kept across epochs (Keras: when it runs dry, training stops
+//     with a warning).
+//
+// Distribution: a model remembers distribute::get_strategy() at construction.
+// When that is not the default strategy, compile creates the metrics under
+// the strategy's scope; fit/evaluate/predict distribute the dataset with
+// strategy.experimental_distribute_dataset (batches are global batches) and
+// run train_step via strategy.run on each PerReplica batch. Inside a replica
+// context with N replicas a loss with reduction SUM_OVER_BATCH_SIZE is divided
+// by N before the gradient (Keras's scale_loss_for_distribution), so the
+// optimizer's SUM all-reduce of gradients yields the gradient of the global
+// mean. After each step the logs are the model metrics read in cross-replica
+// context (the loss tracker and compiled metrics accumulate every replica's
+// batches); other values a custom train_step returns are averaged over the
+// replicas with strategy.reduce(MEAN). The compiled metrics are resolved
+// before the first distributed step, in cross-replica context.
+//
+// Thread-safety: one fit/evaluate/predict at a time per model.
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <string>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "strata/base/errors.h"
+#include "strata/core/tensor.h"
+#include "strata/data/dataset.h"
+#include "strata/keras/callbacks/callback.h"
+#include "strata/keras/layer.h"
+#include "strata/keras/losses.h"
+#include "strata/keras/metric.h"
+#include "strata/keras/optimizer.h"
+
+namespace strata::distribute {
+class Strategy;
+template <typename T>
+class PerReplica;
+}
+
+namespace strata::keras {
+
+// keras.callbacks.History's contents: fit's return value.
+struct History {
+  std::vector<int> epoch = {};                                   // epochs run (0-based)
+  std::map<std::string, std::vector<double>> history = {};       // name -> one value per epoch
+  callbacks::CallbackParams params = {};
+};
+
+// A loss function for compile: per-example losses (or a scalar) from
+// (y_true, y_pred); compile reduces them with SUM_OVER_BATCH_SIZE, as Keras
+// wraps plain functions (LossFunctionWrapper with reduction AUTO).
+using LossFunction = std::function<Tensor(const Tensor& y_true, const Tensor& y_pred)>;
+
+// What CompileOptions::loss accepts: nothing, a name ("mse",
+// "mean_squared_error", "mae", "mean_absolute_error",
+// "sparse_categorical_crossentropy"), a LossFunction, or a pointer to a loss
+// object callable as (*loss)(y_true, y_pred[, sample_weight]) -> scalar whose
+// reduction() (when it has one) tells whether it is scaled under a strategy.
+class LossSpec {
+ public:
+  LossSpec() = default;
+  LossSpec(const char* name) : LossSpec(std::string(name)) {}  // NOLINT: as Keras
+  LossSpec(std::string name);                                   // NOLINT
+  LossSpec(LossFunction fn);                                    // NOLINT
+  LossSpec(Tensor (*fn)(const Tensor&, const Tensor&))          // NOLINT
+      : LossSpec(LossFunction(fn)) {}
+  template <typename L>
+    requires requires(L& l, const Tensor& t) { { l(t, t) } -> std::convertible_to<Tensor>; }
+  LossSpec(std::shared_ptr<L> loss) {  // NOLINT
+    name_ = loss_object_name(*loss);
+    if constexpr (requires(L& l) { l.reduction(); }) {
+      reduction_ = static_cast<losses::Reduction>(loss->reduction());
+    } else {
+      reduction_ = losses::Reduction::SUM_OVER_BATCH_SIZE;
+    }
+    if constexpr (requires(L& l, const Tensor& t) { { l(t, t, t) } -> std::convertible_to<Tensor>; }) {
+      weighted_ = [loss](const Tensor& y, const Tensor& p, const Tensor& w) -> Tensor {
+        return w.defined() ? (*loss)(y, p, w) : (*loss)(y, p);
+      };
+    } else {
+      weighted_ = [loss](const Tensor& y, const Tensor& p, const Tensor& w) -> Tensor {
+        STRATA_CHECK(UNIMPLEMENTED, !w.defined(), "loss does not accept a sample_weight");
+        return (*loss)(y, p);
+      };
+    }
+    is_object_ = true;
+  }
+
+  bool defined() const noexcept { return weighted_ != nullptr || per_example_ != nullptr; }
+  const std::string& name() const noexcept { return name_; }
+  // The reduced (scalar) loss for a batch; sample_weight may be undefined.
+  Tensor operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) const;
+  // The reduction applied (a function's is SUM_OVER_BATCH_SIZE).
+  losses::Reduction reduction() const noexcept { return reduction_; }
+
+ private:
+  template <typename L>
+  static std::string loss_object_name(const L& loss) {
+    if constexpr (requires { { loss.name() } -> std::convertible_to<std::string>; }) {
+      return std::string(loss.name());
+    } else {
+      return "loss";
+    }
+  }
+  std::string name_;
+  losses::Reduction reduction_ = losses::Reduction::SUM_OVER_BATCH_SIZE;
+  bool is_object_ = false;
+  LossFunction per_example_;
+  std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)> weighted_;
+};
+
+// What CompileOptions::metrics accepts: a name ("accuracy", "acc",
+// "sparse_categorical_accuracy", "categorical_accuracy", "binary_accuracy",
+// "mse", "mae", ...) or a metric object.
+class MetricSpec {
+ public:
+  MetricSpec(const char* name) : name_(name) {}           // NOLINT: as Keras
+  MetricSpec(std::string name) : name_(std::move(name)) {}  // NOLINT
+  template <typename M>
+    requires std::is_base_of_v<metrics::Metric, M>
+  MetricSpec(std::shared_ptr<M> metric) : metric_(std::move(metric)) {}  // NOLINT
+  const std::string& name() const noexcept { return name_; }
+  const metrics::MetricPtr& metric() const noexcept { return metric_; }
+
+ private:
+  std::string name_;
+  metrics::MetricPtr metric_;
+};
+
+// keras.Model.compile arguments, in Keras's order.
+struct CompileOptions {
+  optimizers::OptimizerPtr optimizer = nullptr;   // required for fit
+  LossSpec loss = {};                             // required for fit/evaluate
+  std::vector<MetricSpec> metrics = {};
+  // One weight for the single output's loss (Keras's list form); empty = 1.
+  std::vector<double> loss_weights = {};
+  std::vector<MetricSpec> weighted_metrics = {};   // updated with sample_weight
+  std::optional<bool> run_eagerly = std::nullopt;  // Strata always runs eagerly
+  int64_t steps_per_execution = 1;                 // batch hooks fire once per this many steps
+  std::optional<bool> jit_compile = std::nullopt;  // ignored: no compiler (Keras default: off)
+  // Strata: the seed of fit's per-epoch shuffling of in-memory data (Keras uses
+  // the global random seed; fixed here so runs are reproducible).
+  uint64_t seed = 0;
+};
+
+// Keras's verbose argument: 0 (silent), 1 (progress bar), 2 (one line per
+// epoch) or "auto" (1, drawn live only when stdout is a terminal).
+class Verbosity {
+ public:
+  Verbosity(int level = kAuto) : level_(level) {}  // NOLINT: as Keras
+  Verbosity(const char* level);                     // NOLINT: "auto"
+  static constexpr int kAuto = -1;
+  // The effective level: 0, 1 or 2.
+  int resolve() const noexcept { return level_ == kAuto ? 1 : level_; }
+  int level() const noexcept { return level_; }
+
+ private:
+  int level_;
+};
+
+// Validation data for fit: a dataset of (x, y) batches or in-memory (x, y).
+class ValidationData {
+ public:
+  ValidationData() = default;
+  ValidationData(data::Dataset dataset) : dataset_(std::move(dataset)) {}  // NOLINT
+  ValidationData(std::pair<Tensor, Tensor> xy) : x_(xy.first), y_(xy.second), tensors_(true) {}  // NOLINT
+  bool has_value() const noexcept { return dataset_.has_value() || tensors_; }
+  const std::optional<data::Dataset>& dataset() const noexcept { return dataset_; }
+  const Tensor& x() const noexcept { return x_; }
+  const Tensor& y() const noexcept { return y_; }
+
+ private:
+  std::optional<data::Dataset> dataset_;
+  Tensor x_, y_;
+  bool tensors_ = false;
+};
+
+// keras.Model.fit arguments, in Keras's order (x and y are positional).
+struct FitOptions {
+  std::optional<int64_t> batch_size = std::nullopt;   // in-memory data: default 32; ignored for datasets
+  int epochs = 1;
+  Verbosity verbose = {};
+  std::vector<callbacks::CallbackPtr> callbacks = {};
+  double validation_split = 0.0;                      // in-memory data only: the last fraction
+  ValidationData validation_data = {};
+  bool shuffle = true;                                // in-memory data only
+  int initial_epoch = 0;
+  std::optional<int64_t> steps_per_epoch = std::nullopt;
+  std::optional<int64_t> validation_steps = std::nullopt;
+  std::optional<int64_t> validation_batch_size = std::nullopt;
+  int validation_freq = 1;
+};
+
+// keras.Model.evaluate arguments, in Keras's order.
+struct EvaluateOptions {
+  std::optional<int64_t> batch_size = std::nullopt;
+  Verbosity verbose = {};
+  std::optional<int64_t> steps = std::nullopt;
+  std::vector<callbacks::CallbackPtr> callbacks = {};
+};
+
+// keras.Model.predict arguments, in Keras's order.
+struct PredictOptions {
+  std::optional<int64_t> batch_size = std::nullopt;
+  Verbosity verbose = {};
+  std::optional<int64_t> steps = std::nullopt;
+  std::vector<callbacks::CallbackPtr> callbacks = {};
+};
+
+namespace internal {
+class CompiledMetrics;
+class LossTracker;
+struct StepInput;
+}  // namespace internal
+
+class Model : public Layer {
+ public:
+  // `class_name` ("Model", "Sequential") is what summary() shows; the model's
+  // name defaults to a unique `default_name` ("model", "sequential"). The
+  // strategy current now is the model's distribute_strategy().
+  explicit Model(std::string class_name = "Model", const std::string& default_name = "model",
+                 const LayerArgs& args = {});
+  ~Model() override;
+
+  // Subclassed models have no static output shape: UnimplementedError unless overridden.
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+
+  void compile(const CompileOptions& options);
+  bool compiled() const noexcept { return compiled_; }
+
+  History fit(const data::Dataset& dataset, const FitOptions& options = {});
+  History fit(const Tensor& x, const Tensor& y, const FitOptions& options = {});
+  // The loss and metric results (Keras's evaluate(return_dict=True)).
+  Logs evaluate(const data::Dataset& dataset, const EvaluateOptions& options = {});
+  Logs evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& options = {});
+  // The model outputs for every batch, concatenated along the batch axis.
+  // Dataset elements are {x} or {x, y, ...} (only x is used).
+  Tensor predict(const data::Dataset& dataset, const PredictOptions& options = {});
+  Tensor predict(const Tensor& x, const PredictOptions& options = {});
+
+  // One optimisation step on data = {x, y[, sample_weight]}: forward under a
+  // GradientTape, compute_loss, gradients, optimizer->apply_gradients, metric
+  // updates; returns get_metrics_result(). Override to customise (Keras).
+  virtual Logs train_step(const data::Element& data);
+  virtual Logs test_step(const data::Element& data);
+  virtual Tensor predict_step(const data::Element& data);
+  // The total loss (scaled for distribution, see above); updates the loss tracker.
+  virtual Tensor compute_loss(const Tensor& x, const Tensor& y, const Tensor& y_pred, const Tensor& sample_weight);
+  // Updates the compiled metrics; returns get_metrics_result().
+  virtual Logs compute_metrics(const Tensor& x, const Tensor& y, const Tensor& y_pred, const Tensor& sample_weight);
+
+  // The loss tracker then the compiled metrics (Keras's model.metrics).
+  std::vector<metrics::MetricPtr> metrics() const;
+  std::vector<std::string> metrics_names() const;
+  void reset_metrics();
+  Logs get_metrics_result() const;
+
+  const optimizers::OptimizerPtr& optimizer() const noexcept { return optimizer_; }
+  distribute::Strategy& distribute_strategy() const noexcept { return *strategy_; }
+  int64_t steps_per_execution() const noexcept { return steps_per_execution_; }
+  uint64_t seed() const noexcept { return seed_; }
+
+  // Prints the Keras summary table (summary.h) to `out`.
+  void summary(std::ostream& out) const;
+  void summary() const;
+
+  // Weights IO (format: docs/formats/weights.md; weights_io.h).
+  void save_weights(const std::string& path) const;
+  void load_weights(const std::string& path);
+  // save_weights plus the optimizer's variables (iterations and slots).
+  void save(const std::string& path) const;
+
+  // Keras's model.stop_training: callbacks set it to end fit after this epoch.
+  bool stop_training = false;
+  // The History of the last fit.
+  const History& history() const noexcept { return history_; }
+
+ // BackupAndRestore: called from on_train_begin, makes fit continue at `epoch`.
+  void resume_at_epoch(int epoch);
+
+ private:
+  void check_compiled(const char* who) const;
+  distribute::Strategy* distributed_strategy_or_null() const;
+  void build_metrics_for(const data::Element& first_batch);
+  Logs merge_replica_logs(const distribute::PerReplica<Logs>& per_replica);
+  // One step, on this thread or through strategy.run.
+  Logs run_train_step(const internal::StepInput& in);
+  Logs run_test_step(const internal::StepInput& in);
+  Tensor run_predict_step(const internal::StepInput& in);
+  History fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dataset, const FitOptions& options,
+                   const ValidationData& validation, const std::function<data::Dataset()>& validation_dataset,
+                   std::optional<int64_t> steps_hint);
+  Logs evaluate_impl(const data::Dataset& dataset, std::optional<int64_t> steps, callbacks::CallbackList& cbs);
+
+  distribute::Strategy* strategy_;
+  bool compiled_ = false;
+  optimizers::OptimizerPtr optimizer_;
+  LossSpec loss_;
+  double loss_weight_ = 1.0;
+  int64_t steps_per_execution_ = 1;
+  uint64_t seed_ = 0;
+  std::shared_ptr<internal::LossTracker> loss_tracker_;
+  std::unique_ptr<internal::CompiledMetrics> compiled_metrics_;
+  History history_;
+  std::optional<int> resume_epoch_;
+};
+
+using ModelPtr = std::shared_ptr<Model>;
+
+}  // namespace strata::keras

@@ -1,0 +1,86 @@
+#include "strata/keras/sequential.h"
+
+#include <utility>
+
+#include "strata/base/errors.h"
+
+namespace strata::keras {
+namespace {
+
+LayerArgs sequential_args(const SequentialOptions& options) {
+  LayerArgs args;
+  args.name = options.name;
+  return args;
+}
+
+TensorShape with_batch(const std::vector<int64_t>& example_shape) {
+  std::vector<int64_t> dims{-1};
+  dims.insert(dims.end(), example_shape.begin(), example_shape.end());
+  return TensorShape(dims);
+}
+
+}  // namespace
+
+SequentialModel::SequentialModel(const std::vector<LayerPtr>& layers, const SequentialOptions& options)
+    : Model("Sequential", "sequential", sequential_args(options)) {
+  for (const LayerPtr& layer : layers) add(layer);
+}
+
+std::shared_ptr<SequentialModel> Sequential(const std::vector<LayerPtr>& layers, const SequentialOptions& options) {
+  return std::make_shared<SequentialModel>(layers, options);
+}
+
+void SequentialModel::add(LayerPtr layer) {
+  STRATA_CHECK_ARG(layer != nullptr, "Sequential '", name(), "': add() expected a layer, got nullptr");
+  for (const LayerPtr& l : stack_) {
+    STRATA_CHECK_ARG(l != layer, "Sequential '", name(), "': layer '", layer->name(), "' is already in the model");
+  }
+  if (stack_.empty() && !built() && layer->declared_input_shape()) {
+    stack_.push_back(track_layer(layer));
+    build(with_batch(*layer->declared_input_shape()));
+    return;
+  }
+  if (built()) {
+    // Keras rebuilds the stack from its input: the new layer gets the previous output shape.
+    TensorShape shape = stack_.empty() ? *input_shape_ : layer_output_shapes().back();
+    layer->build(shape);
+  }
+  stack_.push_back(track_layer(layer));
+}
+
+void SequentialModel::build_weights(const TensorShape& input_shape) {
+  input_shape_ = input_shape;
+  TensorShape shape = input_shape;
+  for (const LayerPtr& layer : stack_) {
+    layer->build(shape);
+    shape = layer->compute_output_shape(shape);
+  }
+}
+
+TensorShape SequentialModel::compute_output_shape(const TensorShape& input_shape) const {
+  TensorShape shape = input_shape;
+  for (const LayerPtr& layer : stack_) shape = layer->compute_output_shape(shape);
+  return shape;
+}
+
+std::vector<TensorShape> SequentialModel::layer_output_shapes() const {
+  std::vector<TensorShape> out;
+  if (!input_shape_) return out;
+  std::vector<int64_t> dims = input_shape_->dims();
+  if (!dims.empty()) dims[0] = -1;
+  TensorShape shape(dims);
+  for (const LayerPtr& layer : stack_) {
+    shape = layer->compute_output_shape(shape);
+    out.push_back(shape);
+  }
+  return out;
+}
+
+Tensor SequentialModel::call(const Tensor& inputs, bool training) {
+  STRATA_CHECK_ARG(!stack_.empty(), "Sequential '", name(), "': the model has no layers");
+  Tensor x = inputs;
+  for (const LayerPtr& layer : stack_) x = (*layer)(x, training);
+  return x;
+}
+
+}  // namespace strata::keras

@@ -1,0 +1,68 @@
+#pragma once
+// Saving and loading a model's weights (format: docs/formats/weights.md).
+//
+//   model->save_weights("/tmp/mlp.weights");   // keras::save_weights(*model, path)
+//   other->load_weights("/tmp/mlp.weights");   // same architecture: every weight checked first
+//   model->save("/tmp/mlp.keras");             // weights + optimizer variables
+//   keras::load_training_state(*model, path);  // restores both (BackupAndRestore)
+//
+// Files are written atomically (temporary file in the same directory, fsync,
+// rename). Loading verifies, before assigning anything:
+//   1. magic, version, sizes and the CRC-32C of the header, the manifest and
+//      the data: DataLossError naming the file, the byte offset and the check;
+//   2. that the file's variables match the model's weights() one for one, in
+//      order (as Keras's HDF5 load_weights matches by position): same count,
+//      same local name (the last '/'-separated part, e.g. "kernel"; layer
+//      names differ between two models in one process), shape and dtype —
+//      InvalidArgumentError naming the variable otherwise.
+// So a refused load leaves the model unchanged.
+//
+// save() stores the model's weights and the optimizer's variables
+// (iterations then slots, Optimizer::variables() order); it does not store
+// the architecture: rebuild the model in code, then load_weights (weights
+// only) or load_training_state (weights and optimizer). A full model-config
+// round trip (keras.models.load_model) is not provided.
+//
+// Thread-safety: save reads the variables; load must not run concurrently
+// with training.
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "strata/core/tensor.h"
+
+namespace strata::keras {
+
+class Model;
+
+struct NamedTensor {
+  std::string name;
+  Tensor value;
+};
+
+// The contents of a weights file.
+struct WeightsFile {
+  std::string kind = "weights";                     // "weights", "model" or "training_state"
+  std::vector<NamedTensor> model = {};              // the model's weights(), in order
+  std::vector<NamedTensor> optimizer = {};          // the optimizer's variables(), in order
+  std::map<std::string, std::string> metadata = {}; // free-form (BackupAndRestore: "epoch")
+};
+
+// Low level: encode/decode a WeightsFile (atomic write; verified read).
+void write_weights_file(const std::string& path, const WeightsFile& contents);
+WeightsFile read_weights_file(const std::string& path);
+
+void save_weights(const Model& model, const std::string& path);
+// Loads the model part of any weights file (also one written by save()).
+void load_weights(Model& model, const std::string& path);
+void save_model(const Model& model, const std::string& path);
+
+// Weights + optimizer variables + metadata, and their restore. The optimizer
+// is built first when it has not run yet (its slots are created by applying
+// all-zero gradients, then every variable is overwritten). Returns the metadata.
+void save_training_state(const Model& model, const std::string& path,
+                         const std::map<std::string, std::string>& metadata);
+std::map<std::string, std::string> load_training_state(Model& model, const std::string& path);
+
+}  // namespace strata::keras
