@@ -21,19 +21,7 @@ namespace strata::keras {
 
 // --- LossSpec -------------------------------------------------------------------
 
-LossSpec::LossSpec(std::string name) : name_(std::move(name)) {
-  if (name_ == "mse" || name_ == "mean_squared_error") {
-    per_example_ = losses::mean_squared_error;
-  } else if (name_ == "mae" || name_ == "mean_absolute_error") {
-    per_example_ = losses::mean_absolute_error;
-  } else if (name_ == "sparse_categorical_crossentropy") {
-    per_example_ = [](const Tensor& y, const Tensor& p) { return losses::sparse_categorical_crossentropy(y, p); };
-  } else {
-    STRATA_CHECK_ARG(false, "compile: unknown loss '", name_,
-                     "' (known names: mse, mean_squared_error, mae, mean_absolute_error, "
-                     "sparse_categorical_crossentropy; or pass a loss object or function)");
-  }
-}
+LossSpec::LossSpec(const std::string& name) : LossSpec(losses::get(name)) {}
 
 LossSpec::LossSpec(LossFunction fn) : name_("loss"), per_example_(std::move(fn)) {
   STRATA_CHECK_ARG(per_example_ != nullptr, "compile: the loss function is empty");
@@ -42,14 +30,9 @@ LossSpec::LossSpec(LossFunction fn) : name_("loss"), per_example_(std::move(fn))
 Tensor LossSpec::operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) const {
   if (weighted_) return weighted_(y_true, y_pred, sample_weight);
   STRATA_CHECK(FAILED_PRECONDITION, per_example_ != nullptr, "loss: no loss was given to compile()");
-  Tensor values = per_example_(y_true, y_pred);
-  if (sample_weight.defined()) {
-    Tensor w = strata::cast(sample_weight, values.dtype());
-    if (w.rank() == values.rank() + 1 && w.shape()[-1] == 1) w = strata::squeeze(w, {-1});
-    values = strata::multiply(values, strata::broadcast_to(w, values.shape()));
-  }
   // Keras's LossFunctionWrapper with reduction AUTO: sum / number of elements.
-  return losses::reduce(values, losses::Reduction::SUM_OVER_BATCH_SIZE);
+  return losses::compute_weighted_loss(per_example_(y_true, y_pred), sample_weight,
+                                       losses::Reduction::SUM_OVER_BATCH_SIZE);
 }
 
 Verbosity::Verbosity(const char* level) : level_(kAuto) {
@@ -191,7 +174,7 @@ void Model::compile(const CompileOptions& options) {
   loss_weight_ = options.loss_weights.empty() ? 1.0 : options.loss_weights[0];
   steps_per_execution_ = options.steps_per_execution;
   seed_ = options.seed;
-  loss_tracker_ = std::make_shared<internal::LossTracker>();
+  loss_tracker_ = metrics::Mean({.name = "loss"});
   compiled_metrics_ = std::make_unique<internal::CompiledMetrics>(options.metrics, options.weighted_metrics);
   compiled_ = true;
 }
@@ -235,10 +218,10 @@ Tensor Model::compute_loss(const Tensor&, const Tensor& y, const Tensor& y_pred,
   if (loss_weight_ != 1.0) value = strata::multiply(value, strata::cast(strata::constant(loss_weight_), value.dtype()));
   // Keras's loss tracker: the unscaled loss weighted by the batch size.
   const double batch = y_pred.rank() > 0 ? double(y_pred.shape()[0]) : 1.0;
-  loss_tracker_->update(value.scalar_as_double(), batch);
+  loss_tracker_->update_state(strata::constant(float(value.scalar_as_double())), strata::constant(float(batch)));
   // Keras's scale_loss_for_distribution: with N replicas in sync, a mean loss
   // is divided by N so that summing the replicas' gradients gives the mean's.
-  if (loss_.reduction() == losses::Reduction::SUM_OVER_BATCH_SIZE) {
+  if (loss_.scaled_for_distribution()) {
     if (const distribute::ReplicaContext* rc = distribute::get_replica_context()) {
       const int n = rc->num_replicas_in_sync();
       if (n > 1) value = strata::divide(value, strata::cast(strata::constant(double(n)), value.dtype()));

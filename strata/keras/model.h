@@ -65,6 +65,7 @@
 #include "strata/keras/layer.h"
 #include "strata/keras/losses.h"
 #include "strata/keras/metric.h"
+#include "strata/keras/metrics/mean.h"
 #include "strata/keras/optimizer.h"
 
 namespace strata::distribute {
@@ -87,16 +88,16 @@ struct History {
 // wraps plain functions (LossFunctionWrapper with reduction AUTO).
 using LossFunction = std::function<Tensor(const Tensor& y_true, const Tensor& y_pred)>;
 
-// What CompileOptions::loss accepts: nothing, a name ("mse",
-// "mean_squared_error", "mae", "mean_absolute_error",
-// "sparse_categorical_crossentropy"), a LossFunction, or a pointer to a loss
-// object callable as (*loss)(y_true, y_pred[, sample_weight]) -> scalar whose
+// What CompileOptions::loss accepts: nothing, a name (losses::get's: "mse",
+// "sparse_categorical_crossentropy", "categorical_crossentropy", ...), a
+// LossFunction, or a pointer to a loss object (losses::Loss or any type
+// callable as (*loss)(y_true, y_pred[, sample_weight]) -> scalar) whose
 // reduction() (when it has one) tells whether it is scaled under a strategy.
 class LossSpec {
  public:
   LossSpec() = default;
   LossSpec(const char* name) : LossSpec(std::string(name)) {}  // NOLINT: as Keras
-  LossSpec(std::string name);                                   // NOLINT
+  LossSpec(const std::string& name);                            // NOLINT
   LossSpec(LossFunction fn);                                    // NOLINT
   LossSpec(Tensor (*fn)(const Tensor&, const Tensor&))          // NOLINT
       : LossSpec(LossFunction(fn)) {}
@@ -104,8 +105,8 @@ class LossSpec {
     requires requires(L& l, const Tensor& t) { { l(t, t) } -> std::convertible_to<Tensor>; }
   LossSpec(std::shared_ptr<L> loss) {  // NOLINT
     name_ = loss_object_name(*loss);
-    if constexpr (requires(L& l) { l.reduction(); }) {
-      reduction_ = static_cast<losses::Reduction>(loss->reduction());
+    if constexpr (requires(L& l) { { l.reduction() } -> std::convertible_to<losses::Reduction>; }) {
+      reduction_ = loss->reduction();
     } else {
       reduction_ = losses::Reduction::SUM_OVER_BATCH_SIZE;
     }
@@ -119,7 +120,6 @@ class LossSpec {
         return (*loss)(y, p);
       };
     }
-    is_object_ = true;
   }
 
   bool defined() const noexcept { return weighted_ != nullptr || per_example_ != nullptr; }
@@ -128,6 +128,10 @@ class LossSpec {
   Tensor operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) const;
   // The reduction applied (a function's is SUM_OVER_BATCH_SIZE).
   losses::Reduction reduction() const noexcept { return reduction_; }
+  // Whether Keras scales this loss under a strategy (AUTO / SUM_OVER_BATCH_SIZE).
+  bool scaled_for_distribution() const noexcept {
+    return reduction_ == losses::Reduction::AUTO || reduction_ == losses::Reduction::SUM_OVER_BATCH_SIZE;
+  }
 
  private:
   template <typename L>
@@ -140,7 +144,6 @@ class LossSpec {
   }
   std::string name_;
   losses::Reduction reduction_ = losses::Reduction::SUM_OVER_BATCH_SIZE;
-  bool is_object_ = false;
   LossFunction per_example_;
   std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)> weighted_;
 };
@@ -245,7 +248,6 @@ struct PredictOptions {
 
 namespace internal {
 class CompiledMetrics;
-class LossTracker;
 struct StepInput;
 }  // namespace internal
 
@@ -335,7 +337,7 @@ class Model : public Layer {
   double loss_weight_ = 1.0;
   int64_t steps_per_execution_ = 1;
   uint64_t seed_ = 0;
-  std::shared_ptr<internal::LossTracker> loss_tracker_;
+  std::shared_ptr<metrics::MeanMetric> loss_tracker_;
   std::unique_ptr<internal::CompiledMetrics> compiled_metrics_;
   History history_;
   std::optional<int> resume_epoch_;

@@ -19,6 +19,7 @@
 #include "strata/keras/sequential.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
+#include "strata/ops/operators.h"
 #include "strata/ops/random_ops.h"
 
 namespace strata::keras {

@@ -11,6 +11,7 @@
 #include "strata/keras/layers/dense.h"
 #include "strata/keras/optimizers/sgd.h"
 #include "strata/keras/sequential.h"
+#include "strata/ops/math_ops.h"
 #include "strata/ops/random_ops.h"
 
 namespace strata::keras {
@@ -56,6 +57,7 @@ TEST_F(WeightsIoTest, RoundTripRestoresEveryWeight) {
 }
 
 TEST_F(WeightsIoTest, FileLayoutIsTheDocumentedOne) {
+  reset_uids_for_testing();
   auto a = mlp();
   a->save_weights(path("a.weights"));
   const std::string bytes = internal::read_file(path("a.weights"));

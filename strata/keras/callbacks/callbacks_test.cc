@@ -198,7 +198,7 @@ TEST_F(CallbacksTest, LambdaCallbackHooksRunInKerasOrder) {
       .on_train_begin = [&](Logs&) { events.push_back("train_begin"); },
       .on_train_end = [&](Logs& logs) { events.push_back(std::string("train_end") + (logs.contains("loss") ? " loss" : "")); },
   });
-  model->fit(x_, y_, {.batch_size = 8, .epochs = 2, .verbose = 0, .shuffle = false, .callbacks = {cb}});
+  model->fit(x_, y_, {.batch_size = 8, .epochs = 2, .verbose = 0, .callbacks = {cb}, .shuffle = false});
   EXPECT_EQ(events, (std::vector<std::string>{"train_begin", "epoch_begin 0", "batch_begin 0", "batch_end 0",
                                               "batch_begin 1", "batch_end 1", "epoch_end 0 loss", "epoch_begin 1",
                                               "batch_begin 0", "batch_end 0", "batch_begin 1", "batch_end 1",

@@ -1,14 +1,13 @@
 #pragma once
-// Private to the keras layer: the pieces of Keras's compile_utils.py that
-// compile() builds — the loss tracker, metrics wrapping per-example
-// functions (MeanMetricWrapper), and the resolution of metric names.
+// Private to the keras layer: the piece of Keras's compile_utils.py that
+// compile() builds for metrics — resolving metric names ("accuracy" from the
+// shapes of the first batch) and updating them each step.
 //
 // Thread-safety: updates to a metric from several replica threads are safe
 // (each state update is one assign_add on a variable); building happens once,
 // under a mutex.
 
 #include <cstdint>
-#include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -21,44 +20,6 @@ class MetricSpec;
 }
 
 namespace strata::keras::internal {
-
-// Keras's loss tracker (a Mean named "loss"): the mean of the values given,
-// weighted by `weight` (the batch size).
-class LossTracker : public metrics::Metric {
- public:
-  LossTracker();
-  void update(double value, double weight);
-  Tensor result() const override;
-
- protected:
-  // The Metric form: values in y_true, weights in sample_weight (Mean's semantics).
-  void update_state_impl(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) override;
-
- private:
-  Variable total_, count_;
-};
-
-using PerExampleFn = std::function<Tensor(const Tensor& y_true, const Tensor& y_pred)>;
-
-// keras.metrics.MeanMetricWrapper: the (sample-weighted) mean over all
-// examples of fn(y_true, y_pred).
-class MeanMetricWrapper : public metrics::Metric {
- public:
-  MeanMetricWrapper(std::string name, PerExampleFn fn);
-  Tensor result() const override;
-
- protected:
-  void update_state_impl(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) override;
-
- private:
-  PerExampleFn fn_;
-  Variable total_, count_;
-};
-
-// Per-example metric functions with Keras 2's definitions.
-Tensor sparse_categorical_accuracy(const Tensor& y_true, const Tensor& y_pred);
-Tensor categorical_accuracy(const Tensor& y_true, const Tensor& y_pred);
-Tensor binary_accuracy(const Tensor& y_true, const Tensor& y_pred, double threshold = 0.5);
 
 // The compiled metrics of a model: resolved from the specs on the first batch
 // (the shapes decide what "accuracy" means), then updated every step.
