@@ -265,18 +265,24 @@ Tensor Model::predict_step(const data::Element& data) {
   return (*this)(d.x, /*training=*/false);
 }
 
-// Resolves the compiled metrics before the first distributed step, in
-// cross-replica context, so that replica threads never create variables.
-void Model::build_metrics_for(const data::Element& first_batch) {
+// Before the first distributed step, in cross-replica context: builds the
+// model (a forward pass on replica 0's batch when it has no static shape),
+// the optimizer's slots and the compiled metrics, so that replica threads
+// never create variables (TF forbids creating them in a replica context).
+void Model::prepare_distributed_step(const data::Element& first_batch, bool training) {
+  const Tensor& x = first_batch.at(0);
+  std::optional<TensorShape> out_shape;
+  if (!built()) out_shape = predict_step({x}).shape();
+  if (training && optimizer_ != nullptr && !optimizer_->built()) optimizer_->build(trainable_variables());
   if (compiled_metrics_->built() || first_batch.size() < 2) return;
-  const Tensor& x = first_batch[0];
-  TensorShape out_shape;
-  try {
-    out_shape = compute_output_shape(x.shape());
-  } catch (const UnimplementedError&) {
-    out_shape = predict_step({x}).shape();
+  if (!out_shape) {
+    try {
+      out_shape = compute_output_shape(x.shape());
+    } catch (const UnimplementedError&) {
+      out_shape = predict_step({x}).shape();
+    }
   }
-  compiled_metrics_->build(first_batch[1].shape(), out_shape);
+  compiled_metrics_->build(first_batch[1].shape(), *out_shape);
 }
 
 Logs Model::merge_replica_logs(const distribute::PerReplica<Logs>& per_replica) {
@@ -300,14 +306,14 @@ Logs Model::merge_replica_logs(const distribute::PerReplica<Logs>& per_replica) 
 
 Logs Model::run_train_step(const internal::StepInput& in) {
   if (in.local) return train_step(*in.local);
-  build_metrics_for(in.per_replica->component(0));
+  prepare_distributed_step(in.per_replica->component(0), /*training=*/true);
   auto logs = strategy_->run([this](const data::Element& e) { return train_step(e); }, *in.per_replica);
   return merge_replica_logs(logs);
 }
 
 Logs Model::run_test_step(const internal::StepInput& in) {
   if (in.local) return test_step(*in.local);
-  build_metrics_for(in.per_replica->component(0));
+  prepare_distributed_step(in.per_replica->component(0), /*training=*/false);
   auto logs = strategy_->run([this](const data::Element& e) { return test_step(e); }, *in.per_replica);
   return merge_replica_logs(logs);
 }

@@ -42,8 +42,9 @@
 // mean. After each step the logs are the model metrics read in cross-replica
 // context (the loss tracker and compiled metrics accumulate every replica's
 // batches); other values a custom train_step returns are averaged over the
-// replicas with strategy.reduce(MEAN). The compiled metrics are resolved
-// before the first distributed step, in cross-replica context.
+// replicas with strategy.reduce(MEAN). Before the first distributed step the
+// model, the optimizer's slots and the compiled metrics are built in
+// cross-replica context, so replica threads never create variables.
 //
 // Thread-safety: one fit/evaluate/predict at a time per model.
 
@@ -105,6 +106,10 @@ class LossSpec {
     requires requires(L& l, const Tensor& t) { { l(t, t) } -> std::convertible_to<Tensor>; }
   LossSpec(std::shared_ptr<L> loss) {  // NOLINT
     name_ = loss_object_name(*loss);
+    // compile's loop scales a mean loss for distribution itself (compute_loss),
+    // so the loss object may reduce by the per-replica batch (Keras's
+    // _allow_sum_over_batch_size).
+    if constexpr (requires(L& l) { l.set_allow_sum_over_batch_size(true); }) loss->set_allow_sum_over_batch_size(true);
     if constexpr (requires(L& l) { { l.reduction() } -> std::convertible_to<losses::Reduction>; }) {
       reduction_ = loss->reduction();
     } else {
@@ -319,7 +324,7 @@ class Model : public Layer {
  private:
   void check_compiled(const char* who) const;
   distribute::Strategy* distributed_strategy_or_null() const;
-  void build_metrics_for(const data::Element& first_batch);
+  void prepare_distributed_step(const data::Element& first_batch, bool training);
   Logs merge_replica_logs(const distribute::PerReplica<Logs>& per_replica);
   // One step, on this thread or through strategy.run.
   Logs run_train_step(const internal::StepInput& in);

@@ -354,8 +354,9 @@ void expect_strategy_fit_matches_default(distribute::Strategy& strategy) {
     auto scope = strategy.scope();
     model = Sequential({layers::Dense(3, {.input_shape = {4}})});
     model->set_weights(init);
+    // A Loss object (mean reduction): compile allows it under the strategy and scales it.
     model->compile({.optimizer = optimizers::SGD({.learning_rate = 0.2, .momentum = 0.5}),
-                    .loss = LossFunction(sparse_xent_from_logits), .metrics = {"accuracy"}});
+                    .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}), .metrics = {"accuracy"}});
   }
   EXPECT_EQ(&model->distribute_strategy(), &strategy);
   History h = model->fit(x, y, {.batch_size = 8, .epochs = 2, .verbose = 0, .validation_data = {{x, y}}});

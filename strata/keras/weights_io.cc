@@ -8,10 +8,8 @@
 #include "strata/base/crc32c.h"
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
-#include "strata/base/zip.h"
 #include "strata/keras/internal/file_util.h"
 #include "strata/keras/model.h"
-#include "strata/ops/array_ops.h"
 
 namespace strata::keras {
 namespace {
@@ -248,24 +246,11 @@ std::map<std::string, std::string> load_training_state(Model& model, const std::
   if (!f.optimizer.empty()) {
     STRATA_CHECK(FAILED_PRECONDITION, model.optimizer() != nullptr, "load_training_state('", path,
                  "'): the file has optimizer variables but model '", model.name(), "' has no optimizer (compile it)");
-    if (opt_vars.size() < f.optimizer.size()) {
-      // An optimizer that has not stepped yet has no slots: create them with an
-      // all-zero step, then restore the counter it advanced (everything the
-      // step touched is overwritten below, or restored here on a refusal).
-      const Tensor iterations = model.optimizer()->iterations_variable().value();
-      const std::vector<Variable> trainable = model.trainable_variables();
-      std::vector<Tensor> zeros;
-      for (const Variable& v : trainable) zeros.push_back(strata::zeros_like(v.value()));
-      const std::vector<Tensor> before = model.get_weights();
-      model.optimizer()->apply_gradients(strata::zip(zeros, trainable));
-      model.set_weights(before);
+    if (!model.optimizer()->built()) {
+      // An optimizer that has not stepped yet has no slots: create them (zeros,
+      // iterations untouched), as Keras's deferred restoration would.
+      model.optimizer()->build(model.trainable_variables());
       opt_vars = optimizer_variables(model);
-      try {
-        check_matches(f.optimizer, opt_vars, "optimizer", path);
-      } catch (...) {
-        model.optimizer()->iterations_variable().assign(iterations);
-        throw;
-      }
     }
     check_matches(f.optimizer, opt_vars, "optimizer", path);
   }

@@ -58,9 +58,10 @@ void save_weights(const Model& model, const std::string& path);
 void load_weights(Model& model, const std::string& path);
 void save_model(const Model& model, const std::string& path);
 
-// Weights + optimizer variables + metadata, and their restore. The optimizer
-// is built first when it has not run yet (its slots are created by applying
-// all-zero gradients, then every variable is overwritten). Returns the metadata.
+// Weights + optimizer variables + metadata, and their restore. An optimizer
+// that has not run yet is built first (its slots created for the model's
+// trainable variables), then every variable is checked and assigned.
+// Returns the metadata.
 void save_training_state(const Model& model, const std::string& path,
                          const std::map<std::string, std::string>& metadata);
 std::map<std::string, std::string> load_training_state(Model& model, const std::string& path);

@@ -3,25 +3,16 @@
 #include <utility>
 
 #include "strata/base/errors.h"
-#include "strata/keras/metrics/accuracy.h"
 #include "strata/keras/metrics/metrics.h"
 #include "strata/keras/model.h"
 
 namespace strata::keras::internal {
 namespace {
 
-// Keras's metrics.get for the names compile accepts, with "accuracy"/"acc"
-// resolved from the shapes as compile_utils.MetricsContainer does.
+// Keras's compile_utils.get_metric: "accuracy"/"acc" (and "crossentropy"/"ce")
+// from the first batch's shapes.
 metrics::MetricPtr resolve_metric(const std::string& name, const TensorShape& y_true, const TensorShape& y_pred) {
-  if (name == "accuracy" || name == "acc") {
-    const bool is_binary = y_pred.rank() > 0 && y_pred.dim(-1) == 1;
-    const bool is_sparse = y_true.rank() < y_pred.rank() ||
-                           (y_true.rank() > 0 && y_true.dim(-1) == 1 && y_pred.rank() > 0 && y_pred.dim(-1) > 1);
-    if (is_binary) return metrics::BinaryAccuracy({.name = name});
-    if (is_sparse) return metrics::SparseCategoricalAccuracy({.name = name});
-    return metrics::CategoricalAccuracy({.name = name});
-  }
-  return metrics::get(name);
+  return metrics::get(name, y_true, y_pred);
 }
 
 }  // namespace
@@ -35,7 +26,8 @@ CompiledMetrics::CompiledMetrics(const std::vector<MetricSpec>& metrics,
       STRATA_CHECK_ARG(!spec.name().empty(), "compile: a metric name is empty");
       // Only "accuracy" waits for the first batch's shapes; other names
       // resolve now, so a typo fails in compile().
-      const bool deferred = spec.name() == "accuracy" || spec.name() == "acc";
+      const bool deferred = spec.name() == "accuracy" || spec.name() == "acc" || spec.name() == "crossentropy" ||
+                            spec.name() == "ce";
       entries_.push_back({deferred ? spec.name() : "", deferred ? nullptr : metrics::get(spec.name()), weighted});
     }
   };
