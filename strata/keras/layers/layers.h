@@ -14,6 +14,7 @@
 // Each factory is named like the Python class and returns a std::shared_ptr
 // to <Name>Layer (see strata/keras/layer.h for the Layer contract).
 
+#include "strata/keras/layers/advanced_activations.h"
 #include "strata/keras/layers/conv.h"
 #include "strata/keras/layers/core.h"
 #include "strata/keras/layers/dense.h"
