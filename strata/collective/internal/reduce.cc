@@ -112,24 +112,44 @@ void reduce_n(DType dtype, ReduceOp op, void* out, std::span<const void* const> 
   });
 }
 
+namespace {
+
+bool overlaps(const void* p, const void* q, size_t bytes) {
+  const auto* a = static_cast<const std::byte*>(p);
+  const auto* b = static_cast<const std::byte*>(q);
+  return a < b + bytes && b < a + bytes;
+}
+
+template <typename T, ReduceOp kOp>
+void reduce_pair_typed(T* o, const T* x, const T* y, int64_t n) {
+  const size_t bytes = static_cast<size_t>(n) * sizeof(T);
+  // Gloo calls with out == a (accumulate in place). Telling the compiler which
+  // pointers are distinct keeps the loop vectorised; a generic loop with a
+  // runtime alias check falls back to scalar code exactly in that case (2x slower).
+  if (o == x && !overlaps(o, y, bytes)) {
+    accumulate_block<T, kOp>(o, y, n);
+  } else if (o == y && !overlaps(o, x, bytes)) {
+    accumulate_block<T, kOp>(o, x, n);
+  } else if (!overlaps(o, x, bytes) && !overlaps(o, y, bytes)) {
+    combine_block<T, kOp>(o, x, y, n);
+  } else {
+    for (int64_t i = 0; i < n; ++i) o[i] = combine<T, kOp>(x[i], y[i]);
+  }
+}
+
+}  // namespace
+
 void reduce_pair(DType dtype, ReduceOp op, void* out, const void* a, const void* b, int64_t n) {
   dispatch_reducible(dtype, [&](auto zero) {
     using T = decltype(zero);
     T* o = static_cast<T*>(out);
     const T* x = static_cast<const T*>(a);
     const T* y = static_cast<const T*>(b);
-    // No __restrict here: Gloo passes out == a.
     switch (op) {
       case ReduceOp::SUM:
-      case ReduceOp::MEAN:
-        for (int64_t i = 0; i < n; ++i) o[i] = combine<T, ReduceOp::SUM>(x[i], y[i]);
-        return;
-      case ReduceOp::MAX:
-        for (int64_t i = 0; i < n; ++i) o[i] = combine<T, ReduceOp::MAX>(x[i], y[i]);
-        return;
-      case ReduceOp::MIN:
-        for (int64_t i = 0; i < n; ++i) o[i] = combine<T, ReduceOp::MIN>(x[i], y[i]);
-        return;
+      case ReduceOp::MEAN: return reduce_pair_typed<T, ReduceOp::SUM>(o, x, y, n);
+      case ReduceOp::MAX: return reduce_pair_typed<T, ReduceOp::MAX>(o, x, y, n);
+      case ReduceOp::MIN: return reduce_pair_typed<T, ReduceOp::MIN>(o, x, y, n);
     }
   });
 }

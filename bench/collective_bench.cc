@@ -1,0 +1,244 @@
+// Collective benchmarks: all-reduce SUM of float32 against peers in the same run.
+//
+//   build/bench/collective_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+//
+// BM_LocalAllReduce/<ranks>/<MiB>: LocalCollectives with <ranks> long-lived
+//   rank threads (the benchmark thread is rank 0). Counters:
+//     algbw      bytes per rank / time (what NCCL calls algorithm bandwidth);
+//     traffic    (ranks + 1) * bytes / time: the memory traffic an ideal
+//                all-reduce needs (read every input once, write the result once);
+//     stream     the same traffic rate of a plain multi-threaded N-way add over
+//                pre-touched buffers, measured in the same run (the memory-bandwidth
+//                roof for this access pattern on this machine);
+//     of_stream  traffic / stream (target >= 0.5).
+// BM_StreamAdd/<ranks>/<MiB>: that reference kernel as its own row.
+// BM_GlooAllReduce/<MiB> and BM_RawGlooAllReduce/<MiB>: 2 ranks on threads over
+//   loopback TCP; GlooCollectives versus gloo::allreduce called directly with the
+//   same input/output buffers (ratio target ~1.0). Raw Gloo is included here
+//   only to be the peer; the library keeps Gloo private to one file.
+#include <benchmark/benchmark.h>
+
+#include <gloo/allreduce.h>
+#include <gloo/math.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/hash_store.h>
+#include <gloo/transport/tcp/device.h>
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <thread>
+#include <vector>
+
+#include "strata/collective/gloo_collectives.h"
+#include "strata/collective/local_collectives.h"
+
+namespace sc = strata::collective;
+using strata::Tensor;
+
+namespace {
+
+constexpr int64_t kMiB = 1 << 20;
+
+// A float32 tensor of `bytes` bytes whose element 0 is `flag` (helper ranks
+// stop when the reduced element 0 is non-zero) and the rest 1.
+Tensor payload(int64_t bytes, float flag) {
+  Tensor t = Tensor::allocate(strata::float32, {bytes / 4});
+  float* p = t.mutable_data<float>();
+  std::fill(p, p + bytes / 4, 1.f);
+  p[0] = flag;
+  return t;
+}
+
+// The reference: n threads each summing their 1/n slice of n inputs into one
+// output (the access pattern of LocalCollectives' reduce-scatter), repeated.
+// Returns the best traffic rate in bytes/s over `reps` runs.
+double stream_add_rate(int n, int64_t bytes, int reps) {
+  const int64_t count = bytes / 4;
+  std::vector<std::vector<float>> in(n, std::vector<float>(count, 1.f));
+  std::vector<float> out(count, 0.f);
+  std::barrier sync(n + 1);
+  std::atomic<bool> stop{false};
+  std::vector<std::jthread> threads;
+  for (int r = 0; r < n; ++r) {
+    threads.emplace_back([&, r] {
+      const int64_t per = (count + n - 1) / n;
+      const int64_t b = std::min(count, r * per), e = std::min(count, b + per);
+      for (;;) {
+        sync.arrive_and_wait();
+        if (stop) return;
+        for (int64_t start = b; start < e; start += 4096) {
+          const int64_t end = std::min(e, start + 4096);
+          float* __restrict o = out.data();
+          const float* __restrict x = in[0].data();
+          const float* __restrict y = n > 1 ? in[1].data() : in[0].data();
+          for (int64_t i = start; i < end; ++i) o[i] = x[i] + y[i];
+          for (int j = 2; j < n; ++j) {
+            const float* __restrict z = in[j].data();
+            for (int64_t i = start; i < end; ++i) o[i] += z[i];
+          }
+        }
+        sync.arrive_and_wait();
+      }
+    });
+  }
+  double best = 0;
+  for (int k = 0; k < reps; ++k) {
+    const auto t0 = std::chrono::steady_clock::now();
+    sync.arrive_and_wait();
+    sync.arrive_and_wait();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    best = std::max(best, static_cast<double>(n + 1) * bytes / s);
+  }
+  stop = true;
+  sync.arrive_and_wait();
+  benchmark::DoNotOptimize(out.data());
+  return best;
+}
+
+void BM_StreamAdd(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const int64_t bytes = state.range(1) * kMiB;
+  double rate = 0;
+  for (auto _ : state) {
+    rate = stream_add_rate(n, bytes, 5);
+    state.SetIterationTime(static_cast<double>(n + 1) * bytes / rate);
+  }
+  state.counters["traffic"] = benchmark::Counter(rate, benchmark::Counter::kDefaults,
+                                                 benchmark::Counter::kIs1024);
+}
+BENCHMARK(BM_StreamAdd)->ArgsProduct({{2, 4}, {1, 64}})->UseManualTime()->Iterations(3);
+
+void BM_LocalAllReduce(benchmark::State& state) {
+  const int n = static_cast<int>(state.range(0));
+  const int64_t bytes = state.range(1) * kMiB;
+  const double stream = stream_add_rate(n, bytes, 5);
+  sc::LocalCollectives group(n);
+  std::vector<std::jthread> helpers;
+  for (int r = 1; r < n; ++r) {
+    helpers.emplace_back([&, r] {
+      const Tensor mine = payload(bytes, 0.f);
+      for (;;) {
+        Tensor s = group.all_reduce(r, mine, sc::ReduceOp::SUM);
+        if (s.data<float>()[0] != 0.f) return;
+      }
+    });
+  }
+  const Tensor mine = payload(bytes, 0.f);
+  for (auto _ : state) {
+    Tensor s = group.all_reduce(0, mine, sc::ReduceOp::SUM);
+    benchmark::DoNotOptimize(s.raw_data());
+  }
+  group.all_reduce(0, payload(bytes, 1.f), sc::ReduceOp::SUM);  // releases the helpers
+  helpers.clear();
+  const double iters = static_cast<double>(state.iterations());
+  using C = benchmark::Counter;
+  state.counters["algbw"] = C(bytes * iters, C::kIsRate, C::kIs1024);
+  state.counters["traffic"] = C((n + 1) * bytes * iters, C::kIsRate, C::kIs1024);
+  state.counters["stream"] = C(stream, C::kDefaults, C::kIs1024);
+  // kIsRate divides by the measured time: traffic / stream.
+  state.counters["of_stream"] = C((n + 1) * bytes * iters / stream, C::kIsRate);
+  state.SetLabel(std::to_string(n) + " ranks");
+}
+BENCHMARK(BM_LocalAllReduce)->ArgsProduct({{2, 4}, {1, 64}})->UseRealTime()->MeasureProcessCPUTime();
+
+// Two GlooCollectives on threads over loopback; the benchmark thread is rank 0.
+void BM_GlooAllReduce(benchmark::State& state) {
+  const int64_t bytes = state.range(0) * kMiB;
+  auto store = std::make_shared<sc::InMemoryRendezvousStore>();
+  std::unique_ptr<sc::GlooCollectives> peer;
+  std::jthread connect([&] { peer = std::make_unique<sc::GlooCollectives>(1, 2, store); });
+  sc::GlooCollectives group(0, 2, store);
+  connect.join();
+  std::jthread helper([&] {
+    const Tensor mine = payload(bytes, 0.f);
+    for (;;) {
+      Tensor s = peer->all_reduce(1, mine, sc::ReduceOp::SUM);
+      if (s.data<float>()[0] != 0.f) return;
+    }
+  });
+  const Tensor mine = payload(bytes, 0.f);
+  for (auto _ : state) {
+    Tensor s = group.all_reduce(0, mine, sc::ReduceOp::SUM);
+    benchmark::DoNotOptimize(s.raw_data());
+  }
+  group.all_reduce(0, payload(bytes, 1.f), sc::ReduceOp::SUM);
+  helper.join();
+  using C = benchmark::Counter;
+  state.counters["algbw"] = C(bytes * static_cast<double>(state.iterations()), C::kIsRate, C::kIs1024);
+}
+BENCHMARK(BM_GlooAllReduce)->Arg(1)->Arg(64)->UseRealTime()->MeasureProcessCPUTime();
+
+// The fixed cost of a call: all_reduce of one float (header exchange + a tiny ring).
+void BM_GlooAllReduceScalar(benchmark::State& state) {
+  auto store = std::make_shared<sc::InMemoryRendezvousStore>();
+  std::unique_ptr<sc::GlooCollectives> peer;
+  std::jthread connect([&] { peer = std::make_unique<sc::GlooCollectives>(1, 2, store); });
+  sc::GlooCollectives group(0, 2, store);
+  connect.join();
+  std::jthread helper([&] {
+    const Tensor zero = strata::constant(0.f);
+    while (peer->all_reduce(1, zero, sc::ReduceOp::SUM).item<float>() == 0.f) {
+    }
+  });
+  const Tensor zero = strata::constant(0.f);
+  for (auto _ : state) benchmark::DoNotOptimize(group.all_reduce(0, zero, sc::ReduceOp::SUM));
+  group.all_reduce(0, strata::constant(1.f), sc::ReduceOp::SUM);
+  helper.join();
+}
+BENCHMARK(BM_GlooAllReduceScalar)->UseRealTime()->MeasureProcessCPUTime();
+
+// The peer: gloo::allreduce with a separate input and output (as
+// GlooCollectives uses it), on contexts connected through Gloo's HashStore.
+void BM_RawGlooAllReduce(benchmark::State& state) {
+  // Arg 0 = a single element (latency).
+  const int64_t count = std::max<int64_t>(1, state.range(0) * kMiB / 4);
+  gloo::rendezvous::HashStore store;
+  gloo::transport::tcp::attr attr;
+  attr.hostname = "127.0.0.1";
+  auto make_context = [&](int rank) {
+    auto device = gloo::transport::tcp::CreateDevice(attr);
+    auto ctx = std::make_shared<gloo::rendezvous::Context>(rank, 2);
+    ctx->connectFullMesh(store, device);
+    return ctx;
+  };
+  std::shared_ptr<gloo::rendezvous::Context> peer_ctx;
+  std::jthread connect([&] { peer_ctx = make_context(1); });
+  auto ctx = make_context(0);
+  connect.join();
+  auto run = [count](const std::shared_ptr<gloo::rendezvous::Context>& c, std::vector<float>& in,
+                     std::vector<float>& out) {
+    gloo::AllreduceOptions opts(c);
+    opts.setInput(in.data(), count);
+    opts.setOutput(out.data(), count);
+    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(
+        &gloo::sum<float>));
+    gloo::allreduce(opts);
+  };
+  std::jthread helper([&] {
+    std::vector<float> in(count, 1.f), out(count);
+    in[0] = 0.f;
+    for (;;) {
+      run(peer_ctx, in, out);
+      if (out[0] != 0.f) return;
+    }
+  });
+  std::vector<float> in(count, 1.f), out(count);
+  in[0] = 0.f;
+  for (auto _ : state) {
+    run(ctx, in, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  in[0] = 1.f;
+  run(ctx, in, out);
+  helper.join();
+  using C = benchmark::Counter;
+  state.counters["algbw"] =
+      C(count * 4.0 * static_cast<double>(state.iterations()), C::kIsRate, C::kIs1024);
+}
+BENCHMARK(BM_RawGlooAllReduce)->Arg(0)->Arg(1)->Arg(64)->UseRealTime()->MeasureProcessCPUTime();
+
+}  // namespace
+
+BENCHMARK_MAIN();
