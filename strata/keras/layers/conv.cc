@@ -1,5 +1,6 @@
 #include "strata/keras/layers/conv.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "strata/base/errors.h"
@@ -182,6 +183,95 @@ Tensor Conv1DLayer::call(const Tensor& inputs, bool /*training*/) {
 std::shared_ptr<Conv1DLayer> Conv1D(int64_t filters, int64_t kernel_size,
                                     const Conv1DOptions& options) {
   return std::make_shared<Conv1DLayer>(filters, kernel_size, options);
+}
+
+Conv2DTransposeLayer::Conv2DTransposeLayer(int64_t filters, std::vector<int64_t> kernel_size,
+                                           const Conv2DTransposeOptions& options)
+    : Layer("Conv2DTranspose", "conv2d_transpose", internal::layer_args(options)),
+      filters_(filters),
+      options_(options),
+      activation_(internal::activation_for(*this, options.activation)) {
+  const std::string who = internal::describe(*this);
+  STRATA_CHECK_ARG(filters > 0, who, ": expected filters > 0, got ", filters);
+  kernel_size_ = internal::normalize_pair(kernel_size, who, "kernel_size");
+  strides_ = internal::normalize_pair(options.strides, who, "strides");
+  dilation_ = internal::normalize_pair(options.dilation_rate, who, "dilation_rate");
+  padding_ = internal::normalize_padding(options.padding, who);
+  internal::check_channels_last(options.data_format, who);
+  STRATA_CHECK_ARG((strides_.first == 1 && strides_.second == 1) ||
+                       (dilation_.first == 1 && dilation_.second == 1),
+                   who, ": expected strides == 1 when dilation_rate > 1, got strides ",
+                   options.strides, " and dilation_rate ", options.dilation_rate);
+  if (!options.output_padding.empty()) {
+    STRATA_CHECK_ARG(options.output_padding.size() <= 2, who,
+                     ": expected output_padding to have 1 or 2 values, got ",
+                     options.output_padding);
+    const int64_t ph = options.output_padding[0];
+    const int64_t pw = options.output_padding.size() == 2 ? options.output_padding[1] : ph;
+    // Keras: "Strides must be greater than output padding."
+    STRATA_CHECK_ARG(ph >= 0 && pw >= 0 && ph < strides_.first && pw < strides_.second, who,
+                     ": expected 0 <= output_padding < strides, got output_padding ",
+                     options.output_padding, " and strides ", options.strides);
+    output_padding_ = std::pair<int64_t, int64_t>{ph, pw};
+  }
+}
+
+void Conv2DTransposeLayer::check_input(const TensorShape& shape) const {
+  internal::check_rank(*this, shape, 4);
+  if (input_channels_ >= 0)
+    internal::check_dim(*this, shape, 3, input_channels_, "the channel dimension");
+}
+
+int64_t Conv2DTransposeLayer::output_length(int64_t in, int axis) const {
+  if (in < 0) return -1;
+  const int64_t k = axis == 0 ? kernel_size_.first : kernel_size_.second;
+  const int64_t s = axis == 0 ? strides_.first : strides_.second;
+  const int64_t d = axis == 0 ? dilation_.first : dilation_.second;
+  const int64_t dk = (k - 1) * d + 1;
+  if (!output_padding_) {
+    return padding_ == "valid" ? in * s + std::max<int64_t>(dk - s, 0) : in * s;
+  }
+  const int64_t pad = padding_ == "same" ? dk / 2 : 0;
+  const int64_t extra = axis == 0 ? output_padding_->first : output_padding_->second;
+  return (in - 1) * s + dk - 2 * pad + extra;
+}
+
+TensorShape Conv2DTransposeLayer::compute_output_shape(const TensorShape& input_shape) const {
+  check_input(input_shape);
+  return TensorShape{input_shape.dim(0), output_length(input_shape.dim(1), 0),
+                     output_length(input_shape.dim(2), 1), filters_};
+}
+
+void Conv2DTransposeLayer::build_weights(const TensorShape& input_shape) {
+  check_input(input_shape);
+  const int64_t channels = input_shape.dim(3);
+  STRATA_CHECK_ARG(channels > 0, internal::describe(*this),
+                   ": expected a defined channel dimension, got shape ", input_shape);
+  kernel_ =
+      add_weight("kernel", TensorShape{kernel_size_.first, kernel_size_.second, filters_, channels},
+                 {.initializer = options_.kernel_initializer});
+  if (options_.use_bias) {
+    bias_ = add_weight("bias", TensorShape{filters_}, {.initializer = options_.bias_initializer});
+  }
+  input_channels_ = channels;
+}
+
+Tensor Conv2DTransposeLayer::call(const Tensor& inputs, bool /*training*/) {
+  const TensorShape out = compute_output_shape(inputs.shape());
+  const Tensor x = internal::cast_to(inputs, dtype());
+  // tf.nn.conv2d_transpose is the gradient of conv2d with respect to its input.
+  Tensor y = nn::conv2d_backprop_input(out, kernel_.value(), x,
+                                       {.strides = {strides_.first, strides_.second},
+                                        .padding = padding_ == "same" ? "SAME" : "VALID",
+                                        .dilations = {dilation_.first, dilation_.second}});
+  if (options_.use_bias) y = nn::bias_add(y, bias_.value());
+  return activation_(y);
+}
+
+std::shared_ptr<Conv2DTransposeLayer> Conv2DTranspose(int64_t filters,
+                                                      std::vector<int64_t> kernel_size,
+                                                      const Conv2DTransposeOptions& options) {
+  return std::make_shared<Conv2DTransposeLayer>(filters, std::move(kernel_size), options);
 }
 
 }  // namespace strata::keras::layers

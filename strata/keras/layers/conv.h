@@ -1,6 +1,7 @@
 #pragma once
 // keras.layers.Conv2D: 2-D convolution over NHWC images, y = activation(conv(x, kernel) + bias);
-// keras.layers.Conv1D: the same over [batch, steps, channels] sequences.
+// keras.layers.Conv1D: the same over [batch, steps, channels] sequences;
+// keras.layers.Conv2DTranspose: the transposed (gradient-of-input) convolution.
 //
 //   auto conv = keras::layers::Conv2D(32, {3, 3}, {.activation = "relu"});
 //   Tensor y = (*conv)(images);               // [batch, 28, 28, 1] -> [batch, 26, 26, 32]
@@ -9,6 +10,8 @@
 //   auto same = keras::layers::Conv2D(8, 3, {.strides = {2, 2}, .padding = "same"});
 //   same->compute_output_shape({-1, 28, 28, 1});   // [-1, 14, 14, 8]
 //   auto causal = keras::layers::Conv1D(16, 3, {.padding = "causal"});   // kernel [3, in, 16]
+//   auto up = keras::layers::Conv2DTranspose(8, {3, 3}, {.strides = {2, 2}, .padding = "same"});
+//   up->compute_output_shape({-1, 7, 7, 16});       // [-1, 14, 14, 8]; kernel [3, 3, 8, 16]
 //
 // Only data_format "channels_last" exists (UnimplementedError otherwise).
 // padding is "valid" or "same" (case-insensitive, as Keras); dilation_rate > 1
@@ -18,6 +21,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -137,5 +141,62 @@ class Conv1DLayer : public Layer {
 
 std::shared_ptr<Conv1DLayer> Conv1D(int64_t filters, int64_t kernel_size,
                                     const Conv1DOptions& options = {});
+
+// tf.keras.layers.Conv2DTranspose's arguments after `filters, kernel_size`, in Keras's order.
+struct Conv2DTransposeOptions {
+  std::vector<int64_t> strides = {1, 1};
+  std::string padding = "valid";
+  std::vector<int64_t> output_padding = {};  // {} (Keras's None) or {h, w} / {n}, each < stride
+  std::string data_format = "";              // "" / "channels_last"
+  std::vector<int64_t> dilation_rate = {1, 1};
+  std::string activation = "";
+  bool use_bias = true;
+  Initializer kernel_initializer = initializers::glorot_uniform();
+  Initializer bias_initializer = initializers::zeros();
+  // LayerArgs
+  OptionalShape input_shape = std::nullopt;
+  std::string name = "";
+  DType dtype = DType::float32;
+  bool trainable = true;
+};
+
+// y = activation(conv2d_transpose(x, kernel) + bias), kernel [kh, kw, filters,
+// in_channels] (Keras's layout). Output size per spatial dimension, as
+// Keras's deconv_output_length with k the dilated kernel size: without
+// output_padding, "valid" gives in * s + max(k - s, 0) and "same" in * s; with
+// it, (in - 1) * s + k - 2 * pad + output_padding where pad = k / 2 ("same")
+// or 0 ("valid").
+class Conv2DTransposeLayer : public Layer {
+ public:
+  Conv2DTransposeLayer(int64_t filters, std::vector<int64_t> kernel_size,
+                       const Conv2DTransposeOptions& options = {});
+
+  int64_t filters() const noexcept { return filters_; }
+  const Variable& kernel() const { return kernel_; }
+  const Variable& bias() const { return bias_; }
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+
+ protected:
+  void build_weights(const TensorShape& input_shape) override;
+  Tensor call(const Tensor& inputs, bool training) override;
+
+ private:
+  void check_input(const TensorShape& shape) const;
+  int64_t output_length(int64_t in, int axis) const;
+
+  int64_t filters_;
+  std::pair<int64_t, int64_t> kernel_size_, strides_, dilation_;
+  std::optional<std::pair<int64_t, int64_t>> output_padding_;
+  std::string padding_;
+  Conv2DTransposeOptions options_;
+  ActivationFunction activation_;
+  int64_t input_channels_ = -1;
+  Variable kernel_;
+  Variable bias_;
+};
+
+std::shared_ptr<Conv2DTransposeLayer> Conv2DTranspose(int64_t filters,
+                                                      std::vector<int64_t> kernel_size,
+                                                      const Conv2DTransposeOptions& options = {});
 
 }  // namespace strata::keras::layers

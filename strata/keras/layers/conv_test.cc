@@ -261,5 +261,94 @@ TEST(Conv1DTest, ShapesCountsGradientsAndErrors) {
   EXPECT_THROW((*c)(strata::ones({1, 2, 2})), InvalidArgumentError);  // shorter than the kernel
 }
 
+struct TransposeCase {
+  int64_t k, s, d;
+  bool same;
+  int64_t output_padding = -1;  // -1: none
+};
+
+// The transposed convolution as a scatter: input (i, j) adds x * K[a, e, f, c]
+// to output (i s + a d - pad_top, j s + e d - pad_left), TF's SAME padding
+// computed on the output size.
+std::vector<double> naive_transpose(const Tensor& x, const Tensor& k, const TransposeCase& c,
+                                    const TensorShape& out_shape) {
+  const std::vector<double> xv = as_doubles(x), kv = as_doubles(k);
+  const int64_t n = x.shape()[0], h = x.shape()[1], w = x.shape()[2], ci = x.shape()[3];
+  const int64_t oh = out_shape[1], ow = out_shape[2], f = k.shape()[2];
+  const int64_t dk = (c.k - 1) * c.d + 1;
+  const int64_t ph = c.same ? std::max<int64_t>((h - 1) * c.s + dk - oh, 0) / 2 : 0;
+  const int64_t pw = c.same ? std::max<int64_t>((w - 1) * c.s + dk - ow, 0) / 2 : 0;
+  std::vector<double> y(n * oh * ow * f, 0.0);
+  for (int64_t b = 0; b < n; ++b)
+    for (int64_t i = 0; i < h; ++i)
+      for (int64_t j = 0; j < w; ++j)
+        for (int64_t a = 0; a < c.k; ++a)
+          for (int64_t e = 0; e < c.k; ++e) {
+            const int64_t p = i * c.s + a * c.d - ph, q = j * c.s + e * c.d - pw;
+            if (p < 0 || p >= oh || q < 0 || q >= ow) continue;
+            for (int64_t o = 0; o < f; ++o)
+              for (int64_t ch = 0; ch < ci; ++ch)
+                y[((b * oh + p) * ow + q) * f + o] +=
+                    xv[((b * h + i) * w + j) * ci + ch] * kv[((a * c.k + e) * f + o) * ci + ch];
+          }
+  return y;
+}
+
+TEST(Conv2DTransposeTest, MatchesADirectTransposedConvolution) {
+  const std::vector<TransposeCase> cases = {
+      {3, 1, 1, false}, {3, 2, 1, false},   {3, 2, 1, true},     {2, 2, 1, true},
+      {2, 3, 1, false}, {3, 2, 1, true, 1}, {3, 2, 1, false, 1}, {3, 1, 2, false}};
+  for (const TransposeCase& c : cases) {
+    SCOPED_TRACE(
+        ::testing::PrintToString(std::vector<int64_t>{c.k, c.s, c.d, c.same, c.output_padding}));
+    Conv2DTransposeOptions o{.strides = {c.s, c.s},
+                             .padding = c.same ? "same" : "valid",
+                             .dilation_rate = {c.d, c.d},
+                             .bias_initializer = initializers::constant(0.125),
+                             .dtype = DType::float64};
+    if (c.output_padding >= 0) o.output_padding = {c.output_padding};
+    auto up = Conv2DTranspose(3, {c.k, c.k}, o);
+    const Tensor x = strata::testing::random_uniform({2, 4, 3, 2}, -1, 1, 31);
+    const Tensor y = (*up)(x);
+    const int64_t dk = (c.k - 1) * c.d + 1;
+    auto length = [&](int64_t in) {
+      if (c.output_padding < 0)
+        return c.same ? in * c.s : in * c.s + std::max<int64_t>(dk - c.s, 0);
+      return (in - 1) * c.s + dk - 2 * (c.same ? dk / 2 : 0) + c.output_padding;
+    };
+    const TensorShape want_shape{2, length(4), length(3), 3};
+    ASSERT_EQ(y.shape(), want_shape);
+    EXPECT_EQ(up->kernel().shape(), (TensorShape{c.k, c.k, 3, 2}));
+    std::vector<double> want = naive_transpose(x, up->kernel().value(), c, want_shape);
+    for (double& v : want) v += 0.125;
+    EXPECT_TRUE(all_close(as_doubles(y), want, 1e-10));
+  }
+}
+
+TEST(Conv2DTransposeTest, ShapesCountsGradientsAndErrors) {
+  reset_uids_for_testing();
+  auto up = Conv2DTranspose(8, {3, 3}, {.strides = {2, 2}, .padding = "same"});
+  EXPECT_EQ(up->name(), "conv2d_transpose");
+  up->build({-1, 7, 7, 16});
+  EXPECT_EQ(up->count_params(), 3 * 3 * 8 * 16 + 8);
+  EXPECT_EQ(up->compute_output_shape({-1, 7, 7, 16}), (TensorShape{-1, 14, 14, 8}));
+  EXPECT_EQ(up->compute_output_shape({-1, -1, 5, 16}), (TensorShape{-1, -1, 10, 8}));
+  auto g = Conv2DTranspose(
+      2, {3, 2},
+      {.strides = {2, 1}, .padding = "same", .activation = "tanh", .dtype = DType::float64});
+  const Tensor x = strata::testing::random_uniform({2, 3, 3, 2}, -1, 1, 32);
+  auto input_check = strata::testing::check_gradients(
+      [&](const std::vector<Tensor>& in) { return (*g)(in[0]); }, {x});
+  EXPECT_TRUE(input_check.ok) << input_check.message;
+  auto weight_check = testing_util::check_weight_gradients(*g, x);
+  EXPECT_TRUE(weight_check.ok) << weight_check.message;
+  EXPECT_THROW(Conv2DTranspose(0, {3, 3}), InvalidArgumentError);
+  EXPECT_THROW(Conv2DTranspose(4, {3, 3}, {.strides = {2, 2}, .output_padding = {2}}),
+               InvalidArgumentError);  // must be < stride
+  EXPECT_THROW(Conv2DTranspose(4, {3, 3}, {.data_format = "channels_first"}), UnimplementedError);
+  EXPECT_THROW((*up)(strata::ones({1, 7, 7, 15})), InvalidArgumentError);  // built for 16 channels
+  EXPECT_THROW((*up)(strata::ones({7, 7, 16})), InvalidArgumentError);
+}
+
 }  // namespace
 }  // namespace strata::keras::layers

@@ -5,14 +5,17 @@
 //   namespace layers = strata::keras::layers;
 //   auto dense = layers::Dense(128, {.activation = "relu"});
 //   auto conv = layers::Conv2D(32, {3, 3}, {.activation = "relu"});
-//   auto pool = layers::MaxPooling2D({2, 2});      // also Conv1D, MaxPooling1D, Global*Pooling*
+//   auto pool = layers::MaxPooling2D({2, 2});
 //   auto flat = layers::Flatten();
 //   auto drop = layers::Dropout(0.2);
 //   auto norm = layers::BatchNormalization();
 //   auto soft = layers::Activation("softmax");
 //
-// Each factory is named like the Python class and returns a std::shared_ptr
-// to <Name>Layer (see strata/keras/layer.h for the Layer contract).
+// Also: Conv1D, Conv2DTranspose, AveragePooling2D, {Max,Average}Pooling1D,
+// Global{Max,Average}Pooling{1,2}D, Reshape, ZeroPadding2D, Cropping2D,
+// UpSampling2D, LayerNormalization, Embedding, ReLU, LeakyReLU, ELU, Softmax,
+// PReLU. Each factory is named like the Python class and returns a
+// std::shared_ptr to <Name>Layer (see strata/keras/layer.h for the Layer contract).
 
 #include "strata/keras/layers/advanced_activations.h"
 #include "strata/keras/layers/conv.h"
