@@ -4,6 +4,7 @@
 #include "strata/distribute/strategy.h"
 #include "strata/keras/layers/internal/common.h"
 #include "strata/ops/nn_ops.h"
+#include "strata/ops/operators.h"
 
 namespace strata::keras::layers {
 namespace {
@@ -76,6 +77,20 @@ Tensor ActivationLayer::call(const Tensor& inputs, bool /*training*/) {
 
 std::shared_ptr<ActivationLayer> Activation(const std::string& activation, const LayerArgs& args) {
   return std::make_shared<ActivationLayer>(activation, args);
+}
+
+RescalingLayer::RescalingLayer(double scale, const RescalingOptions& options)
+    : Layer("Rescaling", "rescaling", internal::layer_args(options)),
+      scale_(scale),
+      offset_(options.offset) {}
+
+Tensor RescalingLayer::call(const Tensor& inputs, bool /*training*/) {
+  const Tensor x = internal::cast_to(inputs, dtype());
+  return x * scale_ + offset_;
+}
+
+std::shared_ptr<RescalingLayer> Rescaling(double scale, const RescalingOptions& options) {
+  return std::make_shared<RescalingLayer>(scale, options);
 }
 
 }  // namespace strata::keras::layers

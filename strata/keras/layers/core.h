@@ -6,6 +6,7 @@
 //   Tensor i = (*drop)(x);                      // training = false: x unchanged
 //   auto soft = keras::layers::Activation("softmax");
 //   Tensor p = (*soft)(logits);
+//   auto scale = keras::layers::Rescaling(1.0 / 255);   // uint8 pixels -> float32 in [0, 1]
 //
 // Dropout with a seed is reproducible yet draws a new mask on every training
 // call, like Keras's seeded per-layer random generator: the k-th training call
@@ -83,5 +84,34 @@ class ActivationLayer : public Layer {
 
 std::shared_ptr<ActivationLayer> Activation(const std::string& activation,
                                             const LayerArgs& args = {});
+
+// tf.keras.layers.Rescaling's arguments after `scale`.
+struct RescalingOptions {
+  double offset = 0.0;
+  // LayerArgs
+  OptionalShape input_shape = std::nullopt;
+  std::string name = "";
+  DType dtype = DType::float32;
+  bool trainable = true;
+};
+
+// inputs * scale + offset, computed in the layer's dtype (inputs of any
+// numeric dtype are cast first, as Keras).
+class RescalingLayer : public Layer {
+ public:
+  explicit RescalingLayer(double scale, const RescalingOptions& options = {});
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override {
+    return input_shape;
+  }
+
+ protected:
+  Tensor call(const Tensor& inputs, bool training) override;
+
+ private:
+  double scale_;
+  double offset_;
+};
+
+std::shared_ptr<RescalingLayer> Rescaling(double scale, const RescalingOptions& options = {});
 
 }  // namespace strata::keras::layers

@@ -114,6 +114,18 @@ TEST(ActivationTest, UnknownNameNamesTheLayer) {
   }
 }
 
+TEST(RescalingTest, ScalesAndOffsetsInTheLayerDtype) {
+  auto rescale = Rescaling(1.0 / 255);
+  const Tensor pixels = strata::constant<uint8_t>({0, 51, 255}, {1, 3});
+  const Tensor y = (*rescale)(pixels);
+  EXPECT_EQ(y.dtype(), DType::float32);
+  EXPECT_TRUE(all_close(as_doubles(y), {0, 0.2, 1}, 1e-6));
+  auto centred = Rescaling(2.0, {.offset = -1.0});
+  EXPECT_TRUE(all_close(as_doubles((*centred)(strata::constant({0.f, 0.5f, 1.f}, {1, 3}))),
+                        {-1, 0, 1}, 1e-6));
+  EXPECT_EQ(centred->compute_output_shape({-1, 28, 28, 1}), (TensorShape{-1, 28, 28, 1}));
+}
+
 TEST(CoreLayersTest, DefaultNamesAreUniquePerClass) {
   reset_uids_for_testing();
   EXPECT_EQ(Dropout(0.1)->name(), "dropout");

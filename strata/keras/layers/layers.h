@@ -13,9 +13,10 @@
 //
 // Also: Conv1D, Conv2DTranspose, AveragePooling2D, {Max,Average}Pooling1D,
 // Global{Max,Average}Pooling{1,2}D, Reshape, ZeroPadding2D, Cropping2D,
-// UpSampling2D, LayerNormalization, Embedding, ReLU, LeakyReLU, ELU, Softmax,
-// PReLU. Each factory is named like the Python class and returns a
-// std::shared_ptr to <Name>Layer (see strata/keras/layer.h for the Layer contract).
+// UpSampling2D, Permute, RepeatVector, Rescaling, LayerNormalization,
+// Embedding, ReLU, LeakyReLU, ELU, Softmax, PReLU. Each factory is named like
+// the Python class and returns a std::shared_ptr to <Name>Layer (see
+// strata/keras/layer.h for the Layer contract).
 
 #include "strata/keras/layers/advanced_activations.h"
 #include "strata/keras/layers/conv.h"

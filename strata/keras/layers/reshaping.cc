@@ -1,5 +1,6 @@
 #include "strata/keras/layers/reshaping.h"
 
+#include <algorithm>
 #include <tuple>
 #include <utility>
 
@@ -190,6 +191,54 @@ Tensor UpSampling2DLayer::call(const Tensor& inputs, bool /*training*/) {
 std::shared_ptr<UpSampling2DLayer> UpSampling2D(std::vector<int64_t> size,
                                                 const UpSampling2DOptions& options) {
   return std::make_shared<UpSampling2DLayer>(std::move(size), options);
+}
+
+PermuteLayer::PermuteLayer(std::vector<int64_t> dims, const LayerArgs& args)
+    : Layer("Permute", "permute", args), dims_(std::move(dims)) {
+  std::vector<int64_t> sorted = dims_;
+  std::sort(sorted.begin(), sorted.end());
+  bool ok = !sorted.empty();
+  for (size_t i = 0; i < sorted.size(); ++i) ok = ok && sorted[i] == static_cast<int64_t>(i) + 1;
+  STRATA_CHECK_ARG(ok, internal::describe(*this),
+                   ": expected dims to be a permutation of 1 .. n (the batch axis excluded), got ",
+                   dims_);
+}
+
+TensorShape PermuteLayer::compute_output_shape(const TensorShape& input_shape) const {
+  internal::check_rank(*this, input_shape, static_cast<int>(dims_.size()) + 1);
+  std::vector<int64_t> out{input_shape.dim(0)};
+  for (int64_t d : dims_) out.push_back(input_shape.dim(static_cast<int>(d)));
+  return TensorShape(out);
+}
+
+Tensor PermuteLayer::call(const Tensor& inputs, bool /*training*/) {
+  compute_output_shape(inputs.shape());
+  std::vector<int64_t> perm{0};
+  perm.insert(perm.end(), dims_.begin(), dims_.end());
+  return strata::transpose(inputs, perm);
+}
+
+std::shared_ptr<PermuteLayer> Permute(std::vector<int64_t> dims, const LayerArgs& args) {
+  return std::make_shared<PermuteLayer>(std::move(dims), args);
+}
+
+RepeatVectorLayer::RepeatVectorLayer(int64_t n, const LayerArgs& args)
+    : Layer("RepeatVector", "repeat_vector", args), n_(n) {
+  STRATA_CHECK_ARG(n > 0, internal::describe(*this), ": expected n > 0, got ", n);
+}
+
+TensorShape RepeatVectorLayer::compute_output_shape(const TensorShape& input_shape) const {
+  internal::check_rank(*this, input_shape, 2);
+  return TensorShape{input_shape.dim(0), n_, input_shape.dim(1)};
+}
+
+Tensor RepeatVectorLayer::call(const Tensor& inputs, bool /*training*/) {
+  const TensorShape out = compute_output_shape(inputs.shape());
+  return strata::broadcast_to(strata::expand_dims(inputs, 1), out);
+}
+
+std::shared_ptr<RepeatVectorLayer> RepeatVector(int64_t n, const LayerArgs& args) {
+  return std::make_shared<RepeatVectorLayer>(n, args);
 }
 
 }  // namespace strata::keras::layers

@@ -140,4 +140,36 @@ class UpSampling2DLayer : public Layer {
 std::shared_ptr<UpSampling2DLayer> UpSampling2D(std::vector<int64_t> size = {2, 2},
                                                 const UpSampling2DOptions& options = {});
 
+// tf.keras.layers.Permute: reorders the non-batch axes. `dims` is a
+// permutation of 1 .. rank - 1 (1-based, as Keras), e.g. {2, 1} swaps the two
+// axes of [batch, a, b].
+class PermuteLayer : public Layer {
+ public:
+  explicit PermuteLayer(std::vector<int64_t> dims, const LayerArgs& args = {});
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+
+ protected:
+  Tensor call(const Tensor& inputs, bool training) override;
+
+ private:
+  std::vector<int64_t> dims_;
+};
+
+std::shared_ptr<PermuteLayer> Permute(std::vector<int64_t> dims, const LayerArgs& args = {});
+
+// tf.keras.layers.RepeatVector: [batch, features] -> [batch, n, features].
+class RepeatVectorLayer : public Layer {
+ public:
+  explicit RepeatVectorLayer(int64_t n, const LayerArgs& args = {});
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+
+ protected:
+  Tensor call(const Tensor& inputs, bool training) override;
+
+ private:
+  int64_t n_;
+};
+
+std::shared_ptr<RepeatVectorLayer> RepeatVector(int64_t n, const LayerArgs& args = {});
+
 }  // namespace strata::keras::layers

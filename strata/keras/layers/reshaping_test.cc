@@ -136,5 +136,36 @@ TEST(UpSampling2DTest, RepeatsRowsAndColumns) {
   EXPECT_TRUE(r.ok) << r.message;
 }
 
+TEST(PermuteTest, ReordersTheNonBatchAxes) {
+  reset_uids_for_testing();
+  auto permute = Permute({2, 1});
+  EXPECT_EQ(permute->name(), "permute");
+  const Tensor x = strata::reshape(strata::cast(strata::range(6), DType::float32), {1, 2, 3});
+  const Tensor y = (*permute)(x);
+  EXPECT_EQ(y.shape(), (TensorShape{1, 3, 2}));
+  EXPECT_EQ(as_doubles(y), (std::vector<double>{0, 3, 1, 4, 2, 5}));
+  EXPECT_EQ(Permute({3, 1, 2})->compute_output_shape({-1, 4, 5, 6}), (TensorShape{-1, 6, 4, 5}));
+  EXPECT_THROW(Permute({0, 1}), InvalidArgumentError);
+  EXPECT_THROW(Permute({1, 1}), InvalidArgumentError);
+  EXPECT_THROW((*permute)(strata::ones({2, 3})), InvalidArgumentError);
+  auto r =
+      testing::check_gradients([&](const std::vector<Tensor>& in) { return (*permute)(in[0]); },
+                               {testing::random_uniform({2, 2, 3}, -1, 1, 12)});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST(RepeatVectorTest, RepeatsEachExample) {
+  auto repeat = RepeatVector(3);
+  const Tensor y = (*repeat)(strata::constant({1.f, 2.f, 3.f, 4.f}, {2, 2}));
+  EXPECT_EQ(y.shape(), (TensorShape{2, 3, 2}));
+  EXPECT_EQ(as_doubles(y), (std::vector<double>{1, 2, 1, 2, 1, 2, 3, 4, 3, 4, 3, 4}));
+  EXPECT_EQ(repeat->compute_output_shape({-1, 32}), (TensorShape{-1, 3, 32}));
+  EXPECT_THROW(RepeatVector(0), InvalidArgumentError);
+  EXPECT_THROW((*repeat)(strata::ones({2, 2, 2})), InvalidArgumentError);
+  auto r = testing::check_gradients([&](const std::vector<Tensor>& in) { return (*repeat)(in[0]); },
+                                    {testing::random_uniform({2, 3}, -1, 1, 13)});
+  EXPECT_TRUE(r.ok) << r.message;
+}
+
 }  // namespace
 }  // namespace strata::keras::layers
