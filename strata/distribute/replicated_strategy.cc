@@ -55,14 +55,21 @@ void ReplicatedStrategy::set_collectives(std::shared_ptr<collective::Collectives
 void ReplicatedStrategy::on_replica_failure(int local_replica, const std::exception_ptr&) {
   const std::string reason = str_cat("replica ", global_replica_id(local_replica), " failed");
   merge_barrier_->abort(std::make_exception_ptr(AbortedError(reason)));
-  if (collectives_) collectives_->abort(reason);
+  if (collectives_) {
+    collectives_->abort(reason);
+    collectives_need_reset_ = true;
+  }
 }
 
 void ReplicatedStrategy::run_on_replicas(const std::function<void(int)>& body) {
   merge_barrier_->reset();
   // Every replica thread is idle between runs, so a group aborted by the last
-  // run's failure can be made usable again.
-  if (collectives_) collectives_->reset();
+  // run's failure can be made usable again (a cross-process reset is itself
+  // collective, so only after a failure).
+  if (collectives_ && collectives_need_reset_) {
+    collectives_->reset();
+    collectives_need_reset_ = false;
+  }
   threads_->run_all([&](int local) {
     internal::ReplicaModeGuard guard(*contexts_[local]);
     // Layers built lazily inside `run` create their variables here.
@@ -79,12 +86,16 @@ Variable ReplicatedStrategy::create_variable(const NextVariableCreator&, Variabl
   ReplicaContext* ctx = in_cross_replica_context() ? nullptr : get_replica_context();
   if (ctx != nullptr && &ctx->strategy() == this && num_local_replicas() > 1) {
     return ctx->merge_call(
-        [](Strategy& strategy, const PerReplica<VariableArgs>& all) {
-          return internal::make_distributed_variable(strategy, all.values().front());
+        [this](Strategy& strategy, const PerReplica<VariableArgs>& all) {
+          Variable v = internal::make_distributed_variable(strategy, all.values().front());
+          initialize_distributed_variable(v);
+          return v;
         },
         args);
   }
-  return internal::make_distributed_variable(*this, std::move(args));
+  Variable v = internal::make_distributed_variable(*this, std::move(args));
+  initialize_distributed_variable(v);
+  return v;
 }
 
 std::vector<Tensor> ReplicatedStrategy::all_reduce_in_replica(ReplicaContext& ctx, ReduceOp op,

@@ -10,6 +10,7 @@
 //
 // Thread-safety: driven by one thread at a time (see Strategy).
 
+#include <atomic>
 #include <memory>
 #include <string>
 #include <vector>
@@ -59,6 +60,10 @@ class ReplicatedStrategy : public Strategy {
   // installs a hierarchical group). The default is a LocalCollectives over the
   // local replicas, used only when they are all the replicas.
   void set_collectives(std::shared_ptr<collective::Collectives> collectives);
+  // Called once per new distributed variable, after its components were made
+  // from replica 0's initial value (a multi-worker strategy broadcasts the
+  // chief's value here). Runs on one thread while the others wait.
+  virtual void initialize_distributed_variable(const Variable& variable) { (void)variable; }
   // Called on a replica thread as soon as its replica failed (before the
   // others return); the default aborts the merge barrier. Subclasses that own
   // collectives abort them too, then call this.
@@ -77,6 +82,7 @@ class ReplicatedStrategy : public Strategy {
   std::unique_ptr<internal::ReplicaThreads> threads_;
   CommunicationOptions communication_options_;
   std::shared_ptr<collective::Collectives> collectives_;
+  std::atomic<bool> collectives_need_reset_{false};  // set by failing replica threads
 };
 
 // Full names of `devices` (for StrategyExtended::worker_devices).
@@ -85,12 +91,14 @@ std::vector<std::string> device_names(const std::vector<const Device*>& devices)
 // StrategyExtended whose worker (and parameter) devices are a fixed list.
 class DeviceListExtended : public StrategyExtended {
  public:
-  DeviceListExtended(Strategy& owner, std::vector<const Device*> devices)
-      : StrategyExtended(owner), devices_(std::move(devices)) {}
+  DeviceListExtended(Strategy& owner, std::vector<const Device*> devices, bool should_checkpoint = true)
+      : StrategyExtended(owner), devices_(std::move(devices)), should_checkpoint_(should_checkpoint) {}
   std::vector<std::string> worker_devices() const override { return device_names(devices_); }
+  bool should_checkpoint() const override { return should_checkpoint_; }
 
  private:
   std::vector<const Device*> devices_;
+  bool should_checkpoint_;
 };
 
 }  // namespace strata::distribute

@@ -34,6 +34,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/cluster/cluster_resolver.h"
 #include "strata/core/device.h"
 #include "strata/core/tensor.h"
 #include "strata/core/variable.h"
@@ -125,6 +126,10 @@ class StrategyExtended {
   // Where variables live (the worker devices for mirrored strategies).
   virtual std::vector<std::string> parameter_devices() const;
   bool experimental_require_static_shapes() const noexcept { return false; }
+  // Whether this worker should write checkpoints and summaries (TF: only the
+  // chief of a multi-worker strategy; every other strategy: true).
+  virtual bool should_checkpoint() const { return true; }
+  virtual bool should_save_summary() const { return should_checkpoint(); }
   Strategy& strategy() const noexcept { return *owner_; }
 
  private:
@@ -164,6 +169,8 @@ class Strategy {
   // The global id of local replica `local` (this worker's offset + local).
   virtual int global_replica_id(int local) const { return local; }
   StrategyExtended& extended() const noexcept { return *extended_; }
+  // The cluster resolver of a multi-worker or TPU strategy; nullptr where none.
+  virtual const cluster_resolver::ClusterResolver* cluster_resolver() const { return nullptr; }
   // A short name for messages and logs: "MirroredStrategy", ...
   virtual std::string name() const = 0;
   bool is_default() const noexcept;

@@ -1,0 +1,166 @@
+#include "strata/distribute/multi_worker_mirrored_strategy.h"
+
+#include <chrono>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "strata/base/errors.h"
+#include "strata/cluster/multi_worker_util.h"
+#include "strata/cluster/tcp_store.h"
+#include "strata/collective/gloo_collectives.h"
+#include "strata/collective/hierarchical_collectives.h"
+#include "strata/collective/local_collectives.h"
+#include "strata/collective/rendezvous_store.h"
+#include "strata/core/config.h"
+#include "strata/core/device.h"
+#include "strata/distribute/distributed_variable.h"
+
+namespace strata::distribute {
+namespace {
+
+namespace mwu = multi_worker_util;
+
+// Gloo's rendezvous over the chief's key-value store.
+class ClusterStoreRendezvous final : public collective::RendezvousStore {
+ public:
+  explicit ClusterStoreRendezvous(std::shared_ptr<cluster::Store> store) : store_(std::move(store)) {}
+  void set(const std::string& key, const std::vector<char>& value) override { store_->set(key, value); }
+  std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    return store_->get(key, timeout);
+  }
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    store_->wait(keys, timeout);
+  }
+
+ private:
+  std::shared_ptr<cluster::Store> store_;
+};
+
+std::string host_of(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  std::string host = colon == std::string::npos ? address : address.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  return host;
+}
+
+std::string port_of(const std::string& address) {
+  const size_t colon = address.rfind(':');
+  STRATA_CHECK_ARG(colon != std::string::npos && colon + 1 < address.size(),
+                   "MultiWorkerMirroredStrategy: the chief's address '", address, "' has no port");
+  return address.substr(colon + 1);
+}
+
+
+}  // namespace
+
+struct MultiWorkerMirroredStrategy::Setup {
+  MultiWorkerMirroredStrategyOptions options;
+  std::shared_ptr<cluster_resolver::ClusterResolver> resolver;
+  train::ClusterSpec cluster;
+  std::string task_type;
+  int task_id = 0;
+  int num_workers = 1;
+  int worker_index = 0;
+  bool is_chief = true;
+  std::vector<const Device*> devices;
+};
+
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(MultiWorkerMirroredStrategyOptions options)
+    : MultiWorkerMirroredStrategy(make_setup(std::move(options))) {}
+
+MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> setup)
+    : ReplicatedStrategy(setup->devices, setup->worker_index * static_cast<int>(setup->devices.size()),
+                         setup->num_workers * static_cast<int>(setup->devices.size()),
+                         setup->options.communication_options),
+      resolver_(setup->resolver),
+      num_workers_(setup->num_workers),
+      worker_index_(setup->worker_index),
+      is_chief_(setup->is_chief) {
+  set_extended(std::make_unique<DeviceListExtended>(*this, devices(), is_chief_));
+  if (num_workers_ == 1) return;  // single-worker mode: the local group is everything
+
+  const CommunicationOptions& comm = communication_options();
+  const std::chrono::milliseconds startup(comm.timeout_seconds ? collective_timeout_ms(comm) : 60'000);
+  const std::chrono::milliseconds call_timeout(collective_timeout_ms(comm));
+  const std::string leader_job = setup->cluster.has_job("chief") ? "chief" : "worker";
+  const std::string& leader_address = setup->cluster.task_address(leader_job, 0);
+  const std::string& my_address = setup->cluster.task_address(setup->task_type, setup->task_id);
+  if (is_chief_) {
+    // Serve on every interface at the chief's port: the address names this host for the others.
+    const std::string host = host_of(leader_address);
+    const bool loopback = host == "localhost" || host.rfind("127.", 0) == 0;
+    store_server_ = std::make_unique<cluster::TcpStoreServer>(
+        str_cat(loopback ? "127.0.0.1" : "0.0.0.0", ":", port_of(leader_address)));
+  }
+  store_ = std::make_shared<cluster::TcpStoreClient>(
+      leader_address, cluster::TcpStoreClientOptions{.connect_timeout = startup});
+
+  // Every worker must run the same number of local replicas.
+  const int local = num_local_replicas();
+  store_->set(str_cat("strata/mwms/local_replicas/", worker_index_), cluster::to_bytes(std::to_string(local)));
+  for (int w = 0; w < num_workers_; ++w) {
+    const std::string theirs = cluster::to_string(store_->get(str_cat("strata/mwms/local_replicas/", w), startup));
+    STRATA_CHECK_ARG(theirs == std::to_string(local), "MultiWorkerMirroredStrategy: worker ", w, " runs ", theirs,
+                     " local replicas but worker ", worker_index_, " runs ", local,
+                     "; every worker needs the same number of devices");
+  }
+
+  cross_workers_ = std::make_shared<collective::GlooCollectives>(
+      worker_index_, num_workers_, std::make_shared<ClusterStoreRendezvous>(store_),
+      collective::GlooOptions{.timeout = call_timeout, .hostname = host_of(my_address), .prefix = "strata/mwms/gloo"});
+  auto in_process = std::make_shared<collective::LocalCollectives>(
+      local, collective::CollectiveOptions{.timeout = call_timeout});
+  set_collectives(std::make_shared<collective::HierarchicalCollectives>(local, in_process, cross_workers_,
+                                                                        worker_index_));
+}
+
+MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() = default;
+
+Tensor MultiWorkerMirroredStrategy::sum_across_workers(const Tensor& local) {
+  if (!cross_workers_) return local;
+  return cross_workers_->all_reduce(worker_index_, local, collective::ReduceOp::SUM);
+}
+
+void MultiWorkerMirroredStrategy::initialize_distributed_variable(const Variable& variable) {
+  if (!cross_workers_) return;
+  STRATA_CHECK(UNIMPLEMENTED, variable.dtype() != DType::string && variable.dtype() != DType::bool_,
+               "MultiWorkerMirroredStrategy: variable '", variable.name(), "' of dtype ",
+               dtype_name(variable.dtype()), " cannot be broadcast across workers");
+  const std::vector<Variable> components = distributed_components(variable);
+  const Tensor chiefs = cross_workers_->broadcast(worker_index_, components.front().impl().read(), /*root=*/0);
+  for (const Variable& c : components) c.impl().assign(chiefs);
+}
+
+std::unique_ptr<MultiWorkerMirroredStrategy::Setup> MultiWorkerMirroredStrategy::make_setup(
+    MultiWorkerMirroredStrategyOptions options) {
+  auto setup = std::make_unique<Setup>();
+  validate(options.communication_options);
+  setup->resolver = options.cluster_resolver ? options.cluster_resolver
+                                             : std::make_shared<cluster_resolver::TFConfigClusterResolver>();
+  setup->options = std::move(options);
+  setup->cluster = setup->resolver->cluster_spec();
+  if (setup->cluster.jobs().empty()) {
+    setup->devices = local_devices();
+    return setup;   // single-worker mode
+  }
+  const std::optional<std::string> task_type = setup->resolver->task_type();
+  const std::optional<int> task_id = setup->resolver->task_id();
+  mwu::validate_cluster_spec(setup->cluster, task_type, task_id);
+  setup->task_type = *task_type;
+  setup->task_id = *task_id;
+  STRATA_CHECK_ARG(setup->task_type == "chief" || setup->task_type == "worker",
+                   "MultiWorkerMirroredStrategy: a '", setup->task_type, "' task (", setup->task_type, ":",
+                   setup->task_id, ") cannot run a MultiWorkerMirroredStrategy; only chief and worker tasks train");
+  setup->num_workers = mwu::worker_count(setup->cluster, setup->task_type);
+  setup->worker_index = mwu::id_in_cluster(setup->cluster, setup->task_type, setup->task_id);
+  setup->is_chief = mwu::is_chief(setup->cluster, setup->task_type, setup->task_id);
+  // Name the local devices after this task when nothing has used them yet (TF
+  // requires the strategy to be created first; a test running workers as
+  // threads of one process keeps the "localhost" names).
+  if (!config::is_runtime_initialized()) config::set_local_task(setup->task_type, setup->task_id);
+  setup->devices = local_devices();
+  return setup;
+}
+
+}  // namespace strata::distribute

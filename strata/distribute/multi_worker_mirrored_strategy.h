@@ -1,0 +1,105 @@
+#pragma once
+// tf.distribute.MultiWorkerMirroredStrategy: synchronous training over several
+// worker processes, each with its local replicas (its logical devices).
+//
+//   // every process runs the same program; TF_CONFIG says who is who:
+//   // {"cluster": {"worker": ["localhost:12345", "localhost:23456"]},
+//   //  "task": {"type": "worker", "index": 0}}
+//   sd::MultiWorkerMirroredStrategy strategy;             // reads TF_CONFIG
+//   strategy.cluster_resolver()->task_type();             // "worker"
+//   strategy.num_replicas_in_sync();                      // workers x local devices
+//   sd::MultiWorkerMirroredStrategy custom({.communication_options = {.timeout_seconds = 30},
+//                                           .cluster_resolver = resolver});
+//
+// Start-up (the constructor is collective: every worker must construct it):
+//   1. The cluster comes from the resolver (TFConfigClusterResolver by
+//      default), validated as TF (chief/worker/evaluator/ps roles, at most one
+//      chief; ps and evaluator tasks cannot run this strategy:
+//      InvalidArgumentError). An empty cluster is single-worker mode.
+//   2. The chief (the `chief` task, else worker 0) serves a rendezvous
+//      key-value store at its own TF_CONFIG address; every worker connects to
+//      it, retrying until the start-up deadline (timeout_seconds, default 60 s),
+//      then UnavailableError naming the address.
+//   3. Workers exchange their local replica counts (they must agree:
+//      InvalidArgumentError naming the worker that differs) and build a Gloo
+//      group over TCP (one rank per worker, listening on the host of the
+//      worker's own address).
+//   4. All-reduces are hierarchical: in-process reduce -> one Gloo all-reduce
+//      per process -> local hand-out (collective/hierarchical_collectives.h).
+// Worker w's replicas are global replicas [w*L, (w+1)*L) and its input
+// pipeline id is w (multi_worker_util::id_in_cluster), so
+// experimental_distribute_dataset shards the input across workers by the
+// AutoShardPolicy (distributed_dataset.h).
+//
+// Variables created in the scope start equal everywhere: the chief's initial
+// value is broadcast to every worker (so every worker must create the same
+// variables in the same order, as in TF). reduce() and reads of SyncOnRead
+// variables in cross-replica context add every worker's contribution.
+//
+// Failure: a worker that dies or stops answering makes the others' pending
+// collectives fail (UnavailableError, or DeadlineExceededError after
+// timeout_seconds); `run` re-throws it naming the replica. There is no in-job
+// recovery (as TF): restart all workers, resume from a checkpoint
+// (BackupAndRestore).
+//
+// extended().should_checkpoint() is true only on the chief.
+// Thread-safety: as every strategy, driven by one thread at a time.
+
+#include <memory>
+#include <string>
+
+#include "strata/cluster/cluster_resolver.h"
+#include "strata/distribute/communication_options.h"
+#include "strata/distribute/replicated_strategy.h"
+
+namespace strata::cluster {
+class TcpStoreServer;
+class Store;
+}  // namespace strata::cluster
+
+namespace strata::collective {
+class GlooCollectives;
+}
+
+namespace strata::distribute {
+
+// Field order as API.md's `MultiWorkerMirroredStrategy({.communication_options = ..., .cluster_resolver = ...})`.
+struct MultiWorkerMirroredStrategyOptions {
+  CommunicationOptions communication_options = {};
+  // nullptr: a TFConfigClusterResolver reading $TF_CONFIG.
+  std::shared_ptr<cluster_resolver::ClusterResolver> cluster_resolver = nullptr;
+};
+
+class MultiWorkerMirroredStrategy : public ReplicatedStrategy {
+ public:
+  explicit MultiWorkerMirroredStrategy(MultiWorkerMirroredStrategyOptions options = {});
+  ~MultiWorkerMirroredStrategy() override;
+
+  std::string name() const override { return "MultiWorkerMirroredStrategy"; }
+  int num_input_pipelines() const override { return num_workers_; }
+  int input_pipeline_id() const override { return worker_index_; }
+  const cluster_resolver::ClusterResolver* cluster_resolver() const override { return resolver_.get(); }
+  Tensor sum_across_workers(const Tensor& local) override;
+
+  int num_workers() const noexcept { return num_workers_; }
+  int worker_index() const noexcept { return worker_index_; }
+  bool is_chief() const noexcept { return is_chief_; }
+
+ protected:
+  void initialize_distributed_variable(const Variable& variable) override;
+
+ private:
+  struct Setup;
+  static std::unique_ptr<Setup> make_setup(MultiWorkerMirroredStrategyOptions options);
+  explicit MultiWorkerMirroredStrategy(std::unique_ptr<Setup> setup);
+
+  std::shared_ptr<cluster_resolver::ClusterResolver> resolver_;
+  int num_workers_;
+  int worker_index_;
+  bool is_chief_;
+  std::unique_ptr<cluster::TcpStoreServer> store_server_;   // the chief's
+  std::shared_ptr<cluster::Store> store_;
+  std::shared_ptr<collective::GlooCollectives> cross_workers_;
+};
+
+}  // namespace strata::distribute
