@@ -45,6 +45,14 @@
 //     (message = reason) until reset().
 //   * Transport failures of a cross-process implementation: UnavailableError.
 //
+// Use from a strategy (the distribute hook): the strategy holds a
+// std::shared_ptr<Collectives> for its replicas (LocalCollectives for
+// MirroredStrategy, HierarchicalCollectives for multi-worker); a replica thread
+// that throws stores its exception and calls abort("replica 1 failed: <what>"),
+// which wakes the other replicas with AbortedError; once every replica thread
+// has returned, the strategy rethrows the root cause (not the AbortedErrors)
+// and calls reset() before the next step.
+//
 // Thread-safety: thread-safe. Each rank is driven by one thread at a time
 // (typically one replica thread per rank); abort() may be called from any thread
 // at any time.
