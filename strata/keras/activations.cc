@@ -69,6 +69,11 @@ ActivationFunction get(const std::string& identifier) {
   return it->second;
 }
 
+ActivationFunction resolve(const ActivationSpec& spec) {
+  if (spec.function()) return spec.function();
+  return get(spec.name());
+}
+
 std::vector<std::string> activation_names() {
   std::vector<std::string> names;
   for (const auto& [name, fn] : registry()) names.push_back(name);

@@ -15,6 +15,8 @@
 #include <functional>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "strata/core/tensor.h"
@@ -23,12 +25,38 @@ namespace strata::keras {
 
 using ActivationFunction = std::function<Tensor(const Tensor&)>;
 
+// A layer's `activation` argument, as Keras's: a name or a function.
+//   {.activation = "relu"}
+//   {.activation = [](const Tensor& x) { return strata::relu(x) * 2.f; }}
+// The constructors are implicit on purpose: they are the conversions.
+class ActivationSpec {
+ public:
+  ActivationSpec() = default;  // linear
+  ActivationSpec(const char* name) : name_(name) {}
+  ActivationSpec(std::string name) : name_(std::move(name)) {}
+  template <typename F,
+            typename = std::enable_if_t<std::is_invocable_r_v<Tensor, F&, const Tensor&> &&
+                                        !std::is_convertible_v<F, std::string>>>
+  ActivationSpec(F fn) : function_(std::move(fn)) {}
+
+  // The name; "" for a function (or the default, linear).
+  const std::string& name() const noexcept { return name_; }
+  // Set when the spec holds a function.
+  const ActivationFunction& function() const noexcept { return function_; }
+
+ private:
+  std::string name_;
+  ActivationFunction function_;
+};
+
 namespace activations {
 
 // The function called `identifier` ("relu", "softmax", ...). "" and "linear"
 // give the identity. InvalidArgumentError naming the identifier and the known
 // names when it is unknown (Keras's ValueError).
 ActivationFunction get(const std::string& identifier);
+// The function a spec names or holds (get(spec.name()) for a name).
+ActivationFunction resolve(const ActivationSpec& spec);
 // The names get() accepts, sorted.
 std::vector<std::string> activation_names();
 

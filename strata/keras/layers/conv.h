@@ -40,7 +40,7 @@ struct Conv2DOptions {
   std::string data_format = "";  // "" (Keras's None: channels_last) or "channels_last"
   std::vector<int64_t> dilation_rate = {1, 1};
   int64_t groups = 1;
-  std::string activation = "";  // "" = linear (Keras default None)
+  ActivationSpec activation = {};  // a name or a function; {} = linear (Keras default None)
   bool use_bias = true;
   Initializer kernel_initializer = initializers::glorot_uniform();
   Initializer bias_initializer = initializers::zeros();
@@ -97,7 +97,7 @@ struct Conv1DOptions {
   std::string data_format = "";   // "" / "channels_last" (Keras's default)
   int64_t dilation_rate = 1;
   int64_t groups = 1;
-  std::string activation = "";  // "" = linear (Keras default None)
+  ActivationSpec activation = {};  // a name or a function; {} = linear (Keras default None)
   bool use_bias = true;
   Initializer kernel_initializer = initializers::glorot_uniform();
   Initializer bias_initializer = initializers::zeros();
@@ -149,7 +149,7 @@ struct Conv2DTransposeOptions {
   std::vector<int64_t> output_padding = {};  // {} (Keras's None) or {h, w} / {n}, each < stride
   std::string data_format = "";              // "" / "channels_last"
   std::vector<int64_t> dilation_rate = {1, 1};
-  std::string activation = "";
+  ActivationSpec activation = {};  // a name or a function; {} = linear (Keras default None)
   bool use_bias = true;
   Initializer kernel_initializer = initializers::glorot_uniform();
   Initializer bias_initializer = initializers::zeros();

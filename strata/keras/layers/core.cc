@@ -66,16 +66,17 @@ std::shared_ptr<DropoutLayer> Dropout(double rate, const DropoutOptions& options
   return std::make_shared<DropoutLayer>(rate, options);
 }
 
-ActivationLayer::ActivationLayer(const std::string& activation, const LayerArgs& args)
+ActivationLayer::ActivationLayer(const ActivationSpec& activation, const LayerArgs& args)
     : Layer("Activation", "activation", args),
-      activation_name_(activation),
+      activation_name_(activation.name()),
       activation_(internal::activation_for(*this, activation)) {}
 
 Tensor ActivationLayer::call(const Tensor& inputs, bool /*training*/) {
   return activation_(inputs);
 }
 
-std::shared_ptr<ActivationLayer> Activation(const std::string& activation, const LayerArgs& args) {
+std::shared_ptr<ActivationLayer> Activation(const ActivationSpec& activation,
+                                            const LayerArgs& args) {
   return std::make_shared<ActivationLayer>(activation, args);
 }
 

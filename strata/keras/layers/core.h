@@ -65,10 +65,12 @@ class DropoutLayer : public Layer {
 
 std::shared_ptr<DropoutLayer> Dropout(double rate, const DropoutOptions& options = {});
 
-// Applies keras::activations::get(activation). InvalidArgumentError for an unknown name.
+// Applies the activation (a keras::activations name or a function).
+// InvalidArgumentError for an unknown name.
 class ActivationLayer : public Layer {
  public:
-  explicit ActivationLayer(const std::string& activation, const LayerArgs& args = {});
+  explicit ActivationLayer(const ActivationSpec& activation, const LayerArgs& args = {});
+  // The name ("" for a function).
   const std::string& activation() const noexcept { return activation_name_; }
   TensorShape compute_output_shape(const TensorShape& input_shape) const override {
     return input_shape;
@@ -82,7 +84,7 @@ class ActivationLayer : public Layer {
   ActivationFunction activation_;
 };
 
-std::shared_ptr<ActivationLayer> Activation(const std::string& activation,
+std::shared_ptr<ActivationLayer> Activation(const ActivationSpec& activation,
                                             const LayerArgs& args = {});
 
 // tf.keras.layers.Rescaling's arguments after `scale`.

@@ -9,6 +9,7 @@
 #include "strata/keras/layers/testing/layer_test_util.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
+#include "strata/ops/operators.h"
 #include "strata/testing/gradient_check.h"
 
 namespace strata::keras::layers {
@@ -102,6 +103,13 @@ TEST(ActivationTest, AppliesTheNamedFunction) {
   auto r = testing::check_gradients([&](const std::vector<Tensor>& in) { return (*act)(in[0]); },
                                     {testing::random_uniform({3, 4}, -2, 2, 8)});
   EXPECT_TRUE(r.ok) << r.message;
+}
+
+TEST(ActivationTest, AcceptsAFunction) {
+  auto act = Activation([](const Tensor& t) { return t * 3.0; });
+  EXPECT_EQ(act->activation(), "");
+  EXPECT_EQ(as_doubles((*act)(strata::constant({1.0, -2.0}, {1, 2}))),
+            (std::vector<double>{3, -6}));
 }
 
 TEST(ActivationTest, UnknownNameNamesTheLayer) {

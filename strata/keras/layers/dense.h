@@ -28,7 +28,7 @@ namespace strata::keras::layers {
 // tf.keras.layers.Dense's arguments after `units`, in Keras's order.
 // (Regularizers and constraints are not supported and have no fields.)
 struct DenseOptions {
-  std::string activation = "";  // a keras::activations name; "" = linear (Keras default None)
+  ActivationSpec activation = {};  // a name or a function; {} = linear (Keras default None)
   bool use_bias = true;
   Initializer kernel_initializer = initializers::glorot_uniform();
   Initializer bias_initializer = initializers::zeros();

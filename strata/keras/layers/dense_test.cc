@@ -7,6 +7,7 @@
 #include "strata/base/errors.h"
 #include "strata/keras/layers/testing/layer_test_util.h"
 #include "strata/ops/array_ops.h"
+#include "strata/ops/math_ops.h"
 #include "strata/testing/gradient_check.h"
 
 namespace strata::keras::layers {
@@ -29,6 +30,12 @@ TEST(DenseTest, ComputesXTimesKernelPlusBiasThenActivation) {
   EXPECT_TRUE(all_close(as_doubles((*linear)(x)), {-3.5, -4.5, 5.5, 7.5}));
   EXPECT_TRUE(all_close(as_doubles((*relu)(x)), {0, 0, 5.5, 7.5}));
   EXPECT_EQ((*linear)(x).shape(), (TensorShape{2, 2}));
+}
+
+TEST(DenseTest, AcceptsAFunctionAsActivation) {
+  auto dense = Dense(1, {.activation = [](const Tensor& t) { return strata::square(t); },
+                         .kernel_initializer = initializers::ones()});
+  EXPECT_EQ(as_doubles((*dense)(constant({1.f, 2.f}, {1, 2}))), (std::vector<double>{9}));
 }
 
 TEST(DenseTest, ContractsTheLastAxisOfHigherRankInputs) {

@@ -71,9 +71,9 @@ void check_dim(const Layer& layer, const TensorShape& shape, int axis, int64_t e
                    ") of size ", expected, ", got shape ", shape);
 }
 
-ActivationFunction activation_for(const Layer& layer, const std::string& name) {
+ActivationFunction activation_for(const Layer& layer, const ActivationSpec& spec) {
   try {
-    return activations::get(name);
+    return activations::resolve(spec);
   } catch (const InvalidArgumentError& e) {
     throw InvalidArgumentError(str_cat(describe(layer), ": ", e.what()));
   }

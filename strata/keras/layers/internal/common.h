@@ -49,8 +49,8 @@ void check_rank(const Layer& layer, const TensorShape& shape, int rank, bool at_
 void check_dim(const Layer& layer, const TensorShape& shape, int axis, int64_t expected,
                const char* what);
 
-// activations::get(name), with the layer named in the error for an unknown name.
-ActivationFunction activation_for(const Layer& layer, const std::string& name);
+// activations::resolve(spec), with the layer named in the error for an unknown name.
+ActivationFunction activation_for(const Layer& layer, const ActivationSpec& spec);
 
 // Floating inputs are cast to the layer's dtype (Keras's autocasting); other
 // dtypes too for layers that, like Dense and Conv, compute in the layer's dtype.
