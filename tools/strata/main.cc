@@ -12,6 +12,7 @@
 #include "tools/strata/launch.h"
 #include "tools/strata/tfrecord_command.h"
 #include "tools/strata/topology_command.h"
+#include "tools/strata/train_command.h"
 
 namespace {
 
@@ -31,6 +32,9 @@ int main(int argc, char** argv) {
   app.require_subcommand(0, 1);
 
   CLI::App* demo = app.add_subcommand("demo", "Print the local devices and a tensor");
+
+  strata::tools::TrainOptions train_options;
+  CLI::App* train = strata::tools::add_train_command(app, train_options);
 
   strata::tools::LaunchOptions launch_options;
   CLI::App* launch = app.add_subcommand(
@@ -124,6 +128,7 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (train->parsed()) return strata::tools::run_train(train_options);
     if (bench->parsed()) return strata::tools::run_bench(bench_options);
     if (launch->parsed()) return strata::tools::run_launch(launch_options);
     if (convert->parsed()) {

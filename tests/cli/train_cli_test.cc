@@ -1,0 +1,338 @@
+// End-to-end tests of `strata train` and `strata bench`: they run the real
+// binary on a small synthetic Fashion-MNIST-shaped dataset (hermetic and fast)
+// and, once, on the installed Debian dataset with --limit-examples.
+#include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int status;
+  std::string output;
+};
+
+// Runs the binary; with merge_stderr the output holds both streams, else stdout only.
+Result run(const std::string& args, bool merge_stderr = true) {
+  const std::string cmd =
+      std::string(STRATA_CLI_PATH) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null") + " </dev/null";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  EXPECT_NE(pipe, nullptr);
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int raw = ::pclose(pipe);
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), out};
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (fs::temp_directory_path() / "strata_train_XXXXXX").string();
+    path_ = ::mkdtemp(templ.data());
+  }
+  ~TempDir() { fs::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  fs::path path_;
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Plain (not gzipped) IDX; the reader detects gzip by its magic, so the
+// Debian file names work for plain files too.
+void write_idx(const std::string& path, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data) {
+  std::ofstream out(path, std::ios::binary);
+  const char header[4] = {0, 0, 0x08, static_cast<char>(dims.size())};
+  out.write(header, 4);
+  for (uint32_t d : dims) {
+    const char be[4] = {static_cast<char>(d >> 24), static_cast<char>(d >> 16), static_cast<char>(d >> 8),
+                        static_cast<char>(d)};
+    out.write(be, 4);
+  }
+  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+}
+
+// n 28x28 images whose class k lights a 7x7 block at its own place of a 4x3
+// grid, over uniform noise: easily separable, so a short run must learn it.
+void write_split(const std::string& dir, const std::string& prefix, uint32_t n, uint32_t seed) {
+  std::vector<uint8_t> images(size_t{n} * 784), labels(n);
+  uint32_t state = seed;
+  auto next = [&state] { return state = state * 1664525u + 1013904223u; };
+  for (uint32_t i = 0; i < n; ++i) {
+    const uint8_t k = static_cast<uint8_t>(next() >> 16) % 10;
+    labels[i] = k;
+    for (int p = 0; p < 784; ++p) images[size_t{i} * 784 + p] = static_cast<uint8_t>((next() >> 24) % 64);
+    const int r0 = (k / 4) * 7 + 3, c0 = (k % 4) * 7;
+    for (int r = r0; r < r0 + 7; ++r) {
+      for (int c = c0; c < c0 + 7; ++c) images[size_t{i} * 784 + r * 28 + c] = 230;
+    }
+  }
+  write_idx(dir + "/" + prefix + "-images-idx3-ubyte.gz", {n, 28, 28}, images);
+  write_idx(dir + "/" + prefix + "-labels-idx1-ubyte.gz", {n}, labels);
+}
+
+class Train : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    write_split(data_.str(), "train", 512, 1);
+    write_split(data_.str(), "t10k", 128, 2);
+  }
+  // The common flags of a short run on the synthetic data.
+  // --epochs 2 unless `extra` gives its own.
+  std::string quick(const std::string& extra) const {
+    const bool epochs = extra.find("--epochs") != std::string::npos;
+    return "train --data-dir " + data_.str() + (epochs ? "" : " --epochs 2") + " --batch-size 32 " + extra;
+  }
+  nlohmann::json run_json(const std::string& extra) {
+    Result r = run(quick(extra + " --json"), /*merge_stderr=*/false);
+    EXPECT_EQ(r.status, 0) << r.output;
+    // Exactly one line on stdout.
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    return nlohmann::json::parse(r.output);
+  }
+  TempDir data_;
+};
+
+TEST_F(Train, DefaultStrategyLearnsAndPrintsStrategyProgressAndSummary) {
+  Result r = run(quick("--strategy default"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("strategy: default (no distribution), 1 replica on 1 device"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("512 training, 128 test examples"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Epoch 1/2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Epoch 2/2"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Total params: 535,818"), std::string::npos) << r.output;
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("test accuracy ([0-9.]+), test loss ([0-9.]+)"))) << r.output;
+  EXPECT_GE(std::stod(m[1]), 0.9) << r.output;
+  EXPECT_NE(r.output.find("trained 2 epochs (1024 examples)"), std::string::npos) << r.output;
+}
+
+TEST_F(Train, JsonIsOneLineOfFinalMetrics) {
+  nlohmann::json j = run_json("--strategy one_device");
+  EXPECT_EQ(j.at("strategy"), "one_device");
+  EXPECT_EQ(j.at("replicas"), 1);
+  EXPECT_EQ(j.at("epochs"), 2);
+  EXPECT_EQ(j.at("train_examples"), 1024);
+  EXPECT_GE(j.at("test_accuracy").get<double>(), 0.9) << j;
+  EXPECT_GT(j.at("test_loss").get<double>(), 0.0);
+  EXPECT_GT(j.at("examples_per_second").get<double>(), 0.0);
+  EXPECT_GE(j.at("wall_time_s").get<double>(), j.at("train_time_s").get<double>());
+  EXPECT_EQ(j.at("interrupted"), false);
+}
+
+TEST_F(Train, MirroredSplitsTheBatchOverTheLogicalDevices) {
+  Result r = run(quick("--strategy mirrored --devices 2"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("strategy: MirroredStrategy, 2 replicas on 2 devices"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("/device:CPU:1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("global batch 32 (16 per replica)"), std::string::npos) << r.output;
+  nlohmann::json j = run_json("--strategy mirrored --devices 2");
+  EXPECT_EQ(j.at("replicas"), 2);
+  EXPECT_GE(j.at("test_accuracy").get<double>(), 0.9) << j;
+}
+
+TEST_F(Train, TpuStrategyRunsOnTheLocalMeshWithADeviceAssignment) {
+  nlohmann::json plain = run_json("--strategy tpu --tpu-topology 1x1x1x2");
+  EXPECT_EQ(plain.at("replicas"), 2);
+  EXPECT_GE(plain.at("test_accuracy").get<double>(), 0.9) << plain;
+  // Two cores per replica on a 2x1x1x2 mesh: 2 replicas.
+  Result r = run(quick("--strategy tpu --tpu-topology 2x1x1x2 --computation-shape 1,1,1,2 --num-replicas 2"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("strategy: TPUStrategy, 2 replicas"), std::string::npos) << r.output;
+}
+
+TEST_F(Train, ResumesFromTheCheckpointDir) {
+  TempDir ckpt;
+  nlohmann::json first = run_json("--epochs 1 --strategy default --checkpoint-dir " + ckpt.str());
+  EXPECT_FALSE(first.contains("resumed_from_epoch")) << first;
+  ASSERT_TRUE(fs::exists(first.at("checkpoint").get<std::string>())) << first;
+  Result r = run(quick("--strategy default --checkpoint-dir " + ckpt.str() + " --epochs 3"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from the checkpoint after epoch 1"), std::string::npos) << r.output;
+  EXPECT_EQ(r.output.find("Epoch 1/3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("Epoch 2/3"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("trained 2 epochs"), std::string::npos) << r.output;
+  // A finished run trains nothing more and reports the checkpoint's accuracy.
+  nlohmann::json done = run_json("--strategy default --checkpoint-dir " + ckpt.str() + " --epochs 3");
+  EXPECT_EQ(done.at("resumed_from_epoch"), 3);
+  EXPECT_EQ(done.at("epochs_this_run"), 0);
+  EXPECT_GE(done.at("test_accuracy").get<double>(), 0.9) << done;
+}
+
+TEST_F(Train, LogDirHoldsTensorBoardEventsAndMetricsCsv) {
+  TempDir logs;
+  Result r = run(quick("--strategy default --log-dir " + logs.str()));
+  ASSERT_EQ(r.status, 0) << r.output;
+  const std::string csv = read_file(logs / "metrics.csv");
+  EXPECT_EQ(csv.rfind("epoch,", 0), 0u) << csv;
+  EXPECT_NE(csv.find("val_accuracy"), std::string::npos) << csv;
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;  // header + 2 epochs
+  for (const char* run_name : {"train", "validation"}) {
+    int events = 0;
+    for (const auto& e : fs::directory_iterator(logs / run_name)) {
+      if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 && fs::file_size(e.path()) > 0) ++events;
+    }
+    EXPECT_EQ(events, 1) << run_name;
+  }
+}
+
+TEST_F(Train, PlotWritesSvgAndPng) {
+  TempDir out;
+  Result svg = run(quick("--strategy default --epochs 1 --plot " + (out / "curves.svg")));
+  ASSERT_EQ(svg.status, 0) << svg.output;
+  const std::string s = read_file(out / "curves.svg");
+  EXPECT_NE(s.find("<svg"), std::string::npos);
+  EXPECT_NE(s.find("</svg>"), std::string::npos);
+  Result png = run(quick("--strategy default --epochs 1 --plot " + (out / "curves.png")));
+  ASSERT_EQ(png.status, 0) << png.output;
+  const std::string p = read_file(out / "curves.png");
+  ASSERT_GT(p.size(), 1000u);
+  EXPECT_EQ(p.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  // Only the two files: the temporary files were renamed.
+  EXPECT_EQ(std::distance(fs::directory_iterator(out.str()), fs::directory_iterator()), 2);
+}
+
+TEST_F(Train, TrainsFromTfrecordFilesWrittenByConvertIdx) {
+  TempDir rec;
+  ASSERT_EQ(run("tfrecord convert-idx " + (data_ / "train-images-idx3-ubyte.gz") + " " +
+                (data_ / "train-labels-idx1-ubyte.gz") + " " + (rec / "train.tfrecord") + " --shards 2 --compression GZIP")
+                .status,
+            0);
+  nlohmann::json j = run_json("--strategy default --tfrecord '" + (rec / "train.tfrecord-*") + "'");
+  EXPECT_EQ(j.at("train_examples"), 1024);
+  EXPECT_GE(j.at("test_accuracy").get<double>(), 0.9) << j;
+  Result none = run(quick("--tfrecord " + (rec / "nothing-*")));
+  EXPECT_EQ(none.status, 1) << none.output;
+  EXPECT_NE(none.output.find("no files match"), std::string::npos) << none.output;
+}
+
+TEST_F(Train, CtrlCStopsAfterTheCurrentStepAndKeepsTheLastWholeEpoch) {
+  TempDir ckpt;
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const std::string data_dir = data_.str(), ckpt_dir = ckpt.str();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(out[1], STDERR_FILENO);
+    ::close(out[0]);
+    ::execl(STRATA_CLI_PATH, STRATA_CLI_PATH, "train", "--strategy", "default", "--data-dir", data_dir.c_str(),
+            "--epochs", "1000", "--batch-size", "8", "--checkpoint-dir", ckpt_dir.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string output;
+  char buf[512];
+  // Interrupt during epoch 3: epochs 1 and 2 are complete.
+  while (output.find("Epoch 3/1000") == std::string::npos) {
+    const ssize_t n = ::read(out[0], buf, sizeof(buf));
+    ASSERT_GT(n, 0) << output;
+    output.append(buf, static_cast<size_t>(n));
+  }
+  ::kill(pid, SIGINT);
+  ssize_t n;
+  while ((n = ::read(out[0], buf, sizeof(buf))) > 0) output.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFEXITED(status)) << output;
+  EXPECT_EQ(WEXITSTATUS(status), 128 + SIGINT) << output;
+  EXPECT_NE(output.find("Ctrl-C: stopping after the current step"), std::string::npos) << output;
+  // Usually epoch 3; a loaded machine may deliver the signal a little later.
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(output, m, std::regex("interrupted by Ctrl-C during epoch ([0-9]+)"))) << output;
+  const int epoch = std::stoi(m[1]);
+  EXPECT_GE(epoch, 3) << output;
+  // The checkpoint holds the last whole epoch and is valid: the next run resumes there.
+  const std::string total = std::to_string(epoch + 1);
+  Result resumed = run("train --strategy default --data-dir " + data_dir + " --epochs " + total +
+                       " --batch-size 8 --checkpoint-dir " + ckpt_dir);
+  ASSERT_EQ(resumed.status, 0) << resumed.output;
+  EXPECT_NE(resumed.output.find("resumed from the checkpoint after epoch " + std::to_string(epoch - 1)),
+            std::string::npos)
+      << resumed.output;
+  EXPECT_NE(resumed.output.find("Epoch " + std::to_string(epoch) + "/" + total), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("trained 2 epochs"), std::string::npos) << resumed.output;
+}
+
+TEST(TrainDebianData, DefaultDataLoadsWithLimitExamples) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
+  }
+  Result r = run("train --limit-examples 256 --epochs 1 --devices 2", /*merge_stderr=*/true);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("Fashion-MNIST (IDX) from /usr/share/datasets/fashion-mnist: 256 training, 256 test"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("MirroredStrategy, 2 replicas"), std::string::npos) << r.output;
+}
+
+TEST(TrainUsage, HelpListsEveryFlagWithItsDefault) {
+  Result r = run("train --help");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* flag : {"--model", "--strategy", "--devices", "--tpu-topology", "--computation-shape",
+                           "--num-replicas", "--epochs", "--batch-size", "--learning-rate", "--optimizer", "--seed",
+                           "--data-dir", "--tfrecord", "--checkpoint-dir", "--log-dir", "--plot", "--json"}) {
+    EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
+  }
+  EXPECT_NE(r.output.find("=mlp"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("=mirrored"), std::string::npos) << r.output;
+}
+
+TEST(TrainUsage, BadFlagsAreOneLineUsageErrorsWithStatus2) {
+  struct Case {
+    const char* args;
+    const char* named;  // the message names the bad value
+  };
+  for (const Case& c : {Case{"train --no-such-flag", "--no-such-flag"}, Case{"train --model resnet", "resnet"},
+                        Case{"train --strategy ps", "ps"}, Case{"train --devices 0", "--devices"},
+                        Case{"train --batch-size 0", "--batch-size"}, Case{"train --optimizer lamb", "lamb"},
+                        Case{"train --data-dir /no/such/dir", "/no/such/dir"}, Case{"train --plot c.txt", "c.txt"},
+                        Case{"train --strategy tpu --tpu-topology 2x2x", "2x2x"},
+                        Case{"train --computation-shape 1,1,1,2", "--computation-shape"},
+                        Case{"train --strategy default --devices 2", "--devices 2"}}) {
+    Result r = run(c.args);
+    EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
+    const std::string first_line = r.output.substr(0, r.output.find('\n'));
+    EXPECT_EQ(first_line.rfind("strata: ", 0), 0u) << c.args << "\n" << r.output;
+    EXPECT_NE(first_line.find(c.named), std::string::npos) << c.args << "\n" << r.output;
+  }
+}
+
+TEST(TrainUsage, MissingDataFilesAreARuntimeErrorSayingHowToInstall) {
+  TempDir empty;
+  Result r = run("train --data-dir " + empty.str());
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+  EXPECT_NE(r.output.find("strata: NOT_FOUND"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(empty / "train-images-idx3-ubyte.gz"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("apt-get install dataset-fashion-mnist"), std::string::npos) << r.output;
+}
+
+}  // namespace

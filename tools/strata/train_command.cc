@@ -1,0 +1,604 @@
+#include "tools/strata/train_command.h"
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cstdlib>
+#include <filesystem>
+#include <iomanip>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <sstream>
+#include <thread>
+
+#include "strata/base/errors.h"
+#include "strata/base/str_cat.h"
+#include "strata/cluster/tpu_cluster_resolver.h"
+#include "strata/core/config.h"
+#include "strata/data/dataset.h"
+#include "strata/distribute/mirrored_strategy.h"
+#include "strata/distribute/strategy.h"
+#include "strata/distribute/tpu_strategy.h"
+#include "strata/distribute/tpu_system.h"
+#include "strata/io/example.h"
+#include "strata/keras/callbacks/backup_and_restore.h"
+#include "strata/keras/callbacks/csv_logger.h"
+#include "strata/keras/callbacks/lambda_callback.h"
+#include "strata/keras/callbacks/tensorboard.h"
+#include "strata/keras/datasets/fashion_mnist.h"
+#include "strata/keras/losses.h"
+#include "strata/keras/model.h"
+#include "strata/keras/optimizers/adam.h"
+#include "strata/keras/optimizers/sgd.h"
+#include "strata/ops/math_ops.h"
+#include "strata/tpu/device_assignment.h"
+#include "strata/tpu/local_topology.h"
+#include "tools/strata/models.h"
+#include "tools/strata/plot.h"
+#include "tools/strata/tfrecord_command.h"
+
+// MultiWorkerMirroredStrategy lands separately (the multi-worker issue); until
+// its header exists --strategy multi_worker is a clear UnimplementedError.
+#if __has_include("strata/distribute/multi_worker_mirrored_strategy.h")
+#include "strata/distribute/multi_worker_mirrored_strategy.h"
+#define STRATA_TRAIN_HAVE_MULTI_WORKER 1
+#endif
+
+namespace strata::tools {
+
+namespace {
+
+namespace sd = strata::distribute;
+namespace tpu = strata::tpu::experimental;
+using Clock = std::chrono::steady_clock;
+
+// --- Ctrl-C ----------------------------------------------------------------
+
+// Set by the SIGINT handler, read by a callback after every step. A lock-free
+// atomic is async-signal-safe.
+std::atomic<bool> g_interrupted{false};
+static_assert(std::atomic<bool>::is_always_lock_free);
+
+extern "C" void on_sigint(int) {
+  g_interrupted.store(true);
+  constexpr char kMsg[] = "\nstrata train: Ctrl-C: stopping after the current step (press again to abort)\n";
+  // write(2) is async-signal-safe; the result does not matter here.
+  [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
+}
+
+// Installs the handler for the lifetime of the object. SA_RESETHAND makes a
+// second Ctrl-C kill the process the default way.
+class SigintGuard {
+ public:
+  SigintGuard() {
+    g_interrupted.store(false);
+    struct sigaction sa = {};
+    sa.sa_handler = on_sigint;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESETHAND | SA_RESTART;
+    ::sigaction(SIGINT, &sa, &previous_);
+  }
+  ~SigintGuard() { ::sigaction(SIGINT, &previous_, nullptr); }
+  SigintGuard(const SigintGuard&) = delete;
+  SigintGuard& operator=(const SigintGuard&) = delete;
+
+ private:
+  struct sigaction previous_ = {};
+};
+
+// --- callbacks ---------------------------------------------------------------
+
+// Forwards every hook to `inner` except, after Ctrl-C, on_epoch_end and
+// on_train_end: the interrupted epoch is partial, and a backup or a log row
+// for it would claim a whole epoch. The checkpoint and logs therefore keep the
+// last complete epoch, and a resumed run redoes the interrupted one.
+class UnlessInterrupted : public keras::callbacks::Callback {
+ public:
+  explicit UnlessInterrupted(keras::callbacks::CallbackPtr inner) : inner_(std::move(inner)) {}
+  void on_train_begin(keras::Logs& logs) override { bind(), inner_->on_train_begin(logs); }
+  void on_train_end(keras::Logs& logs) override {
+    if (!g_interrupted.load()) bind(), inner_->on_train_end(logs);
+  }
+  void on_epoch_begin(int epoch, keras::Logs& logs) override { bind(), inner_->on_epoch_begin(epoch, logs); }
+  void on_epoch_end(int epoch, keras::Logs& logs) override {
+    if (!g_interrupted.load()) bind(), inner_->on_epoch_end(epoch, logs);
+  }
+  void on_train_batch_begin(int64_t batch, keras::Logs& logs) override {
+    bind(), inner_->on_train_batch_begin(batch, logs);
+  }
+  void on_train_batch_end(int64_t batch, keras::Logs& logs) override {
+    if (!g_interrupted.load()) bind(), inner_->on_train_batch_end(batch, logs);
+  }
+  void on_test_begin(keras::Logs& logs) override { bind(), inner_->on_test_begin(logs); }
+  void on_test_end(keras::Logs& logs) override { bind(), inner_->on_test_end(logs); }
+
+ private:
+  // The list binds the model and params to this wrapper only.
+  void bind() {
+    inner_->set_model(model());
+    inner_->set_params(params());
+  }
+  keras::callbacks::CallbackPtr inner_;
+};
+
+// Training time and examples, without validation and callbacks' epoch-end
+// work: from an epoch's start to its last step.
+class ThroughputMeter : public keras::callbacks::Callback {
+ public:
+  ThroughputMeter(int64_t batch_size, int64_t examples_per_epoch)
+      : batch_size_(batch_size), examples_per_epoch_(examples_per_epoch) {}
+  void on_epoch_begin(int, keras::Logs&) override {
+    begin_ = last_ = Clock::now();
+    steps_ = 0;
+  }
+  void on_train_batch_end(int64_t batch, keras::Logs&) override {
+    last_ = Clock::now();
+    steps_ = batch + 1;
+  }
+  void on_epoch_end(int, keras::Logs&) override {
+    seconds_ += std::chrono::duration<double>(last_ - begin_).count();
+    // The last batch of an epoch may be partial.
+    examples_ += std::min(steps_ * batch_size_, examples_per_epoch_);
+    ++epochs_;
+  }
+  double seconds() const noexcept { return seconds_; }
+  int64_t examples() const noexcept { return examples_; }
+  int epochs() const noexcept { return epochs_; }
+
+ private:
+  int64_t batch_size_;
+  int64_t examples_per_epoch_;
+  Clock::time_point begin_{}, last_{};
+  int64_t steps_ = 0;
+  double seconds_ = 0;
+  int64_t examples_ = 0;
+  int epochs_ = 0;
+};
+
+// --- data ----------------------------------------------------------------------
+
+struct Split {
+  Tensor x;  // float32 [n, 28, 28] in [0, 1]
+  Tensor y;  // int64 [n]
+};
+
+struct Data {
+  Split train;
+  Split test;
+  std::string source;  // for the header
+};
+
+Split preprocess(const Tensor& images, const Tensor& labels, int64_t limit) {
+  Tensor x = images, y = labels;
+  if (limit > 0 && limit < x.shape()[0]) x = x.slice_rows(0, limit), y = y.slice_rows(0, limit);
+  return {strata::multiply(strata::cast(x, DType::float32), strata::constant(1.f / 255.f)), strata::cast(y, DType::int64)};
+}
+
+std::vector<std::string> matching_files(const std::string& pattern, const char* flag) {
+  std::vector<std::string> files;
+  try {
+    for (const data::Element& e : data::Dataset::list_files(pattern, {.shuffle = false})) {
+      files.push_back(e[0].item<std::string>());
+    }
+  } catch (const InvalidArgumentError&) {
+    throw NotFoundError(str_cat(flag, ": no files match '", pattern,
+                                "' (write them with `strata tfrecord convert-idx IMAGES LABELS OUT`)"));
+  }
+  return files;
+}
+
+// tf.Examples {image: 784 bytes, label: int64} from every file matching
+// `pattern`, through TFRecordDataset (which checks every CRC) and
+// parse_single_example.
+Split load_tfrecords(const std::string& pattern, const char* flag, int64_t limit) {
+  const io::FeatureSpecs specs = {{"image", io::FixedLenFeature({}, io::FeatureDType::string)},
+                                  {"label", io::FixedLenFeature({}, io::FeatureDType::int64)}};
+  std::vector<uint8_t> pixels;
+  std::vector<int64_t> labels;
+  for (const std::string& file : matching_files(pattern, flag)) {
+    const data::Dataset records = data::TFRecordDataset({file}, {.compression_type = detect_compression(file)});
+    int64_t index = 0;
+    for (const data::Element& e : records) {
+      if (limit > 0 && static_cast<int64_t>(labels.size()) == limit) break;
+      io::ParsedFeatures f;
+      try {
+        f = io::parse_single_example(e[0].item<std::string>(), specs);
+      } catch (const InvalidArgumentError& err) {
+        throw DataLossError(str_cat(flag, ": ", file, " record ", index, " is not an image example: ", err.what()));
+      }
+      const std::string& image = f.at("image").values.string_values.at(0);
+      const int64_t label = f.at("label").values.int64_values.at(0);
+      STRATA_CHECK(DATA_LOSS, image.size() == 28 * 28, flag, ": ", file, " record ", index,
+                   ": expected a 784-byte 28x28 image, got ", image.size(), " bytes");
+      STRATA_CHECK(DATA_LOSS, label >= 0 && label < 10, flag, ": ", file, " record ", index,
+                   ": expected a label in [0, 10), got ", label);
+      pixels.insert(pixels.end(), image.begin(), image.end());
+      labels.push_back(label);
+      ++index;
+    }
+  }
+  const auto n = static_cast<int64_t>(labels.size());
+  STRATA_CHECK(NOT_FOUND, n > 0, flag, ": the files matching '", pattern, "' hold no records");
+  return preprocess(strata::constant(pixels, TensorShape({n, 28, 28})), strata::constant(labels, TensorShape({n})),
+                    0);
+}
+
+Data load(const TrainOptions& o) {
+  if (!o.data_dir.empty()) ::setenv("STRATA_DATA_DIR", o.data_dir.c_str(), 1);
+  Data d;
+  // The IDX files are needed unless both splits come from TFRecord files.
+  if (o.tfrecord.empty() || o.tfrecord_test.empty()) {
+    namespace fm = keras::datasets::fashion_mnist;
+    auto [train, test] = fm::load_data();
+    d.train = preprocess(train.first, train.second, o.limit_examples);
+    d.test = preprocess(test.first, test.second, o.limit_examples);
+    d.source = "Fashion-MNIST (IDX) from " + fm::data_dir();
+  }
+  if (!o.tfrecord.empty()) {
+    d.train = load_tfrecords(o.tfrecord, "--tfrecord", o.limit_examples);
+    d.source = "TFRecord files " + o.tfrecord + (o.tfrecord_test.empty() ? ", test set from " + d.source : "");
+  }
+  if (!o.tfrecord_test.empty()) {
+    d.test = load_tfrecords(o.tfrecord_test, "--tfrecord-test", o.limit_examples);
+    d.source += ", test set from TFRecord files " + o.tfrecord_test;
+  }
+  return d;
+}
+
+// --- devices and strategies ------------------------------------------------------
+
+// Splits the CPU into the logical devices the strategy needs. Without
+// --devices: one per hardware thread for mirrored and tpu (as many as the
+// mesh has cores when --tpu-topology is given); the default and one_device
+// strategies keep a single device that gets every thread. STRATA_CPU_DEVICES
+// (set by `strata launch --devices-per-worker`) wins over those defaults.
+void configure_devices(const TrainOptions& o) {
+  int n = o.devices;
+  if (n == 0 && std::getenv("STRATA_CPU_DEVICES") == nullptr) {
+    if (o.strategy == "tpu" && !o.tpu_topology.empty()) {
+      n = 1;
+      for (int d : tpu::parse_mesh_shape(o.tpu_topology)) n *= d;
+    } else if (o.strategy == "mirrored" || o.strategy == "tpu" || o.strategy == "multi_worker") {
+      n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    }
+  }
+  if (n > 0) {
+    config::set_logical_device_configuration(config::list_physical_devices("CPU").at(0),
+                                              std::vector<config::LogicalDeviceConfiguration>(n));
+  }
+}
+
+std::unique_ptr<sd::Strategy> make_strategy(const TrainOptions& o) {
+  if (o.strategy == "default") return nullptr;
+  if (o.strategy == "one_device") {
+    return std::make_unique<sd::OneDeviceStrategy>(config::list_logical_devices("CPU").at(0).name);
+  }
+  if (o.strategy == "mirrored") return std::make_unique<sd::MirroredStrategy>();
+  if (o.strategy == "multi_worker") {
+#ifdef STRATA_TRAIN_HAVE_MULTI_WORKER
+    return std::make_unique<sd::MultiWorkerMirroredStrategy>();
+#else
+    throw UnimplementedError(
+        "--strategy multi_worker: MultiWorkerMirroredStrategy is not in this build yet (the multi-worker issue); "
+        "use --strategy mirrored");
+#endif
+  }
+  if (o.strategy == "tpu") {
+    // TF's sequence: resolve the system, connect, initialise, then build the
+    // device assignment when the replica shape is given.
+    sd::cluster_resolver::TPUClusterResolver resolver("");
+    (void)resolver;  // the local system: the resolver names no remote hosts
+    config::experimental_connect_to_cluster();
+    const tpu::Topology topology = tpu::initialize_tpu_system();
+    if (o.computation_shape.empty() && o.num_replicas == 0) return std::make_unique<sd::TPUStrategy>();
+    tpu::DeviceAssignmentOptions da{.computation_shape = o.computation_shape};
+    if (da.computation_shape.empty()) da.computation_shape = {1, 1, 1, 1};
+    if (o.num_replicas > 0) {
+      da.num_replicas = o.num_replicas;
+    } else {
+      int cores_per_replica = 1;
+      for (int c : da.computation_shape) cores_per_replica *= c;
+      da.num_replicas = std::max(1, topology.num_tasks() * topology.num_tpus_per_task() / cores_per_replica);
+    }
+    return std::make_unique<sd::TPUStrategy>(tpu::DeviceAssignment::build(topology, da));
+  }
+  STRATA_CHECK_ARG(false, "--strategy: expected default, one_device, mirrored, multi_worker or tpu, got '",
+                   o.strategy, "'");
+  return nullptr;
+}
+
+std::vector<std::string> strategy_devices(sd::Strategy& s) {
+  if (s.is_default()) return {config::list_logical_devices("CPU").at(0).name};
+  return s.extended().worker_devices();
+}
+
+// TODO(#6): Optimizer::aggregate_gradients raises UnimplementedError under a
+// strategy with several replicas until the distribute layer wires it. Until
+// then this does what Keras's default does there: a SUM all-reduce of the
+// gradients across the replicas (fit has already divided each replica's loss
+// by the replica count, so the sum is the gradient of the global mean).
+template <typename Base>
+class AllReducingOptimizer : public Base {
+ public:
+  using Base::Base;
+
+ protected:
+  std::vector<Tensor> aggregate_gradients(const std::vector<Tensor>& gradients) override {
+    sd::ReplicaContext* ctx = sd::get_replica_context();
+    if (ctx == nullptr || ctx->num_replicas_in_sync() <= 1) return gradients;
+    // Undefined gradients (unconnected variables) stay undefined, as the base's contract says.
+    std::vector<Tensor> defined;
+    for (const Tensor& g : gradients) {
+      if (g.defined()) defined.push_back(g);
+    }
+    std::vector<Tensor> reduced = ctx->all_reduce(sd::ReduceOp::SUM, defined);
+    std::vector<Tensor> out = gradients;
+    size_t next = 0;
+    for (Tensor& g : out) {
+      if (g.defined()) g = reduced[next++];
+    }
+    return out;
+  }
+};
+
+keras::optimizers::OptimizerPtr make_optimizer(const TrainOptions& o, double lr) {
+  if (o.optimizer == "sgd") {
+    return std::make_shared<AllReducingOptimizer<keras::optimizers::SGDOptimizer>>(
+        keras::optimizers::SGDOptions{.learning_rate = lr, .momentum = 0.9});
+  }
+  return std::make_shared<AllReducingOptimizer<keras::optimizers::AdamOptimizer>>(
+      keras::optimizers::AdamOptions{.learning_rate = lr});
+}
+
+std::string fixed(double v, int digits) {
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(digits) << v;
+  return os.str();
+}
+
+void validate(const TrainOptions& o) {
+  if (!o.tpu_topology.empty()) {
+    STRATA_CHECK_ARG(o.strategy == "tpu", "--tpu-topology is for --strategy tpu, got --strategy ", o.strategy);
+    try {
+      tpu::parse_mesh_shape(o.tpu_topology);
+    } catch (const InvalidArgumentError& e) {
+      throw InvalidArgumentError(str_cat("--tpu-topology ", o.tpu_topology, ": ", e.what()));
+    }
+  }
+  STRATA_CHECK_ARG(o.strategy == "tpu" || (o.computation_shape.empty() && o.num_replicas == 0),
+                   "--computation-shape and --num-replicas are for --strategy tpu, got --strategy ", o.strategy);
+  STRATA_CHECK_ARG(o.devices <= 1 || o.strategy != "default",
+                   "--strategy default runs on one device, got --devices ", o.devices,
+                   " (use --strategy mirrored)");
+  if (!o.plot.empty()) check_can_plot(o.plot);
+  STRATA_CHECK_ARG(o.tfrecord_test.empty() || !o.tfrecord.empty(),
+                   "--tfrecord-test needs --tfrecord (the training files), got only --tfrecord-test ",
+                   o.tfrecord_test);
+}
+
+}  // namespace
+
+CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
+  CLI::App* train = app.add_subcommand(
+      "train", "Train a Fashion-MNIST classifier (keras fit) under a tf.distribute strategy");
+  train->add_option("--model", o.model, "mlp (784-512-256-10) or cnn (2 conv + 2 dense)")
+      ->capture_default_str()
+      ->check(CLI::IsMember(model_names()));
+  train->add_option("--strategy", o.strategy, "default, one_device, mirrored, multi_worker or tpu")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"default", "one_device", "mirrored", "multi_worker", "tpu"}));
+  train->add_option("--devices", o.devices,
+                    "Logical CPU devices (default: one per core for mirrored/tpu, the mesh's cores with "
+                    "--tpu-topology, 1 otherwise)")
+      ->check(CLI::Range(1, 4096));
+  train->add_option("--tpu-topology", o.tpu_topology, "tpu: mesh shape XxYxZxC (default: from the devices)");
+  train->add_option("--computation-shape", o.computation_shape, "tpu: cores of one replica in x,y,z,core")
+      ->delimiter(',')
+      ->expected(4);
+  train->add_option("--num-replicas", o.num_replicas, "tpu: replicas (default: as many as fit)")
+      ->check(CLI::Range(1, 1 << 20));
+  train->add_option("--epochs", o.epochs, "Epochs to train")->capture_default_str()->check(CLI::Range(1, 1000000));
+  train->add_option("--batch-size", o.batch_size, "Global batch size (split across the replicas)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1 << 24));
+  train->add_option("--learning-rate", o.learning_rate, "Learning rate (default: 0.001 for adam, 0.01 for sgd)")
+      ->check(CLI::PositiveNumber);
+  train->add_option("--optimizer", o.optimizer, "adam or sgd (momentum 0.9)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"adam", "sgd"}));
+  train->add_option("--seed", o.seed, "Seed of the initial weights and the shuffling")->capture_default_str();
+  train->add_option("--data-dir", o.data_dir,
+                    "Folder of the Fashion-MNIST IDX files (default: $STRATA_DATA_DIR, else "
+                    "/usr/share/datasets/fashion-mnist)")
+      ->check(CLI::ExistingDirectory);
+  train->add_option("--tfrecord", o.tfrecord,
+                    "Train from TFRecord files matching this glob (tf.Examples: image bytes, label int64)");
+  train->add_option("--tfrecord-test", o.tfrecord_test,
+                    "Test TFRecord files (default: the IDX test set)");
+  train->add_option("--checkpoint-dir", o.checkpoint_dir,
+                    "Back up after every epoch and resume from the backup there (BackupAndRestore)");
+  train->add_option("--log-dir", o.log_dir, "Write TensorBoard event files and metrics.csv here");
+  train->add_option("--plot", o.plot, "Draw loss and accuracy per epoch to this .png or .svg file")
+      ->check(CLI::Validator(
+          [](std::string& path) {
+            try {
+              plot_format(path);
+              return std::string();
+            } catch (const InvalidArgumentError&) {
+              // CLI11 puts "--plot: " in front.
+              return "expected a file ending in .png or .svg, got '" + path + "'";
+            }
+          },
+          "FILE.png|FILE.svg"));
+  train->add_flag("--json", o.json, "Print only one JSON line of final metrics on stdout");
+  train->add_option("--limit-examples", o.limit_examples,
+                    "Use only the first N training and N test examples (quick runs, tests)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  train->add_option("--steps-per-epoch", o.steps_per_epoch, "Steps per epoch (default: the whole training set)")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+  return train;
+}
+
+int run_train(const TrainOptions& o) {
+  const Clock::time_point start = Clock::now();
+  validate(o);
+  if (!o.tpu_topology.empty()) ::setenv("STRATA_TPU_TOPOLOGY", o.tpu_topology.c_str(), 1);
+  // Devices first: the first tensor (loading the data) fixes the configuration.
+  configure_devices(o);
+  std::unique_ptr<sd::Strategy> owned = make_strategy(o);
+  sd::Strategy& strategy = owned ? *owned : sd::get_strategy();
+  const Data data = load(o);
+  const int64_t n_train = data.train.x.shape()[0];
+  const int64_t n_test = data.test.x.shape()[0];
+  const double lr = o.learning_rate > 0 ? o.learning_rate : (o.optimizer == "sgd" ? 0.01 : 0.001);
+  std::ostream& out = std::cout;
+  const bool human = !o.json;
+
+  // The model, its optimizer and metrics under the strategy's scope, so their
+  // variables are distributed.
+  keras::ModelPtr model;
+  {
+    std::optional<sd::StrategyScope> scope;
+    if (owned) scope.emplace(strategy);
+    model = build_model(o.model, o.seed);
+    model->compile({.optimizer = make_optimizer(o, lr),
+                    // The loss as a function of (labels, logits): compile reduces it
+                    // with SUM_OVER_BATCH_SIZE and fit scales it for the replicas.
+                    .loss = keras::LossFunction([](const Tensor& labels, const Tensor& logits) {
+                      return keras::losses::sparse_categorical_crossentropy(labels, logits, {.from_logits = true});
+                    }),
+                    .metrics = {"accuracy"},
+                    .seed = o.seed});
+    // The slots now, in the scope: replica threads must not create them
+    // concurrently on the first step (optimizer.h), and BackupAndRestore
+    // restores into them.
+    model->optimizer()->build(model->trainable_variables());
+  }
+  const int replicas = strategy.num_replicas_in_sync();
+  if (human) {
+    const std::vector<std::string> devices = strategy_devices(strategy);
+    out << "strategy: " << (owned ? strategy.name() : std::string("default (no distribution)")) << ", "
+        << replicas << " replica" << (replicas == 1 ? "" : "s") << " on " << devices.size() << " device"
+        << (devices.size() == 1 ? "" : "s") << "\n";
+    for (const std::string& d : devices) out << "  " << d << "\n";
+    out << "data: " << data.source << ": " << n_train << " training, " << n_test << " test examples\n";
+    out << "model: " << o.model << ", optimizer " << o.optimizer << " (learning rate " << lr << "), global batch "
+        << o.batch_size;
+    if (replicas > 1) out << " (" << o.batch_size / replicas << (o.batch_size % replicas ? "+" : "") << " per replica)";
+    out << ", " << o.epochs << " epoch" << (o.epochs == 1 ? "" : "s") << ", seed " << o.seed << "\n";
+    model->summary(out);
+    out.flush();
+  }
+
+  std::vector<keras::callbacks::CallbackPtr> callbacks;
+  callbacks.push_back(keras::callbacks::LambdaCallback(
+      {.on_batch_end = [&model](int64_t, keras::Logs&) {
+        if (g_interrupted.load()) model->stop_training = true;
+      }}));
+  auto meter = std::make_shared<ThroughputMeter>(o.batch_size, o.steps_per_epoch > 0
+                                                                   ? std::min(n_train, o.steps_per_epoch * o.batch_size)
+                                                                   : n_train);
+  callbacks.push_back(meter);
+  std::shared_ptr<keras::callbacks::BackupAndRestoreCallback> backup;
+  bool resuming = false;
+  if (!o.checkpoint_dir.empty()) {
+    std::filesystem::create_directories(o.checkpoint_dir);
+    // The backup stays after a complete run: the same command then trains no
+    // more epochs and reports the checkpoint's accuracy; more --epochs continue.
+    backup = keras::callbacks::BackupAndRestore(o.checkpoint_dir, {.delete_checkpoint = false});
+    resuming = std::filesystem::exists(backup->backup_path());
+    callbacks.push_back(std::make_shared<UnlessInterrupted>(backup));
+  }
+  std::string csv_path;
+  if (!o.log_dir.empty()) {
+    std::filesystem::create_directories(o.log_dir);
+    csv_path = (std::filesystem::path(o.log_dir) / "metrics.csv").string();
+    callbacks.push_back(std::make_shared<UnlessInterrupted>(keras::callbacks::TensorBoard({.log_dir = o.log_dir})));
+    // A resumed run appends to the rows of the epochs already done.
+    callbacks.push_back(std::make_shared<UnlessInterrupted>(keras::callbacks::CSVLogger(csv_path, ",", resuming)));
+  }
+
+  keras::History history;
+  {
+    const SigintGuard sigint;
+    keras::FitOptions fit{.batch_size = o.batch_size,
+                          .epochs = o.epochs,
+                          .verbose = o.json ? 0 : keras::Verbosity::kAuto,
+                          .callbacks = callbacks,
+                          .validation_data = std::pair<Tensor, Tensor>(data.test.x, data.test.y),
+                          .shuffle = true};
+    if (o.steps_per_epoch > 0) fit.steps_per_epoch = o.steps_per_epoch;
+    fit.validation_batch_size = o.batch_size;
+    history = model->fit(data.train.x, data.train.y, fit);
+  }
+  const bool interrupted = g_interrupted.load();
+  const std::optional<int> resumed_at = backup ? backup->resumed_epoch() : std::nullopt;
+
+  keras::Logs test;
+  if (!interrupted) test = model->evaluate(data.test.x, data.test.y, {.batch_size = o.batch_size, .verbose = 0});
+  if (!o.plot.empty() && !interrupted && !history.epoch.empty()) {
+    plot_training_curves(history.epoch, history.history, o.plot);
+  }
+  const double wall = std::chrono::duration<double>(Clock::now() - start).count();
+  const double throughput = meter->seconds() > 0 ? double(meter->examples()) / meter->seconds() : 0.0;
+  const int last_epoch = history.epoch.empty() ? resumed_at.value_or(0) : history.epoch.back() + 1;
+
+  if (o.json) {
+    nlohmann::json j = {{"model", o.model},
+                        {"strategy", o.strategy},
+                        {"replicas", replicas},
+                        {"global_batch_size", o.batch_size},
+                        {"epochs", last_epoch},
+                        {"epochs_this_run", meter->epochs()},
+                        {"train_examples", meter->examples()},
+                        {"train_time_s", meter->seconds()},
+                        {"examples_per_second", throughput},
+                        {"wall_time_s", wall},
+                        {"interrupted", interrupted}};
+    if (!interrupted) {
+      j["test_accuracy"] = test.at("accuracy");
+      j["test_loss"] = test.at("loss");
+    }
+    if (resumed_at) j["resumed_from_epoch"] = *resumed_at;
+    if (backup) j["checkpoint"] = backup->backup_path();
+    if (!o.log_dir.empty()) j["log_dir"] = o.log_dir;
+    if (!o.plot.empty() && !interrupted && !history.epoch.empty()) j["plot"] = o.plot;
+    out << j.dump() << "\n";
+  } else {
+    out << "\n";
+    if (resumed_at) out << "resumed from the checkpoint after epoch " << *resumed_at << "\n";
+    if (interrupted) {
+      out << "interrupted by Ctrl-C during epoch " << last_epoch << "; the partial epoch was not saved\n";
+    } else {
+      out << "test accuracy " << fixed(test.at("accuracy"), 4) << ", test loss " << fixed(test.at("loss"), 4)
+          << " (" << n_test << " examples)\n";
+    }
+    out << "trained " << meter->epochs() << " epoch" << (meter->epochs() == 1 ? "" : "s") << " ("
+        << meter->examples() << " examples) in " << fixed(meter->seconds(), 1) << " s: " << fixed(throughput, 0)
+        << " examples/s; wall time " << fixed(wall, 1) << " s\n";
+    if (backup) {
+      if (std::filesystem::exists(backup->backup_path())) {
+        out << "checkpoint: " << backup->backup_path() << " (rerun the same command to resume, or add --epochs)\n";
+      } else {
+        out << "checkpoint: none written yet in " << o.checkpoint_dir << " (no epoch completed)\n";
+      }
+    }
+    if (!o.log_dir.empty()) {
+      out << "logs: " << o.log_dir << " (TensorBoard: tensorboard --logdir " << o.log_dir << "; " << csv_path
+          << ")\n";
+    }
+    if (!o.plot.empty() && !interrupted) {
+      out << "plot: " << (history.epoch.empty() ? "not drawn (no epochs trained in this run)" : o.plot) << "\n";
+    }
+  }
+  out.flush();
+  return interrupted ? 128 + SIGINT : 0;
+}
+
+}  // namespace strata::tools

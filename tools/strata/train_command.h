@@ -1,0 +1,62 @@
+#pragma once
+// `strata train`: trains a Fashion-MNIST classifier with keras fit under a
+// tf.distribute strategy, and reports test accuracy and throughput.
+//
+//   strata train                                    # MLP, MirroredStrategy over every core
+//   strata train --model cnn --epochs 3 --plot curves.svg
+//   strata train --strategy tpu --tpu-topology 2x2x1x2 --computation-shape 1,1,1,2 --num-replicas 4
+//   strata train --checkpoint-dir /tmp/ckpt         # Ctrl-C, then the same command resumes
+//   strata train --json                             # one JSON line of final metrics on stdout
+//
+// Data: the gzipped IDX files of Debian's dataset-fashion-mnist
+// (keras::datasets::fashion_mnist::load_data; --data-dir overrides the folder)
+// or TFRecord files of tf.Examples {image: 784 raw bytes, label: int64} as
+// `strata tfrecord convert-idx` writes them (--tfrecord, --tfrecord-test).
+// Images become float32 in [0, 1]; labels int64.
+//
+// Errors: bad option values are InvalidArgumentError (the program exits 2),
+// everything else a strata::Error of its code (exit 1). Ctrl-C stops after the
+// current step: the interrupted epoch is not written to the checkpoint or the
+// logs (they keep the last complete epoch), and the program exits 130.
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace CLI {
+class App;
+}
+
+namespace strata::tools {
+
+struct TrainOptions {
+  std::string model = "mlp";                 // mlp | cnn (tools/strata/models.h)
+  std::string strategy = "mirrored";         // default | one_device | mirrored | multi_worker | tpu
+  int devices = 0;                           // logical CPU devices; 0 = the strategy's default (below)
+  std::string tpu_topology = "";             // XxYxZxC for --strategy tpu; "" = from the devices
+  std::vector<int> computation_shape = {};   // tpu: cores of one replica (x, y, z, core)
+  int num_replicas = 0;                      // tpu: replicas; 0 = as many as fit
+  int epochs = 5;
+  int batch_size = 128;                      // global: split across the replicas
+  double learning_rate = 0;                  // 0 = the optimizer's default here (adam 0.001, sgd 0.01)
+  std::string optimizer = "adam";            // adam | sgd (sgd uses momentum 0.9)
+  uint64_t seed = 1;                         // weights and shuffling
+  std::string data_dir = "";                 // "" = $STRATA_DATA_DIR, else Debian's folder
+  std::string tfrecord = "";                 // glob of training TFRecord files
+  std::string tfrecord_test = "";            // glob of test TFRecord files; "" = the IDX test set
+  std::string checkpoint_dir = "";           // BackupAndRestore folder; "" = none
+  std::string log_dir = "";                  // TensorBoard events + metrics.csv; "" = none
+  std::string plot = "";                     // .png or .svg; "" = none
+  bool json = false;                         // one JSON line on stdout instead of the human output
+  int64_t limit_examples = 0;                // use only the first N train and test examples; 0 = all
+  int64_t steps_per_epoch = 0;               // 0 = whole epochs
+};
+
+// Registers the `train` subcommand and its flags on `app`, filling `options`.
+CLI::App* add_train_command(CLI::App& app, TrainOptions& options);
+
+// Runs the training; returns the exit status (0, or 130 after Ctrl-C). Throws
+// InvalidArgumentError for invalid options and other strata::Errors for failures.
+int run_train(const TrainOptions& options);
+
+}  // namespace strata::tools
