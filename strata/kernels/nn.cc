@@ -45,9 +45,29 @@ int64_t rows_per_chunk(int64_t total_rows, int64_t k) {
   return std::min(by_buffer, by_count);
 }
 
+// Copies a run of n elements. Runs in im2col are often a few elements (one
+// channel times the filter width), where a memmove call costs more than the copy.
+template <typename T>
+inline void copy_run(const T* src, int64_t n, T* dst) {
+  if (n >= 32) {
+    std::copy_n(src, n, dst);
+    return;
+  }
+  for (int64_t e = 0; e < n; ++e) dst[e] = src[e];
+}
+
 template <typename T>
 std::unique_ptr<T[]> scratch(int64_t n) {
   return std::make_unique_for_overwrite<T[]>(static_cast<size_t>(std::max<int64_t>(n, 1)));
+}
+
+// The output pixel after (b, y, x) in [N, OH, OW] order.
+inline void advance_pixel(const ConvGeometry& g, int64_t& b, int64_t& y, int64_t& x) {
+  if (++x < g.out_w) return;
+  x = 0;
+  if (++y < g.out_h) return;
+  y = 0;
+  ++b;
 }
 
 // Rows [p0, p1) of the patch matrix: row p is output pixel p of the flattened
@@ -58,8 +78,10 @@ void im2col(const T* in, const ConvGeometry& g, int64_t p0, int64_t p1, T* col) 
   const int64_t k = patch_size(g);
   const int64_t hw = g.out_h * g.out_w;
   const int64_t row_len = g.filter_w * g.in_c;
-  for (int64_t p = p0; p < p1; ++p) {
-    const int64_t b = p / hw, y = (p % hw) / g.out_w, x = p % g.out_w;
+  // (b, y, x) of pixel p, stepped along instead of divided out per pixel
+  // (three integer divisions cost more than a small patch row's copy).
+  int64_t b = p0 / hw, y = (p0 % hw) / g.out_w, x = p0 % g.out_w;
+  for (int64_t p = p0; p < p1; ++p, advance_pixel(g, b, y, x)) {
     const T* img = in + b * g.in_h * g.in_w * g.in_c;
     T* row = col + (p - p0) * k;
     const int64_t ix0 = x * g.stride_w - g.pad_left;
@@ -74,7 +96,7 @@ void im2col(const T* in, const ConvGeometry& g, int64_t p0, int64_t p1, T* col) 
       const T* src = img + iy * g.in_w * g.in_c;
       if (row_inside) {
         // NHWC: the window's columns are contiguous in the input row.
-        std::copy_n(src + ix0 * g.in_c, row_len, dst);
+        copy_run(src + ix0 * g.in_c, row_len, dst);
         continue;
       }
       for (int64_t j = 0; j < g.filter_w; ++j) {
@@ -83,7 +105,7 @@ void im2col(const T* in, const ConvGeometry& g, int64_t p0, int64_t p1, T* col) 
         if (ix < 0 || ix >= g.in_w) {
           std::fill(d, d + g.in_c, T(0));
         } else {
-          std::copy_n(src + ix * g.in_c, g.in_c, d);
+          copy_run(src + ix * g.in_c, g.in_c, d);
         }
       }
     }
@@ -97,8 +119,8 @@ void col2im_add(const T* col, const ConvGeometry& g, int64_t p0, int64_t p1, T* 
   const int64_t k = patch_size(g);
   const int64_t hw = g.out_h * g.out_w;
   const int64_t row_len = g.filter_w * g.in_c;
-  for (int64_t p = p0; p < p1; ++p) {
-    const int64_t b = p / hw, y = (p % hw) / g.out_w, x = p % g.out_w;
+  int64_t b = p0 / hw, y = (p0 % hw) / g.out_w, x = p0 % g.out_w;
+  for (int64_t p = p0; p < p1; ++p, advance_pixel(g, b, y, x)) {
     T* img = out + b * g.in_h * g.in_w * g.in_c;
     const T* row = col + (p - p0) * k;
     const int64_t ix0 = x * g.stride_w - g.pad_left;
@@ -160,6 +182,10 @@ void conv_backprop_input(const T* filter, const T* dy, T* dx, const ConvGeometry
   const int64_t o = g.out_c;
   const int64_t hw = g.out_h * g.out_w;
   const int64_t image = g.in_h * g.in_w * g.in_c;
+  if (o == 0) {
+    std::fill(dx, dx + g.batch * image, T(0));  // no output channels: nothing flows back
+    return;
+  }
   if (is_pointwise(g)) {
     // The patch matrix is d input itself: a plain GEMM over pixel chunks.
     const int64_t total = g.batch * hw;
@@ -178,7 +204,6 @@ void conv_backprop_input(const T* filter, const T* dy, T* dx, const ConvGeometry
     std::unique_ptr<T[]> col = scratch<T>(rows * k);
     for (int64_t b = b0; b < b1; ++b) {
       std::fill(dx + b * image, dx + (b + 1) * image, T(0));
-      if (o == 0) continue;
       for (int64_t q0 = 0; q0 < hw; q0 += rows) {
         const int64_t p0 = b * hw + q0, p1 = b * hw + std::min(hw, q0 + rows);
         gemm<T>(false, true, p1 - p0, k, o, dy + p0 * o, o, filter, o, col.get(), k);
