@@ -231,38 +231,64 @@ enum class Windowed { Conv, MaxPool, AvgPool };
 
 // The spatially partitioned windowed ops. nullopt: no rule applies (the
 // caller falls back).
+// Where each device's output tile and input window lie for a windowed op.
+struct Plan {
+  Geometry gh, gw;
+  int64_t oth = 0, otw = 0;  // output tile height / width
+  std::vector<int64_t> k, strides, dilations;
+  // Device d's window rows [r0, r1) and columns [c0, c1) in input coordinates
+  // (negative or past the end inside the padding).
+  struct Window {
+    int64_t r0, r1, c0, c1;
+  };
+  Window window_of(const tpu::Sharding& s, int d) const {
+    const std::vector<int64_t> index = s.is_tiled() ? s.tile_index(d) : std::vector<int64_t>{0, 0, 0, 0};
+    const int64_t o_r = index[1] * oth, o_c = index[2] * otw;
+    return {o_r * gh.stride - gh.pad_before, (o_r + oth - 1) * gh.stride - gh.pad_before + gh.window,
+            o_c * gw.stride - gw.pad_before, (o_c + otw - 1) * gw.stride - gw.pad_before + gw.window};
+  }
+};
+
+std::optional<Plan> plan_for(const ShardedTensor& x, Windowed kind, const Tensor& filters,
+                             const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides0,
+                             const std::vector<int64_t>& dilations0, const std::string& padding) {
+  const tpu::Sharding& s = x.sharding();
+  if (x.rank() != 4 || parts(s, 3) != 1) return std::nullopt;
+  Plan p;
+  p.strides = hw(strides0, "strides");
+  p.dilations = hw(dilations0, "dilations");
+  if (kind == Windowed::Conv) {
+    if (filters.rank() != 4 || filters.shape()[2] != x.shape()[3]) return std::nullopt;
+    p.k = {filters.shape()[0], filters.shape()[1]};
+  } else {
+    p.k = hw(ksize, "ksize");
+  }
+  std::optional<Geometry> gh = geometry(x.shape()[1], p.k[0], p.strides[0], p.dilations[0], padding);
+  std::optional<Geometry> gw = geometry(x.shape()[2], p.k[1], p.strides[1], p.dilations[1], padding);
+  if (!gh || !gw) return std::nullopt;
+  if (gh->out % parts(s, 1) != 0 || gw->out % parts(s, 2) != 0) return std::nullopt;
+  p.gh = *gh;
+  p.gw = *gw;
+  p.oth = gh->out / parts(s, 1);
+  p.otw = gw->out / parts(s, 2);
+  return p;
+}
+
 std::optional<ShardedTensor> spatial(const ShardedTensor& x, Windowed kind, const Tensor& filters,
                                      const std::vector<int64_t>& ksize,
                                      const std::vector<int64_t>& strides0,
                                      const std::vector<int64_t>& dilations0,
                                      const std::string& padding) {
   const tpu::Sharding& s = x.sharding();
-  if (x.rank() != 4 || parts(s, 3) != 1) return std::nullopt;
-  const std::vector<int64_t> strides = hw(strides0, "strides");
-  const std::vector<int64_t> dilations = hw(dilations0, "dilations");
-  std::vector<int64_t> k = ksize;
-  if (kind == Windowed::Conv) {
-    if (filters.rank() != 4 || filters.shape()[2] != x.shape()[3]) return std::nullopt;
-    k = {filters.shape()[0], filters.shape()[1]};
-  } else {
-    k = hw(ksize, "ksize");
-  }
-  std::optional<Geometry> gh = geometry(x.shape()[1], k[0], strides[0], dilations[0], padding);
-  std::optional<Geometry> gw = geometry(x.shape()[2], k[1], strides[1], dilations[1], padding);
-  if (!gh || !gw) return std::nullopt;
-  if (gh->out % parts(s, 1) != 0 || gw->out % parts(s, 2) != 0) return std::nullopt;
-  const int64_t oth = gh->out / parts(s, 1), otw = gw->out / parts(s, 2);
+  std::optional<Plan> plan = plan_for(x, kind, filters, ksize, strides0, dilations0, padding);
+  if (!plan) return std::nullopt;
+  const std::vector<int64_t>& k = plan->k;
+  const std::vector<int64_t>& strides = plan->strides;
   const int64_t channels = kind == Windowed::Conv ? filters.shape()[3] : x.shape()[3];
-  const TensorShape out_shape({x.shape()[0], gh->out, gw->out, channels});
-  const nn::Conv2DOptions valid_conv{.strides = strides, .padding = "VALID", .dilations = dilations};
+  const TensorShape out_shape({x.shape()[0], plan->gh.out, plan->gw.out, channels});
+  const nn::Conv2DOptions valid_conv{.strides = strides, .padding = "VALID", .dilations = plan->dilations};
   std::vector<Tensor> shards = run_shards(x.devices(), holders(s), [&](int d) {
-    const std::vector<int64_t> index = s.is_tiled() ? s.tile_index(d) : std::vector<int64_t>{0, 0, 0, 0};
-    const int64_t o_r = s.is_tiled() ? index[1] * oth : 0, o_c = s.is_tiled() ? index[2] * otw : 0;
-    const int64_t n_r = s.is_tiled() ? oth : gh->out, n_c = s.is_tiled() ? otw : gw->out;
-    const int64_t r0 = o_r * gh->stride - gh->pad_before;
-    const int64_t r1 = (o_r + n_r - 1) * gh->stride - gh->pad_before + gh->window;
-    const int64_t c0 = o_c * gw->stride - gw->pad_before;
-    const int64_t c1 = (o_c + n_c - 1) * gw->stride - gw->pad_before + gw->window;
+    const auto [r0, r1, c0, c1] = plan->window_of(s, d);
     switch (kind) {
       case Windowed::Conv:
         return nn::conv2d(window(x, d, r0, r1, c0, c1, 0.0), filters, valid_conv);
@@ -640,6 +666,70 @@ ShardedTensor conv2d(const ShardedTensor& x, const Tensor& filters, const nn::Co
   const ShardedTensor f = shard(filters, tpu::Sharding::replicated(x.num_logical_devices()), x.devices());
   return fallback("conv2d", {x, f},
                   [&](const std::vector<Tensor>& t) { return nn::conv2d(t[0], t[1], options); });
+}
+
+Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters, const ShardedTensor& dy,
+                                 const nn::Conv2DOptions& options) {
+  const tpu::Sharding& s = x.sharding();
+  std::optional<Plan> plan =
+      plan_for(x, Windowed::Conv, filters, {}, options.strides, options.dilations, options.padding);
+  const TensorShape out_shape =
+      plan ? TensorShape({x.shape()[0], plan->gh.out, plan->gw.out, filters.shape()[3]}) : TensorShape();
+  if (!plan || !(dy.sharding() == s) || !(dy.shape() == out_shape)) {
+    count_fallback("conv2d_gradients");
+    const Device* device = x.devices().front();
+    const Tensor full_x = unshard(x, device), full_dy = unshard(dy, device);
+    DeviceScope scope(*device);
+    Conv2DGradients g;
+    g.filters = nn::conv2d_backprop_filter(full_x, filters.shape(), full_dy, options);
+    g.input = shard(nn::conv2d_backprop_input(full_x.shape(), filters, full_dy, options), s, x.devices());
+    return g;
+  }
+  const nn::Conv2DOptions valid{.strides = plan->strides, .padding = "VALID", .dilations = plan->dilations};
+  const std::vector<int> which = holders(s);
+  // Per device: the filter gradient of its window and the gradient of its
+  // window (own tile plus halo), in parallel.
+  std::vector<Tensor> d_patch(x.devices().size());
+  std::vector<Tensor> d_filters = run_shards(x.devices(), which, [&](int d) {
+    const auto [r0, r1, c0, c1] = plan->window_of(s, d);
+    Tensor patch = window(x, d, r0, r1, c0, c1, 0.0);
+    d_patch[static_cast<size_t>(d)] = nn::conv2d_backprop_input(patch.shape(), filters, dy.shard(d), valid);
+    return nn::conv2d_backprop_filter(patch, filters.shape(), dy.shard(d), valid);
+  });
+  // The reverse halo exchange: each device sums the parts of every window
+  // that overlap its tile; the filter gradients are all-reduced.
+  const int64_t th = x.shape()[1] / parts(s, 1), tw = x.shape()[2] / parts(s, 2);
+  Conv2DGradients g;
+  std::vector<Tensor> dx = run_shards(x.devices(), which, [&](int e) {
+    const std::vector<int64_t> ei = s.is_tiled() ? s.tile_index(e) : std::vector<int64_t>{0, 0, 0, 0};
+    const int64_t e_r0 = ei[1] * th, e_r1 = e_r0 + th, e_c0 = ei[2] * tw, e_c1 = e_c0 + tw;
+    std::vector<Tensor> parts_of_tile;
+    for (int d : which) {
+      const std::vector<int64_t> di = s.is_tiled() ? s.tile_index(d) : std::vector<int64_t>{0, 0, 0, 0};
+      if (di[0] != ei[0]) continue;
+      const auto [r0, r1, c0, c1] = plan->window_of(s, d);
+      const int64_t a = std::max(r0, e_r0), b = std::min(r1, e_r1);
+      const int64_t f = std::max(c0, e_c0), h = std::min(c1, e_c1);
+      if (a >= b || f >= h) continue;
+      const Tensor& dp = d_patch[static_cast<size_t>(d)];
+      Tensor piece = (a == r0 && b == r1 && f == c0 && h == c1)
+                         ? dp
+                         : slice(dp, {0, a - r0, f - c0, 0}, {-1, b - a, h - f, -1});
+      if (b - a != th || h - f != tw) {
+        piece = pad(piece, {{0, 0}, {a - e_r0, e_r1 - b}, {f - e_c0, e_c1 - h}, {0, 0}});
+      }
+      parts_of_tile.push_back(piece);
+    }
+    return parts_of_tile.size() == 1 ? parts_of_tile[0] : add_n(parts_of_tile);
+  });
+  g.input = make(s, x.shape(), std::move(dx), x.devices());
+  std::vector<Tensor> present;
+  for (int d : which) present.push_back(d_filters[static_cast<size_t>(d)]);
+  {
+    DeviceScope scope(*x.devices().front());
+    g.filters = present.size() == 1 ? present[0] : add_n(present);
+  }
+  return g;
 }
 
 ShardedTensor max_pool2d(const ShardedTensor& x, const std::vector<int64_t>& ksize,

@@ -140,6 +140,19 @@ ShardedTensor reshape(const ShardedTensor& x, const std::vector<int64_t>& shape)
 // --- spatially partitioned convolution and pooling (NHWC) ---
 ShardedTensor conv2d(const ShardedTensor& x, const Tensor& filters,
                      const nn::Conv2DOptions& options = {});
+// The gradients of conv2d for an upstream gradient `dy` laid out as conv2d's
+// result, computed shard-wise in parallel without a tape (the explicit
+// backward pass of model-parallel training loops and benchmarks): each device
+// backpropagates through its own window, the window gradients go back to the
+// tiles they came from (the reverse halo exchange), and the filter gradients
+// are summed (the all-reduce). Layouts without a rule take the fallback
+// (counted as "conv2d_gradients").
+struct Conv2DGradients {
+  ShardedTensor input;
+  Tensor filters;
+};
+Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters, const ShardedTensor& dy,
+                                 const nn::Conv2DOptions& options = {});
 ShardedTensor max_pool2d(const ShardedTensor& x, const std::vector<int64_t>& ksize,
                          const std::vector<int64_t>& strides, const std::string& padding = "VALID");
 ShardedTensor avg_pool2d(const ShardedTensor& x, const std::vector<int64_t>& ksize,

@@ -122,6 +122,29 @@ TEST_F(ShardedOpsTest, Conv2dWithHaloExchangeEqualsTheUnpartitionedConvolution) 
   }
 }
 
+TEST_F(ShardedOpsTest, ParallelConv2dGradientsEqualTheUnpartitionedBackprops) {
+  const std::vector<ConvCase> cases = {
+      {{1, 2, 1, 1}, 16, 3, 1, "SAME"}, {{1, 2, 2, 1}, 16, 3, 2, "SAME"},
+      {{1, 2, 4, 1}, 20, 5, 1, "VALID"}, {{2, 2, 1, 1}, 18, 3, 2, "VALID"},
+      {{1, 4, 1, 1}, 8, 7, 1, "SAME"},
+  };
+  for (const ConvCase& c : cases) {
+    SCOPED_TRACE(::testing::Message() << "parts " << TensorShape(c.parts) << " size " << c.size << " k "
+                                      << c.k << " stride " << c.stride << " " << c.padding);
+    Tensor x = randn({2, c.size, c.size, 3}, 61);
+    Tensor w = randn({c.k, c.k, 3, 4}, 62);
+    const nn::Conv2DOptions o{.strides = {c.stride, c.stride}, .padding = c.padding};
+    Tensor dy = randn(nn::conv2d(x, w, o).shape(), 63);
+    reset_fallback_counts();
+    ShardedTensor sx = sharded(x, c.parts);
+    Conv2DGradients g = conv2d_gradients(sx, w, shard(dy, sx.sharding(), sx.devices()), o);
+    EXPECT_EQ(fallback_count("conv2d_gradients"), 0);
+    EXPECT_EQ(g.input.sharding(), sx.sharding());
+    EXPECT_LE(relative_error(unshard(g.input), nn::conv2d_backprop_input(x.shape(), w, dy, o)), 1e-5);
+    EXPECT_LE(relative_error(g.filters, nn::conv2d_backprop_filter(x, w.shape(), dy, o)), 1e-5);
+  }
+}
+
 TEST_F(ShardedOpsTest, Conv2dWhoseOutputDoesNotDivideFallsBackAndIsStillCorrect) {
   Tensor x = randn({1, 16, 16, 3}, 5);
   Tensor w = randn({3, 3, 3, 2}, 6);
