@@ -20,13 +20,14 @@
 // every op of the replica runs there, as in TF. Without an assignment every
 // core is a replica of one logical device (DeviceAssignment::default_assignment).
 //
-// Model parallelism (current state): the logical-device annotations validate
-// as TensorFlow does and return the tensor carrying its tpu::Sharding
-// (tpu::sharding_of); experimental_assign_to_logical_device also places the
-// value on that logical device. Sharded *execution* is a later step: ops on
-// annotated tensors currently run unsharded on the device of their inputs
-// (the replica's logical device 0 unless assigned), which gives correct
-// results.
+// Model parallelism: the logical-device annotations validate as TensorFlow
+// does and return the tensor carrying its tpu::Sharding (tpu::sharding_of);
+// experimental_assign_to_logical_device also places the value on that
+// logical device (a recorded move, so gradients flow). Sharded *execution*
+// is strata/distribute/tpu_sharded_ops.h: sharded::shard(strategy, t) gives
+// one shard per logical device and the sharded:: ops run them in parallel.
+// Plain ops on an annotated Tensor run unsharded on the calling replica's
+// device (logical device 0 unless assigned), which is correct, not parallel.
 //
 // Not yet: the resolver-taking constructor (arrives with the cluster layer's
 // TPUClusterResolver; today the local system is implied), multi-host pods
