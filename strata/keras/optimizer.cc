@@ -8,6 +8,7 @@
 #include "strata/autodiff/gradient_tape.h"
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
+#include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/strategy.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
@@ -133,12 +134,22 @@ const Variable& Optimizer::slot(const Variable& variable, const std::string& slo
 }
 
 std::vector<Tensor> Optimizer::aggregate_gradients(const std::vector<Tensor>& gradients) {
-  const distribute::ReplicaContext* ctx = distribute::get_replica_context();
-  if (ctx != nullptr && ctx->num_replicas_in_sync() > 1) {
-    throw UnimplementedError(str_cat(name_, ": apply_gradients aggregating gradients under a strategy with ",
-                                     ctx->num_replicas_in_sync(), " replicas; see issue 6"));
+  distribute::ReplicaContext* ctx = distribute::get_replica_context();
+  if (ctx == nullptr || ctx->num_replicas_in_sync() == 1) return gradients;
+  // SUM all-reduce of the connected gradients, as Keras's default
+  // aggregation: every replica then applies the same update to its own copy.
+  // Every replica must have the same gradients connected (else the
+  // collective reports the mismatch on every replica).
+  std::vector<Tensor> defined;
+  for (const Tensor& g : gradients) {
+    if (g.defined()) defined.push_back(g);
   }
-  return gradients;
+  std::vector<Tensor> reduced = ctx->all_reduce(distribute::ReduceOp::SUM, defined);
+  std::vector<Tensor> out;
+  out.reserve(gradients.size());
+  size_t next = 0;
+  for (const Tensor& g : gradients) out.push_back(g.defined() ? reduced[next++] : Tensor());
+  return out;
 }
 
 std::vector<Tensor> Optimizer::clip_gradients(std::vector<Tensor> grads) const {
@@ -200,6 +211,18 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars, const ApplyG
     STRATA_CHECK_ARG(v.defined(), name_, ": apply_gradients got an undefined variable");
     vars.push_back(v);
     grads.push_back(g);
+  }
+  // Under a strategy with several replicas every replica thread runs this
+  // once per step: the optimizer's own state must be distributed too (each
+  // copy updated by its replica), and its slots are made once, by one thread.
+  distribute::ReplicaContext* replica = distribute::get_replica_context();
+  if (replica != nullptr && replica->num_replicas_in_sync() > 1) {
+    STRATA_CHECK(FAILED_PRECONDITION, distribute::is_distributed_variable(iterations_), name_,
+                 ": apply_gradients on ", replica->num_replicas_in_sync(),
+                 " replicas needs an optimizer created inside the strategy's scope()");
+    if (!built_ && !options.skip_gradients_aggregation) {
+      replica->merge_call([&](distribute::Strategy&) { build(vars); });
+    }
   }
   // Keras aggregates first (distributed Optimizer.apply_gradients), then runs
   // the base steps.

@@ -468,7 +468,7 @@ TEST(OptimizersGet, ResolvesNamesCaseInsensitively) {
   EXPECT_THROW(opt::get("lion"), InvalidArgumentError);
 }
 
-TEST(Optimizer, MoreThanOneReplicaIsNotImplementedYet) {
+TEST(Optimizer, AnOptimizerMadeOutsideTheScopeIsRefusedOnSeveralReplicas) {
   strata::internal::reset_runtime_for_testing();
   config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
                                            std::vector<config::LogicalDeviceConfiguration>(2));
@@ -478,10 +478,45 @@ TEST(Optimizer, MoreThanOneReplicaIsNotImplementedYet) {
   try {
     strategy.run([&] { sgd->apply_gradients({{constant<double>({1.0}), var}}); });
     FAIL();
-  } catch (const UnimplementedError& e) {
-    EXPECT_NE(std::string(e.what()).find("2 replicas"), std::string::npos) << e.what();
+  } catch (const FailedPreconditionError& e) {
+    EXPECT_NE(std::string(e.what()).find("inside the strategy's scope"), std::string::npos) << e.what();
   }
   EXPECT_EQ(values_of(var)[0], 1.0);
+}
+
+TEST(Optimizer, ReplicasSumTheirGradientsAndKeepTheCopiesEqual) {
+  strata::internal::reset_runtime_for_testing();
+  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                           std::vector<config::LogicalDeviceConfiguration>(3));
+  distribute::MirroredStrategy strategy({"CPU:0", "CPU:1", "CPU:2"});
+  Variable var;
+  Variable unconnected;
+  std::shared_ptr<opt::SGDOptimizer> sgd;
+  {
+    auto scope = strategy.scope();
+    var = Variable(constant<double>({1.0, 2.0}), {.name = "w"});
+    unconnected = Variable(constant<double>({5.0}), {.name = "u"});
+    sgd = opt::SGD({.learning_rate = 0.1, .momentum = 0.5});
+  }
+  // Replica r's gradient is (r + 1) * [1, -1]: the sum over 3 replicas is 6 * [1, -1].
+  auto step = [&] {
+    const double r = distribute::get_replica_context()->replica_id_in_sync_group();
+    sgd->apply_gradients({{constant<double>({r + 1.0, -(r + 1.0)}), var}, {Tensor(), unconnected}});
+  };
+  strategy.run(step);
+  strategy.run(step);
+  // Independent computation (Keras rounds lr to float32): m1 = -6 lr; m2 = 0.5 m1 - 6 lr = -9 lr;
+  // w = [1, 2] + (m1 + m2) * [1, -1] = [1 - 15 lr, 2 + 15 lr].
+  const double lr = double(0.1f);
+  for (const Variable& copy : distribute::distributed_components(var)) {
+    const std::vector<double> w = copy.value().to_vector<double>();
+    EXPECT_NEAR(w[0], 1.0 - 15 * lr, 1e-12);
+    EXPECT_NEAR(w[1], 2.0 + 15 * lr, 1e-12);
+  }
+  for (const Variable& copy : distribute::distributed_components(unconnected)) {
+    EXPECT_EQ(copy.value().to_vector<double>()[0], 5.0);
+  }
+  EXPECT_EQ(sgd->iterations(), 2);
 }
 
 }  // namespace
