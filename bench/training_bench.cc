@@ -1,0 +1,174 @@
+// Training-throughput benchmarks (issues 5 and 6), examples/s at batch 128:
+//   - the MLP 784-512-256-10 (ReLU, Adam 1e-3, sparse CCE from logits) and the
+//     CNN (Conv 32 3x3 ReLU, MaxPool 2, Conv 64 3x3 ReLU, MaxPool 2, Dense 128
+//     ReLU, Dense 10; Adam 1e-3) on one device with 1 or 2 intra-op threads,
+//     with a custom step (GradientTape + apply_gradients) and with model->fit;
+//   - the MLP under MirroredStrategy over 2 logical devices x 1 thread each
+//     (custom step inside strategy.run on a distributed dataset, and fit), to
+//     compare with one device x 2 threads.
+// Peers (same model, batch and thread count): bench/peers/torch_train.py
+// (PyTorch, one process) and bench/peers/torch_ddp.py (PyTorch DDP, 2 processes
+// x 1 thread, gloo over 127.0.0.1).
+//
+// Data: synthetic in memory, the same batch every step, fed through a dataset
+// (Dataset::from_tensors({x, y}).repeat()) so that every configuration pays its
+// input cost (for MirroredStrategy: the split of the global batch per replica).
+// The first steps (building the variables and the optimizer's slots, warming the
+// allocator) run before timing. One benchmark iteration is one training step
+// (custom loop) or one fit of kFitSteps steps; `examples_per_second` is the
+// wall-clock rate; `load1` is the 1-minute load average when the run ended
+// (the VM is shared: read every figure with it).
+//
+//   ninja -C build training_bench
+//   build/bench/training_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
+
+#include <benchmark/benchmark.h>
+
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "strata/keras/keras.h"
+#include "strata/strata.h"
+
+namespace strata {
+namespace {
+
+namespace keras = strata::keras;
+namespace sd = strata::distribute;
+
+constexpr int64_t kBatch = 128;
+constexpr int kWarmupSteps = 3;
+constexpr int64_t kFitSteps = 20;
+
+// The runtime's configuration is fixed once it starts; every benchmark
+// restarts it with `devices` logical CPU devices of `threads_per_device`
+// intra-op threads each (devices == 1: one CPU device with that many threads).
+void configure(int devices, int threads_per_device) {
+  static int current_devices = -1, current_threads = -1;
+  if (current_devices == devices && current_threads == threads_per_device) return;
+  internal::reset_runtime_for_testing();
+  config::set_intra_op_parallelism_threads(devices * threads_per_device);
+  if (devices > 1) {
+    std::vector<config::LogicalDeviceConfiguration> logical(static_cast<size_t>(devices));
+    for (auto& l : logical) l.num_threads = threads_per_device;
+    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0], logical);
+  }
+  current_devices = devices;
+  current_threads = threads_per_device;
+}
+
+enum class Net { MLP, CNN };
+
+std::shared_ptr<keras::SequentialModel> make_model(Net net) {
+  namespace L = keras::layers;
+  if (net == Net::MLP) {
+    return keras::Sequential({L::Dense(512, {.activation = "relu", .input_shape = {784}}),
+                              L::Dense(256, {.activation = "relu"}), L::Dense(10)});
+  }
+  return keras::Sequential({L::Conv2D(32, {3, 3}, {.activation = "relu", .input_shape = {28, 28, 1}}),
+                            L::MaxPooling2D({2, 2}), L::Conv2D(64, {3, 3}, {.activation = "relu"}),
+                            L::MaxPooling2D({2, 2}), L::Flatten(), L::Dense(128, {.activation = "relu"}),
+                            L::Dense(10)});
+}
+
+// One global batch of Fashion-MNIST-shaped synthetic data, repeated forever.
+data::Dataset synthetic_batches(Net net) {
+  const TensorShape shape = net == Net::MLP ? TensorShape{kBatch, 784} : TensorShape{kBatch, 28, 28, 1};
+  const Tensor x = random::uniform(shape, {.seed = 1});
+  const Tensor y = cast(random::uniform_int({kBatch}, 0, 10, {.seed = 2}), DType::int64);
+  return data::Dataset::from_tensors({x, y}).repeat();
+}
+
+void report(benchmark::State& state, int64_t examples_per_iteration) {
+  state.counters["examples_per_second"] = benchmark::Counter(
+      static_cast<double>(examples_per_iteration), benchmark::Counter::kIsIterationInvariantRate);
+  double load[1] = {0.0};
+  if (::getloadavg(load, 1) == 1) state.counters["load1"] = load[0];
+}
+
+// Custom training step: args threads (one device) or, with `mirrored`,
+// 2 logical devices x 1 thread under MirroredStrategy.
+void custom_loop(benchmark::State& state, Net net, bool mirrored) {
+  if (mirrored) {
+    configure(2, 1);
+  } else {
+    configure(1, static_cast<int>(state.range(0)));
+  }
+  std::optional<sd::MirroredStrategy> strategy;
+  if (mirrored) strategy.emplace(std::vector<std::string>{"CPU:0", "CPU:1"});
+  std::shared_ptr<keras::SequentialModel> model;
+  std::shared_ptr<keras::optimizers::AdamOptimizer> optimizer;
+  {
+    std::optional<sd::StrategyScope> scope;
+    if (strategy) scope.emplace(*strategy);
+    model = make_model(net);
+    optimizer = keras::optimizers::Adam({.learning_rate = 1e-3});
+    optimizer->build(model->trainable_variables());
+  }
+  auto step = [&](const data::Element& batch) {
+    GradientTape tape;
+    Tensor logits = (*model)(batch[0], /*training=*/true);
+    Tensor per_example = keras::losses::sparse_categorical_crossentropy(batch[1], logits, {.from_logits = true});
+    Tensor loss = nn::compute_average_loss(per_example, {.global_batch_size = kBatch});
+    auto grads = tape.gradient(loss, model->trainable_variables());
+    optimizer->apply_gradients(zip(grads, model->trainable_variables()));
+  };
+  if (strategy) {
+    sd::DistributedDataset dd = strategy->experimental_distribute_dataset(synthetic_batches(net));
+    sd::DistributedIterator it = dd.iter();
+    for (int i = 0; i < kWarmupSteps; ++i) strategy->run(step, it.get_next());
+    for (auto _ : state) strategy->run(step, it.get_next());
+  } else {
+    data::Iterator it = synthetic_batches(net).iter();
+    for (int i = 0; i < kWarmupSteps; ++i) step(it.get_next());
+    for (auto _ : state) step(it.get_next());
+  }
+  report(state, kBatch);
+}
+
+// model->fit(dataset, steps_per_epoch = kFitSteps) per iteration.
+void fit_loop(benchmark::State& state, Net net, bool mirrored) {
+  if (mirrored) {
+    configure(2, 1);
+  } else {
+    configure(1, static_cast<int>(state.range(0)));
+  }
+  std::optional<sd::MirroredStrategy> strategy;
+  if (mirrored) strategy.emplace(std::vector<std::string>{"CPU:0", "CPU:1"});
+  std::shared_ptr<keras::SequentialModel> model;
+  {
+    std::optional<sd::StrategyScope> scope;
+    if (strategy) scope.emplace(*strategy);
+    model = make_model(net);
+    model->compile({.optimizer = keras::optimizers::Adam({.learning_rate = 1e-3}),
+                    .loss = keras::losses::SparseCategoricalCrossentropy({.from_logits = true})});
+  }
+  const data::Dataset ds = synthetic_batches(net);
+  model->fit(ds, {.epochs = 1, .verbose = 0, .steps_per_epoch = kWarmupSteps});
+  for (auto _ : state) model->fit(ds, {.epochs = 1, .verbose = 0, .steps_per_epoch = kFitSteps});
+  report(state, kBatch * kFitSteps);
+}
+
+void BM_TrainMLP(benchmark::State& state) { custom_loop(state, Net::MLP, false); }
+void BM_TrainCNN(benchmark::State& state) { custom_loop(state, Net::CNN, false); }
+void BM_FitMLP(benchmark::State& state) { fit_loop(state, Net::MLP, false); }
+void BM_FitCNN(benchmark::State& state) { fit_loop(state, Net::CNN, false); }
+void BM_MirroredTrainMLP(benchmark::State& state) { custom_loop(state, Net::MLP, true); }
+void BM_MirroredFitMLP(benchmark::State& state) { fit_loop(state, Net::MLP, true); }
+
+BENCHMARK(BM_TrainMLP)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FitMLP)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MirroredTrainMLP)->Name("BM_MirroredTrainMLP/devices:2/threads:1")->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MirroredFitMLP)->Name("BM_MirroredFitMLP/devices:2/threads:1")->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TrainCNN)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FitCNN)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace strata
+
+BENCHMARK_MAIN();
