@@ -166,6 +166,37 @@ TEST_F(Train, TpuStrategyRunsOnTheLocalMeshWithADeviceAssignment) {
   EXPECT_NE(r.output.find("strategy: TPUStrategy, 2 replicas"), std::string::npos) << r.output;
 }
 
+TEST_F(Train, MultiWorkerTrainsTheSameModelInTwoLaunchedProcesses) {
+  TempDir logs;
+  Result r = run("launch --nproc 2 -- " + std::string(STRATA_CLI_PATH) + " " +
+                 quick("--strategy multi_worker --json --limit-examples 500 --log-dir " + logs.str()));
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::vector<nlohmann::json> lines;
+  for (int w = 0; w < 2; ++w) {
+    const std::string prefix = "[worker:" + std::to_string(w) + "] {";
+    const size_t at = r.output.find(prefix);
+    ASSERT_NE(at, std::string::npos) << r.output;
+    const size_t begin = at + prefix.size() - 1;
+    lines.push_back(nlohmann::json::parse(r.output.substr(begin, r.output.find('\n', begin) - begin)));
+  }
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_EQ(lines[w].at("task"), "worker:" + std::to_string(w)) << lines[w];
+    EXPECT_EQ(lines[w].at("replicas"), 2) << lines[w];  // one device per worker
+    EXPECT_EQ(lines[w].at("chief"), w == 0) << lines[w];
+    // 500 examples trimmed to whole global batches of 32 for each worker: 448 per epoch.
+    EXPECT_EQ(lines[w].at("train_examples"), 2 * 448) << lines[w];
+    EXPECT_GE(lines[w].at("test_accuracy").get<double>(), 0.9) << lines[w];
+  }
+  // Synchronous training: both workers end with the same model, so the same (global) evaluation.
+  EXPECT_EQ(lines[0].at("test_accuracy"), lines[1].at("test_accuracy"));
+  EXPECT_EQ(lines[0].at("test_loss"), lines[1].at("test_loss"));
+  // Only the chief writes the logs.
+  EXPECT_TRUE(lines[0].contains("log_dir"));
+  EXPECT_FALSE(lines[1].contains("log_dir"));
+  const std::string csv = read_file(logs / "metrics.csv");
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;  // header + 2 epochs
+}
+
 TEST_F(Train, ResumesFromTheCheckpointDir) {
   TempDir ckpt;
   nlohmann::json first = run_json("--epochs 1 --strategy default --checkpoint-dir " + ckpt.str());

@@ -23,6 +23,7 @@
 #include "strata/core/config.h"
 #include "strata/data/dataset.h"
 #include "strata/distribute/mirrored_strategy.h"
+#include "strata/distribute/multi_worker_mirrored_strategy.h"
 #include "strata/distribute/strategy.h"
 #include "strata/distribute/tpu_strategy.h"
 #include "strata/distribute/tpu_system.h"
@@ -43,12 +44,6 @@
 #include "tools/strata/plot.h"
 #include "tools/strata/tfrecord_command.h"
 
-// MultiWorkerMirroredStrategy lands separately (the multi-worker issue); until
-// its header exists --strategy multi_worker is a clear UnimplementedError.
-#if __has_include("strata/distribute/multi_worker_mirrored_strategy.h")
-#include "strata/distribute/multi_worker_mirrored_strategy.h"
-#define STRATA_TRAIN_HAVE_MULTI_WORKER 1
-#endif
 
 namespace strata::tools {
 
@@ -256,7 +251,9 @@ Data load(const TrainOptions& o) {
 // Splits the CPU into the logical devices the strategy needs. Without
 // --devices: one per hardware thread for mirrored and tpu (as many as the
 // mesh has cores when --tpu-topology is given); the default and one_device
-// strategies keep a single device that gets every thread. STRATA_CPU_DEVICES
+// strategies keep a single device that gets every thread, and so does each
+// multi_worker process (the workers of `strata launch` share the machine's
+// cores; --devices-per-worker splits them further). STRATA_CPU_DEVICES
 // (set by `strata launch --devices-per-worker`) wins over those defaults.
 void configure_devices(const TrainOptions& o) {
   int n = o.devices;
@@ -264,7 +261,7 @@ void configure_devices(const TrainOptions& o) {
     if (o.strategy == "tpu" && !o.tpu_topology.empty()) {
       n = 1;
       for (int d : tpu::parse_mesh_shape(o.tpu_topology)) n *= d;
-    } else if (o.strategy == "mirrored" || o.strategy == "tpu" || o.strategy == "multi_worker") {
+    } else if (o.strategy == "mirrored" || o.strategy == "tpu") {
       n = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     }
   }
@@ -280,15 +277,8 @@ std::unique_ptr<sd::Strategy> make_strategy(const TrainOptions& o) {
     return std::make_unique<sd::OneDeviceStrategy>(config::list_logical_devices("CPU").at(0).name);
   }
   if (o.strategy == "mirrored") return std::make_unique<sd::MirroredStrategy>();
-  if (o.strategy == "multi_worker") {
-#ifdef STRATA_TRAIN_HAVE_MULTI_WORKER
-    return std::make_unique<sd::MultiWorkerMirroredStrategy>();
-#else
-    throw UnimplementedError(
-        "--strategy multi_worker: MultiWorkerMirroredStrategy is not in this build yet (the multi-worker issue); "
-        "use --strategy mirrored");
-#endif
-  }
+  // TF_CONFIG says which worker this is (`strata launch` sets it); without it, one worker.
+  if (o.strategy == "multi_worker") return std::make_unique<sd::MultiWorkerMirroredStrategy>();
   if (o.strategy == "tpu") {
     // TF's sequence: resolve the system, connect, initialise, then build the
     // device assignment when the replica shape is given.
@@ -453,12 +443,39 @@ int run_train(const TrainOptions& o) {
   configure_devices(o);
   std::unique_ptr<sd::Strategy> owned = make_strategy(o);
   sd::Strategy& strategy = owned ? *owned : sd::get_strategy();
-  const Data data = load(o);
+  Data data = load(o);
+  const int workers = strategy.num_input_pipelines();
+  std::string trimmed_note;
+  if (workers > 1) {
+    // TODO(#7): with several workers, fit fails ("mismatched collectives") when
+    // the workers' shards hold different numbers of batches: the worker that
+    // runs out first enters the end-of-data agreement while the others are in
+    // a step. Until the distributed iterator agrees on the end every step,
+    // every worker gets whole global batches, the same number of them.
+    const int64_t unit = int64_t{o.batch_size} * workers;
+    for (Split* split : {&data.train, &data.test}) {
+      const int64_t n = split->x.shape()[0];
+      const int64_t keep = std::max(unit, n / unit * unit);
+      STRATA_CHECK_ARG(n >= unit, "--strategy multi_worker: needs at least --batch-size x workers = ", unit,
+                       " examples per split, got ", n);
+      split->x = split->x.slice_rows(0, keep);
+      split->y = split->y.slice_rows(0, keep);
+    }
+    trimmed_note = str_cat(" (whole global batches for each of the ", workers, " workers)");
+  }
   const int64_t n_train = data.train.x.shape()[0];
   const int64_t n_test = data.test.x.shape()[0];
   const double lr = o.learning_rate > 0 ? o.learning_rate : (o.optimizer == "sgd" ? 0.01 : 0.001);
   std::ostream& out = std::cout;
+  // Multi-worker: every worker trains; only the chief writes the logs and the
+  // plot, and draws the progress bar (TF's should_checkpoint/should_save_summary).
+  const bool chief = strategy.extended().should_checkpoint();
+  std::string task;
+  if (const auto* resolver = strategy.cluster_resolver(); resolver != nullptr && resolver->task_type()) {
+    task = *resolver->task_type() + ":" + std::to_string(resolver->task_id().value_or(0));
+  }
   const bool human = !o.json;
+  const bool show_progress = human && chief;
 
   // The model, its optimizer and metrics under the strategy's scope, so their
   // variables are distributed.
@@ -481,13 +498,14 @@ int run_train(const TrainOptions& o) {
     model->optimizer()->build(model->trainable_variables());
   }
   const int replicas = strategy.num_replicas_in_sync();
-  if (human) {
+  if (show_progress) {
     const std::vector<std::string> devices = strategy_devices(strategy);
     out << "strategy: " << (owned ? strategy.name() : std::string("default (no distribution)")) << ", "
         << replicas << " replica" << (replicas == 1 ? "" : "s") << " on " << devices.size() << " device"
         << (devices.size() == 1 ? "" : "s") << "\n";
     for (const std::string& d : devices) out << "  " << d << "\n";
-    out << "data: " << data.source << ": " << n_train << " training, " << n_test << " test examples\n";
+    out << "data: " << data.source << ": " << n_train << " training, " << n_test << " test examples" << trimmed_note
+        << "\n";
     out << "model: " << o.model << ", optimizer " << o.optimizer << " (learning rate " << lr << "), global batch "
         << o.batch_size;
     if (replicas > 1) out << " (" << o.batch_size / replicas << (o.batch_size % replicas ? "+" : "") << " per replica)";
@@ -508,15 +526,24 @@ int run_train(const TrainOptions& o) {
   std::shared_ptr<keras::callbacks::BackupAndRestoreCallback> backup;
   bool resuming = false;
   if (!o.checkpoint_dir.empty()) {
-    std::filesystem::create_directories(o.checkpoint_dir);
+    // Non-chief workers back up into their own subfolder, as TF's
+    // BackupAndRestore does (workertemp_<id>): all hold the same synchronous
+    // state, and no two processes write one file.
+    const std::string dir = chief ? o.checkpoint_dir
+                                  : (std::filesystem::path(o.checkpoint_dir) /
+                                     ("workertemp_" + task.substr(task.find(':') + 1)))
+                                        .string();
+    std::filesystem::create_directories(dir);
     // The backup stays after a complete run: the same command then trains no
     // more epochs and reports the checkpoint's accuracy; more --epochs continue.
-    backup = keras::callbacks::BackupAndRestore(o.checkpoint_dir, {.delete_checkpoint = false});
+    backup = keras::callbacks::BackupAndRestore(dir, {.delete_checkpoint = false});
     resuming = std::filesystem::exists(backup->backup_path());
     callbacks.push_back(std::make_shared<UnlessInterrupted>(backup));
   }
   std::string csv_path;
-  if (!o.log_dir.empty()) {
+  const bool write_logs = !o.log_dir.empty() && chief;
+  const bool write_plot = !o.plot.empty() && chief;
+  if (write_logs) {
     std::filesystem::create_directories(o.log_dir);
     csv_path = (std::filesystem::path(o.log_dir) / "metrics.csv").string();
     callbacks.push_back(std::make_shared<UnlessInterrupted>(keras::callbacks::TensorBoard({.log_dir = o.log_dir})));
@@ -529,7 +556,7 @@ int run_train(const TrainOptions& o) {
     const SigintGuard sigint;
     keras::FitOptions fit{.batch_size = o.batch_size,
                           .epochs = o.epochs,
-                          .verbose = o.json ? 0 : keras::Verbosity::kAuto,
+                          .verbose = show_progress ? keras::Verbosity::kAuto : 0,
                           .callbacks = callbacks,
                           .validation_data = std::pair<Tensor, Tensor>(data.test.x, data.test.y),
                           .shuffle = true};
@@ -542,9 +569,7 @@ int run_train(const TrainOptions& o) {
 
   keras::Logs test;
   if (!interrupted) test = model->evaluate(data.test.x, data.test.y, {.batch_size = o.batch_size, .verbose = 0});
-  if (!o.plot.empty() && !interrupted && !history.epoch.empty()) {
-    plot_training_curves(history.epoch, history.history, o.plot);
-  }
+  if (write_plot && !interrupted && !history.epoch.empty()) plot_training_curves(history.epoch, history.history, o.plot);
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   const double throughput = meter->seconds() > 0 ? double(meter->examples()) / meter->seconds() : 0.0;
   const int last_epoch = history.epoch.empty() ? resumed_at.value_or(0) : history.epoch.back() + 1;
@@ -553,6 +578,7 @@ int run_train(const TrainOptions& o) {
     nlohmann::json j = {{"model", o.model},
                         {"strategy", o.strategy},
                         {"replicas", replicas},
+                        {"chief", chief},
                         {"global_batch_size", o.batch_size},
                         {"epochs", last_epoch},
                         {"epochs_this_run", meter->epochs()},
@@ -565,13 +591,15 @@ int run_train(const TrainOptions& o) {
       j["test_accuracy"] = test.at("accuracy");
       j["test_loss"] = test.at("loss");
     }
+    if (!task.empty()) j["task"] = task;
     if (resumed_at) j["resumed_from_epoch"] = *resumed_at;
     if (backup) j["checkpoint"] = backup->backup_path();
-    if (!o.log_dir.empty()) j["log_dir"] = o.log_dir;
-    if (!o.plot.empty() && !interrupted && !history.epoch.empty()) j["plot"] = o.plot;
+    if (write_logs) j["log_dir"] = o.log_dir;
+    if (write_plot && !interrupted && !history.epoch.empty()) j["plot"] = o.plot;
     out << j.dump() << "\n";
   } else {
     out << "\n";
+    if (!task.empty()) out << "task " << task << (chief ? " (chief)" : "") << "\n";
     if (resumed_at) out << "resumed from the checkpoint after epoch " << *resumed_at << "\n";
     if (interrupted) {
       out << "interrupted by Ctrl-C during epoch " << last_epoch << "; the partial epoch was not saved\n";
@@ -589,11 +617,11 @@ int run_train(const TrainOptions& o) {
         out << "checkpoint: none written yet in " << o.checkpoint_dir << " (no epoch completed)\n";
       }
     }
-    if (!o.log_dir.empty()) {
+    if (write_logs) {
       out << "logs: " << o.log_dir << " (TensorBoard: tensorboard --logdir " << o.log_dir << "; " << csv_path
           << ")\n";
     }
-    if (!o.plot.empty() && !interrupted) {
+    if (write_plot && !interrupted) {
       out << "plot: " << (history.epoch.empty() ? "not drawn (no epochs trained in this run)" : o.plot) << "\n";
     }
   }
