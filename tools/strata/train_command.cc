@@ -308,42 +308,9 @@ std::vector<std::string> strategy_devices(sd::Strategy& s) {
   return s.extended().worker_devices();
 }
 
-// TODO(#6): Optimizer::aggregate_gradients raises UnimplementedError under a
-// strategy with several replicas until the distribute layer wires it. Until
-// then this does what Keras's default does there: a SUM all-reduce of the
-// gradients across the replicas (fit has already divided each replica's loss
-// by the replica count, so the sum is the gradient of the global mean).
-template <typename Base>
-class AllReducingOptimizer : public Base {
- public:
-  using Base::Base;
-
- protected:
-  std::vector<Tensor> aggregate_gradients(const std::vector<Tensor>& gradients) override {
-    sd::ReplicaContext* ctx = sd::get_replica_context();
-    if (ctx == nullptr || ctx->num_replicas_in_sync() <= 1) return gradients;
-    // Undefined gradients (unconnected variables) stay undefined, as the base's contract says.
-    std::vector<Tensor> defined;
-    for (const Tensor& g : gradients) {
-      if (g.defined()) defined.push_back(g);
-    }
-    std::vector<Tensor> reduced = ctx->all_reduce(sd::ReduceOp::SUM, defined);
-    std::vector<Tensor> out = gradients;
-    size_t next = 0;
-    for (Tensor& g : out) {
-      if (g.defined()) g = reduced[next++];
-    }
-    return out;
-  }
-};
-
 keras::optimizers::OptimizerPtr make_optimizer(const TrainOptions& o, double lr) {
-  if (o.optimizer == "sgd") {
-    return std::make_shared<AllReducingOptimizer<keras::optimizers::SGDOptimizer>>(
-        keras::optimizers::SGDOptions{.learning_rate = lr, .momentum = 0.9});
-  }
-  return std::make_shared<AllReducingOptimizer<keras::optimizers::AdamOptimizer>>(
-      keras::optimizers::AdamOptions{.learning_rate = lr});
+  if (o.optimizer == "sgd") return keras::optimizers::SGD({.learning_rate = lr, .momentum = 0.9});
+  return keras::optimizers::Adam({.learning_rate = lr});
 }
 
 std::string fixed(double v, int digits) {
@@ -492,10 +459,6 @@ int run_train(const TrainOptions& o) {
                     }),
                     .metrics = {"accuracy"},
                     .seed = o.seed});
-    // The slots now, in the scope: replica threads must not create them
-    // concurrently on the first step (optimizer.h), and BackupAndRestore
-    // restores into them.
-    model->optimizer()->build(model->trainable_variables());
   }
   const int replicas = strategy.num_replicas_in_sync();
   if (show_progress) {
