@@ -39,8 +39,8 @@ data::Dataset distribute_dataset_for_worker(const data::Dataset& ds, int num_wor
 }
 
 DistributedIterator::DistributedIterator(data::Iterator it, std::vector<const Device*> devices,
-                                         std::vector<TensorSpec> spec)
-    : it_(std::move(it)), devices_(std::move(devices)), spec_(std::move(spec)) {}
+                                         std::vector<TensorSpec> spec, StepAgreement agreement)
+    : it_(std::move(it)), devices_(std::move(devices)), spec_(std::move(spec)), agreement_(std::move(agreement)) {}
 
 data::Element DistributedIterator::empty_batch(const Device& device) const {
   // TF's dummy batch: the element spec with unknown dims set to 0 and the
@@ -57,7 +57,7 @@ data::Element DistributedIterator::empty_batch(const Device& device) const {
 }
 
 std::optional<PerReplica<data::Element>> DistributedIterator::get_next_as_optional() {
-  if (exhausted_) return std::nullopt;
+  if (finished_) return std::nullopt;
   std::vector<data::Element> parts;
   int with_data = 0;
   for (const Device* d : devices_) {
@@ -71,7 +71,11 @@ std::optional<PerReplica<data::Element>> DistributedIterator::get_next_as_option
     for (Tensor& t : *e) t = t.on_device(*d);
     parts.push_back(std::move(*e));
   }
-  if (with_data == 0) return std::nullopt;
+  const bool any = agreement_ ? agreement_(with_data > 0) : with_data > 0;
+  if (!any) {
+    finished_ = true;
+    return std::nullopt;
+  }
   return PerReplica<data::Element>(std::move(parts));
 }
 
@@ -81,13 +85,14 @@ PerReplica<data::Element> DistributedIterator::get_next() {
   return std::move(*next);
 }
 
-DistributedDataset::DistributedDataset(data::Dataset per_replica, std::vector<const Device*> devices)
-    : dataset_(std::move(per_replica)), devices_(std::move(devices)) {
+DistributedDataset::DistributedDataset(data::Dataset per_replica, std::vector<const Device*> devices,
+                                       StepAgreement agreement)
+    : dataset_(std::move(per_replica)), devices_(std::move(devices)), agreement_(std::move(agreement)) {
   STRATA_INTERNAL_CHECK(!devices_.empty());
 }
 
 DistributedIterator DistributedDataset::iter() const {
-  return DistributedIterator(dataset_.iter(), devices_, dataset_.element_spec());
+  return DistributedIterator(dataset_.iter(), devices_, dataset_.element_spec(), agreement_);
 }
 
 std::vector<TensorSpec> DistributedDataset::element_spec() const { return dataset_.element_spec(); }

@@ -19,13 +19,18 @@
 // Partial batches (TF's get_next_as_optional handling): when the data ends in
 // the middle of a step, replicas without data get an empty batch (batch
 // dimension 0) so that every replica still runs the step; when no replica has
-// data the iteration ends (OutOfRangeError / end of range-for). The dataset
-// cannot be transformed further (no such methods).
+// data the iteration ends (OutOfRangeError / end of range-for). Across
+// workers the workers agree on every step (one small all-reduce): while any
+// worker has data, every worker runs the step — one whose own data ended
+// gives its replicas empty batches — so uneven last batches never leave a
+// worker waiting in a collective the others skip. The dataset cannot be
+// transformed further (no such methods).
 //
 // Thread-safety: a DistributedDataset is immutable; an iterator is used by one
 // thread at a time (the thread driving the strategy).
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <vector>
@@ -36,10 +41,14 @@
 
 namespace strata::distribute {
 
+// Given whether this worker has data for the next step, returns whether any
+// worker has (a collective call on every worker; empty = this worker only).
+using StepAgreement = std::function<bool(bool this_worker_has_data)>;
+
 class DistributedIterator {
  public:
   DistributedIterator(data::Iterator it, std::vector<const Device*> devices,
-                      std::vector<TensorSpec> spec);
+                      std::vector<TensorSpec> spec, StepAgreement agreement = {});
   DistributedIterator(DistributedIterator&&) noexcept = default;
   DistributedIterator& operator=(DistributedIterator&&) noexcept = default;
 
@@ -54,14 +63,17 @@ class DistributedIterator {
   data::Iterator it_;
   std::vector<const Device*> devices_;
   std::vector<TensorSpec> spec_;
-  bool exhausted_ = false;
+  StepAgreement agreement_;
+  bool exhausted_ = false;   // this worker's data ended
+  bool finished_ = false;    // every worker's data ended
 };
 
 class DistributedDataset {
  public:
   // `per_replica` yields per-replica batches in replica order (the strategy
   // applied sharding and rebatching already); `devices` are the local replicas'.
-  DistributedDataset(data::Dataset per_replica, std::vector<const Device*> devices);
+  DistributedDataset(data::Dataset per_replica, std::vector<const Device*> devices,
+                     StepAgreement agreement = {});
 
   DistributedIterator iter() const;
   // The spec of one replica's batch.
@@ -92,6 +104,7 @@ class DistributedDataset {
  private:
   data::Dataset dataset_;
   std::vector<const Device*> devices_;
+  StepAgreement agreement_;
 };
 
 // The per-replica pipeline of one worker (steps 1 and 2 above): auto-shard

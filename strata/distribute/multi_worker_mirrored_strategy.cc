@@ -122,6 +122,14 @@ Tensor MultiWorkerMirroredStrategy::sum_across_workers(const Tensor& local) {
   return cross_workers_->all_reduce(worker_index_, local, collective::ReduceOp::SUM);
 }
 
+StepAgreement MultiWorkerMirroredStrategy::step_agreement() const {
+  if (!cross_workers_) return {};
+  return [group = cross_workers_, rank = worker_index_](bool has_data) {
+    const Tensor any = group->all_reduce(rank, constant(int64_t{has_data ? 1 : 0}), collective::ReduceOp::SUM);
+    return any.item<int64_t>() > 0;
+  };
+}
+
 void MultiWorkerMirroredStrategy::initialize_distributed_variable(const Variable& variable) {
   if (!cross_workers_) return;
   STRATA_CHECK(UNIMPLEMENTED, variable.dtype() != DType::string && variable.dtype() != DType::bool_,

@@ -80,6 +80,7 @@ class MultiWorkerMirroredStrategy : public ReplicatedStrategy {
   int input_pipeline_id() const override { return worker_index_; }
   const cluster_resolver::ClusterResolver* cluster_resolver() const override { return resolver_.get(); }
   Tensor sum_across_workers(const Tensor& local) override;
+  StepAgreement step_agreement() const override;
 
   int num_workers() const noexcept { return num_workers_; }
   int worker_index() const noexcept { return worker_index_; }

@@ -159,6 +159,30 @@ TEST_F(MultiWorkerTest, AFailedWorkerFailsTheOthersCollectivesInsteadOfHanging) 
   EXPECT_TRUE(outcome[0] == "UNAVAILABLE" || outcome[0] == "ABORTED") << outcome[0];
 }
 
+TEST_F(MultiWorkerTest, UnevenDataAcrossWorkersDoesNotDeadlock) {
+  const auto spec = two_workers();
+  // OFF: each worker reads all of its own dataset: 12 examples on worker 0, 4 on worker 1. A
+  // global batch of 4 gives each worker 2 examples per step (1 per replica).
+  auto steps = on_workers<std::vector<int64_t>>(spec, [](MultiWorkerMirroredStrategy& s) {
+    data::Options o;
+    o.experimental_distribute.auto_shard_policy = data::AutoShardPolicy::OFF;
+    const int64_t n = s.worker_index() == 0 ? 12 : 4;
+    auto dist = s.experimental_distribute_dataset(data::Dataset::range(n).batch(4).with_options(o));
+    std::vector<int64_t> sizes;   // per step: examples this worker fed, and the global sum
+    for (const auto& x : dist) {
+      auto counts = s.run([](const data::Element& e) {
+        const Tensor n = constant(e[0].shape().dim(0));
+        return get_replica_context()->all_reduce(ReduceOp::SUM, n).item<int64_t>();
+      }, x);
+      sizes.push_back(s.experimental_local_results(counts)[0]);
+    }
+    return sizes;
+  });
+  // Six steps on both workers: 2 + 2 examples, then worker 1 feeds empty batches.
+  EXPECT_EQ(steps[0], (std::vector<int64_t>{4, 4, 2, 2, 2, 2}));
+  EXPECT_EQ(steps[1], (std::vector<int64_t>{4, 4, 2, 2, 2, 2}));
+}
+
 TEST_F(MultiWorkerTest, AnUnreachableChiefIsUnavailableNamingItsAddress) {
   const auto spec = two_workers();
   try {

@@ -199,6 +199,9 @@ class Strategy {
       const InputOptions& options = {});
   // Deprecated in TF, kept for parity: Dataset::from_tensor_slices({array}).
   data::Dataset experimental_make_numpy_dataset(const Tensor& array) const;
+  // How this worker's distributed iterators agree with the other workers'
+  // on whether a step has data (distributed_dataset.h); none on one worker.
+  virtual StepAgreement step_agreement() const { return {}; }
   // Input pipelines across all workers and this worker's index among them.
   virtual int num_input_pipelines() const { return 1; }
   virtual int input_pipeline_id() const { return 0; }

@@ -25,7 +25,7 @@ DistributedDataset Strategy::experimental_distribute_dataset(const data::Dataset
     per_replica = per_replica.prefetch(int64_t{options.experimental_per_replica_buffer_size} *
                                        num_local_replicas());
   }
-  return DistributedDataset(per_replica, local_devices_of(*this));
+  return DistributedDataset(per_replica, local_devices_of(*this), step_agreement());
 }
 
 DistributedDataset Strategy::experimental_distribute_datasets_from_function(
@@ -39,7 +39,7 @@ DistributedDataset Strategy::experimental_distribute_datasets_from_function(
   if (options.experimental_per_replica_buffer_size > 0 && num_local_replicas() > 1) {
     ds = ds.prefetch(int64_t{options.experimental_per_replica_buffer_size} * num_local_replicas());
   }
-  return DistributedDataset(ds, local_devices_of(*this));
+  return DistributedDataset(ds, local_devices_of(*this), step_agreement());
 }
 
 data::Dataset Strategy::experimental_make_numpy_dataset(const Tensor& array) const {
