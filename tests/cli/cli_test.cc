@@ -254,19 +254,28 @@ cat <<'EOF'
 {"context": {}, "benchmarks": [
  {"name": "BM_StrataMatMul/m:8/real_time", "run_type": "iteration", "real_time": 1.5, "time_unit": "us"},
  {"name": "BM_CblasSgemm/m:8/real_time", "run_type": "iteration", "real_time": 3.0, "time_unit": "us"},
- {"name": "BM_Other", "run_type": "iteration", "real_time": 2.0, "time_unit": "ms"}]}
+ {"name": "BM_Other", "run_type": "iteration", "real_time": 2.0, "time_unit": "ms"},
+ {"name": "BM_TrainMLP/threads:1/real_time", "run_type": "iteration", "real_time": 80, "time_unit": "ms",
+  "examples_per_second": 1500}]}
 EOF
 )");
   write_executable(bench / "broken_bench", "#!/bin/sh\nexit 3\n");
   std::ofstream(peers / "needs_missing.py") << "import strata_no_such_module\n";
+  // A peer speaking the JSON-lines protocol, measured only at one thread.
+  std::ofstream(peers / "rate_peer.py") << "import sys\n"
+                                           "if sys.argv[-1] == '1':\n"
+                                           "    print('{\"peer\": \"rate_peer\", \"figure\": \"BM_TrainMLP/threads:1\", "
+                                           "\"examples_per_second\": 1000}')\n";
   Result r = run("bench --bench-dir " + bench.str() + " --peers-dir " + peers.str() + " --out " + (out / "b.json"));
   EXPECT_EQ(r.status, 1) << r.output;  // broken_bench failed
   EXPECT_NE(r.output.find("FAILED broken_bench: exit status 3"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("vs OpenBLAS cblas_sgemm 3 us  ratio 2.00"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("needs_missing.py: skipped (not installed: strata_no_such_module)"), std::string::npos)
       << r.output;
+  EXPECT_NE(r.output.find("vs rate_peer 1000 examples/s vs strata 1500  ratio 1.50"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("rate_peer.py: ran"), std::string::npos) << r.output;
   const nlohmann::json j = nlohmann::json::parse(read_file(out / "b.json"));
-  EXPECT_EQ(j.at("figures").size(), 3u);
+  EXPECT_EQ(j.at("figures").size(), 4u);
   EXPECT_DOUBLE_EQ(j.at("comparisons").at(0).at("ratio").get<double>(), 2.0);
   EXPECT_EQ(j.at("peers").at(0).at("status"), "skipped (not installed: strata_no_such_module)");
 }

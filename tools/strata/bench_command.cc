@@ -31,6 +31,7 @@ struct Figure {
   std::string program;
   std::string name;
   double seconds = 0;  // real time per iteration (median over repetitions)
+  std::optional<double> examples_per_second = std::nullopt;  // the benchmark's counter, when it has one
 };
 
 struct Comparison {
@@ -39,6 +40,16 @@ struct Comparison {
   std::string peer;  // what the peer is
   std::optional<double> peer_seconds = std::nullopt;
   std::string note = "";  // why there is no ratio
+  // Throughput comparisons (training): examples/s of both; the ratio is then
+  // Strata's rate / the peer's, which reads the same way (> 1: Strata faster).
+  std::optional<double> figure_rate = std::nullopt;
+  std::optional<double> peer_rate = std::nullopt;
+
+  std::optional<double> ratio() const {
+    if (figure_rate && peer_rate && *peer_rate > 0) return *figure_rate / *peer_rate;
+    if (peer_seconds && figure_seconds > 0) return *peer_seconds / figure_seconds;
+    return std::nullopt;
+  }
 };
 
 struct PeerStatus {
@@ -101,19 +112,24 @@ std::vector<fs::path> bench_programs(const fs::path& dir) {
 // Google Benchmark's JSON: iteration runs, several per name with repetitions.
 std::vector<Figure> parse_benchmark_json(const std::string& program, const std::string& text) {
   const nlohmann::json j = nlohmann::json::parse(text);
-  std::map<std::string, std::vector<double>> runs;
+  std::map<std::string, std::vector<double>> runs, rates;
   std::vector<std::string> order;
   for (const nlohmann::json& b : j.at("benchmarks")) {
     if (b.value("run_type", "iteration") != "iteration" || b.contains("error_occurred")) continue;
     const std::string name = b.at("name").get<std::string>();
     if (!runs.count(name)) order.push_back(name);
     runs[name].push_back(to_seconds(b.at("real_time").get<double>(), b.value("time_unit", "ns")));
+    if (b.contains("examples_per_second")) rates[name].push_back(b.at("examples_per_second").get<double>());
   }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
   std::vector<Figure> figures;
   for (const std::string& name : order) {
-    std::vector<double>& v = runs[name];
-    std::sort(v.begin(), v.end());
-    figures.push_back({program, name, v[v.size() / 2]});
+    Figure f{program, name, median(runs[name])};
+    if (rates.count(name)) f.examples_per_second = median(rates[name]);
+    figures.push_back(f);
   }
   return figures;
 }
@@ -192,6 +208,47 @@ void torch_conv_peer(const fs::path& script, bool quick, const std::vector<Figur
     }
   }
   statuses.push_back({script.filename().string(), "ran"});
+}
+
+// Peers that print one JSON object per line naming the figure they measured
+// ({"figure": "BM_TrainMLP/threads:1", "examples_per_second": ..., ...}, as
+// bench/peers/torch_train.py does), run once per thread count. Returns false
+// when the script printed no such line.
+bool json_lines_peer(const fs::path& script, bool quick, const std::vector<Figure>& figures,
+                     std::vector<Comparison>& out, std::vector<PeerStatus>& statuses) {
+  int understood = 0;
+  for (int threads : {1, 2}) {
+    const std::string cmd = "python3 " + quote(script.string()) + " --threads " + std::to_string(threads) +
+                            (quick ? " --repetitions 1 --min-time 0.3" : "") + " 2>/dev/null";
+    const Output o = capture(cmd);
+    if (o.status != 0) {
+      statuses.push_back({script.filename().string(), str_cat("failed (exit ", o.status, ") at --threads ", threads)});
+      return true;
+    }
+    std::istringstream lines(o.text);
+    std::string line;
+    while (std::getline(lines, line)) {
+      if (line.empty() || line[0] != '{') continue;
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (j.is_discarded() || !j.contains("figure")) continue;
+      const std::string figure = j.at("figure").get<std::string>();
+      const std::string peer = j.value("peer", script.stem().string()) +
+                               (j.contains("torch") ? " (PyTorch " + j.at("torch").get<std::string>() + ")" : "");
+      for (const Figure& f : figures) {
+        if (f.name != figure && !f.name.starts_with(figure + "/")) continue;
+        Comparison c{f.name, f.seconds, peer};
+        if (j.contains("seconds_per_step")) c.peer_seconds = j.at("seconds_per_step").get<double>();
+        if (j.contains("examples_per_second")) c.peer_rate = j.at("examples_per_second").get<double>();
+        c.figure_rate = f.examples_per_second;
+        if (!c.ratio()) c.note = "no comparable measure";
+        out.push_back(c);
+        ++understood;
+      }
+    }
+  }
+  if (understood == 0) return false;
+  statuses.push_back({script.filename().string(), "ran"});
+  return true;
 }
 
 std::string human_time(double s) {
@@ -276,7 +333,10 @@ int run_bench(const BenchOptions& o) {
       std::cerr << "bench: running peer " << script.filename().string() << "\n";
       torch_conv_peer(script, o.quick, figures, comparisons, peers);
     } else {
-      peers.push_back({script.filename().string(), "skipped (strata bench does not know how to read its output)"});
+      std::cerr << "bench: running peer " << script.filename().string() << "\n";
+      if (!json_lines_peer(script, o.quick, figures, comparisons, peers)) {
+        peers.push_back({script.filename().string(), "ran, but printed no JSON line naming a figure"});
+      }
     }
   }
 
@@ -293,9 +353,13 @@ int run_bench(const BenchOptions& o) {
   for (const Comparison& c : comparisons) {
     out << "  " << std::left << std::setw(static_cast<int>(width)) << c.figure << "  " << human_time(c.figure_seconds)
         << "  vs " << c.peer << " ";
-    if (c.peer_seconds) {
-      out << human_time(*c.peer_seconds) << "  ratio " << std::fixed << std::setprecision(2)
-          << *c.peer_seconds / c.figure_seconds << std::defaultfloat << "\n";
+    if (c.ratio()) {
+      if (c.figure_rate && c.peer_rate) {
+        out << std::fixed << std::setprecision(0) << *c.peer_rate << " examples/s vs strata " << *c.figure_rate;
+      } else {
+        out << human_time(*c.peer_seconds);
+      }
+      out << "  ratio " << std::fixed << std::setprecision(2) << *c.ratio() << std::defaultfloat << "\n";
     } else {
       out << "-  (" << c.note << ")\n";
     }
@@ -313,9 +377,11 @@ int run_bench(const BenchOptions& o) {
     j["comparisons"] = nlohmann::json::array();
     for (const Comparison& c : comparisons) {
       nlohmann::json e = {{"figure", c.figure}, {"seconds", c.figure_seconds}, {"peer", c.peer}};
-      if (c.peer_seconds) {
-        e["peer_seconds"] = *c.peer_seconds;
-        e["ratio"] = *c.peer_seconds / c.figure_seconds;
+      if (c.peer_seconds) e["peer_seconds"] = *c.peer_seconds;
+      if (c.figure_rate) e["examples_per_second"] = *c.figure_rate;
+      if (c.peer_rate) e["peer_examples_per_second"] = *c.peer_rate;
+      if (c.ratio()) {
+        e["ratio"] = *c.ratio();
       } else {
         e["note"] = c.note;
       }

@@ -13,8 +13,12 @@
 //   * bench/peers/*.py: run when every module they import is installed
 //     (python3-torch for PyTorch), else reported "skipped (not installed: ...)".
 //     torch_conv.py's figures are paired with BM_Conv2DForward /
-//     BM_Conv2DForwardBackward at the same layer and thread count.
-// ratio = peer time / Strata time: above 1 means Strata is faster. Nothing is
+//     BM_Conv2DForwardBackward at the same layer and thread count; any other
+//     script is run with --threads 1 and 2 and is read as JSON lines naming
+//     the figure they match ({"figure": "BM_TrainMLP/threads:1",
+//     "examples_per_second": ...}, as torch_train.py prints).
+// ratio = peer time / Strata time, or Strata's examples/s / the peer's when
+// both report a rate: above 1 means Strata is faster. Nothing is
 // estimated: a figure whose peer did not run has no ratio.
 //
 // Returns 0, or 1 when a benchmark program failed (the others still run).
