@@ -59,6 +59,10 @@ using Clock = std::chrono::steady_clock;
 // atomic is async-signal-safe.
 std::atomic<bool> g_interrupted{false};
 static_assert(std::atomic<bool>::is_always_lock_free);
+// Set (on the fit thread) when a step's end saw g_interrupted and stopped
+// training there, leaving the epoch partial. A Ctrl-C during validation stops
+// at the next step instead, so the epoch it came in still counts as whole.
+std::atomic<bool> g_stopped_mid_epoch{false};
 
 extern "C" void on_sigint(int) {
   g_interrupted.store(true);
@@ -73,6 +77,7 @@ class SigintGuard {
  public:
   SigintGuard() {
     g_interrupted.store(false);
+    g_stopped_mid_epoch.store(false);
     struct sigaction sa = {};
     sa.sa_handler = on_sigint;
     sigemptyset(&sa.sa_mask);
@@ -89,8 +94,8 @@ class SigintGuard {
 
 // --- callbacks ---------------------------------------------------------------
 
-// Forwards every hook to `inner` except, after Ctrl-C, on_epoch_end and
-// on_train_end: the interrupted epoch is partial, and a backup or a log row
+// Forwards every hook to `inner` except, once Ctrl-C stopped training inside an
+// epoch, on_epoch_end and on_train_end: that epoch is partial, and a backup or a log row
 // for it would claim a whole epoch. The checkpoint and logs therefore keep the
 // last complete epoch, and a resumed run redoes the interrupted one.
 class UnlessInterrupted : public keras::callbacks::Callback {
@@ -98,17 +103,17 @@ class UnlessInterrupted : public keras::callbacks::Callback {
   explicit UnlessInterrupted(keras::callbacks::CallbackPtr inner) : inner_(std::move(inner)) {}
   void on_train_begin(keras::Logs& logs) override { bind(), inner_->on_train_begin(logs); }
   void on_train_end(keras::Logs& logs) override {
-    if (!g_interrupted.load()) bind(), inner_->on_train_end(logs);
+    if (!g_stopped_mid_epoch.load()) bind(), inner_->on_train_end(logs);
   }
   void on_epoch_begin(int epoch, keras::Logs& logs) override { bind(), inner_->on_epoch_begin(epoch, logs); }
   void on_epoch_end(int epoch, keras::Logs& logs) override {
-    if (!g_interrupted.load()) bind(), inner_->on_epoch_end(epoch, logs);
+    if (!g_stopped_mid_epoch.load()) bind(), inner_->on_epoch_end(epoch, logs);
   }
   void on_train_batch_begin(int64_t batch, keras::Logs& logs) override {
     bind(), inner_->on_train_batch_begin(batch, logs);
   }
   void on_train_batch_end(int64_t batch, keras::Logs& logs) override {
-    if (!g_interrupted.load()) bind(), inner_->on_train_batch_end(batch, logs);
+    if (!g_stopped_mid_epoch.load()) bind(), inner_->on_train_batch_end(batch, logs);
   }
   void on_test_begin(keras::Logs& logs) override { bind(), inner_->on_test_begin(logs); }
   void on_test_end(keras::Logs& logs) override { bind(), inner_->on_test_end(logs); }
@@ -480,7 +485,10 @@ int run_train(const TrainOptions& o) {
   std::vector<keras::callbacks::CallbackPtr> callbacks;
   callbacks.push_back(keras::callbacks::LambdaCallback(
       {.on_batch_end = [&model](int64_t, keras::Logs&) {
-        if (g_interrupted.load()) model->stop_training = true;
+        if (g_interrupted.load()) {
+          model->stop_training = true;
+          g_stopped_mid_epoch.store(true);
+        }
       }}));
   auto meter = std::make_shared<ThroughputMeter>(o.batch_size, o.steps_per_epoch > 0
                                                                    ? std::min(n_train, o.steps_per_epoch * o.batch_size)
@@ -527,7 +535,7 @@ int run_train(const TrainOptions& o) {
     fit.validation_batch_size = o.batch_size;
     history = model->fit(data.train.x, data.train.y, fit);
   }
-  const bool interrupted = g_interrupted.load();
+  const bool interrupted = g_stopped_mid_epoch.load();
   const std::optional<int> resumed_at = backup ? backup->resumed_epoch() : std::nullopt;
 
   keras::Logs test;
