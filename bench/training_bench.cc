@@ -16,13 +16,16 @@
 // The first steps (building the variables and the optimizer's slots, warming the
 // allocator) run before timing. One benchmark iteration is one training step
 // (custom loop) or one fit of kFitSteps steps; `examples_per_second` is the
-// wall-clock rate; `load1` is the 1-minute load average when the run ended
+// wall-clock rate; `process_cpu_ms_per_step` the CPU time of the whole process
+// per 128 examples; `load1` is the 1-minute load average when the run ended
 // (the VM is shared: read every figure with it).
 //
 //   ninja -C build training_bench
 //   build/bench/training_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 
 #include <benchmark/benchmark.h>
+
+#include <time.h>
 
 #include <cstdlib>
 #include <memory>
@@ -82,9 +85,23 @@ data::Dataset synthetic_batches(Net net) {
   return data::Dataset::from_tensors({x, y}).repeat();
 }
 
-void report(benchmark::State& state, int64_t examples_per_iteration) {
+// CPU time of the whole process (every thread: replicas, intra-op pool,
+// prefetching), a figure that depends less on the machine's load than wall time.
+double process_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// `cpu_start`: process_cpu_seconds() when the timed loop began.
+void report(benchmark::State& state, int64_t examples_per_iteration, double cpu_start) {
+  const double cpu = process_cpu_seconds() - cpu_start;
   state.counters["examples_per_second"] = benchmark::Counter(
       static_cast<double>(examples_per_iteration), benchmark::Counter::kIsIterationInvariantRate);
+  // Process CPU milliseconds per 128 examples (one step).
+  state.counters["process_cpu_ms_per_step"] =
+      1e3 * cpu / static_cast<double>(state.iterations()) * static_cast<double>(kBatch) /
+      static_cast<double>(examples_per_iteration);
   double load[1] = {0.0};
   if (::getloadavg(load, 1) == 1) state.counters["load1"] = load[0];
 }
@@ -120,13 +137,16 @@ void custom_loop(benchmark::State& state, Net net, bool mirrored) {
     sd::DistributedDataset dd = strategy->experimental_distribute_dataset(synthetic_batches(net));
     sd::DistributedIterator it = dd.iter();
     for (int i = 0; i < kWarmupSteps; ++i) strategy->run(step, it.get_next());
+    const double cpu_start = process_cpu_seconds();
     for (auto _ : state) strategy->run(step, it.get_next());
+    report(state, kBatch, cpu_start);
   } else {
     data::Iterator it = synthetic_batches(net).iter();
     for (int i = 0; i < kWarmupSteps; ++i) step(it.get_next());
+    const double cpu_start = process_cpu_seconds();
     for (auto _ : state) step(it.get_next());
+    report(state, kBatch, cpu_start);
   }
-  report(state, kBatch);
 }
 
 // model->fit(dataset, steps_per_epoch = kFitSteps) per iteration.
@@ -148,8 +168,9 @@ void fit_loop(benchmark::State& state, Net net, bool mirrored) {
   }
   const data::Dataset ds = synthetic_batches(net);
   model->fit(ds, {.epochs = 1, .verbose = 0, .steps_per_epoch = kWarmupSteps});
+  const double cpu_start = process_cpu_seconds();
   for (auto _ : state) model->fit(ds, {.epochs = 1, .verbose = 0, .steps_per_epoch = kFitSteps});
-  report(state, kBatch * kFitSteps);
+  report(state, kBatch * kFitSteps, cpu_start);
 }
 
 void BM_TrainMLP(benchmark::State& state) { custom_loop(state, Net::MLP, false); }

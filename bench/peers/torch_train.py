@@ -14,7 +14,7 @@ timed. Prints one JSON line per model:
 
   {"peer": "torch_train", "figure": "BM_TrainMLP/threads:1", "model": "mlp", "threads": 1,
    "batch_size": 128, "examples_per_second": <median>, "seconds_per_step": <median>,
-   "runs": [<examples/s of each repetition>], "torch": "1.13.1", "load1": <load average>}
+   "process_cpu_ms_per_step": <median process CPU time per step>, "runs": [<examples/s of each repetition>], "torch": "1.13.1", "load1": <load average>}
 
 "figure" names the training_bench benchmark measured under the same conditions.
 
@@ -62,9 +62,9 @@ def measure(name, args):
 
     for _ in range(args.warmup):
         step()
-    runs = []
+    runs, cpu = [], []
     for _ in range(args.repetitions):
-        steps, start = 0, time.perf_counter()
+        steps, start, cpu_start = 0, time.perf_counter(), time.process_time()
         while True:
             step()
             steps += 1
@@ -72,11 +72,12 @@ def measure(name, args):
             if elapsed >= args.min_time:
                 break
         runs.append(BATCH * steps / elapsed)
+        cpu.append((time.process_time() - cpu_start) / steps)
     rate = statistics.median(runs)
     figure = ("BM_TrainMLP" if name == "mlp" else "BM_TrainCNN") + f"/threads:{args.threads}"
     print(json.dumps({"peer": "torch_train", "figure": figure, "model": name, "threads": args.threads,
                       "batch_size": BATCH, "examples_per_second": rate, "seconds_per_step": BATCH / rate,
-                      "runs": runs, "torch": torch.__version__,
+                      "process_cpu_ms_per_step": 1e3 * statistics.median(cpu), "runs": runs, "torch": torch.__version__,
                       "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
                       "channels_last": bool(name == "cnn" and args.channels_last),
                       "load1": os.getloadavg()[0]}), flush=True)
