@@ -8,6 +8,7 @@
 #include <mutex>
 #include <optional>
 #include <thread>
+#include <unordered_set>
 #include <utility>
 
 #include "strata/base/errors.h"
@@ -37,32 +38,47 @@ void count_fallback(const std::string& op) {
 
 // --- parallel shard execution ----------------------------------------------------
 
-// Hands the ops a shard thread records to the calling thread's recorders (the
-// tapes), one op at a time: tapes are not thread-safe, and recording order
-// stays a valid topological order because data only crosses threads between
-// parallel regions (after a join).
-class Forwarder final : public OpRecorder {
+// Collects the ops one shard thread records, for replay into the calling
+// thread's recorders (the tapes) after the join. While shard threads run,
+// nobody writes the tapes (the caller is paused and every thread buffers), so
+// their is_tracking may be read concurrently; replaying shard by shard, in
+// logical-device order, keeps the recording topological (data crosses threads
+// only between parallel regions) and the gradient summation order fixed.
+class ShardRecorder final : public OpRecorder {
  public:
-  Forwarder(std::vector<OpRecorder*> targets, std::mutex& mu) : targets_(std::move(targets)), mu_(mu) {}
+  explicit ShardRecorder(const std::vector<OpRecorder*>& targets) : targets_(&targets) {}
   bool is_tracking(const Tensor& t) const override {
-    std::lock_guard<std::mutex> lock(mu_);
-    return std::any_of(targets_.begin(), targets_.end(),
+    return produced_.contains(t.id()) ||
+           std::any_of(targets_->begin(), targets_->end(),
                        [&](const OpRecorder* r) { return r->is_tracking(t); });
   }
   void record(OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
               const OpAttrs& attrs) override {
-    std::lock_guard<std::mutex> lock(mu_);
-    for (OpRecorder* r : targets_) {
-      const bool tracked = std::any_of(inputs.begin(), inputs.end(), [&](const Tensor& t) {
-        return t.defined() && r->is_tracking(t);
-      });
-      if (tracked) r->record(kind, inputs, outputs, attrs);
+    records_.push_back({kind, {inputs.begin(), inputs.end()}, {outputs.begin(), outputs.end()}, attrs});
+    for (const Tensor& t : outputs) produced_.insert(t.id());
+  }
+  // Hands every buffered op to each target tracking one of its inputs, as
+  // record_op does.
+  void replay() const {
+    for (const Record& rec : records_) {
+      for (OpRecorder* r : *targets_) {
+        const bool tracked = std::any_of(rec.inputs.begin(), rec.inputs.end(), [&](const Tensor& t) {
+          return t.defined() && r->is_tracking(t);
+        });
+        if (tracked) r->record(rec.kind, rec.inputs, rec.outputs, rec.attrs);
+      }
     }
   }
 
  private:
-  std::vector<OpRecorder*> targets_;
-  std::mutex& mu_;
+  struct Record {
+    OpKind kind;
+    std::vector<Tensor> inputs, outputs;
+    OpAttrs attrs;
+  };
+  const std::vector<OpRecorder*>* targets_;
+  std::vector<Record> records_;
+  std::unordered_set<uint64_t> produced_;
 };
 
 // Runs fn(d) for every logical device d in `which`, each under a DeviceScope of
@@ -77,24 +93,22 @@ std::vector<Tensor> run_shards(const std::vector<const Device*>& devices, const 
     return out;
   }
   std::span<OpRecorder* const> active = active_recorders();
-  std::vector<OpRecorder*> targets(active.begin(), active.end());
-  std::mutex mu;
-  Forwarder forwarder(targets, mu);
+  const std::vector<OpRecorder*> targets(active.begin(), active.end());
+  std::vector<ShardRecorder> recorders(which.size(), ShardRecorder(targets));
   std::vector<std::exception_ptr> errors(which.size());
   auto body = [&](size_t i) {
     try {
       const int d = which[i];
       DeviceScope scope(*devices[static_cast<size_t>(d)]);
       std::optional<RecorderScope> recording;
-      if (!targets.empty()) recording.emplace(forwarder);
+      if (!targets.empty()) recording.emplace(recorders[i]);
       out[static_cast<size_t>(d)] = fn(d);
     } catch (...) {
       errors[i] = std::current_exception();
     }
   };
   {
-    // The caller's own shard also goes through the forwarder, so that every
-    // access to the tapes is serialised.
+    // The caller's own shard buffers too: nothing writes the tapes until the join.
     RecordingPause pause;
     std::vector<std::thread> threads;
     threads.reserve(which.size() - 1);
@@ -106,6 +120,7 @@ std::vector<Tensor> run_shards(const std::vector<const Device*>& devices, const 
   for (const std::exception_ptr& e : errors) {
     if (e) std::rethrow_exception(e);
   }
+  for (const ShardRecorder& r : recorders) r.replay();
   return out;
 }
 

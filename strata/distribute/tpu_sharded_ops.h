@@ -39,9 +39,10 @@
 //
 // Gradients: every shard computation is made of ordinary recorded ops
 // (slice, concat, pad, conv2d, add_n, ...), so a GradientTape on the calling
-// thread records them, also those that run on the per-shard threads (they are
-// forwarded to the caller's recorders under a lock), and tape.gradient goes
-// back through the same shard-wise computations.
+// thread records them, also those that run on the per-shard threads (buffered
+// per thread and replayed into the caller's recorders in logical-device order
+// after the join: deterministic), and tape.gradient goes back through the
+// same shard-wise computations.
 //
 // Thread-safety: ShardedTensor is an immutable value. Each op spawns one
 // thread per extra shard and joins it before returning (bounded work, no
