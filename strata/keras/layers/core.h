@@ -1,5 +1,5 @@
 #pragma once
-// keras.layers.Dropout and keras.layers.Activation: weightless element-wise layers.
+// keras.layers.Dropout, Activation and Rescaling: weightless element-wise layers.
 //
 //   auto drop = keras::layers::Dropout(0.2, {.seed = 7});
 //   Tensor t = (*drop)(x, /*training=*/true);   // ~20% zeros, the rest scaled by 1 / 0.8
