@@ -11,31 +11,27 @@ namespace strata::distribute {
 data::Dataset distribute_dataset_for_worker(const data::Dataset& ds, int num_workers, int worker_index,
                                             int replicas_per_worker) {
   const int num_replicas = num_workers * replicas_per_worker;
-  const data::AutoShardPolicy policy = ds.options().experimental_distribute.policy();
-  data::Dataset sharded = ds;
-  if (num_workers > 1) {
-    sharded = data::auto_shard(ds, policy, num_workers, worker_index, num_replicas);
-  }
-  if (num_replicas == 1) return sharded;
-  for (const TensorSpec& spec : sharded.element_spec()) {
+  if (num_replicas == 1) return ds;
+  for (const TensorSpec& spec : ds.element_spec()) {
     STRATA_CHECK_ARG(!spec.shape.has_known_rank() || spec.shape.rank() >= 1,
                      "Cannot rebatch dataset: All components must have at least one dimension. "
                      "Perhaps your input dataset is not batched? Got an element spec component ",
                      spec.to_string());
   }
-  const int64_t batch = data::static_batch_size(sharded);
-  // Under DATA sharding the rewrite already turned the batch into legacy
-  // pieces (spec §5.3c); every worker keeps its own.
-  if (num_workers > 1 && policy != data::AutoShardPolicy::OFF &&
-      data::find_batch(sharded).has_value() && batch < 0) {
-    return sharded;
-  }
-  if (batch >= 0) {
-    const std::vector<int64_t> sizes = rebatch_sizes(batch, num_workers, replicas_per_worker, worker_index);
-    return data::apply_before_prefetch(sharded, [&](const data::Dataset& d) { return d.rebatch(sizes); });
-  }
-  return data::apply_before_prefetch(sharded,
-                                     [&](const data::Dataset& d) { return d.rebatch_legacy(num_replicas); });
+  // TF's order: rebatch first, then auto-shard. Under FILE/OFF the rebatch
+  // keeps this worker's rotated sub-batch sizes (every step's sub-batches
+  // across all workers add up to one global batch); under DATA the shard
+  // rewrite turns it into legacy pieces of every global batch and this worker
+  // keeps pieces worker_index, worker_index + W, ... (spec §5.3c), so step k
+  // is global batch k on every worker.
+  const int64_t batch = data::static_batch_size(ds);
+  data::Dataset rebatched = data::apply_before_prefetch(ds, [&](const data::Dataset& d) {
+    return batch >= 0 ? d.rebatch(rebatch_sizes(batch, num_workers, replicas_per_worker, worker_index))
+                      : d.rebatch_legacy(num_replicas);
+  });
+  if (num_workers == 1) return rebatched;
+  return data::auto_shard(rebatched, ds.options().experimental_distribute.policy(), num_workers, worker_index,
+                          num_replicas);
 }
 
 DistributedIterator::DistributedIterator(data::Iterator it, std::vector<const Device*> devices,
