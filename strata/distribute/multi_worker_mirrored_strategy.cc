@@ -106,9 +106,32 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
                      "; every worker needs the same number of devices");
   }
 
-  cross_workers_ = std::make_shared<collective::GlooCollectives>(
-      worker_index_, num_workers_, std::make_shared<ClusterStoreRendezvous>(store_),
-      collective::GlooOptions{.timeout = call_timeout, .hostname = host_of(my_address), .prefix = "strata/mwms/gloo"});
+  // Gloo's TCP mesh set-up occasionally fails with a reset connection on a
+  // loaded machine. Every worker reports how its attempt went and all retry
+  // together, under a fresh key prefix, until every worker succeeded.
+  constexpr int kAttempts = 3;
+  for (int attempt = 0; attempt < kAttempts && !cross_workers_; ++attempt) {
+    std::shared_ptr<collective::GlooCollectives> group;
+    std::string failure;
+    try {
+      group = std::make_shared<collective::GlooCollectives>(
+          worker_index_, num_workers_, std::make_shared<ClusterStoreRendezvous>(store_),
+          collective::GlooOptions{.timeout = call_timeout, .hostname = host_of(my_address),
+                                  .prefix = str_cat("strata/mwms/gloo/attempt_", attempt)});
+    } catch (const UnavailableError& e) {
+      if (attempt + 1 == kAttempts) throw;
+      failure = e.what();
+    }
+    const std::string key = str_cat("strata/mwms/rendezvous/", attempt, "/");
+    store_->set(key + std::to_string(worker_index_), cluster::to_bytes(failure.empty() ? "ok" : failure));
+    bool everyone_ok = true;
+    for (int w = 0; w < num_workers_; ++w) {
+      everyone_ok &= cluster::to_string(store_->get(key + std::to_string(w), startup)) == "ok";
+    }
+    if (everyone_ok) cross_workers_ = std::move(group);
+  }
+  STRATA_CHECK(UNAVAILABLE, cross_workers_ != nullptr, "MultiWorkerMirroredStrategy: worker ", worker_index_,
+               " could not connect the workers' Gloo group after ", kAttempts, " attempts");
   auto in_process = std::make_shared<collective::LocalCollectives>(
       local, collective::CollectiveOptions{.timeout = call_timeout});
   set_collectives(std::make_shared<collective::HierarchicalCollectives>(local, in_process, cross_workers_,
