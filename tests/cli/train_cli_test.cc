@@ -353,6 +353,7 @@ TEST(TrainUsage, BadFlagsAreOneLineUsageErrorsWithStatus2) {
     const std::string first_line = r.output.substr(0, r.output.find('\n'));
     EXPECT_EQ(first_line.rfind("strata: ", 0), 0u) << c.args << "\n" << r.output;
     EXPECT_NE(first_line.find(c.named), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find("Usage: strata"), std::string::npos) << c.args << "\n" << r.output;
   }
 }
 

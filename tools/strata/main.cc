@@ -128,7 +128,15 @@ int main(int argc, char** argv) {
   }
 
   try {
-    if (train->parsed()) return strata::tools::run_train(train_options);
+    if (train->parsed()) {
+      try {
+        strata::tools::validate_train_options(train_options);
+      } catch (const strata::InvalidArgumentError& e) {
+        std::cerr << "strata: " << e.what() << "\n\n" << train->help("strata");
+        return 2;
+      }
+      return strata::tools::run_train(train_options);
+    }
     if (bench->parsed()) return strata::tools::run_bench(bench_options);
     if (launch->parsed()) return strata::tools::run_launch(launch_options);
     if (convert->parsed()) {

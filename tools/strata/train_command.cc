@@ -324,7 +324,9 @@ std::string fixed(double v, int digits) {
   return os.str();
 }
 
-void validate(const TrainOptions& o) {
+}  // namespace
+
+void validate_train_options(const TrainOptions& o) {
   if (!o.tpu_topology.empty()) {
     STRATA_CHECK_ARG(o.strategy == "tpu", "--tpu-topology is for --strategy tpu, got --strategy ", o.strategy);
     try {
@@ -343,8 +345,6 @@ void validate(const TrainOptions& o) {
                    "--tfrecord-test needs --tfrecord (the training files), got only --tfrecord-test ",
                    o.tfrecord_test);
 }
-
-}  // namespace
 
 CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
   CLI::App* train = app.add_subcommand(
@@ -409,7 +409,7 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
 
 int run_train(const TrainOptions& o) {
   const Clock::time_point start = Clock::now();
-  validate(o);
+  validate_train_options(o);
   if (!o.tpu_topology.empty()) ::setenv("STRATA_TPU_TOPOLOGY", o.tpu_topology.c_str(), 1);
   // Devices first: the first tensor (loading the data) fixes the configuration.
   configure_devices(o);

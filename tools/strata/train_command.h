@@ -55,7 +55,13 @@ struct TrainOptions {
 // Registers the `train` subcommand and its flags on `app`, filling `options`.
 CLI::App* add_train_command(CLI::App& app, TrainOptions& options);
 
-// Runs the training; returns the exit status (0, or 130 after Ctrl-C). Throws
+// Checks the combinations of options that flag parsing cannot (e.g. --devices
+// with --strategy default, a bad --tpu-topology): InvalidArgumentError naming
+// the flag and value. --plot's extension, driver and folder are checked too
+// (their own error codes), so a long run does not fail at its end.
+void validate_train_options(const TrainOptions& options);
+
+// Runs the training (validating the options first); returns the exit status (0, or 130 after Ctrl-C). Throws
 // InvalidArgumentError for invalid options and other strata::Errors for failures.
 int run_train(const TrainOptions& options);
 
