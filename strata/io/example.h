@@ -17,6 +17,7 @@
 //       {"tags", VarLenFeature(FeatureDType::string)}});
 //   int64_t label = f.at("label").int64_values[0];
 
+#include <concepts>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -94,12 +95,27 @@ struct FixedLenFeature {
   FixedLenFeature(std::vector<int64_t> shape, FeatureDType dtype,
                   std::optional<FeatureValues> default_value = std::nullopt)
       : shape(std::move(shape)), dtype(dtype), default_value(std::move(default_value)) {}
+  // A tensor dtype, as TensorFlow's FixedLenFeature([784], tf.float32): any
+  // type with a to_feature_dtype() found by argument-dependent lookup —
+  // strata::DType gets one from strata/data/example_tensors.h (io itself does
+  // not know tensors).
+  template <typename D>
+    requires requires(D d) {
+      { to_feature_dtype(d) } -> std::same_as<FeatureDType>;
+    }
+  FixedLenFeature(std::vector<int64_t> shape, D dtype, std::optional<FeatureValues> default_value = std::nullopt)
+      : FixedLenFeature(std::move(shape), to_feature_dtype(dtype), std::move(default_value)) {}
 };
 
 // tf.io.VarLenFeature(dtype): any number of values, returned as a sparse result.
 struct VarLenFeature {
   FeatureDType dtype = FeatureDType::float32;
   explicit VarLenFeature(FeatureDType dtype) : dtype(dtype) {}
+  template <typename D>
+    requires requires(D d) {
+      { to_feature_dtype(d) } -> std::same_as<FeatureDType>;
+    }
+  explicit VarLenFeature(D d) : dtype(to_feature_dtype(d)) {}
 };
 
 using FeatureSpec = std::variant<FixedLenFeature, VarLenFeature>;
