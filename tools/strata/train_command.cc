@@ -415,26 +415,7 @@ int run_train(const TrainOptions& o) {
   configure_devices(o);
   std::unique_ptr<sd::Strategy> owned = make_strategy(o);
   sd::Strategy& strategy = owned ? *owned : sd::get_strategy();
-  Data data = load(o);
-  const int workers = strategy.num_input_pipelines();
-  std::string trimmed_note;
-  if (workers > 1) {
-    // TODO(#7): with several workers, fit fails ("mismatched collectives") when
-    // the workers' shards hold different numbers of batches: the worker that
-    // runs out first enters the end-of-data agreement while the others are in
-    // a step. Until the distributed iterator agrees on the end every step,
-    // every worker gets whole global batches, the same number of them.
-    const int64_t unit = int64_t{o.batch_size} * workers;
-    for (Split* split : {&data.train, &data.test}) {
-      const int64_t n = split->x.shape()[0];
-      const int64_t keep = std::max(unit, n / unit * unit);
-      STRATA_CHECK_ARG(n >= unit, "--strategy multi_worker: needs at least --batch-size x workers = ", unit,
-                       " examples per split, got ", n);
-      split->x = split->x.slice_rows(0, keep);
-      split->y = split->y.slice_rows(0, keep);
-    }
-    trimmed_note = str_cat(" (whole global batches for each of the ", workers, " workers)");
-  }
+  const Data data = load(o);
   const int64_t n_train = data.train.x.shape()[0];
   const int64_t n_test = data.test.x.shape()[0];
   const double lr = o.learning_rate > 0 ? o.learning_rate : (o.optimizer == "sgd" ? 0.01 : 0.001);
@@ -472,8 +453,7 @@ int run_train(const TrainOptions& o) {
         << replicas << " replica" << (replicas == 1 ? "" : "s") << " on " << devices.size() << " device"
         << (devices.size() == 1 ? "" : "s") << "\n";
     for (const std::string& d : devices) out << "  " << d << "\n";
-    out << "data: " << data.source << ": " << n_train << " training, " << n_test << " test examples" << trimmed_note
-        << "\n";
+    out << "data: " << data.source << ": " << n_train << " training, " << n_test << " test examples\n";
     out << "model: " << o.model << ", optimizer " << o.optimizer << " (learning rate " << lr << "), global batch "
         << o.batch_size;
     if (replicas > 1) out << " (" << o.batch_size / replicas << (o.batch_size % replicas ? "+" : "") << " per replica)";
