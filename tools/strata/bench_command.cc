@@ -28,16 +28,16 @@ namespace {
 namespace fs = std::filesystem;
 
 struct Figure {
-  std::string program;
-  std::string name;
+  std::string program = "";
+  std::string name = "";
   double seconds = 0;  // real time per iteration (median over repetitions)
   std::optional<double> examples_per_second = std::nullopt;  // the benchmark's counter, when it has one
 };
 
 struct Comparison {
-  std::string figure;
+  std::string figure = "";
   double figure_seconds = 0;
-  std::string peer;  // what the peer is
+  std::string peer = "";  // what the peer is
   std::optional<double> peer_seconds = std::nullopt;
   std::string note = "";  // why there is no ratio
   // Throughput comparisons (training): examples/s of both; the ratio is then
@@ -53,8 +53,8 @@ struct Comparison {
 };
 
 struct PeerStatus {
-  std::string script;
-  std::string status;
+  std::string script = "";
+  std::string status = "";
 };
 
 std::string quote(const std::string& s) {
@@ -65,7 +65,7 @@ std::string quote(const std::string& s) {
 
 struct Output {
   int status = 0;
-  std::string text;
+  std::string text = "";
 };
 
 // Runs `command` through the shell; stdout is captured.

@@ -164,14 +164,14 @@ class ThroughputMeter : public keras::callbacks::Callback {
 // --- data ----------------------------------------------------------------------
 
 struct Split {
-  Tensor x;  // float32 [n, 28, 28] in [0, 1]
-  Tensor y;  // int64 [n]
+  Tensor x = {};  // float32 [n, 28, 28] in [0, 1]
+  Tensor y = {};  // int64 [n]
 };
 
 struct Data {
-  Split train;
-  Split test;
-  std::string source;  // for the header
+  Split train = {};
+  Split test = {};
+  std::string source = "";  // for the header
 };
 
 Split preprocess(const Tensor& images, const Tensor& labels, int64_t limit) {
