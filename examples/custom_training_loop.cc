@@ -69,10 +69,9 @@ int main() {
     tf::Tensor per_example = keras::losses::sparse_categorical_crossentropy(labels, logits, {.from_logits = true});
     tf::Tensor loss = tf::nn::compute_average_loss(per_example, {.global_batch_size = replicas});
     std::vector<tf::Tensor> grads = tape.gradient(loss, model->trainable_variables());
-    // apply_gradients' own all-reduce under a strategy is being wired (issue
-    // 6): the step sums the replicas' gradients itself and skips it.
-    grads = sd::get_replica_context()->all_reduce(sd::ReduceOp::SUM, grads);
-    optimizer->apply_gradients(tf::zip(grads, model->trainable_variables()), {.skip_gradients_aggregation = true});
+    // Under the strategy apply_gradients sums the replicas' gradients (an
+    // all-reduce) and applies the same update on every replica.
+    optimizer->apply_gradients(tf::zip(grads, model->trainable_variables()));
     return loss;
   };
 
