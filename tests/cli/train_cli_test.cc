@@ -357,6 +357,16 @@ TEST(TrainUsage, BadFlagsAreOneLineUsageErrorsWithStatus2) {
   }
 }
 
+TEST(TrainUsage, TpuRefusesAMultiHostPodFromTfConfig) {
+  ::setenv("TF_CONFIG", R"({"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}})",
+           1);
+  Result r = run("train --strategy tpu --limit-examples 64 --epochs 1");
+  ::unsetenv("TF_CONFIG");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("strata: UNIMPLEMENTED: --strategy tpu"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("grpc://127.0.0.1:1"), std::string::npos) << r.output;
+}
+
 TEST(TrainUsage, MissingDataFilesAreARuntimeErrorSayingHowToInstall) {
   TempDir empty;
   Result r = run("train --data-dir " + empty.str());

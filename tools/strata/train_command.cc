@@ -287,8 +287,13 @@ std::unique_ptr<sd::Strategy> make_strategy(const TrainOptions& o) {
   if (o.strategy == "tpu") {
     // TF's sequence: resolve the system, connect, initialise, then build the
     // device assignment when the replica shape is given.
-    sd::cluster_resolver::TPUClusterResolver resolver("");
-    (void)resolver;  // the local system: the resolver names no remote hosts
+    // "" resolves from the environment: the local system, or a pod of hosts
+    // when TF_CONFIG names a worker job, which Strata's TPU system cannot
+    // address yet (tpu_system.h: local system only).
+    const sd::cluster_resolver::TPUClusterResolver resolver("");
+    STRATA_CHECK(UNIMPLEMENTED, resolver.cluster_spec().empty(),
+                 "--strategy tpu: TPUClusterResolver(\"\") found a multi-host pod in TF_CONFIG (master ",
+                 resolver.master(), "); only the local TPU system is supported, unset TF_CONFIG");
     config::experimental_connect_to_cluster();
     const tpu::Topology topology = tpu::initialize_tpu_system();
     if (o.computation_shape.empty() && o.num_replicas == 0) return std::make_unique<sd::TPUStrategy>();
