@@ -36,10 +36,12 @@
 // the strategy's scope; fit/evaluate/predict distribute the dataset with
 // strategy.experimental_distribute_dataset (batches are global batches) and
 // run train_step via strategy.run on each PerReplica batch. Inside a replica
-// context with N replicas a loss with reduction SUM_OVER_BATCH_SIZE is divided
-// by N before the gradient (Keras's scale_loss_for_distribution), so the
-// optimizer's SUM all-reduce of gradients yields the gradient of the global
-// mean. After each step the logs are the model metrics read in cross-replica
+// context with N replicas a loss with reduction SUM_OVER_BATCH_SIZE or AUTO
+// (and a plain loss function) is divided by N before the gradient (Keras's
+// scale_loss_for_distribution), so the optimizer's SUM all-reduce of
+// gradients yields the gradient of the global mean — exactly so when the
+// replicas' batches are equal (a partial last batch weighs its examples
+// unequally, as in Keras). After each step the logs are the model metrics read in cross-replica
 // context (the loss tracker and compiled metrics accumulate every replica's
 // batches); other values a custom train_step returns are averaged over the
 // replicas with strategy.reduce(MEAN). Before the first distributed step the
