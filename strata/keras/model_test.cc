@@ -9,6 +9,7 @@
 
 #include "strata/autodiff/gradient_tape.h"
 #include "strata/base/errors.h"
+#include "strata/core/config.h"
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/keras/callbacks/lambda_callback.h"
 #include "strata/keras/callbacks/progbar_logger.h"
@@ -378,6 +379,16 @@ TEST(ModelDistributionTest, OneDeviceStrategyFitMatchesDefault) {
 
 TEST(ModelDistributionTest, MirroredStrategyOverOneDeviceFitMatchesDefault) {
   distribute::MirroredStrategy strategy({"CPU:0"});
+  expect_strategy_fit_matches_default(strategy);
+}
+
+// Two replicas: each takes half of every global batch, the loss is divided by
+// 2 and the gradients summed, so training equals one device on whole batches.
+TEST(ModelDistributionTest, MirroredStrategyOverTwoDevicesFitMatchesDefault) {
+  strata::internal::reset_runtime_for_testing();
+  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  distribute::MirroredStrategy strategy({"CPU:0", "CPU:1"});
   expect_strategy_fit_matches_default(strategy);
 }
 
