@@ -58,7 +58,8 @@ int main() {
   auto dataset_fn = [&](const sd::InputContext&) {
     return tf::data::Dataset::from_tensor_slices({x, y}).repeat().batch(1, /*drop_remainder=*/true);
   };
-  sd::DistributedDataset dist_dataset = strategy.experimental_distribute_datasets_from_function(dataset_fn);
+  sd::DistributedDataset dist_dataset =
+      strategy.experimental_distribute_datasets_from_function(dataset_fn);
   sd::DistributedIterator iterator = dist_dataset.iter();
 
   auto step_fn = [&](const tf::data::Element& inputs) {
@@ -66,7 +67,8 @@ int main() {
     const tf::Tensor& labels = inputs[1];
     tf::GradientTape tape;
     tf::Tensor logits = (*model)(features, /*training=*/true);
-    tf::Tensor per_example = keras::losses::sparse_categorical_crossentropy(labels, logits, {.from_logits = true});
+    tf::Tensor per_example =
+        keras::losses::sparse_categorical_crossentropy(labels, logits, {.from_logits = true});
     tf::Tensor loss = tf::nn::compute_average_loss(per_example, {.global_batch_size = replicas});
     std::vector<tf::Tensor> grads = tape.gradient(loss, model->trainable_variables());
     // Under the strategy apply_gradients sums the replicas' gradients (an
@@ -80,13 +82,16 @@ int main() {
   for (int step = 0; step < steps; ++step) {
     sd::PerReplica<tf::Tensor> per_replica = strategy.run(step_fn, iterator.get_next());
     // Each replica's loss is its share of the global mean: their SUM is the mean.
-    losses.push_back(strategy.reduce(sd::ReduceOp::SUM, per_replica, std::nullopt).scalar_as_double());
+    losses.push_back(
+        strategy.reduce(sd::ReduceOp::SUM, per_replica, std::nullopt).scalar_as_double());
     if (step % 5 == 0) std::cout << "step " << step << ": loss " << losses.back() << "\n";
   }
-  example::expect(std::isfinite(losses.back()) && losses.back() < losses.front(), "the loss decreases");
+  example::expect(std::isfinite(losses.back()) && losses.back() < losses.front(),
+                  "the loss decreases");
   for (const tf::Variable& v : model->trainable_variables()) {
     for (const tf::Variable& c : sd::distributed_components(v)) {
-      example::expect(c.value().to_vector<float>() == v.value().to_vector<float>(), "mirrored copies agree");
+      example::expect(c.value().to_vector<float>() == v.value().to_vector<float>(),
+                      "mirrored copies agree");
     }
   }
 
@@ -95,16 +100,19 @@ int main() {
   reference->set_weights(initial);
   reference->compile({.optimizer = keras::optimizers::SGD({.learning_rate = 0.1}),
                       .loss = keras::losses::SparseCategoricalCrossentropy({.from_logits = true})});
-  keras::History h = reference->fit(x, y, {.batch_size = replicas, .epochs = steps, .verbose = 0, .shuffle = false});
+  keras::History h = reference->fit(
+      x, y, {.batch_size = replicas, .epochs = steps, .verbose = 0, .shuffle = false});
   double max_diff = 0;
   const std::vector<tf::Tensor> a = model->get_weights(), b = reference->get_weights();
   for (size_t i = 0; i < a.size(); ++i) {
     const std::vector<float> va = a[i].to_vector<float>(), vb = b[i].to_vector<float>();
-    for (size_t j = 0; j < va.size(); ++j) max_diff = std::max(max_diff, double(std::abs(va[j] - vb[j])));
+    for (size_t j = 0; j < va.size(); ++j)
+      max_diff = std::max(max_diff, double(std::abs(va[j] - vb[j])));
   }
   std::cout << "fit: loss " << h.history["loss"].front() << " -> " << h.history["loss"].back()
             << "; max |custom loop - fit| weight difference " << max_diff << "\n";
   example::expect(max_diff < 1e-5, "the custom loop and fit end with the same weights");
-  example::expect(std::abs(h.history["loss"].back() - losses.back()) < 1e-5, "the last losses agree");
+  example::expect(std::abs(h.history["loss"].back() - losses.back()) < 1e-5,
+                  "the last losses agree");
   return example::exit_code();
 }

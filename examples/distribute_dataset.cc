@@ -21,19 +21,22 @@ int main() {
   for (int f = 1; f <= 4; ++f) {
     files.push_back((dir / (std::to_string(f) + ".tfr")).string());
     tf::io::TFRecordWriter writer(files.back());
-    for (int r = 0; r < 4; ++r) writer.write("record " + std::to_string(f) + "." + std::to_string(r));
+    for (int r = 0; r < 4; ++r)
+      writer.write("record " + std::to_string(f) + "." + std::to_string(r));
   }
 
   sd::MirroredStrategy strategy;
   const int64_t global_batch_size = 4;
   auto dataset = tf::data::TFRecordDataset(files).batch(global_batch_size);
   sd::DistributedDataset dist_dataset = strategy.experimental_distribute_dataset(dataset);
-  for (const tf::TensorSpec& spec : dist_dataset.element_spec()) std::cout << "element_spec: " << spec << "\n";
+  for (const tf::TensorSpec& spec : dist_dataset.element_spec())
+    std::cout << "element_spec: " << spec << "\n";
 
   int64_t records = 0;
   int steps = 0;
   for (const sd::PerReplica<tf::data::Element>& x : dist_dataset) {
-    auto sizes = strategy.run([](const tf::data::Element& batch) { return batch[0].shape().dim(0); }, x);
+    auto sizes =
+        strategy.run([](const tf::data::Element& batch) { return batch[0].shape().dim(0); }, x);
     for (int64_t n : strategy.experimental_local_results(sizes)) records += n;
     ++steps;
   }

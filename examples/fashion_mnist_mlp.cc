@@ -34,23 +34,27 @@ int main() {
     return tf::cast(tf::reshape(images, {images.shape()[0], 784}), tf::DType::float32) / 255.f;
   };
   const tf::Tensor x_train = prepare(train.first), x_test = prepare(test.first);
-  const tf::Tensor y_train = tf::cast(train.second, tf::DType::int64), y_test = tf::cast(test.second, tf::DType::int64);
+  const tf::Tensor y_train = tf::cast(train.second, tf::DType::int64),
+                   y_test = tf::cast(test.second, tf::DType::int64);
 
-  auto model = keras::Sequential({keras::layers::Dense(512, {.activation = "relu", .input_shape = {784}}),
-                                  keras::layers::Dense(256, {.activation = "relu"}),
-                                  keras::layers::Dense(10)});
+  auto model = keras::Sequential(
+      {keras::layers::Dense(512, {.activation = "relu", .input_shape = {784}}),
+       keras::layers::Dense(256, {.activation = "relu"}), keras::layers::Dense(10)});
   model->summary();
   model->compile({.optimizer = keras::optimizers::Adam({.learning_rate = 1e-3}),
                   .loss = keras::losses::SparseCategoricalCrossentropy({.from_logits = true}),
                   .metrics = {"accuracy"}});
-  keras::History h = model->fit(x_train, y_train, {.batch_size = 128, .epochs = epochs,
-                                                   .validation_data = {{x_test, y_test}}});
+  keras::History h =
+      model->fit(x_train, y_train,
+                 {.batch_size = 128, .epochs = epochs, .validation_data = {{x_test, y_test}}});
   keras::Logs result = model->evaluate(x_test, y_test, {.batch_size = 256});
-  std::cout << "test loss " << result.at("loss") << ", test accuracy " << result.at("accuracy") << "\n";
+  std::cout << "test loss " << result.at("loss") << ", test accuracy " << result.at("accuracy")
+            << "\n";
 
   const double required = epochs >= 10 ? 0.88 : 0.80;
   example::expect(result.at("accuracy") >= required, "test accuracy reaches the target");
-  example::expect(h.history["loss"].back() < h.history["loss"].front() || epochs == 1, "the training loss decreases");
+  example::expect(h.history["loss"].back() < h.history["loss"].front() || epochs == 1,
+                  "the training loss decreases");
   example::expect(std::abs(h.history["val_accuracy"].back() - result.at("accuracy")) < 1e-6,
                   "the last validation accuracy equals evaluate's");
   return example::exit_code();

@@ -15,7 +15,8 @@ int main() {
   sd::MirroredStrategy strategy;
   tf::Tensor numpy_input = tf::ones({10});
   tf::data::Dataset dataset = strategy.experimental_make_numpy_dataset(numpy_input);
-  for (const tf::TensorSpec& spec : dataset.element_spec()) std::cout << "dataset element: " << spec << "\n";
+  for (const tf::TensorSpec& spec : dataset.element_spec())
+    std::cout << "dataset element: " << spec << "\n";
   dataset = dataset.batch(2);
   auto dist_dataset = strategy.experimental_distribute_dataset(dataset);
   float total = 0.f;

@@ -24,7 +24,8 @@ int main() {
   }
   std::cout << mirrored_variable << "\n";
   expect(sd::is_mirrored_variable(mirrored_variable), "a variable created in scope is mirrored");
-  expect(static_cast<int>(sd::distributed_components(mirrored_variable).size()) == strategy.num_replicas_in_sync(),
+  expect(static_cast<int>(sd::distributed_components(mirrored_variable).size()) ==
+             strategy.num_replicas_in_sync(),
          "one copy per replica");
 
   // Variable created outside scope:

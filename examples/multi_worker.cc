@@ -34,7 +34,8 @@ constexpr int kSteps = 20;
 
 tf::data::Dataset training_data() {
   tf::Tensor x = tf::random::uniform({kSteps * kGlobalBatch, 20}, {.seed = 5});
-  tf::Tensor y = tf::cast(tf::random::uniform_int({kSteps * kGlobalBatch}, 0, 4, {.seed = 6}), tf::DType::int64);
+  tf::Tensor y = tf::cast(tf::random::uniform_int({kSteps * kGlobalBatch}, 0, 4, {.seed = 6}),
+                          tf::DType::int64);
   tf::data::Options o;
   o.experimental_distribute.auto_shard_policy = tf::data::AutoShardPolicy::DATA;
   return tf::data::Dataset::from_tensor_slices({x, y}).batch(kGlobalBatch).with_options(o);
@@ -42,10 +43,12 @@ tf::data::Dataset training_data() {
 
 std::shared_ptr<keras::SequentialModel> make_model() {
   return keras::Sequential({
-      keras::layers::Dense(32, {.activation = "relu",
-                                .kernel_initializer = keras::initializers::glorot_uniform({.seed = 1}),
-                                .input_shape = {20}}),
-      keras::layers::Dense(4, {.kernel_initializer = keras::initializers::glorot_uniform({.seed = 2})}),
+      keras::layers::Dense(32,
+                           {.activation = "relu",
+                            .kernel_initializer = keras::initializers::glorot_uniform({.seed = 1}),
+                            .input_shape = {20}}),
+      keras::layers::Dense(
+          4, {.kernel_initializer = keras::initializers::glorot_uniform({.seed = 2})}),
   });
 }
 
@@ -63,8 +66,10 @@ std::vector<tf::Tensor> train(sd::Strategy* strategy, int kill_worker, int worke
   auto step = [&](const tf::data::Element& batch) {
     tf::GradientTape tape;
     tf::Tensor logits = (*model)(batch[0], true);
-    tf::Tensor per_example = keras::losses::sparse_categorical_crossentropy(batch[1], logits, {.from_logits = true});
-    tf::Tensor loss = tf::nn::compute_average_loss(per_example, {.global_batch_size = kGlobalBatch});
+    tf::Tensor per_example =
+        keras::losses::sparse_categorical_crossentropy(batch[1], logits, {.from_logits = true});
+    tf::Tensor loss =
+        tf::nn::compute_average_loss(per_example, {.global_batch_size = kGlobalBatch});
     auto grads = tape.gradient(loss, model->trainable_variables());
     optimizer->apply_gradients(tf::zip(grads, model->trainable_variables()));
   };
@@ -85,30 +90,41 @@ std::vector<tf::Tensor> train(sd::Strategy* strategy, int kill_worker, int worke
 
 void check_all_reduces(sd::MultiWorkerMirroredStrategy& strategy) {
   const int total = strategy.num_replicas_in_sync();
-  // Every dtype and op through the replica context (SUM/MEAN) and the collectives' MAX/MIN via reduce.
+  // Every dtype and op through the replica context (SUM/MEAN) and the collectives' MAX/MIN via
+  // reduce.
   auto results = strategy.run([&] {
     sd::ReplicaContext& ctx = *sd::get_replica_context();
     const int id = ctx.replica_id_in_sync_group();
     std::vector<tf::Tensor> values{
-        tf::constant(static_cast<float>(id)), tf::constant(static_cast<double>(id)),
-        tf::constant(static_cast<int32_t>(id)), tf::constant(static_cast<int64_t>(id)),
-        tf::fill({1001}, tf::constant(static_cast<float>(id + 1))),   // an odd size
+        tf::constant(static_cast<float>(id)),
+        tf::constant(static_cast<double>(id)),
+        tf::constant(static_cast<int32_t>(id)),
+        tf::constant(static_cast<int64_t>(id)),
+        tf::fill({1001}, tf::constant(static_cast<float>(id + 1))),  // an odd size
     };
-    for (int i = 0; i < 50; ++i) values.push_back(tf::constant(static_cast<float>(i)));   // many small tensors
+    for (int i = 0; i < 50; ++i)
+      values.push_back(tf::constant(static_cast<float>(i)));  // many small tensors
     auto sums = ctx.all_reduce(sd::ReduceOp::SUM, values);
-    auto means = ctx.all_reduce(sd::ReduceOp::MEAN, std::vector<tf::Tensor>{tf::constant(static_cast<double>(id))});
-    return std::vector<double>{sums[0].item<float>(), sums[1].item<double>(),
-                               static_cast<double>(sums[2].item<int32_t>()), static_cast<double>(sums[3].item<int64_t>()),
-                               sums[4].to_vector<float>().back(), sums[54].item<float>(), means[0].item<double>()};
+    auto means = ctx.all_reduce(sd::ReduceOp::MEAN,
+                                std::vector<tf::Tensor>{tf::constant(static_cast<double>(id))});
+    return std::vector<double>{sums[0].item<float>(),
+                               sums[1].item<double>(),
+                               static_cast<double>(sums[2].item<int32_t>()),
+                               static_cast<double>(sums[3].item<int64_t>()),
+                               sums[4].to_vector<float>().back(),
+                               sums[54].item<float>(),
+                               means[0].item<double>()};
   });
   const double id_sum = total * (total - 1) / 2.0;
   for (const auto& r : strategy.experimental_local_results(results)) {
-    expect(r[0] == id_sum && r[1] == id_sum && r[2] == id_sum && r[3] == id_sum, "SUM of every dtype");
+    expect(r[0] == id_sum && r[1] == id_sum && r[2] == id_sum && r[3] == id_sum,
+           "SUM of every dtype");
     expect(r[4] == total * (total + 1) / 2.0, "SUM of a 1001-element tensor");
     expect(r[5] == 49.0 * total, "SUM of the 50th small tensor");
     expect(std::abs(r[6] - (total - 1) / 2.0) < 1e-12, "MEAN across every worker's replicas");
   }
-  auto ids = strategy.run([] { return tf::constant(sd::get_replica_context()->replica_id_in_sync_group()); });
+  auto ids = strategy.run(
+      [] { return tf::constant(sd::get_replica_context()->replica_id_in_sync_group()); });
   expect(strategy.reduce(sd::ReduceOp::SUM, ids, std::nullopt).item<int32_t>() ==
              static_cast<int32_t>(id_sum),
          "Strategy.reduce adds every worker's replicas");
@@ -132,7 +148,8 @@ double relative_difference(const std::vector<tf::Tensor>& a, const std::vector<t
 int main(int argc, char** argv) {
   int kill_worker = -1;
   for (int i = 1; i < argc; ++i) {
-    if (std::strcmp(argv[i], "--kill-worker") == 0 && i + 1 < argc) kill_worker = std::atoi(argv[++i]);
+    if (std::strcmp(argv[i], "--kill-worker") == 0 && i + 1 < argc)
+      kill_worker = std::atoi(argv[++i]);
   }
   // In the failure drill the survivors must live to report what they saw:
   // `strata launch` sends SIGTERM to them as soon as the killed worker exits.
@@ -144,14 +161,16 @@ int main(int argc, char** argv) {
     const std::string task_type = resolver->task_type().value_or("");
     if (task_type == "worker" || task_type == "chief") {
       // Perform something that's only applicable on workers.
-      std::cout << task_type << ":" << resolver->task_id().value_or(0) << " of " << strategy.num_workers()
-                << " workers, " << strategy.num_replicas_in_sync() << " replicas in sync\n";
+      std::cout << task_type << ":" << resolver->task_id().value_or(0) << " of "
+                << strategy.num_workers() << " workers, " << strategy.num_replicas_in_sync()
+                << " replicas in sync\n";
     } else if (task_type == "ps") {
       std::cout << "a parameter server has nothing to do under MultiWorkerMirroredStrategy\n";
       return 0;
     }
     check_all_reduces(strategy);
-    const std::vector<tf::Tensor> distributed = train(&strategy, kill_worker, strategy.worker_index());
+    const std::vector<tf::Tensor> distributed =
+        train(&strategy, kill_worker, strategy.worker_index());
     const std::vector<tf::Tensor> single = train(nullptr, -1, 0);
     const double diff = relative_difference(distributed, single);
     std::cout << "weights vs one process: relative difference " << diff << "\n";

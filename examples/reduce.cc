@@ -24,16 +24,23 @@ int main() {
 
   tf::Tensor across_replicas = strategy.reduce(sd::ReduceOp::SUM, per_example, std::nullopt);
   std::cout << "SUM, axis=None: " << across_replicas << "\n";
-  expect(across_replicas.to_vector<float>() == std::vector<float>{4, 6, 8, 10}, "[0+4, 1+5, 2+6, 3+7]");
+  expect(across_replicas.to_vector<float>() == std::vector<float>{4, 6, 8, 10},
+         "[0+4, 1+5, 2+6, 3+7]");
   tf::Tensor whole_batch = strategy.reduce(sd::ReduceOp::SUM, per_example, 0);
   std::cout << "SUM, axis=0: " << whole_batch << "\n";
   expect(whole_batch.item<float>() == 28.f, "0+1+...+7");
 
   // The last partial batch: 6 examples split [0, 1, 2, 3] and [4, 5].
-  auto partial = strategy.experimental_distribute_dataset(tf::data::Dataset::range(6).map(
-      [](const tf::data::Element& e) { return tf::data::Element{tf::cast(e[0], tf::DType::float32)}; }).batch(8));
-  auto last = strategy.run([](const tf::data::Element& x) { return x[0]; }, partial.iter().get_next());
-  for (const tf::Tensor& part : strategy.experimental_local_results(last)) std::cout << "replica part: " << part << "\n";
+  auto partial = strategy.experimental_distribute_dataset(
+      tf::data::Dataset::range(6)
+          .map([](const tf::data::Element& e) {
+            return tf::data::Element{tf::cast(e[0], tf::DType::float32)};
+          })
+          .batch(8));
+  auto last =
+      strategy.run([](const tf::data::Element& x) { return x[0]; }, partial.iter().get_next());
+  for (const tf::Tensor& part : strategy.experimental_local_results(last))
+    std::cout << "replica part: " << part << "\n";
   tf::Tensor mean = strategy.reduce(sd::ReduceOp::MEAN, last, 0);
   std::cout << "MEAN, axis=0 over the partial batch: " << mean << "\n";
   expect(mean.item<float>() == 2.5f, "the mean of 0..5 weighs each example 1/6");

@@ -80,8 +80,8 @@ std::vector<Variable> GradientTape::watched_variables() const {
 void GradientTape::variable_accessed(const Variable& v, const Tensor& value) {
   if (!recording() || !is_floating(value.dtype())) return;
   const VariableImpl* key = v.impl_ptr().get();
-  const bool watch_it = explicitly_watched_.contains(key) ||
-                        (options_.watch_accessed_variables && v.trainable());
+  const bool watch_it =
+      explicitly_watched_.contains(key) || (options_.watch_accessed_variables && v.trainable());
   if (!watch_it) return;
   auto it = variable_index_.find(key);
   if (it == variable_index_.end()) {
@@ -127,17 +127,21 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
                                            const GradientOptions& options) {
   std::vector<Source> srcs;
   for (const Tensor& s : sources) {
-    STRATA_CHECK_ARG(s.defined(), "GradientTape.gradient: expected defined source tensors, got an empty handle");
+    STRATA_CHECK_ARG(s.defined(),
+                     "GradientTape.gradient: expected defined source tensors, got an empty handle");
     srcs.push_back({{s.id()}, s.shape(), s.dtype()});
   }
   return compute(target, srcs, options);
 }
 
-std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Variable>& sources,
+std::vector<Tensor> GradientTape::gradient(const Tensor& target,
+                                           const std::vector<Variable>& sources,
                                            const GradientOptions& options) {
   std::vector<Source> srcs;
   for (const Variable& v : sources) {
-    STRATA_CHECK_ARG(v.defined(), "GradientTape.gradient: expected defined source variables, got an empty handle");
+    STRATA_CHECK_ARG(
+        v.defined(),
+        "GradientTape.gradient: expected defined source variables, got an empty handle");
     Source s{{}, v.shape(), v.dtype()};
     auto it = variable_index_.find(v.impl_ptr().get());
     if (it != variable_index_.end()) s.ids = variables_[it->second].read_ids;
@@ -146,21 +150,25 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
   return compute(target, srcs, options);
 }
 
-Tensor GradientTape::gradient(const Tensor& target, const Tensor& source, const GradientOptions& options) {
+Tensor GradientTape::gradient(const Tensor& target, const Tensor& source,
+                              const GradientOptions& options) {
   return gradient(target, std::vector<Tensor>{source}, options)[0];
 }
 
-Tensor GradientTape::gradient(const Tensor& target, const Variable& source, const GradientOptions& options) {
+Tensor GradientTape::gradient(const Tensor& target, const Variable& source,
+                              const GradientOptions& options) {
   return gradient(target, std::vector<Variable>{source}, options)[0];
 }
 
 std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vector<Source>& sources,
                                           const GradientOptions& options) {
-  STRATA_CHECK(FAILED_PRECONDITION, !used_,
-               "GradientTape.gradient: A non-persistent GradientTape can only be used to compute one "
-               "set of gradients (or jacobians); expected a persistent tape "
-               "(GradientTapeOptions.persistent = true), got a second call");
-  STRATA_CHECK_ARG(target.defined(), "GradientTape.gradient: expected a target tensor, got an empty handle");
+  STRATA_CHECK(
+      FAILED_PRECONDITION, !used_,
+      "GradientTape.gradient: A non-persistent GradientTape can only be used to compute one "
+      "set of gradients (or jacobians); expected a persistent tape "
+      "(GradientTapeOptions.persistent = true), got a second call");
+  STRATA_CHECK_ARG(target.defined(),
+                   "GradientTape.gradient: expected a target tensor, got an empty handle");
   if (options.output_gradients.defined()) {
     STRATA_CHECK_ARG(options.output_gradients.shape() == target.shape(),
                      "GradientTape.gradient: expected output_gradients of the target's shape ",
@@ -175,7 +183,8 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
   std::vector<bool> relevant(records_.size(), false);
   for (size_t i = 0; i < records_.size(); ++i) {
     const auto& r = records_[i];
-    if (std::any_of(r.in.begin(), r.in.end(), [&](const autodiff::TensorRecord& t) { return depends.contains(t.id); })) {
+    if (std::any_of(r.in.begin(), r.in.end(),
+                    [&](const autodiff::TensorRecord& t) { return depends.contains(t.id); })) {
       relevant[i] = true;
       for (const auto& t : r.out) depends.insert(t.id);
     }
@@ -187,7 +196,7 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
     PauseOnly pause(this);
     if (is_floating(target.dtype())) {
       pending[target.id()].push_back(options.output_gradients.defined() ? options.output_gradients
-                                                                         : ones_like(target));
+                                                                        : ones_like(target));
     }
     std::unordered_map<uint64_t, Tensor> final_grads;  // summed gradients of source ids
     std::unordered_set<uint64_t> source_ids;
@@ -215,7 +224,8 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
       }
       std::vector<Tensor> in_grads = autodiff::op_gradient(r, out_grads);
       STRATA_INTERNAL_CHECK(in_grads.size() == r.in.size(), "gradient of ", op_name(r.kind),
-                            " returned ", in_grads.size(), " gradients for ", r.in.size(), " inputs");
+                            " returned ", in_grads.size(), " gradients for ", r.in.size(),
+                            " inputs");
       for (size_t k = 0; k < in_grads.size(); ++k) {
         if (in_grads[k].defined() && depends.contains(r.in[k].id) && is_floating(r.in[k].dtype)) {
           pending[r.in[k].id].push_back(in_grads[k]);

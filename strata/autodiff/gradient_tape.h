@@ -102,7 +102,8 @@ class GradientTape final : public OpRecorder, public VariableAccessObserver {
   std::vector<Tensor> gradient(const Tensor& target, const std::vector<Variable>& sources,
                                const GradientOptions& options = {});
   Tensor gradient(const Tensor& target, const Tensor& source, const GradientOptions& options = {});
-  Tensor gradient(const Tensor& target, const Variable& source, const GradientOptions& options = {});
+  Tensor gradient(const Tensor& target, const Variable& source,
+                  const GradientOptions& options = {});
 
   // Number of ops recorded so far (diagnostics, tests).
   size_t num_recorded_ops() const noexcept { return records_.size(); }

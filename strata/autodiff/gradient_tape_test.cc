@@ -64,7 +64,8 @@ TEST(GradientTapeTest, NonPersistentTapeUsedTwiceIsAnError) {
     tape.gradient(y, x);
     FAIL() << "expected FailedPreconditionError";
   } catch (const FailedPreconditionError& e) {
-    EXPECT_NE(std::string(e.what()).find("non-persistent GradientTape can only be used to compute one set"),
+    EXPECT_NE(std::string(e.what()).find(
+                  "non-persistent GradientTape can only be used to compute one set"),
               std::string::npos);
   }
 }
@@ -103,10 +104,10 @@ TEST(GradientTapeTest, ThirdDerivativeThroughThreeTapes) {
   t2.watch(x);
   GradientTape t1;
   t1.watch(x);
-  const Tensor y = x * x * x * x;              // x^4
-  const Tensor d1 = t1.gradient(y, x);         // 4x^3 = 108
-  const Tensor d2 = t2.gradient(d1, x);        // 12x^2 = 108
-  const Tensor d3 = t3.gradient(d2, x);        // 24x = 72
+  const Tensor y = x * x * x * x;        // x^4
+  const Tensor d1 = t1.gradient(y, x);   // 4x^3 = 108
+  const Tensor d2 = t2.gradient(d1, x);  // 12x^2 = 108
+  const Tensor d3 = t3.gradient(d2, x);  // 24x = 72
   EXPECT_DOUBLE_EQ(d1.item<double>(), 108.0);
   EXPECT_DOUBLE_EQ(d2.item<double>(), 108.0);
   EXPECT_DOUBLE_EQ(d3.item<double>(), 72.0);

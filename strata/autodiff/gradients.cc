@@ -131,7 +131,8 @@ struct PoolGeometry {
 
 std::vector<int64_t> hw(const std::vector<int64_t>& v, const char* what) {
   if (v.size() == 2) return v;
-  STRATA_CHECK_ARG(v.size() == 4, "pool gradient: expected ", what, " of length 2 or 4, got ", v.size());
+  STRATA_CHECK_ARG(v.size() == 4, "pool gradient: expected ", what, " of length 2 or 4, got ",
+                   v.size());
   return {v[1], v[2]};
 }
 
@@ -206,8 +207,8 @@ Tensor max_pool_grad(const OpRecord& op, const Tensor& g) {
     for (int64_t b = 0; b < p.kw; ++b) {
       const Tensor hit = logical_and(equal(window_slice(xp, p, a, b), y), logical_not(taken));
       taken = logical_or(taken, hit);
-      const Tensor part = scatter_strided(g * as_float_mask(hit, g), xp.shape(), {0, a, b, 0},
-                                          {1, p.sh, p.sw, 1});
+      const Tensor part =
+          scatter_strided(g * as_float_mask(hit, g), xp.shape(), {0, a, b, 0}, {1, p.sh, p.sw, 1});
       acc = acc.defined() ? acc + part : part;
     }
   }
@@ -215,7 +216,8 @@ Tensor max_pool_grad(const OpRecord& op, const Tensor& g) {
 }
 
 nn::Conv2DOptions conv_options(const OpRecord& op) {
-  return {.strides = op.attrs.strides, .padding = op.attrs.padding, .dilations = op.attrs.dilations};
+  return {
+      .strides = op.attrs.strides, .padding = op.attrs.padding, .dilations = op.attrs.dilations};
 }
 
 Tensor gather_grad(const OpRecord& op, const Tensor& g) {
@@ -290,10 +292,8 @@ bool gradient_needs_inputs(OpKind kind) noexcept {
     case OpKind::Softmax:
     case OpKind::LogSoftmax:
     case OpKind::AvgPool2D:
-    case OpKind::AvgPool2DGrad:
-      return false;
-    default:
-      return true;
+    case OpKind::AvgPool2DGrad: return false;
+    default: return true;
   }
 }
 
@@ -313,10 +313,8 @@ bool gradient_needs_outputs(OpKind kind) noexcept {
     case OpKind::Prod:
     case OpKind::Softmax:
     case OpKind::LogSoftmax:
-    case OpKind::MaxPool2D:
-      return true;
-    default:
-      return false;
+    case OpKind::MaxPool2D: return true;
+    default: return false;
   }
 }
 
@@ -328,14 +326,10 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
   const Tensor& y = op.out[0].value.defined() ? op.out[0].value : g;
   switch (op.kind) {
     // --- element-wise binary ---
-    case OpKind::Add:
-      return {fit(g, op, 0), fit(g, op, 1)};
-    case OpKind::Sub:
-      return {fit(g, op, 0), fit(-g, op, 1)};
-    case OpKind::Mul:
-      return {fit(g * in[1], op, 0), fit(g * in[0], op, 1)};
-    case OpKind::Div:
-      return {fit(g / in[1], op, 0), fit(-g * in[0] / square(in[1]), op, 1)};
+    case OpKind::Add: return {fit(g, op, 0), fit(g, op, 1)};
+    case OpKind::Sub: return {fit(g, op, 0), fit(-g, op, 1)};
+    case OpKind::Mul: return {fit(g * in[1], op, 0), fit(g * in[0], op, 1)};
+    case OpKind::Div: return {fit(g / in[1], op, 0), fit(-g * in[0] / square(in[1]), op, 1)};
     case OpKind::Pow: {
       // d/dx x^y = y x^(y-1); d/dy x^y = x^y log x, taken as 0 where x <= 0 (TF).
       const Tensor& x = in[0];
@@ -379,44 +373,25 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
       // Not differentiable (ops.def): never recorded; zero/none gradient like TF.
       return Grads(op.in.size());
     // --- element-wise unary ---
-    case OpKind::Identity:
-      return {g};
-    case OpKind::Neg:
-      return {-g};
-    case OpKind::Abs:
-      return {g * sign(in[0])};
-    case OpKind::Exp:
-      return {g * y};
-    case OpKind::Log:
-      return {g / in[0]};
-    case OpKind::Log1p:
-      return {g / (1.0 + in[0])};
-    case OpKind::Sqrt:
-      return {g * 0.5 / y};
-    case OpKind::Rsqrt:
-      return {g * -0.5 * y * y * y};
-    case OpKind::Square:
-      return {g * 2.0 * in[0]};
-    case OpKind::Reciprocal:
-      return {-g * y * y};
-    case OpKind::Sin:
-      return {g * cos(in[0])};
-    case OpKind::Cos:
-      return {-g * sin(in[0])};
-    case OpKind::Relu:
-      return {g * as_float_mask(y > 0.0, g)};
-    case OpKind::Relu6:
-      return {g * as_float_mask(logical_and(in[0] > 0.0, in[0] < 6.0), g)};
-    case OpKind::LeakyRelu:
-      return {where(in[0] > 0.0, g, g * op.attrs.alpha)};
-    case OpKind::Elu:
-      return {where(y > 0.0, g, g * (y + 1.0))};
-    case OpKind::Sigmoid:
-      return {g * y * (1.0 - y)};
-    case OpKind::Tanh:
-      return {g * (1.0 - y * y)};
-    case OpKind::Softplus:
-      return {g * sigmoid(in[0])};
+    case OpKind::Identity: return {g};
+    case OpKind::Neg: return {-g};
+    case OpKind::Abs: return {g * sign(in[0])};
+    case OpKind::Exp: return {g * y};
+    case OpKind::Log: return {g / in[0]};
+    case OpKind::Log1p: return {g / (1.0 + in[0])};
+    case OpKind::Sqrt: return {g * 0.5 / y};
+    case OpKind::Rsqrt: return {g * -0.5 * y * y * y};
+    case OpKind::Square: return {g * 2.0 * in[0]};
+    case OpKind::Reciprocal: return {-g * y * y};
+    case OpKind::Sin: return {g * cos(in[0])};
+    case OpKind::Cos: return {-g * sin(in[0])};
+    case OpKind::Relu: return {g * as_float_mask(y > 0.0, g)};
+    case OpKind::Relu6: return {g * as_float_mask(logical_and(in[0] > 0.0, in[0] < 6.0), g)};
+    case OpKind::LeakyRelu: return {where(in[0] > 0.0, g, g * op.attrs.alpha)};
+    case OpKind::Elu: return {where(y > 0.0, g, g * (y + 1.0))};
+    case OpKind::Sigmoid: return {g * y * (1.0 - y)};
+    case OpKind::Tanh: return {g * (1.0 - y * y)};
+    case OpKind::Softplus: return {g * sigmoid(in[0])};
     case OpKind::Cast:
       // TF: only between floating dtypes.
       if (!is_floating(op.in[0].dtype) || !is_floating(op.out[0].dtype)) return {Tensor()};
@@ -426,11 +401,9 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
       const Tensor zero = zeros_like(g);
       return {Tensor(), fit(where(cond, g, zero), op, 1), fit(where(cond, zero, g), op, 2)};
     }
-    case OpKind::AddN:
-      return Grads(op.in.size(), g);
+    case OpKind::AddN: return Grads(op.in.size(), g);
     // --- reductions ---
-    case OpKind::Sum:
-      return {spread(g, op)};
+    case OpKind::Sum: return {spread(g, op)};
     case OpKind::Mean: {
       const double n = static_cast<double>(op.in[0].shape.num_elements());
       const double m = static_cast<double>(std::max<int64_t>(op.out[0].shape.num_elements(), 1));
@@ -448,8 +421,7 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
       // TODO(#3): exact gradient at zeros needs an exclusive cumprod (TF); here zeros give inf/nan.
       return {spread(g, op) * reshape(y, kept_shape(op)) / in[0]};
     // --- shape and layout ---
-    case OpKind::Reshape:
-      return {reshape(g, op.in[0].shape.dims())};
+    case OpKind::Reshape: return {reshape(g, op.in[0].shape.dims())};
     case OpKind::Transpose: {
       std::vector<int64_t> perm = op.attrs.perm;
       const int rank = op.in[0].shape.rank();
@@ -460,8 +432,7 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
       for (int i = 0; i < rank; ++i) inverse[perm[i] < 0 ? perm[i] + rank : perm[i]] = i;
       return {transpose(g, inverse)};
     }
-    case OpKind::BroadcastTo:
-      return {fit(g, op, 0)};
+    case OpKind::BroadcastTo: return {fit(g, op, 0)};
     case OpKind::Concat: {
       const int rank = g.rank();
       const int64_t axis = op.attrs.axis < 0 ? op.attrs.axis + rank : op.attrs.axis;
@@ -490,20 +461,14 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
       for (int i = 0; i < s.rank(); ++i) begin.push_back(op.attrs.paddings[2 * i]);
       return {slice(g, begin, s.dims())};
     }
-    case OpKind::Tile:
-      return {tile_grad(op, g)};
-    case OpKind::Gather:
-      return {gather_grad(op, g), Tensor()};
-    case OpKind::UnsortedSegmentSum:
-      return {gather(g, in[1], 0), Tensor()};
+    case OpKind::Tile: return {tile_grad(op, g)};
+    case OpKind::Gather: return {gather_grad(op, g), Tensor()};
+    case OpKind::UnsortedSegmentSum: return {gather(g, in[1], 0), Tensor()};
     // --- linear algebra ---
-    case OpKind::MatMul:
-      return matmul_grad(op, g);
+    case OpKind::MatMul: return matmul_grad(op, g);
     // --- neural network ---
-    case OpKind::Softmax:
-      return {y * (g - reduce_sum(g * y, {.axis = {-1}, .keepdims = true}))};
-    case OpKind::LogSoftmax:
-      return {g - exp(y) * reduce_sum(g, {.axis = {-1}, .keepdims = true})};
+    case OpKind::Softmax: return {y * (g - reduce_sum(g * y, {.axis = {-1}, .keepdims = true}))};
+    case OpKind::LogSoftmax: return {g - exp(y) * reduce_sum(g, {.axis = {-1}, .keepdims = true})};
     case OpKind::Conv2D: {
       const auto opts = conv_options(op);
       return {nn::conv2d_backprop_input(op.in[0].shape, in[1], g, opts),
@@ -512,19 +477,20 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
     case OpKind::Conv2DBackpropInput: {
       // (filter, out_backprop) -> dx, as TF's _Conv2DBackpropInputGrad.
       const auto opts = conv_options(op);
-      return {nn::conv2d_backprop_filter(g, op.in[0].shape, in[1], opts), nn::conv2d(g, in[0], opts)};
+      return {nn::conv2d_backprop_filter(g, op.in[0].shape, in[1], opts),
+              nn::conv2d(g, in[0], opts)};
     }
     case OpKind::Conv2DBackpropFilter: {
       // (input, out_backprop) -> dfilter, as TF's _Conv2DBackpropFilterGrad.
       const auto opts = conv_options(op);
-      return {nn::conv2d_backprop_input(op.in[0].shape, g, in[1], opts), nn::conv2d(in[0], g, opts)};
+      return {nn::conv2d_backprop_input(op.in[0].shape, g, in[1], opts),
+              nn::conv2d(in[0], g, opts)};
     }
-    case OpKind::MaxPool2D:
-      return {max_pool_grad(op, g)};
+    case OpKind::MaxPool2D: return {max_pool_grad(op, g)};
     case OpKind::AvgPool2D:
       // AvgPool2DGrad is itself differentiable (its gradient is an avg pool).
-      return {nn::avg_pool2d_grad(op.in[0].shape, g, hw(op.attrs.ksize, "ksize"), hw(op.attrs.strides, "strides"),
-                                  op.attrs.padding)};
+      return {nn::avg_pool2d_grad(op.in[0].shape, g, hw(op.attrs.ksize, "ksize"),
+                                  hw(op.attrs.strides, "strides"), op.attrs.padding)};
     case OpKind::AvgPool2DGrad: {
       const auto k = hw(op.attrs.ksize, "ksize");
       const auto s = hw(op.attrs.strides, "strides");

@@ -25,9 +25,9 @@ Tensor rnd(const TensorShape& s, uint64_t seed, double lo = -1.0, double hi = 1.
   return random_uniform(s, lo, hi, seed);
 }
 
-#define EXPECT_GRADIENTS_MATCH(f, inputs)                 \
-  do {                                                    \
-    auto r_ = check_gradients(f, inputs);                 \
+#define EXPECT_GRADIENTS_MATCH(f, inputs)                                     \
+  do {                                                                        \
+    auto r_ = check_gradients(f, inputs);                                     \
     EXPECT_TRUE(r_.ok) << "max error " << r_.max_error << "\n" << r_.message; \
   } while (false)
 
@@ -36,29 +36,32 @@ const std::vector<std::pair<TensorShape, TensorShape>> kBinaryShapes = {
     {{3}, {3}}, {{2, 3}, {3}}, {{2, 1}, {1, 3}}, {{}, {2, 2}}, {{2, 3, 1}, {3, 4}}};
 
 TEST(GradientCheckTest, AgreesOnCorrectGradients) {
-  auto r = check_gradients([](const V& x) { return exp(x[0]) * x[1] + sigmoid(x[0]) * square(x[1]); },
-                           (V{rnd({4}, 1), rnd({}, 2)}));
+  auto r =
+      check_gradients([](const V& x) { return exp(x[0]) * x[1] + sigmoid(x[0]) * square(x[1]); },
+                      (V{rnd({4}, 1), rnd({}, 2)}));
   EXPECT_TRUE(r.ok) << r.message;
   EXPECT_LT(r.max_error, 1e-7);
 }
 
 TEST(GradientCheckTest, DetectsAWrongGradient) {
   // stop_gradient hides half of d(x^2)/dx from the tape, so the check must fail.
-  auto r = check_gradients([](const V& x) { return x[0] * stop_gradient(x[0]); }, (V{rnd({3}, 1, 0.5, 1.0)}));
+  auto r = check_gradients([](const V& x) { return x[0] * stop_gradient(x[0]); },
+                           (V{rnd({3}, 1, 0.5, 1.0)}));
   EXPECT_FALSE(r.ok);
   EXPECT_NE(r.message.find("input 0 element 0"), std::string::npos) << r.message;
 }
 
 TEST(GradientsTest, ElementwiseBinaryOpsWithBroadcasting) {
-  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&, const Tensor&)>>> ops = {
-      {"add", [](auto& a, auto& b) { return add(a, b); }},
-      {"subtract", [](auto& a, auto& b) { return subtract(a, b); }},
-      {"multiply", [](auto& a, auto& b) { return multiply(a, b); }},
-      {"divide", [](auto& a, auto& b) { return divide(a, b); }},
-      {"maximum", [](auto& a, auto& b) { return maximum(a, b); }},
-      {"minimum", [](auto& a, auto& b) { return minimum(a, b); }},
-      {"squared_difference", [](auto& a, auto& b) { return squared_difference(a, b); }},
-  };
+  const std::vector<std::pair<const char*, std::function<Tensor(const Tensor&, const Tensor&)>>>
+      ops = {
+          {"add", [](auto& a, auto& b) { return add(a, b); }},
+          {"subtract", [](auto& a, auto& b) { return subtract(a, b); }},
+          {"multiply", [](auto& a, auto& b) { return multiply(a, b); }},
+          {"divide", [](auto& a, auto& b) { return divide(a, b); }},
+          {"maximum", [](auto& a, auto& b) { return maximum(a, b); }},
+          {"minimum", [](auto& a, auto& b) { return minimum(a, b); }},
+          {"squared_difference", [](auto& a, auto& b) { return squared_difference(a, b); }},
+      };
   uint64_t seed = 1;
   for (const auto& [name, op] : ops) {
     for (const auto& [sa, sb] : kBinaryShapes) {
@@ -136,22 +139,27 @@ TEST(GradientsTest, CastBetweenFloatTypesAndSelect) {
     o.delta = 1e-2;
     const double eps32 = std::numeric_limits<float>::epsilon();
     o.tolerance = 2 * 1.5 * (1 + o.delta) * (1 + o.delta) * eps32 / (2 * o.delta);
-    auto r = check_gradients([](const V& x) { return cast(cast(x[0], DType::float32), DType::float64) * x[0]; },
-                             (V{rnd({4}, 5)}), o);
+    auto r = check_gradients(
+        [](const V& x) { return cast(cast(x[0], DType::float32), DType::float64) * x[0]; },
+        (V{rnd({4}, 5)}), o);
     EXPECT_TRUE(r.ok) << "max error " << r.max_error << "\n" << r.message;
   }
   const Tensor cond = constant({true, false, true}, {3});
-  for (const auto& [sa, sb] : std::vector<std::pair<TensorShape, TensorShape>>{{{3}, {3}}, {{2, 3}, {}}}) {
+  for (const auto& [sa, sb] :
+       std::vector<std::pair<TensorShape, TensorShape>>{{{3}, {3}}, {{2, 3}, {}}}) {
     EXPECT_GRADIENTS_MATCH([&](const V& x) { return where(cond, x[0], x[1]); },
                            (V{rnd(sa, 6), rnd(sb, 7)}));
   }
-  EXPECT_GRADIENTS_MATCH([](const V& x) { return add_n({x[0], x[1], x[0]}); },
-                         (V{rnd({2, 2}, 8), rnd({2, 2}, 9)}));
+  EXPECT_GRADIENTS_MATCH(
+      [](const V& x) {
+        return add_n({x[0], x[1], x[0]});
+      },
+      (V{rnd({2, 2}, 8), rnd({2, 2}, 9)}));
 }
 
 TEST(GradientsTest, Reductions) {
-  const std::vector<ReduceOptions> opts = {{}, {.axis = {0}}, {.axis = {1}, .keepdims = true},
-                                           {.axis = {-1}}, {.axis = {0, 2}}};
+  const std::vector<ReduceOptions> opts = {
+      {}, {.axis = {0}}, {.axis = {1}, .keepdims = true}, {.axis = {-1}}, {.axis = {0, 2}}};
   uint64_t seed = 200;
   for (const auto& o : opts) {
     const Tensor x = rnd({2, 3, 4}, seed++, 0.5, 1.5);
@@ -194,42 +202,71 @@ TEST(GradientsTest, MatMulWithTransposesAndBatches) {
 
 TEST(GradientsTest, ShapeAndLayoutOps) {
   const Tensor x = rnd({2, 3, 4}, 400);
-  EXPECT_GRADIENTS_MATCH([](const V& v) { return reshape(v[0], {4, -1}) * rnd({4, 6}, 1); }, (V{x}));
+  EXPECT_GRADIENTS_MATCH(
+      [](const V& v) {
+        return reshape(v[0], {4, -1}) * rnd({4, 6}, 1);
+      },
+      (V{x}));
   EXPECT_GRADIENTS_MATCH([](const V& v) { return transpose(v[0], {2, 0, 1}); }, (V{x}));
   EXPECT_GRADIENTS_MATCH([](const V& v) { return transpose(v[0]); }, (V{x}));
-  EXPECT_GRADIENTS_MATCH([](const V& v) { return broadcast_to(v[0], {2, 2, 3}); }, (V{rnd({2, 1, 3}, 401)}));
-  EXPECT_GRADIENTS_MATCH([](const V& v) { return concat({v[0], v[1], v[0]}, 1); },
-                         (V{rnd({2, 2}, 402), rnd({2, 3}, 403)}));
-  EXPECT_GRADIENTS_MATCH([](const V& v) { return stack({v[0], v[1]}, 1); }, (V{rnd({2, 3}, 404), rnd({2, 3}, 405)}));
-  EXPECT_GRADIENTS_MATCH([](const V& v) { return split(v[0], 2, 1)[1] * 2.0; }, (V{rnd({3, 4}, 406)}));
+  EXPECT_GRADIENTS_MATCH(
+      [](const V& v) {
+        return broadcast_to(v[0], {2, 2, 3});
+      },
+      (V{rnd({2, 1, 3}, 401)}));
+  EXPECT_GRADIENTS_MATCH(
+      [](const V& v) {
+        return concat({v[0], v[1], v[0]}, 1);
+      },
+      (V{rnd({2, 2}, 402), rnd({2, 3}, 403)}));
+  EXPECT_GRADIENTS_MATCH(
+      [](const V& v) {
+        return stack({v[0], v[1]}, 1);
+      },
+      (V{rnd({2, 3}, 404), rnd({2, 3}, 405)}));
+  EXPECT_GRADIENTS_MATCH([](const V& v) { return split(v[0], 2, 1)[1] * 2.0; },
+                         (V{rnd({3, 4}, 406)}));
   EXPECT_GRADIENTS_MATCH([](const V& v) { return slice(v[0], {0, 1, 1}, {-1, 2, 2}); }, (V{x}));
-  EXPECT_GRADIENTS_MATCH([](const V& v) { return strided_slice(v[0], {1, 0, 3}, {2, 3, 0}, {1, 2, -2}); },
-                         (V{x}));
-  EXPECT_GRADIENTS_MATCH([](const V& v) { return pad(v[0], {{1, 0}, {0, 2}}, 3.0); }, (V{rnd({2, 3}, 407)}));
+  EXPECT_GRADIENTS_MATCH(
+      [](const V& v) {
+        return strided_slice(v[0], {1, 0, 3}, {2, 3, 0}, {1, 2, -2});
+      },
+      (V{x}));
+  EXPECT_GRADIENTS_MATCH(
+      [](const V& v) {
+        return pad(v[0], {{1, 0}, {0, 2}}, 3.0);
+      },
+      (V{rnd({2, 3}, 407)}));
   EXPECT_GRADIENTS_MATCH([](const V& v) { return tile(v[0], {2, 1, 3}); }, (V{x}));
-  EXPECT_GRADIENTS_MATCH([](const V& v) { return expand_dims(squeeze(v[0]), 0); }, (V{rnd({1, 3, 1}, 408)}));
+  EXPECT_GRADIENTS_MATCH([](const V& v) { return expand_dims(squeeze(v[0]), 0); },
+                         (V{rnd({1, 3, 1}, 408)}));
 }
 
 TEST(GradientsTest, GatherScatterAddsIntoParams) {
   const Tensor idx = constant({int64_t{2}, int64_t{0}, int64_t{2}}, {3});
   const Tensor idx2 = constant({int64_t{1}, int64_t{1}, int64_t{0}, int64_t{2}}, {2, 2});
   EXPECT_GRADIENTS_MATCH([&](const V& v) { return gather(v[0], idx, 0); }, (V{rnd({3, 2}, 500)}));
-  EXPECT_GRADIENTS_MATCH([&](const V& v) { return gather(v[0], idx2, 1); }, (V{rnd({2, 3, 2}, 501)}));
+  EXPECT_GRADIENTS_MATCH([&](const V& v) { return gather(v[0], idx2, 1); },
+                         (V{rnd({2, 3, 2}, 501)}));
   const Tensor seg = constant({int64_t{1}, int64_t{0}, int64_t{1}}, {3});
-  EXPECT_GRADIENTS_MATCH([&](const V& v) { return unsorted_segment_sum(v[0], seg, 3); }, (V{rnd({3, 2}, 502)}));
+  EXPECT_GRADIENTS_MATCH([&](const V& v) { return unsorted_segment_sum(v[0], seg, 3); },
+                         (V{rnd({3, 2}, 502)}));
   // Repeated indices accumulate: d sum(gather(p, [2, 0, 2])) / dp = [1, 0, 2].
   const Tensor p = constant({1.f, 2.f, 3.f});
   GradientTape tape;
   tape.watch(p);
-  EXPECT_EQ(tape.gradient(gather(p, idx), p).to_vector<float>(), (std::vector<float>{1.f, 0.f, 2.f}));
+  EXPECT_EQ(tape.gradient(gather(p, idx), p).to_vector<float>(),
+            (std::vector<float>{1.f, 0.f, 2.f}));
 }
 
 TEST(GradientsTest, SoftmaxAndLosses) {
   EXPECT_GRADIENTS_MATCH([](const V& v) { return softmax(v[0]); }, (V{rnd({3, 4}, 600, -2, 2)}));
-  EXPECT_GRADIENTS_MATCH([](const V& v) { return log_softmax(v[0]); }, (V{rnd({3, 4}, 601, -2, 2)}));
+  EXPECT_GRADIENTS_MATCH([](const V& v) { return log_softmax(v[0]); },
+                         (V{rnd({3, 4}, 601, -2, 2)}));
   const Tensor labels = constant({int64_t{1}, int64_t{3}, int64_t{0}}, {3});
-  EXPECT_GRADIENTS_MATCH([&](const V& v) { return nn::sparse_softmax_cross_entropy_with_logits(labels, v[0]); },
-                         (V{rnd({3, 4}, 602, -2, 2)}));
+  EXPECT_GRADIENTS_MATCH(
+      [&](const V& v) { return nn::sparse_softmax_cross_entropy_with_logits(labels, v[0]); },
+      (V{rnd({3, 4}, 602, -2, 2)}));
 }
 
 TEST(GradientsTest, Conv2DInputAndFilter) {
@@ -245,23 +282,41 @@ TEST(GradientsTest, Conv2DInputAndFilter) {
 
 TEST(GradientsTest, ConvBackpropOpsHaveGradients) {
   const nn::Conv2DOptions o{.strides = {1, 1}, .padding = "SAME"};
-  EXPECT_GRADIENTS_MATCH([&](const V& v) { return nn::conv2d_backprop_input({1, 4, 4, 2}, v[0], v[1], o); },
-                         (V{rnd({3, 3, 2, 3}, 710), rnd({1, 4, 4, 3}, 711)}));
-  EXPECT_GRADIENTS_MATCH([&](const V& v) { return nn::conv2d_backprop_filter(v[0], {3, 3, 2, 3}, v[1], o); },
-                         (V{rnd({1, 4, 4, 2}, 712), rnd({1, 4, 4, 3}, 713)}));
+  EXPECT_GRADIENTS_MATCH(
+      [&](const V& v) {
+        return nn::conv2d_backprop_input({1, 4, 4, 2}, v[0], v[1], o);
+      },
+      (V{rnd({3, 3, 2, 3}, 710), rnd({1, 4, 4, 3}, 711)}));
+  EXPECT_GRADIENTS_MATCH(
+      [&](const V& v) {
+        return nn::conv2d_backprop_filter(v[0], {3, 3, 2, 3}, v[1], o);
+      },
+      (V{rnd({1, 4, 4, 2}, 712), rnd({1, 4, 4, 3}, 713)}));
 }
 
 TEST(GradientsTest, Pooling) {
   for (const char* padding : {"VALID", "SAME"}) {
     SCOPED_TRACE(padding);
-    EXPECT_GRADIENTS_MATCH([&](const V& v) { return nn::max_pool2d(v[0], {2, 2}, {2, 2}, padding); },
-                           (V{rnd({2, 5, 5, 2}, 800)}));
-    EXPECT_GRADIENTS_MATCH([&](const V& v) { return nn::max_pool2d(v[0], {3, 3}, {1, 1}, padding); },
-                           (V{rnd({1, 4, 4, 1}, 801)}));
-    EXPECT_GRADIENTS_MATCH([&](const V& v) { return nn::avg_pool2d(v[0], {2, 2}, {2, 2}, padding); },
-                           (V{rnd({2, 5, 5, 2}, 802)}));
-    EXPECT_GRADIENTS_MATCH([&](const V& v) { return nn::avg_pool2d(v[0], {3, 3}, {1, 1}, padding); },
-                           (V{rnd({1, 4, 4, 1}, 803)}));
+    EXPECT_GRADIENTS_MATCH(
+        [&](const V& v) {
+          return nn::max_pool2d(v[0], {2, 2}, {2, 2}, padding);
+        },
+        (V{rnd({2, 5, 5, 2}, 800)}));
+    EXPECT_GRADIENTS_MATCH(
+        [&](const V& v) {
+          return nn::max_pool2d(v[0], {3, 3}, {1, 1}, padding);
+        },
+        (V{rnd({1, 4, 4, 1}, 801)}));
+    EXPECT_GRADIENTS_MATCH(
+        [&](const V& v) {
+          return nn::avg_pool2d(v[0], {2, 2}, {2, 2}, padding);
+        },
+        (V{rnd({2, 5, 5, 2}, 802)}));
+    EXPECT_GRADIENTS_MATCH(
+        [&](const V& v) {
+          return nn::avg_pool2d(v[0], {3, 3}, {1, 1}, padding);
+        },
+        (V{rnd({1, 4, 4, 1}, 803)}));
   }
 }
 

@@ -28,7 +28,9 @@ inline uint32_t extend(uint32_t crc, std::string_view data) noexcept {
 
 // Returns the CRC-32C of `data`.
 inline uint32_t value(const void* data, size_t n) noexcept { return extend(0, data, n); }
-inline uint32_t value(std::string_view data) noexcept { return extend(0, data.data(), data.size()); }
+inline uint32_t value(std::string_view data) noexcept {
+  return extend(0, data.data(), data.size());
+}
 
 inline constexpr uint32_t kMaskDelta = 0xa282ead8u;
 

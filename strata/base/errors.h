@@ -61,9 +61,9 @@ class Error : public std::runtime_error {
   ErrorCode code_;
 };
 
-#define STRATA_DECLARE_ERROR_CLASS(Name, Code)                         \
-  class Name : public Error {                                          \
-   public:                                                             \
+#define STRATA_DECLARE_ERROR_CLASS(Name, Code)                              \
+  class Name : public Error {                                               \
+   public:                                                                  \
     explicit Name(std::string message) : Error(Code, std::move(message)) {} \
   };
 
@@ -97,18 +97,18 @@ inline void rethrow_if(const std::exception_ptr& e) {
 
 }  // namespace strata
 
-#define STRATA_CHECK(code, cond, ...)                                           \
-  do {                                                                          \
-    if (!(cond)) [[unlikely]]                                                   \
+#define STRATA_CHECK(code, cond, ...)                                                   \
+  do {                                                                                  \
+    if (!(cond)) [[unlikely]]                                                           \
       ::strata::throw_error(::strata::ErrorCode::code, ::strata::str_cat(__VA_ARGS__)); \
   } while (false)
 
 #define STRATA_CHECK_ARG(cond, ...) STRATA_CHECK(INVALID_ARGUMENT, cond, __VA_ARGS__)
 
-#define STRATA_INTERNAL_CHECK(cond, ...)                                          \
-  do {                                                                            \
-    if (!(cond)) [[unlikely]]                                                     \
-      ::strata::throw_error(::strata::ErrorCode::INTERNAL,                        \
+#define STRATA_INTERNAL_CHECK(cond, ...)                                                  \
+  do {                                                                                    \
+    if (!(cond)) [[unlikely]]                                                             \
+      ::strata::throw_error(::strata::ErrorCode::INTERNAL,                                \
                             ::strata::str_cat("internal check failed at ", __FILE__, ":", \
                                               __LINE__, ": " #cond " ", ##__VA_ARGS__));  \
   } while (false)

@@ -40,7 +40,8 @@ TEST(Errors, ThrowErrorRaisesTheMatchingSubclass) {
 TEST(Errors, CheckArgFormatsTheOffendingValues) {
   const std::vector<int64_t> shape{2, 3};
   try {
-    STRATA_CHECK_ARG(shape.size() == 3, "Dense(dense_1): expected input of rank 3, got shape ", shape);
+    STRATA_CHECK_ARG(shape.size() == 3, "Dense(dense_1): expected input of rank 3, got shape ",
+                     shape);
     FAIL() << "no exception";
   } catch (const InvalidArgumentError& e) {
     EXPECT_STREQ(e.what(), "Dense(dense_1): expected input of rank 3, got shape [2, 3]");

@@ -3,7 +3,8 @@
 // Used to build error messages that print the offending values; containers of
 // printable values print as "[a, b, c]".
 //
-//   std::string m = strata::str_cat("got shape ", std::vector<int64_t>{2, 3});  // "got shape [2, 3]"
+//   std::string m = strata::str_cat("got shape ", std::vector<int64_t>{2, 3});  // "got shape [2,
+//   3]"
 
 #include <sstream>
 #include <string>

@@ -40,8 +40,7 @@ class ThreadPool {
 
   // Runs fn(begin, end) over [0, n) in at most num_threads() * 4 chunks of at
   // least `min_chunk` elements. Blocks until every chunk has run.
-  void parallel_for(int64_t n, int64_t min_chunk,
-                    const std::function<void(int64_t, int64_t)>& fn);
+  void parallel_for(int64_t n, int64_t min_chunk, const std::function<void(int64_t, int64_t)>& fn);
 
   // The number of chunks parallel_for would use for n elements.
   int64_t num_chunks(int64_t n, int64_t min_chunk) const noexcept;

@@ -29,7 +29,8 @@ TEST(ThreadPool, SmallRangesRunInlineAsOneChunk) {
   EXPECT_EQ(pool.num_chunks(0, 1), 0);
   EXPECT_EQ(pool.num_chunks(1 << 20, 1), 16);
   const auto caller = std::this_thread::get_id();
-  pool.parallel_for(100, 1000, [&](int64_t, int64_t) { EXPECT_EQ(std::this_thread::get_id(), caller); });
+  pool.parallel_for(100, 1000,
+                    [&](int64_t, int64_t) { EXPECT_EQ(std::this_thread::get_id(), caller); });
 }
 
 TEST(ThreadPool, UsesWorkerThreads) {

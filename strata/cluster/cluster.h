@@ -14,8 +14,8 @@
 //   bool chief = mwu::is_chief(spec, resolver.task_type(), resolver.task_id());
 //   std::optional<strata::cluster::TcpStoreServer> server;
 //   if (chief) server.emplace("0.0.0.0:" + port_of(spec.task_address("worker", 0)));
-//   strata::cluster::TcpStoreClient store(leader_address, {.connect_timeout = std::chrono::seconds(30)});
-//   store.add("arrived", 1); store.wait({"ready"});
+//   strata::cluster::TcpStoreClient store(leader_address, {.connect_timeout =
+//   std::chrono::seconds(30)}); store.add("arrived", 1); store.wait({"ready"});
 //
 // See docs/cluster.md for TF_CONFIG, the resolvers, the chief rule and the store protocol.
 

@@ -11,7 +11,8 @@
 
 namespace strata::distribute::cluster_resolver {
 
-std::string format_master_url(const std::string& address, const std::optional<std::string>& rpc_layer) {
+std::string format_master_url(const std::string& address,
+                              const std::optional<std::string>& rpc_layer) {
   if (rpc_layer && !rpc_layer->empty()) return str_cat(*rpc_layer, "://", address);
   return address;
 }
@@ -49,8 +50,8 @@ TFConfigClusterResolver::TFConfigClusterResolver(TFConfigClusterResolverOptions 
   rpc_layer_ = std::move(options.rpc_layer);
 }
 
-TFConfigClusterResolver TFConfigClusterResolver::from_string(std::string tf_config,
-                                                             TFConfigClusterResolverOptions options) {
+TFConfigClusterResolver TFConfigClusterResolver::from_string(
+    std::string tf_config, TFConfigClusterResolverOptions options) {
   TFConfigClusterResolver resolver(std::move(options));
   resolver.fixed_config_ = std::move(tf_config);
   return resolver;
@@ -76,10 +77,11 @@ TFConfigClusterResolver::Parsed TFConfigClusterResolver::load() const {
   }
   STRATA_CHECK_ARG(j.is_object(), "TF_CONFIG: expected a JSON object, got ", j.dump());
   if (j.contains("cluster") && !j["cluster"].is_null()) {
-    STRATA_CHECK_ARG(j["cluster"].is_object(),
-                     "TF_CONFIG: expected \"cluster\" to be an object mapping job names to lists of "
-                     "addresses, got ",
-                     j["cluster"].dump());
+    STRATA_CHECK_ARG(
+        j["cluster"].is_object(),
+        "TF_CONFIG: expected \"cluster\" to be an object mapping job names to lists of "
+        "addresses, got ",
+        j["cluster"].dump());
     try {
       parsed.cluster = train::ClusterSpec::from_json(j["cluster"].dump());
     } catch (const InvalidArgumentError& e) {
@@ -88,9 +90,11 @@ TFConfigClusterResolver::Parsed TFConfigClusterResolver::load() const {
   }
   if (j.contains("task") && !j["task"].is_null()) {
     const auto& task = j["task"];
-    STRATA_CHECK_ARG(task.is_object(), "TF_CONFIG: expected \"task\" to be an object, got ", task.dump());
+    STRATA_CHECK_ARG(task.is_object(), "TF_CONFIG: expected \"task\" to be an object, got ",
+                     task.dump());
     if (task.contains("type") && !task["type"].is_null()) {
-      STRATA_CHECK_ARG(task["type"].is_string(), "TF_CONFIG: expected \"task.type\" to be a string, got ",
+      STRATA_CHECK_ARG(task["type"].is_string(),
+                       "TF_CONFIG: expected \"task.type\" to be a string, got ",
                        task["type"].dump());
       parsed.task_type = task["type"].get<std::string>();
     }
@@ -105,7 +109,8 @@ TFConfigClusterResolver::Parsed TFConfigClusterResolver::load() const {
       } else if (index.is_string()) {
         ok = ::strata::cluster::internal::parse_python_int(index.get<std::string>(), value);
       }
-      STRATA_CHECK_ARG(ok, "TF_CONFIG: expected \"task.index\" to be an integer, got ", index.dump());
+      STRATA_CHECK_ARG(ok, "TF_CONFIG: expected \"task.index\" to be an integer, got ",
+                       index.dump());
       parsed.task_id = value;
     }
   }
@@ -118,9 +123,10 @@ TFConfigClusterResolver::Parsed TFConfigClusterResolver::load() const {
     if (parsed.cluster.has_job(type)) {
       if (parsed.task_id) {
         const auto indices = parsed.cluster.task_indices(type);
-        STRATA_CHECK_ARG(std::find(indices.begin(), indices.end(), *parsed.task_id) != indices.end(),
-                         "TF_CONFIG: \"task.index\" ", *parsed.task_id, " is out of range for job '", type,
-                         "' with task indices ", indices);
+        STRATA_CHECK_ARG(
+            std::find(indices.begin(), indices.end(), *parsed.task_id) != indices.end(),
+            "TF_CONFIG: \"task.index\" ", *parsed.task_id, " is out of range for job '", type,
+            "' with task indices ", indices);
       }
     } else {
       // An evaluator may run outside the training cluster (TF allows it).
@@ -158,16 +164,19 @@ std::string TFConfigClusterResolver::master(const std::optional<std::string>& ta
   if (jobs.empty() || (jobs.size() == 1 && cluster.job_tasks(jobs[0]).size() == 1)) return "";
   const auto type = task_type ? task_type : (task_type_ ? task_type_ : parsed.task_type);
   const auto id = task_id ? task_id : (task_id_ ? task_id_ : parsed.task_id);
-  STRATA_CHECK_ARG(type && id, "TFConfigClusterResolver.master: expected a task type and id (as arguments or "
-                               "in TF_CONFIG[\"task\"]), got type ",
-                   type.value_or("None"), " and id ", id ? std::to_string(*id) : std::string("None"));
+  STRATA_CHECK_ARG(type && id,
+                   "TFConfigClusterResolver.master: expected a task type and id (as arguments or "
+                   "in TF_CONFIG[\"task\"]), got type ",
+                   type.value_or("None"), " and id ",
+                   id ? std::to_string(*id) : std::string("None"));
   const auto layer = rpc_layer ? rpc_layer : (rpc_layer_ ? rpc_layer_ : parsed.rpc_layer);
   return format_master_url(cluster.task_address(*type, *id), layer);
 }
 
 // --- SimpleClusterResolver ---------------------------------------------------
 
-SimpleClusterResolver::SimpleClusterResolver(train::ClusterSpec cluster_spec, SimpleClusterResolverOptions options)
+SimpleClusterResolver::SimpleClusterResolver(train::ClusterSpec cluster_spec,
+                                             SimpleClusterResolverOptions options)
     : cluster_spec_(std::move(cluster_spec)),
       master_(std::move(options.master)),
       environment_(std::move(options.environment)),
@@ -186,8 +195,8 @@ std::string SimpleClusterResolver::master(const std::optional<std::string>& task
   return format_master_url(address, rpc_layer ? rpc_layer : rpc_layer_);
 }
 
-std::map<std::string, int> SimpleClusterResolver::num_accelerators(const std::optional<std::string>&,
-                                                                   std::optional<int>) const {
+std::map<std::string, int> SimpleClusterResolver::num_accelerators(
+    const std::optional<std::string>&, std::optional<int>) const {
   return num_accelerators_;
 }
 

@@ -26,7 +26,8 @@ namespace strata::distribute::cluster_resolver {
 
 // "<rpc_layer>://<address>", or the address alone when rpc_layer is empty (TF's
 // format_master_url).
-std::string format_master_url(const std::string& address, const std::optional<std::string>& rpc_layer);
+std::string format_master_url(const std::string& address,
+                              const std::optional<std::string>& rpc_layer);
 
 class ClusterResolver {
  public:
@@ -41,16 +42,21 @@ class ClusterResolver {
   virtual std::optional<std::string> task_type() const { return task_type_; }
   virtual std::optional<int> task_id() const { return task_id_; }
   virtual std::optional<std::string> rpc_layer() const { return rpc_layer_; }
-  virtual void set_task_type(std::optional<std::string> task_type) { task_type_ = std::move(task_type); }
+  virtual void set_task_type(std::optional<std::string> task_type) {
+    task_type_ = std::move(task_type);
+  }
   virtual void set_task_id(std::optional<int> task_id) { task_id_ = task_id; }
-  virtual void set_rpc_layer(std::optional<std::string> rpc_layer) { rpc_layer_ = std::move(rpc_layer); }
+  virtual void set_rpc_layer(std::optional<std::string> rpc_layer) {
+    rpc_layer_ = std::move(rpc_layer);
+  }
   // TF's base value is "".
   virtual std::string environment() const { return ""; }
   // Accelerators per device type ("GPU", "TPU") of (task_type, task_id). The base
   // returns {}: the cluster layer sees no devices, and TF's TFConfigClusterResolver
   // returns {} too for local eager devices; strategies count local devices themselves.
-  virtual std::map<std::string, int> num_accelerators(const std::optional<std::string>& task_type = std::nullopt,
-                                                      std::optional<int> task_id = std::nullopt) const;
+  virtual std::map<std::string, int> num_accelerators(
+      const std::optional<std::string>& task_type = std::nullopt,
+      std::optional<int> task_id = std::nullopt) const;
 
  protected:
   ClusterResolver() = default;
@@ -84,7 +90,8 @@ class TFConfigClusterResolver : public ClusterResolver {
  public:
   explicit TFConfigClusterResolver(TFConfigClusterResolverOptions options = {});
   // Uses `tf_config` (the JSON text) instead of the environment variable.
-  static TFConfigClusterResolver from_string(std::string tf_config, TFConfigClusterResolverOptions options = {});
+  static TFConfigClusterResolver from_string(std::string tf_config,
+                                             TFConfigClusterResolverOptions options = {});
 
   train::ClusterSpec cluster_spec() const override;
   // TF_CONFIG["session_master"] if set; "" if the cluster has no jobs or a single
@@ -122,7 +129,8 @@ struct SimpleClusterResolverOptions {
 
 class SimpleClusterResolver : public ClusterResolver {
  public:
-  explicit SimpleClusterResolver(train::ClusterSpec cluster_spec, SimpleClusterResolverOptions options = {});
+  explicit SimpleClusterResolver(train::ClusterSpec cluster_spec,
+                                 SimpleClusterResolverOptions options = {});
 
   train::ClusterSpec cluster_spec() const override { return cluster_spec_; }
   // The address of (task_type, task_id) when both are given, else the configured
@@ -131,8 +139,9 @@ class SimpleClusterResolver : public ClusterResolver {
                      std::optional<int> task_id = std::nullopt,
                      const std::optional<std::string>& rpc_layer = std::nullopt) const override;
   std::string environment() const override { return environment_; }
-  std::map<std::string, int> num_accelerators(const std::optional<std::string>& task_type = std::nullopt,
-                                              std::optional<int> task_id = std::nullopt) const override;
+  std::map<std::string, int> num_accelerators(
+      const std::optional<std::string>& task_type = std::nullopt,
+      std::optional<int> task_id = std::nullopt) const override;
 
  private:
   train::ClusterSpec cluster_spec_;

@@ -73,10 +73,12 @@ TEST(TFConfigClusterResolver, MissingVariableIsAnEmptyConfig) {
 }
 
 TEST(TFConfigClusterResolver, ReadsTheVariableOnEveryCall) {
-  ScopedTfConfig env(R"({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 0}})");
+  ScopedTfConfig env(
+      R"({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 0}})");
   TFConfigClusterResolver r;
   EXPECT_EQ(r.task_id(), 0);
-  env.apply(R"({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}, "rpc_layer": "grpc"})");
+  env.apply(
+      R"({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 1}, "rpc_layer": "grpc"})");
   EXPECT_EQ(r.task_id(), 1);
   EXPECT_EQ(r.master(), "grpc://b:1");
 }
@@ -90,25 +92,30 @@ TEST(TFConfigClusterResolver, InvalidJsonNamesTfConfigAndThePosition) {
 TEST(TFConfigClusterResolver, InvalidFieldsAreNamed) {
   EXPECT_THAT(invalid_argument_message("[1]"), HasSubstr("TF_CONFIG: expected a JSON object"));
   EXPECT_THAT(invalid_argument_message(R"({"cluster": ["a:1"]})"), HasSubstr("\"cluster\""));
-  EXPECT_THAT(invalid_argument_message(R"({"cluster": {"worker": "a:1"}})"), HasSubstr("job 'worker'"));
-  EXPECT_THAT(invalid_argument_message(R"({"task": "worker"})"), HasSubstr("\"task\" to be an object"));
+  EXPECT_THAT(invalid_argument_message(R"({"cluster": {"worker": "a:1"}})"),
+              HasSubstr("job 'worker'"));
+  EXPECT_THAT(invalid_argument_message(R"({"task": "worker"})"),
+              HasSubstr("\"task\" to be an object"));
   EXPECT_THAT(invalid_argument_message(R"({"task": {"type": 3}})"), HasSubstr("\"task.type\""));
   EXPECT_THAT(invalid_argument_message(R"({"task": {"type": "worker", "index": 1.5}})"),
               HasSubstr("\"task.index\" to be an integer, got 1.5"));
   EXPECT_THAT(invalid_argument_message(R"({"task": {"type": "worker", "index": "one"}})"),
               HasSubstr("\"task.index\" to be an integer, got \"one\""));
   EXPECT_THAT(invalid_argument_message(R"({"rpc_layer": 1})"), HasSubstr("\"rpc_layer\""));
-  EXPECT_THAT(invalid_argument_message(R"({"session_master": []})"), HasSubstr("\"session_master\""));
+  EXPECT_THAT(invalid_argument_message(R"({"session_master": []})"),
+              HasSubstr("\"session_master\""));
 }
 
 TEST(TFConfigClusterResolver, TaskTypeNotInTheClusterIsInvalid) {
-  EXPECT_THAT(invalid_argument_message(R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}})"),
+  EXPECT_THAT(invalid_argument_message(
+                  R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "chief", "index": 0}})"),
               HasSubstr("\"task.type\" 'chief' is not a job of the cluster"));
 }
 
 TEST(TFConfigClusterResolver, TaskIndexOutOfRangeIsInvalid) {
   EXPECT_THAT(
-      invalid_argument_message(R"({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 2}})"),
+      invalid_argument_message(
+          R"({"cluster": {"worker": ["a:1", "b:1"]}, "task": {"type": "worker", "index": 2}})"),
       HasSubstr("\"task.index\" 2 is out of range for job 'worker'"));
 }
 
@@ -134,14 +141,17 @@ TEST(TFConfigClusterResolver, ConstructorValuesAndSettersOverrideTfConfig) {
 }
 
 TEST(TFConfigClusterResolver, MasterIsSessionMasterOrEmptyForASingleTask) {
-  EXPECT_EQ(TFConfigClusterResolver::from_string(R"({"session_master": "grpc://m:1", "cluster": {"worker": ["a:1", "b:1"]}})")
+  EXPECT_EQ(TFConfigClusterResolver::from_string(
+                R"({"session_master": "grpc://m:1", "cluster": {"worker": ["a:1", "b:1"]}})")
                 .master(),
             "grpc://m:1");
-  EXPECT_EQ(TFConfigClusterResolver::from_string(R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}})")
+  EXPECT_EQ(TFConfigClusterResolver::from_string(
+                R"({"cluster": {"worker": ["a:1"]}, "task": {"type": "worker", "index": 0}})")
                 .master(),
             "");
-  EXPECT_THROW(TFConfigClusterResolver::from_string(R"({"cluster": {"worker": ["a:1", "b:1"]}})").master(),
-               InvalidArgumentError);
+  EXPECT_THROW(
+      TFConfigClusterResolver::from_string(R"({"cluster": {"worker": ["a:1", "b:1"]}})").master(),
+      InvalidArgumentError);
 }
 
 TEST(SimpleClusterResolver, ReturnsItsOptionsAndFormatsMasters) {

@@ -21,7 +21,8 @@ std::map<int, std::string> from_list(const std::vector<std::string>& addresses) 
 
 JobTasks::JobTasks(std::initializer_list<std::string> addresses)
     : tasks_(from_list(std::vector<std::string>(addresses))) {}
-JobTasks::JobTasks(std::initializer_list<std::pair<const int, std::string>> tasks) : tasks_(tasks) {}
+JobTasks::JobTasks(std::initializer_list<std::pair<const int, std::string>> tasks)
+    : tasks_(tasks) {}
 JobTasks::JobTasks(std::vector<std::string> addresses) : tasks_(from_list(addresses)) {}
 JobTasks::JobTasks(std::map<int, std::string> tasks) : tasks_(std::move(tasks)) {}
 
@@ -41,12 +42,15 @@ ClusterSpec::ClusterSpec(std::initializer_list<Job> jobs) : ClusterSpec(std::vec
 ClusterSpec::ClusterSpec(std::vector<Job> jobs) : jobs_(std::move(jobs)) {
   for (size_t i = 0; i < jobs_.size(); ++i) {
     const auto& [name, tasks] = jobs_[i];
-    STRATA_CHECK_ARG(!name.empty(), "ClusterSpec: expected non-empty job names, got an empty name at position ", i);
+    STRATA_CHECK_ARG(!name.empty(),
+                     "ClusterSpec: expected non-empty job names, got an empty name at position ",
+                     i);
     for (size_t j = 0; j < i; ++j) {
       STRATA_CHECK_ARG(jobs_[j].first != name, "ClusterSpec: job '", name, "' is given twice");
     }
     for (const auto& [index, address] : tasks.tasks()) {
-      STRATA_CHECK_ARG(index >= 0, "ClusterSpec: job '", name, "': expected task indices >= 0, got ", index);
+      STRATA_CHECK_ARG(index >= 0, "ClusterSpec: job '", name,
+                       "': expected task indices >= 0, got ", index);
       STRATA_CHECK_ARG(!address.empty(), "ClusterSpec: job '", name, "' task ", index,
                        ": expected a network address, got an empty string");
     }
@@ -59,12 +63,14 @@ ClusterSpec ClusterSpec::from_json(std::string_view json_text) {
   try {
     j = nlohmann::ordered_json::parse(json_text);
   } catch (const nlohmann::ordered_json::parse_error& e) {
-    throw InvalidArgumentError(str_cat("ClusterSpec: invalid JSON at byte ", e.byte, ": ", e.what()));
+    throw InvalidArgumentError(
+        str_cat("ClusterSpec: invalid JSON at byte ", e.byte, ": ", e.what()));
   }
-  STRATA_CHECK_ARG(j.is_object(),
-                   "ClusterSpec: `cluster` must be a dictionary mapping one or more job names to lists of "
-                   "network addresses, got ",
-                   j.dump());
+  STRATA_CHECK_ARG(
+      j.is_object(),
+      "ClusterSpec: `cluster` must be a dictionary mapping one or more job names to lists of "
+      "network addresses, got ",
+      j.dump());
   std::vector<Job> jobs;
   for (const auto& [name, value] : j.items()) {
     std::map<int, std::string> tasks;
@@ -77,18 +83,20 @@ ClusterSpec ClusterSpec::from_json(std::string_view json_text) {
     } else if (value.is_object()) {
       for (const auto& [key, address] : value.items()) {
         int index = 0;
-        STRATA_CHECK_ARG(::strata::cluster::internal::parse_python_int(key, index), "ClusterSpec: job '", name,
+        STRATA_CHECK_ARG(::strata::cluster::internal::parse_python_int(key, index),
+                         "ClusterSpec: job '", name,
                          "': expected integer task indices as keys, got '", key, "'");
         STRATA_CHECK_ARG(address.is_string(), "ClusterSpec: job '", name, "' task ", index,
                          ": expected a string address, got ", address.dump());
-        STRATA_CHECK_ARG(tasks.emplace(index, address.get<std::string>()).second, "ClusterSpec: job '",
-                         name, "': task index ", index, " is given twice");
+        STRATA_CHECK_ARG(tasks.emplace(index, address.get<std::string>()).second,
+                         "ClusterSpec: job '", name, "': task index ", index, " is given twice");
       }
     } else {
-      throw InvalidArgumentError(str_cat("ClusterSpec: job '", name,
-                                         "': expected a list of addresses or an object mapping task "
-                                         "indices to addresses, got ",
-                                         value.dump()));
+      throw InvalidArgumentError(
+          str_cat("ClusterSpec: job '", name,
+                  "': expected a list of addresses or an object mapping task "
+                  "indices to addresses, got ",
+                  value.dump()));
     }
     jobs.emplace_back(name, JobTasks(std::move(tasks)));
   }
@@ -142,7 +150,9 @@ const std::string& ClusterSpec::task_address(std::string_view name, int task_ind
   return it->second;
 }
 
-std::vector<std::string> ClusterSpec::job_tasks(std::string_view name) const { return job(name).as_list(); }
+std::vector<std::string> ClusterSpec::job_tasks(std::string_view name) const {
+  return job(name).as_list();
+}
 
 bool operator==(const ClusterSpec& a, const ClusterSpec& b) {
   if (a.jobs_.size() != b.jobs_.size()) return false;

@@ -23,7 +23,8 @@ std::string invalid_argument_message(Fn fn) {
 }
 
 TEST(ClusterSpec, DenseJobsKeepInsertionOrderAndTaskPositions) {
-  ClusterSpec spec({{"worker", {"localhost:12345", "localhost:23456"}}, {"ps", {"localhost:34567"}}});
+  ClusterSpec spec(
+      {{"worker", {"localhost:12345", "localhost:23456"}}, {"ps", {"localhost:34567"}}});
   EXPECT_THAT(spec.jobs(), ElementsAre("worker", "ps"));
   EXPECT_EQ(spec.num_tasks("worker"), 2u);
   EXPECT_THAT(spec.task_indices("worker"), ElementsAre(0, 1));
@@ -42,7 +43,8 @@ TEST(ClusterSpec, SparseJobsReportSortedIndicesAndHoles) {
 
 TEST(ClusterSpec, UnknownJobIsInvalidArgumentNamingTheJob) {
   ClusterSpec spec({{"worker", {"a:1"}}});
-  EXPECT_EQ(invalid_argument_message([&] { spec.num_tasks("chief"); }), "No such job in cluster: 'chief'");
+  EXPECT_EQ(invalid_argument_message([&] { spec.num_tasks("chief"); }),
+            "No such job in cluster: 'chief'");
   EXPECT_THAT(invalid_argument_message([&] { spec.task_address("ps", 0); }), HasSubstr("'ps'"));
 }
 
@@ -65,7 +67,8 @@ TEST(ClusterSpec, EqualityComparesTasksAndIgnoresJobOrder) {
   ClusterSpec c({{"ps", {"b:1"}}, {"worker", {"a:2"}}});
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
-  EXPECT_EQ(ClusterSpec({{"worker", {"a:1", "b:1"}}}), ClusterSpec({{"worker", {{0, "a:1"}, {1, "b:1"}}}}));
+  EXPECT_EQ(ClusterSpec({{"worker", {"a:1", "b:1"}}}),
+            ClusterSpec({{"worker", {{0, "a:1"}, {1, "b:1"}}}}));
 }
 
 TEST(ClusterSpec, JsonRoundTripKeepsDenseAndSparseJobsInOrder) {
@@ -91,14 +94,23 @@ TEST(ClusterSpec, FromJsonNamesTheOffendingJobOrField) {
               HasSubstr("job 'worker' task 1: expected a string address, got 7"));
   EXPECT_THAT(invalid_argument_message([] { ClusterSpec::from_json(R"({"ps": {"x": "a:1"}})"); }),
               HasSubstr("got 'x'"));
-  EXPECT_THAT(invalid_argument_message([] { ClusterSpec::from_json(R"({"ps": )"); }), HasSubstr("invalid JSON"));
+  EXPECT_THAT(invalid_argument_message([] { ClusterSpec::from_json(R"({"ps": )"); }),
+              HasSubstr("invalid JSON"));
 }
 
 TEST(ClusterSpec, ConstructionRejectsDuplicateJobsEmptyAddressesAndNegativeIndices) {
-  EXPECT_THAT(invalid_argument_message([] { ClusterSpec({{"worker", {"a:1"}}, {"worker", {"b:1"}}}); }),
+  EXPECT_THAT(invalid_argument_message([] {
+                ClusterSpec({{"worker", {"a:1"}}, {"worker", {"b:1"}}});
+              }),
               HasSubstr("job 'worker' is given twice"));
-  EXPECT_THAT(invalid_argument_message([] { ClusterSpec({{"worker", {""}}}); }), HasSubstr("task 0"));
-  EXPECT_THAT(invalid_argument_message([] { ClusterSpec({{"ps", {{-1, "a:1"}}}}); }), HasSubstr("got -1"));
+  EXPECT_THAT(invalid_argument_message([] {
+                ClusterSpec({{"worker", {""}}});
+              }),
+              HasSubstr("task 0"));
+  EXPECT_THAT(invalid_argument_message([] {
+                ClusterSpec({{"ps", {{-1, "a:1"}}}});
+              }),
+              HasSubstr("got -1"));
 }
 
 }  // namespace

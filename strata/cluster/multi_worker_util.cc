@@ -8,7 +8,8 @@
 namespace strata::distribute::multi_worker_util {
 namespace {
 
-constexpr std::array<std::string_view, 4> kAllowedTaskTypes = {"chief", "worker", "evaluator", "ps"};
+constexpr std::array<std::string_view, 4> kAllowedTaskTypes = {"chief", "worker", "evaluator",
+                                                               "ps"};
 
 bool allowed(std::string_view type) {
   for (auto t : kAllowedTaskTypes) {
@@ -23,11 +24,13 @@ size_t count(const train::ClusterSpec& spec, std::string_view job) {
 
 }  // namespace
 
-void validate_cluster_spec(const train::ClusterSpec& spec, const std::optional<std::string>& task_type,
+void validate_cluster_spec(const train::ClusterSpec& spec,
+                           const std::optional<std::string>& task_type,
                            std::optional<int> task_id) {
   if (!spec.empty()) {
-    STRATA_CHECK_ARG(task_type && task_id,
-                     "When `cluster_spec` is given, you must also specify `task_type` and `task_id`.");
+    STRATA_CHECK_ARG(
+        task_type && task_id,
+        "When `cluster_spec` is given, you must also specify `task_type` and `task_id`.");
   }
   for (const auto& job : spec.jobs()) {
     STRATA_CHECK_ARG(allowed(job),
@@ -38,15 +41,15 @@ void validate_cluster_spec(const train::ClusterSpec& spec, const std::optional<s
   if (task_type) {
     STRATA_CHECK_ARG(allowed(*task_type), "Unrecognized task_type: '", *task_type,
                      "', valid task types are: ['chief', 'worker', 'evaluator', 'ps']");
-    STRATA_CHECK_ARG(spec.has_job(*task_type) || *task_type == "evaluator" || spec.empty(), "`task_type` '",
-                     *task_type, "' not found in cluster_spec.");
+    STRATA_CHECK_ARG(spec.has_job(*task_type) || *task_type == "evaluator" || spec.empty(),
+                     "`task_type` '", *task_type, "' not found in cluster_spec.");
   }
   STRATA_CHECK_ARG(count(spec, "chief") <= 1, "There must be at most one 'chief' job.");
   STRATA_CHECK_ARG(count(spec, "evaluator") <= 1, "There must be at most one 'evaluator' job.");
   if (task_type && task_id && spec.has_job(*task_type)) {
     STRATA_CHECK_ARG(*task_id >= 0, "The `task_id` ", *task_id, " must be >= 0.");
-    STRATA_CHECK_ARG(static_cast<size_t>(*task_id) < spec.job_tasks(*task_type).size(), "The `task_id` ",
-                     *task_id, " exceeds the maximum id of ", *task_type, ".");
+    STRATA_CHECK_ARG(static_cast<size_t>(*task_id) < spec.job_tasks(*task_type).size(),
+                     "The `task_id` ", *task_id, " exceeds the maximum id of ", *task_type, ".");
   }
 }
 
@@ -62,8 +65,10 @@ int worker_count(const train::ClusterSpec& spec, const std::string& task_type) {
   validate_cluster_spec(spec, task_type, 0);
   STRATA_CHECK_ARG(task_type == "chief" || task_type == "worker" || task_type == "evaluator",
                    "Unexpected `task_type` '", task_type, "'");
-  const size_t n = task_type == "evaluator" ? count(spec, "evaluator") : count(spec, "chief") + count(spec, "worker");
-  STRATA_CHECK_ARG(n > 0, "No `worker`, `chief` or `evaluator` tasks can be found in `cluster_spec`.");
+  const size_t n = task_type == "evaluator" ? count(spec, "evaluator")
+                                            : count(spec, "chief") + count(spec, "worker");
+  STRATA_CHECK_ARG(n > 0,
+                   "No `worker`, `chief` or `evaluator` tasks can be found in `cluster_spec`.");
   return static_cast<int>(n);
 }
 
@@ -75,13 +80,15 @@ int id_in_cluster(const train::ClusterSpec& spec, const std::string& task_type, 
   throw InvalidArgumentError(str_cat("There is no id for task_type '", task_type, "'"));
 }
 
-std::string collective_leader(const train::ClusterSpec& spec, const std::optional<std::string>& task_type,
+std::string collective_leader(const train::ClusterSpec& spec,
+                              const std::optional<std::string>& task_type,
                               std::optional<int> task_id) {
   if (spec.empty()) return "";
   validate_cluster_spec(spec, task_type, task_id);
   if (*task_type == "evaluator") return "";
   if (spec.has_job("chief")) return "/job:chief/replica:0/task:0";
-  STRATA_CHECK_ARG(spec.has_job("worker"), "collective_leader: expected a 'chief' or 'worker' job in ", spec);
+  STRATA_CHECK_ARG(spec.has_job("worker"),
+                   "collective_leader: expected a 'chief' or 'worker' job in ", spec);
   return "/job:worker/replica:0/task:0";
 }
 

@@ -23,8 +23,8 @@ namespace strata::distribute::multi_worker_util {
 // at most one chief and one evaluator task; task_id below the job's task count.
 // With a non-empty cluster, a missing task_type or task_id is an error ("When
 // `cluster_spec` is given, you must also specify `task_type` and `task_id`.").
-void validate_cluster_spec(const train::ClusterSpec& cluster_spec, const std::optional<std::string>& task_type,
-                           std::optional<int> task_id);
+void validate_cluster_spec(const train::ClusterSpec& cluster_spec,
+                           const std::optional<std::string>& task_type, std::optional<int> task_id);
 
 // Chief and evaluator tasks are chiefs; without a chief job, worker 0 is. An
 // empty cluster (single-worker mode) is its own chief.
@@ -36,11 +36,13 @@ bool is_chief(const train::ClusterSpec& cluster_spec, const std::optional<std::s
 int worker_count(const train::ClusterSpec& cluster_spec, const std::string& task_type);
 
 // chief -> 0; worker i -> i + #chief; evaluator i -> i; others: InvalidArgumentError.
-int id_in_cluster(const train::ClusterSpec& cluster_spec, const std::string& task_type, int task_id);
+int id_in_cluster(const train::ClusterSpec& cluster_spec, const std::string& task_type,
+                  int task_id);
 
 // "/job:chief/replica:0/task:0" when a chief exists, else "/job:worker/replica:0/task:0";
 // "" for an empty cluster or an evaluator.
-std::string collective_leader(const train::ClusterSpec& cluster_spec, const std::optional<std::string>& task_type,
+std::string collective_leader(const train::ClusterSpec& cluster_spec,
+                              const std::optional<std::string>& task_type,
                               std::optional<int> task_id);
 
 }  // namespace strata::distribute::multi_worker_util

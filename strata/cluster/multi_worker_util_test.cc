@@ -11,8 +11,8 @@ namespace {
 using ::testing::HasSubstr;
 using train::ClusterSpec;
 
-const ClusterSpec kWithChief({{"chief", {"c:1"}}, {"worker", {"w0:1", "w1:1"}}, {"ps", {"p:1"}},
-                              {"evaluator", {"e:1"}}});
+const ClusterSpec kWithChief(
+    {{"chief", {"c:1"}}, {"worker", {"w0:1", "w1:1"}}, {"ps", {"p:1"}}, {"evaluator", {"e:1"}}});
 const ClusterSpec kWorkersOnly({{"worker", {"w0:1", "w1:1"}}, {"ps", {"p:1"}}});
 
 std::string message(auto fn) {
@@ -47,7 +47,8 @@ TEST(WorkerCount, CountsChiefAndWorkersOrTheEvaluator) {
   EXPECT_EQ(worker_count(kWithChief, "chief"), 3);
   EXPECT_EQ(worker_count(kWithChief, "evaluator"), 1);
   EXPECT_EQ(worker_count(kWorkersOnly, "worker"), 2);
-  EXPECT_THAT(message([] { worker_count(kWorkersOnly, "ps"); }), HasSubstr("Unexpected `task_type` 'ps'"));
+  EXPECT_THAT(message([] { worker_count(kWorkersOnly, "ps"); }),
+              HasSubstr("Unexpected `task_type` 'ps'"));
 }
 
 TEST(IdInCluster, ChiefIsZeroAndWorkersFollow) {
@@ -55,7 +56,8 @@ TEST(IdInCluster, ChiefIsZeroAndWorkersFollow) {
   EXPECT_EQ(id_in_cluster(kWithChief, "worker", 1), 2);
   EXPECT_EQ(id_in_cluster(kWorkersOnly, "worker", 1), 1);
   EXPECT_EQ(id_in_cluster(kWithChief, "evaluator", 0), 0);
-  EXPECT_THAT(message([] { id_in_cluster(kWithChief, "ps", 0); }), HasSubstr("There is no id for task_type 'ps'"));
+  EXPECT_THAT(message([] { id_in_cluster(kWithChief, "ps", 0); }),
+              HasSubstr("There is no id for task_type 'ps'"));
 }
 
 TEST(CollectiveLeader, IsTheChiefElseWorkerZeroAndNoneForEvaluators) {
@@ -66,23 +68,29 @@ TEST(CollectiveLeader, IsTheChiefElseWorkerZeroAndNoneForEvaluators) {
 }
 
 TEST(ValidateClusterSpec, RejectsTensorFlowsInvalidCases) {
-  EXPECT_THAT(message([] { validate_cluster_spec(kWorkersOnly, std::nullopt, 0); }),
-              HasSubstr("When `cluster_spec` is given, you must also specify `task_type` and `task_id`."));
+  EXPECT_THAT(
+      message([] { validate_cluster_spec(kWorkersOnly, std::nullopt, 0); }),
+      HasSubstr("When `cluster_spec` is given, you must also specify `task_type` and `task_id`."));
   EXPECT_THAT(message([] { validate_cluster_spec(kWorkersOnly, "worker", std::nullopt); }),
               HasSubstr("you must also specify"));
   EXPECT_THAT(message([] { validate_cluster_spec(kWorkersOnly, "master", 0); }),
               HasSubstr("Unrecognized task_type: 'master'"));
   EXPECT_THAT(message([] { validate_cluster_spec(kWorkersOnly, "chief", 0); }),
               HasSubstr("`task_type` 'chief' not found in cluster_spec."));
-  EXPECT_THAT(message([] { validate_cluster_spec(ClusterSpec({{"chief", {"a:1", "b:1"}}}), "chief", 0); }),
+  EXPECT_THAT(message([] {
+                validate_cluster_spec(ClusterSpec({{"chief", {"a:1", "b:1"}}}), "chief", 0);
+              }),
               HasSubstr("There must be at most one 'chief' job."));
   EXPECT_THAT(message([] {
-                validate_cluster_spec(ClusterSpec({{"worker", {"a:1"}}, {"evaluator", {"a:1", "b:1"}}}), "worker", 0);
+                validate_cluster_spec(
+                    ClusterSpec({{"worker", {"a:1"}}, {"evaluator", {"a:1", "b:1"}}}), "worker", 0);
               }),
               HasSubstr("There must be at most one 'evaluator' job."));
   EXPECT_THAT(message([] { validate_cluster_spec(kWorkersOnly, "worker", 2); }),
               HasSubstr("The `task_id` 2 exceeds the maximum id of worker."));
-  EXPECT_THAT(message([] { validate_cluster_spec(ClusterSpec({{"trainer", {"a:1"}}}), "worker", 0); }),
+  EXPECT_THAT(message([] {
+                validate_cluster_spec(ClusterSpec({{"trainer", {"a:1"}}}), "worker", 0);
+              }),
               HasSubstr("Disallowed task type found in cluster spec"));
   EXPECT_NO_THROW(validate_cluster_spec(kWithChief, "ps", 0));
 }

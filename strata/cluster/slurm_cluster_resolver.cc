@@ -19,7 +19,8 @@ std::vector<std::string> split_top_level(std::string_view list) {
   for (char c : list) {
     if (c == '[') ++depth;
     if (c == ']') --depth;
-    STRATA_CHECK_ARG(depth >= 0 && depth <= 1, "expand_hostlist: unbalanced brackets in '", list, "'");
+    STRATA_CHECK_ARG(depth >= 0 && depth <= 1, "expand_hostlist: unbalanced brackets in '", list,
+                     "'");
     if (c == ',' && depth == 0) {
       parts.push_back(std::move(current));
       current.clear();
@@ -44,11 +45,12 @@ std::vector<std::string> expand_range(std::string_view hostlist, std::string_vie
     std::string_view lo = item.substr(0, dash);
     std::string_view hi = dash == std::string_view::npos ? lo : item.substr(dash + 1);
     int a = 0, b = 0;
-    const bool digits = !lo.empty() && !hi.empty() &&
-                        std::all_of(lo.begin(), lo.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-                        std::all_of(hi.begin(), hi.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const bool digits = !lo.empty() && !hi.empty() && std::all_of(lo.begin(), lo.end(), [](char c) {
+      return c >= '0' && c <= '9';
+    }) && std::all_of(hi.begin(), hi.end(), [](char c) { return c >= '0' && c <= '9'; });
     STRATA_CHECK_ARG(digits && parse_python_int(lo, a) && parse_python_int(hi, b) && a <= b,
-                     "expand_hostlist: expected a range like 01-03 in '", hostlist, "', got '", item, "'");
+                     "expand_hostlist: expected a range like 01-03 in '", hostlist, "', got '",
+                     item, "'");
     for (int i = a; i <= b; ++i) {
       std::string number = std::to_string(i);
       // SLURM keeps the width of the range's start ("01-10" -> 01 ... 10).
@@ -63,13 +65,14 @@ std::vector<std::string> expand_range(std::string_view hostlist, std::string_vie
 void expand_name(std::string_view hostlist, std::string_view name, std::vector<std::string>& out) {
   const size_t open = name.find('[');
   if (open == std::string_view::npos) {
-    STRATA_CHECK_ARG(name.find(']') == std::string_view::npos, "expand_hostlist: unbalanced brackets in '",
-                     hostlist, "'");
+    STRATA_CHECK_ARG(name.find(']') == std::string_view::npos,
+                     "expand_hostlist: unbalanced brackets in '", hostlist, "'");
     out.emplace_back(name);
     return;
   }
   const size_t close = name.find(']', open);
-  STRATA_CHECK_ARG(close != std::string_view::npos, "expand_hostlist: unbalanced brackets in '", hostlist, "'");
+  STRATA_CHECK_ARG(close != std::string_view::npos, "expand_hostlist: unbalanced brackets in '",
+                   hostlist, "'");
   const std::string_view prefix = name.substr(0, open);
   std::vector<std::string> suffixes;
   expand_name(hostlist, name.substr(close + 1), suffixes);
@@ -126,13 +129,15 @@ std::vector<int> expand_tasks_per_node(std::string_view tasks_per_node) {
     const size_t paren = s.find('(');
     if (paren != std::string_view::npos) {
       const bool ok = s.size() > paren + 3 && s.substr(paren, 2) == "(x" && s.back() == ')' &&
-                      parse_python_int(s.substr(paren + 2, s.size() - paren - 3), repeat) && repeat > 0;
-      STRATA_CHECK_ARG(ok, "expand_tasks_per_node: expected an item like 2(x3) in '", tasks_per_node,
-                       "', got '", item, "'");
+                      parse_python_int(s.substr(paren + 2, s.size() - paren - 3), repeat) &&
+                      repeat > 0;
+      STRATA_CHECK_ARG(ok, "expand_tasks_per_node: expected an item like 2(x3) in '",
+                       tasks_per_node, "', got '", item, "'");
       s = s.substr(0, paren);
     }
     STRATA_CHECK_ARG(parse_python_int(s, count) && count >= 0,
-                     "expand_tasks_per_node: expected a task count in '", tasks_per_node, "', got '", item, "'");
+                     "expand_tasks_per_node: expected a task count in '", tasks_per_node,
+                     "', got '", item, "'");
     out.insert(out.end(), static_cast<size_t>(repeat), count);
   }
   return out;
@@ -152,16 +157,19 @@ SlurmClusterResolver::SlurmClusterResolver(SlurmClusterResolverOptions options)
     const std::string counts = require(env, {"SLURM_STEP_TASKS_PER_NODE", "SLURM_TASKS_PER_NODE"});
     const auto hosts = expand_hostlist(nodelist);
     const auto tasks = expand_tasks_per_node(counts);
-    STRATA_CHECK_ARG(hosts.size() == tasks.size(), "SlurmClusterResolver: the node list '", nodelist, "' has ",
-                     hosts.size(), " hosts but the tasks per node '", counts, "' describe ", tasks.size());
+    STRATA_CHECK_ARG(hosts.size() == tasks.size(), "SlurmClusterResolver: the node list '",
+                     nodelist, "' has ", hosts.size(), " hosts but the tasks per node '", counts,
+                     "' describe ", tasks.size());
     for (size_t i = 0; i < hosts.size(); ++i) per_node[hosts[i]] = tasks[i];
   }
   STRATA_CHECK_ARG(options.port_base > 0 && options.port_base < 65536,
-                   "SlurmClusterResolverOptions.port_base must be a TCP port, got ", options.port_base);
+                   "SlurmClusterResolverOptions.port_base must be a TCP port, got ",
+                   options.port_base);
   int tasks_cap = -1;
   if (options.gpus_per_node) {
     const int per_task = options.gpus_per_task.value_or(1);
-    STRATA_CHECK_ARG(per_task > 0, "SlurmClusterResolverOptions.gpus_per_task must be > 0, got ", per_task);
+    STRATA_CHECK_ARG(per_task > 0, "SlurmClusterResolverOptions.gpus_per_task must be > 0, got ",
+                     per_task);
     tasks_cap = *options.gpus_per_node / per_task;
     gpus_per_task_ = per_task;
   }
@@ -176,17 +184,18 @@ SlurmClusterResolver::SlurmClusterResolver(SlurmClusterResolverOptions options)
   std::sort(jobs.begin(), jobs.end());
   int requested = 0;
   for (const auto& [name, count] : jobs) {
-    STRATA_CHECK_ARG(count >= 0, "SlurmClusterResolverOptions.jobs: job '", name, "' expects >= 0 tasks, got ",
-                     count);
+    STRATA_CHECK_ARG(count >= 0, "SlurmClusterResolverOptions.jobs: job '", name,
+                     "' expects >= 0 tasks, got ", count);
     requested += count;
   }
   STRATA_CHECK_ARG(requested <= num_tasks && requested <= static_cast<int>(addresses.size()),
-                   "SlurmClusterResolver: requested ", requested, " tasks but Slurm assigned ", num_tasks,
-                   " (SLURM_NTASKS) on ", addresses.size(), " task slots");
+                   "SlurmClusterResolver: requested ", requested, " tasks but Slurm assigned ",
+                   num_tasks, " (SLURM_NTASKS) on ", addresses.size(), " task slots");
   std::vector<train::ClusterSpec::Job> spec_jobs;
   int offset = 0;
   for (const auto& [name, count] : jobs) {
-    std::vector<std::string> job_addresses(addresses.begin() + offset, addresses.begin() + offset + count);
+    std::vector<std::string> job_addresses(addresses.begin() + offset,
+                                           addresses.begin() + offset + count);
     if (rank >= offset && rank < offset + count) {
       task_type_ = name;
       task_id_ = rank - offset;
@@ -197,12 +206,14 @@ SlurmClusterResolver::SlurmClusterResolver(SlurmClusterResolverOptions options)
   cluster_spec_ = train::ClusterSpec(std::move(spec_jobs));
 }
 
-std::string SlurmClusterResolver::master(const std::optional<std::string>& task_type, std::optional<int> task_id,
+std::string SlurmClusterResolver::master(const std::optional<std::string>& task_type,
+                                         std::optional<int> task_id,
                                          const std::optional<std::string>& rpc_layer) const {
   const auto type = task_type ? task_type : task_type_;
   const auto id = task_id ? task_id : task_id_;
   if (!type || !id) return "";
-  return format_master_url(cluster_spec_.task_address(*type, *id), rpc_layer ? rpc_layer : rpc_layer_);
+  return format_master_url(cluster_spec_.task_address(*type, *id),
+                           rpc_layer ? rpc_layer : rpc_layer_);
 }
 
 std::map<std::string, int> SlurmClusterResolver::num_accelerators(const std::optional<std::string>&,

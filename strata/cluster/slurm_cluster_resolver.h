@@ -4,8 +4,8 @@
 //
 //   // srun -N 2 --ntasks-per-node=2 ./train   (SLURM_STEP_NODELIST=node[01-02], SLURM_PROCID=3)
 //   strata::distribute::cluster_resolver::SlurmClusterResolver slurm;
-//   slurm.cluster_spec();   // {"worker": ["node01:8888", "node01:8889", "node02:8888", "node02:8889"]}
-//   slurm.task_type();      // "worker"; slurm.task_id() == 3
+//   slurm.cluster_spec();   // {"worker": ["node01:8888", "node01:8889", "node02:8888",
+//   "node02:8889"]} slurm.task_type();      // "worker"; slurm.task_id() == 3
 //
 // Variables read (once, at construction): SLURM_PROCID (this task's rank),
 // SLURM_NTASKS, the node list SLURM_STEP_NODELIST (else SLURM_JOB_NODELIST) and
@@ -66,8 +66,9 @@ class SlurmClusterResolver : public ClusterResolver {
   std::string master(const std::optional<std::string>& task_type = std::nullopt,
                      std::optional<int> task_id = std::nullopt,
                      const std::optional<std::string>& rpc_layer = std::nullopt) const override;
-  std::map<std::string, int> num_accelerators(const std::optional<std::string>& task_type = std::nullopt,
-                                              std::optional<int> task_id = std::nullopt) const override;
+  std::map<std::string, int> num_accelerators(
+      const std::optional<std::string>& task_type = std::nullopt,
+      std::optional<int> task_id = std::nullopt) const override;
 
  private:
   train::ClusterSpec cluster_spec_;

@@ -14,7 +14,8 @@ using ::testing::HasSubstr;
 using Env = std::map<std::string, std::string>;
 
 TEST(ExpandHostlist, ExpandsRangesListsAndZeroPadding) {
-  EXPECT_THAT(expand_hostlist("node[01-03,07]"), ElementsAre("node01", "node02", "node03", "node07"));
+  EXPECT_THAT(expand_hostlist("node[01-03,07]"),
+              ElementsAre("node01", "node02", "node03", "node07"));
   EXPECT_THAT(expand_hostlist("a[1-2],b3"), ElementsAre("a1", "a2", "b3"));
   EXPECT_THAT(expand_hostlist("r[1-2]n[8-9]"), ElementsAre("r1n8", "r1n9", "r2n8", "r2n9"));
   EXPECT_THAT(expand_hostlist("n[9-11]"), ElementsAre("n9", "n10", "n11"));
@@ -58,12 +59,15 @@ TEST(SlurmClusterResolver, AssignsTasksToNodesInOrderWithIncreasingPorts) {
 }
 
 TEST(SlurmClusterResolver, DealsRanksToJobsInNameOrder) {
-  SlurmClusterResolver ps({.jobs = {{"worker", 3}, {"ps", 1}}, .port_base = 9000, .environment = two_nodes_two_tasks(0)});
+  SlurmClusterResolver ps({.jobs = {{"worker", 3}, {"ps", 1}},
+                           .port_base = 9000,
+                           .environment = two_nodes_two_tasks(0)});
   EXPECT_THAT(ps.cluster_spec().jobs(), ElementsAre("ps", "worker"));
   EXPECT_THAT(ps.cluster_spec().job_tasks("ps"), ElementsAre("node01:9000"));
   EXPECT_EQ(ps.task_type(), "ps");
   EXPECT_EQ(ps.task_id(), 0);
-  SlurmClusterResolver worker({.jobs = {{"worker", 3}, {"ps", 1}}, .environment = two_nodes_two_tasks(2)});
+  SlurmClusterResolver worker(
+      {.jobs = {{"worker", 3}, {"ps", 1}}, .environment = two_nodes_two_tasks(2)});
   EXPECT_EQ(worker.task_type(), "worker");
   EXPECT_EQ(worker.task_id(), 1);
 }

@@ -12,12 +12,14 @@ std::string to_string(const Bytes& b) { return std::string(b.begin(), b.end()); 
 
 namespace internal {
 
-int64_t add_to_counter(const std::string& who, const std::string& key, Bytes& value, int64_t delta) {
+int64_t add_to_counter(const std::string& who, const std::string& key, Bytes& value,
+                       int64_t delta) {
   int64_t current = 0;
   if (!value.empty()) {
     auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), current);
-    STRATA_CHECK_ARG(ec == std::errc() && ptr == value.data() + value.size(), who, ".add: key '", key,
-                     "' holds ", value.size(), " bytes that are not a counter (decimal integer)");
+    STRATA_CHECK_ARG(ec == std::errc() && ptr == value.data() + value.size(), who, ".add: key '",
+                     key, "' holds ", value.size(),
+                     " bytes that are not a counter (decimal integer)");
   }
   current += delta;
   const std::string text = std::to_string(current);
@@ -58,13 +60,15 @@ void InMemoryStore::wait(const std::vector<std::string>& keys, Milliseconds time
     }
     return out;
   };
-  const bool done = cv_.wait_until(lock, start + timeout, [&] { return aborted_ || missing().empty(); });
+  const bool done =
+      cv_.wait_until(lock, start + timeout, [&] { return aborted_ || missing().empty(); });
   STRATA_CHECK(ABORTED, !aborted_, "InMemoryStore: aborted while waiting for keys ", keys);
   if (!done) {
-    const auto waited = std::chrono::duration_cast<Milliseconds>(std::chrono::steady_clock::now() - start);
+    const auto waited =
+        std::chrono::duration_cast<Milliseconds>(std::chrono::steady_clock::now() - start);
     throw DeadlineExceededError(str_cat("InMemoryStore: waited ", internal::format_duration(waited),
-                                        " (timeout ", internal::format_duration(timeout), ") for keys ", keys,
-                                        "; still missing: ", missing()));
+                                        " (timeout ", internal::format_duration(timeout),
+                                        ") for keys ", keys, "; still missing: ", missing()));
   }
 }
 
@@ -80,7 +84,8 @@ int64_t InMemoryStore::add(const std::string& key, int64_t delta) {
 
 bool InMemoryStore::check(const std::vector<std::string>& keys) {
   std::lock_guard lock(mu_);
-  return std::all_of(keys.begin(), keys.end(), [&](const std::string& k) { return data_.contains(k); });
+  return std::all_of(keys.begin(), keys.end(),
+                     [&](const std::string& k) { return data_.contains(k); });
 }
 
 void InMemoryStore::abort() {

@@ -15,8 +15,8 @@
 #include <map>
 #include <optional>
 #include <tuple>
-#include <utility>
 #include <unordered_map>
+#include <utility>
 
 #include "strata/base/errors.h"
 
@@ -122,8 +122,9 @@ std::pair<std::string, std::string> split_address(const std::string& address) {
   std::string host, port;
   if (!address.empty() && address.front() == '[') {
     const size_t close = address.find(']');
-    STRATA_CHECK_ARG(close != std::string::npos && close + 1 < address.size() && address[close + 1] == ':',
-                     "TcpStore: expected an address like [::1]:2222, got '", address, "'");
+    STRATA_CHECK_ARG(
+        close != std::string::npos && close + 1 < address.size() && address[close + 1] == ':',
+        "TcpStore: expected an address like [::1]:2222, got '", address, "'");
     host = address.substr(1, close - 1);
     port = address.substr(close + 2);
   } else {
@@ -133,10 +134,11 @@ std::pair<std::string, std::string> split_address(const std::string& address) {
     host = address.substr(0, colon);
     port = address.substr(colon + 1);
   }
-  STRATA_CHECK_ARG(!port.empty() && port.size() <= 5 &&
-                       std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-                       std::stoi(port) <= 65535,
-                   "TcpStore: expected a port number 0-65535 in '", address, "', got '", port, "'");
+  STRATA_CHECK_ARG(
+      !port.empty() && port.size() <= 5 &&
+          std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+          std::stoi(port) <= 65535,
+      "TcpStore: expected a port number 0-65535 in '", address, "', got '", port, "'");
   return {host, port};
 }
 
@@ -164,8 +166,8 @@ void set_nodelay(int fd) {
 
 std::pair<UniqueFd, UniqueFd> make_pipe() {
   int fds[2];
-  STRATA_CHECK(UNAVAILABLE, ::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0, "TcpStore: pipe2 failed: ",
-               errno_text(errno));
+  STRATA_CHECK(UNAVAILABLE, ::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0,
+               "TcpStore: pipe2 failed: ", errno_text(errno));
   return {UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
@@ -334,8 +336,7 @@ struct ServerState {
         reply(c, out);
         return;
       }
-      default:
-        throw ProtocolError{str_cat("unknown op ", static_cast<int>(op))};
+      default: throw ProtocolError{str_cat("unknown op ", static_cast<int>(op))};
     }
   }
 
@@ -401,14 +402,16 @@ struct ServerState {
 
 using internal::UniqueFd;
 
-TcpStoreServer::TcpStoreServer(const std::string& address) : state_(std::make_unique<internal::ServerState>()) {
+TcpStoreServer::TcpStoreServer(const std::string& address)
+    : state_(std::make_unique<internal::ServerState>()) {
   const auto [host, port] = internal::split_address(address);
   internal::AddrInfo info;
   const std::string err = internal::resolve(host, port, /*passive=*/true, info);
   STRATA_CHECK(UNAVAILABLE, err.empty(), "TcpStoreServer: cannot resolve '", address, "': ", err);
   std::string last_error = "no addresses";
   for (addrinfo* ai = info.list; ai; ai = ai->ai_next) {
-    UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+    UniqueFd fd(
+        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
     if (!fd.valid()) {
       last_error = internal::errno_text(errno);
       continue;
@@ -427,9 +430,10 @@ TcpStoreServer::TcpStoreServer(const std::string& address) : state_(std::make_un
     state_->listen = std::move(fd);
     break;
   }
-  STRATA_CHECK(UNAVAILABLE, state_->listen.valid(), "TcpStoreServer: cannot listen on ", address, ": ",
-               last_error);
-  address_ = host.find(':') != std::string::npos ? str_cat("[", host, "]:", port_) : str_cat(host, ":", port_);
+  STRATA_CHECK(UNAVAILABLE, state_->listen.valid(), "TcpStoreServer: cannot listen on ", address,
+               ": ", last_error);
+  address_ = host.find(':') != std::string::npos ? str_cat("[", host, "]:", port_)
+                                                 : str_cat(host, ":", port_);
   std::tie(state_->wake_read, state_->wake_write) = internal::make_pipe();
   thread_ = std::jthread([this](std::stop_token stop) { serve(stop); });
 }
@@ -454,7 +458,8 @@ void TcpStoreServer::serve(std::stop_token stop) {
     }
     // Wake for the earliest waiter deadline; at most once a second regardless.
     int timeout_ms = 1000;
-    for (const auto& w : s.waiters) timeout_ms = std::min(timeout_ms, internal::ms_until(w.deadline));
+    for (const auto& w : s.waiters)
+      timeout_ms = std::min(timeout_ms, internal::ms_until(w.deadline));
     const int n = ::poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0 && errno != EINTR) break;
     if (n > 0) {
@@ -515,7 +520,8 @@ TcpStoreClient::TcpStoreClient(std::string address, TcpStoreClientOptions option
     internal::AddrInfo info;
     last_error = internal::resolve(host, port, /*passive=*/false, info);
     for (addrinfo* ai = info.list; ai != nullptr; ai = ai->ai_next) {
-      UniqueFd fd(::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+      UniqueFd fd(
+          ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
       if (!fd.valid()) {
         last_error = internal::errno_text(errno);
         continue;
@@ -523,7 +529,8 @@ TcpStoreClient::TcpStoreClient(std::string address, TcpStoreClientOptions option
       int rc = ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen);
       if (rc != 0 && errno == EINPROGRESS) {
         const Ready ready = wait_fd(fd.get(), POLLOUT, abort_read_->get(), deadline);
-        STRATA_CHECK(ABORTED, ready != Ready::kAborted, "TcpStoreClient: aborted while connecting to ", address_);
+        STRATA_CHECK(ABORTED, ready != Ready::kAborted,
+                     "TcpStoreClient: aborted while connecting to ", address_);
         if (ready == Ready::kTimeout) {
           last_error = "connection timed out";
           continue;
@@ -549,12 +556,13 @@ TcpStoreClient::TcpStoreClient(std::string address, TcpStoreClientOptions option
     if (Clock::now() >= deadline) break;
     const auto next = std::min(Clock::now() + backoff, deadline);
     const Ready ready = wait_fd(-1, 0, abort_read_->get(), next);
-    STRATA_CHECK(ABORTED, ready != Ready::kAborted, "TcpStoreClient: aborted while connecting to ", address_);
+    STRATA_CHECK(ABORTED, ready != Ready::kAborted, "TcpStoreClient: aborted while connecting to ",
+                 address_);
     backoff = std::min(backoff * 2, Milliseconds(500));
   }
-  throw UnavailableError(str_cat("TcpStoreClient: could not connect to the store at ", address_, " within ",
-                                 internal::format_duration(options_.connect_timeout), " (last error: ", last_error,
-                                 ")"));
+  throw UnavailableError(str_cat("TcpStoreClient: could not connect to the store at ", address_,
+                                 " within ", internal::format_duration(options_.connect_timeout),
+                                 " (last error: ", last_error, ")"));
 }
 
 TcpStoreClient::~TcpStoreClient() = default;
@@ -566,9 +574,11 @@ void TcpStoreClient::abort() {
   [[maybe_unused]] auto n = ::write(abort_write_->get(), &byte, 1);
 }
 
-std::string TcpStoreClient::call(const std::string& request, Milliseconds wait_time, const std::string& what) {
+std::string TcpStoreClient::call(const std::string& request, Milliseconds wait_time,
+                                 const std::string& what) {
   std::lock_guard lock(mu_);
-  STRATA_CHECK(ABORTED, !aborted_.load(), "TcpStoreClient(", address_, "): ", what, ": the store was aborted");
+  STRATA_CHECK(ABORTED, !aborted_.load(), "TcpStoreClient(", address_, "): ", what,
+               ": the store was aborted");
   STRATA_CHECK(UNAVAILABLE, !broken_, "TcpStoreClient(", address_, "): ", what,
                ": the connection to the store was lost earlier");
   const auto deadline = Clock::now() + wait_time + options_.timeout;
@@ -583,7 +593,8 @@ std::string TcpStoreClient::call(const std::string& request, Milliseconds wait_t
     if (r == Ready::kTimeout) {
       fail(ErrorCode::DEADLINE_EXCEEDED,
            str_cat("the store server did not answer within ",
-                   internal::format_duration(std::chrono::duration_cast<Milliseconds>(wait_time + options_.timeout))));
+                   internal::format_duration(
+                       std::chrono::duration_cast<Milliseconds>(wait_time + options_.timeout))));
     }
   };
 
@@ -592,7 +603,8 @@ std::string TcpStoreClient::call(const std::string& request, Milliseconds wait_t
   frame += request;
   size_t sent = 0;
   while (sent < frame.size()) {
-    const ssize_t n = ::send(fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    const ssize_t n =
+        ::send(fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       sent += static_cast<size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -600,7 +612,8 @@ std::string TcpStoreClient::call(const std::string& request, Milliseconds wait_t
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else {
-      fail(ErrorCode::UNAVAILABLE, str_cat("lost the connection to the store server (", internal::errno_text(errno), ")"));
+      fail(ErrorCode::UNAVAILABLE,
+           str_cat("lost the connection to the store server (", internal::errno_text(errno), ")"));
     }
   }
 
@@ -615,7 +628,8 @@ std::string TcpStoreClient::call(const std::string& request, Milliseconds wait_t
       if (!have_header && in.size() == 4) {
         have_header = true;
         const uint32_t len = internal::read_u32(in.data());
-        if (len > internal::kMaxFrame) fail(ErrorCode::DATA_LOSS, str_cat("reply frame of ", len, " bytes"));
+        if (len > internal::kMaxFrame)
+          fail(ErrorCode::DATA_LOSS, str_cat("reply frame of ", len, " bytes"));
         want = 4 + len;
       }
     } else if (n == 0) {
@@ -623,7 +637,8 @@ std::string TcpStoreClient::call(const std::string& request, Milliseconds wait_t
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
       wait_or_fail(POLLIN);
     } else if (errno != EINTR) {
-      fail(ErrorCode::UNAVAILABLE, str_cat("lost the connection to the store server (", internal::errno_text(errno), ")"));
+      fail(ErrorCode::UNAVAILABLE,
+           str_cat("lost the connection to the store server (", internal::errno_text(errno), ")"));
     }
   }
   return in.substr(4);
@@ -703,9 +718,9 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys, Milliseconds tim
   if (reply_status(r, who) == internal::kTimeout) {
     const auto missing = parse_reply(who, [&] { return r.keys(); });
     const auto waited = std::chrono::duration_cast<Milliseconds>(Clock::now() - start);
-    throw DeadlineExceededError(str_cat(who, ": keys ", internal::quoted(missing), " still missing after waiting ",
-                                        internal::format_duration(waited), " (timeout ",
-                                        internal::format_duration(timeout), ")"));
+    throw DeadlineExceededError(str_cat(
+        who, ": keys ", internal::quoted(missing), " still missing after waiting ",
+        internal::format_duration(waited), " (timeout ", internal::format_duration(timeout), ")"));
   }
 }
 

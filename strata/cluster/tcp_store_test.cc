@@ -143,7 +143,8 @@ TEST(TcpStoreClient, UnreachableAddressIsUnavailableWithinTheDeadline) {
     TcpStoreClient client(address, {.connect_timeout = 300ms, .timeout = 1s});
     FAIL();
   } catch (const UnavailableError& e) {
-    EXPECT_THAT(e.what(), HasSubstr("could not connect to the store at " + address + " within 300ms"));
+    EXPECT_THAT(e.what(),
+                HasSubstr("could not connect to the store at " + address + " within 300ms"));
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
 }

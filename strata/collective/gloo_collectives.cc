@@ -9,9 +9,9 @@
 #include <gloo/common/logging.h>
 #include <gloo/rendezvous/context.h>
 #include <gloo/rendezvous/store.h>
-#include <gloo/transport/tcp/device.h>
 #include <gloo/transport/context.h>
 #include <gloo/transport/pair.h>
+#include <gloo/transport/tcp/device.h>
 #include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
@@ -79,8 +79,8 @@ void encode(const Header& h, char* out) {
 
 Header decode(const char* in, int from_rank) {
   const char* p = in;
-  STRATA_CHECK(DATA_LOSS, take(p, 4) == kHeaderMagic, kWho,
-               ": corrupt call header from rank ", from_rank, " (bad magic)");
+  STRATA_CHECK(DATA_LOSS, take(p, 4) == kHeaderMagic, kWho, ": corrupt call header from rank ",
+               from_rank, " (bad magic)");
   Header h;
   h.kind = static_cast<CollectiveKind>(take(p, 1));
   h.call = take(p, 8);
@@ -197,7 +197,8 @@ class AbortRegistry {
 
 AbortableBuffer::AbortableBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> inner,
                                  std::shared_ptr<AbortRegistry> registry)
-    : gloo::transport::UnboundBuffer(inner->ptr, inner->size), inner_(std::move(inner)),
+    : gloo::transport::UnboundBuffer(inner->ptr, inner->size),
+      inner_(std::move(inner)),
       registry_(std::move(registry)) {
   registry_->add(this);
 }
@@ -219,11 +220,14 @@ class AbortableTransport final : public gloo::transport::Context {
  public:
   AbortableTransport(std::shared_ptr<gloo::transport::Context> inner,
                      std::shared_ptr<AbortRegistry> registry)
-      : gloo::transport::Context(inner->rank, inner->size), inner_(std::move(inner)),
+      : gloo::transport::Context(inner->rank, inner->size),
+        inner_(std::move(inner)),
         registry_(std::move(registry)) {
     setTimeout(inner_->getTimeout());
   }
-  std::unique_ptr<gloo::transport::Pair>& getPair(int rank) override { return inner_->getPair(rank); }
+  std::unique_ptr<gloo::transport::Pair>& getPair(int rank) override {
+    return inner_->getPair(rank);
+  }
   std::unique_ptr<gloo::transport::Pair>& createPair(int rank) override {
     return inner_->createPair(rank);
   }
@@ -275,7 +279,10 @@ void with_type(DType dtype, Fn&& fn) {
 
 struct internal::GlooState {
   GlooState(int r, int n, std::shared_ptr<RendezvousStore> s, GlooOptions o)
-      : rank(r), size(n), store(std::move(s)), options(std::move(o)),
+      : rank(r),
+        size(n),
+        store(std::move(s)),
+        options(std::move(o)),
         pool(std::make_shared<internal::BufferPool>()) {}
 
   const int rank;
@@ -311,7 +318,8 @@ struct internal::GlooState {
   // Maps an exception from Gloo: an abort wins; otherwise a timeout or a
   // transport failure (Gloo's message carries the peer's address; with two
   // ranks the peer is the other one).
-  [[noreturn]] void fail_from_gloo(const char* what, uint64_t call, const std::string& gloo_message) {
+  [[noreturn]] void fail_from_gloo(const char* what, uint64_t call,
+                                   const std::string& gloo_message) {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (failed) throw_error(failure_code, failure);
@@ -361,8 +369,8 @@ struct internal::GlooState {
 
   // Sends this rank's header to every peer and receives theirs (in rank
   // order). Names the ranks that never arrived when the deadline passes.
-  std::vector<Header> exchange_headers(const std::shared_ptr<gloo::Context>& ctx, const Header& mine,
-                                       Clock::time_point deadline) {
+  std::vector<Header> exchange_headers(const std::shared_ptr<gloo::Context>& ctx,
+                                       const Header& mine, Clock::time_point deadline) {
     std::vector<char> out(kHeaderBytes);
     std::vector<char> in(kHeaderBytes * size);
     encode(mine, out.data());
@@ -394,8 +402,8 @@ struct internal::GlooState {
           const std::string m = err.what();
           if (m.find("imed out") != std::string::npos || Clock::now() >= deadline) {
             fail(ErrorCode::DEADLINE_EXCEEDED,
-                 str_cat(kWho, " ", internal::kind_name(mine.kind), " #", mine.call, ": rank ", rank,
-                         " waited ", options.timeout.count(), "ms for ranks ", missing,
+                 str_cat(kWho, " ", internal::kind_name(mine.kind), " #", mine.call, ": rank ",
+                         rank, " waited ", options.timeout.count(), "ms for ranks ", missing,
                          " that never arrived"));
           }
           fail(ErrorCode::UNAVAILABLE,
@@ -430,19 +438,22 @@ struct internal::GlooState {
     const uint64_t call = ++calls;
     const char* what = internal::kind_name(sig.kind);
     try {
-      Header mine{.kind = sig.kind, .call = call, .hash = sig.hash(), .dim0 = dim0,
+      Header mine{.kind = sig.kind,
+                  .call = call,
+                  .hash = sig.hash(),
+                  .dim0 = dim0,
                   .description = sig.to_string()};
       const std::vector<Header> headers = exchange_headers(ctx, mine, deadline);
       for (int p = 0; p < size; ++p) {
         const Header& h = headers[p];
         if (h.call != call) {
           throw InvalidArgumentError(str_cat(kWho, ": ranks out of step: rank ", rank,
-                                             " is at call #", call, " but rank ", p, " is at call #",
-                                             h.call, " (", h.description, ")"));
+                                             " is at call #", call, " but rank ", p,
+                                             " is at call #", h.call, " (", h.description, ")"));
         }
         if (h.hash != headers[0].hash) {
-          throw InvalidArgumentError(internal::mismatch_message(
-              kWho, call, 0, headers[0].description, p, h.description));
+          throw InvalidArgumentError(
+              internal::mismatch_message(kWho, call, 0, headers[0].description, p, h.description));
         }
       }
       sig.validate(kWho, size);
@@ -455,8 +466,8 @@ struct internal::GlooState {
   }
 
   // Element-wise all-reduce of `n` elements from `in` into `out` (which may equal in).
-  void allreduce_buffer(const std::shared_ptr<gloo::Context>& ctx, DType dtype, ReduceOp op, const void* in, void* out,
-                        int64_t n, Clock::time_point deadline) {
+  void allreduce_buffer(const std::shared_ptr<gloo::Context>& ctx, DType dtype, ReduceOp op,
+                        const void* in, void* out, int64_t n, Clock::time_point deadline) {
     if (n == 0) return;
     if (size == 1) {
       if (in != out) std::memcpy(out, in, n * dtype_size(dtype));
@@ -483,8 +494,8 @@ GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<RendezvousS
   STRATA_CHECK_ARG(rank >= 0 && rank < size, kWho, ": expected a rank in [0, ", size, "), got ",
                    rank);
   STRATA_CHECK_ARG(store != nullptr, kWho, ": expected a RendezvousStore, got nullptr");
-  STRATA_CHECK_ARG(options.timeout.count() > 0, kWho,
-                   ": expected GlooOptions.timeout > 0, got ", options.timeout.count(), "ms");
+  STRATA_CHECK_ARG(options.timeout.count() > 0, kWho, ": expected GlooOptions.timeout > 0, got ",
+                   options.timeout.count(), "ms");
   state_ = std::make_unique<internal::GlooState>(rank, size, std::move(store), std::move(options));
   internal::GlooState& s = *state_;
   gloo::transport::tcp::attr attr;
@@ -496,10 +507,10 @@ GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<RendezvousS
   try {
     s.device = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& err) {
-    throw UnavailableError(str_cat(kWho, " ", s.me(), ": cannot listen on ",
-                                   s.options.iface.empty() ? "host " + s.options.hostname
-                                                           : "interface " + s.options.iface,
-                                   ": ", err.what()));
+    throw UnavailableError(str_cat(
+        kWho, " ", s.me(), ": cannot listen on ",
+        s.options.iface.empty() ? "host " + s.options.hostname : "interface " + s.options.iface,
+        ": ", err.what()));
   }
   std::lock_guard<std::mutex> call_lock(s.call_mu);
   s.connect();
@@ -518,85 +529,93 @@ std::vector<Tensor> GlooCollectives::all_reduce(int rank, const std::vector<Tens
                                                 ReduceOp op) {
   internal::GlooState& s = *state_;
   const auto sig = CallSignature::of(CollectiveKind::all_reduce, op, -1, tensors);
-  return s.run(rank, sig, 0, [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>&,
-                                 Clock::time_point deadline) {
-    // Pack per dtype (in list order); a dtype with a single tensor is reduced
-    // straight from the input.
-    struct Group {
-      DType dtype;
-      int64_t total = 0;
-      std::vector<size_t> members = {};
-      std::shared_ptr<Buffer> buffer = nullptr;
-    };
-    std::vector<Group> groups;
-    std::vector<std::pair<size_t, int64_t>> where(tensors.size());  // group, offset
-    for (size_t t = 0; t < tensors.size(); ++t) {
-      const DType d = tensors[t].dtype();
-      auto it = std::find_if(groups.begin(), groups.end(), [d](const Group& g) { return g.dtype == d; });
-      if (it == groups.end()) {
-        groups.push_back(Group{.dtype = d});
-        it = groups.end() - 1;
-      }
-      where[t] = {static_cast<size_t>(it - groups.begin()), it->total};
-      it->total += tensors[t].num_elements();
-      it->members.push_back(t);
-    }
-    for (Group& g : groups) {
-      g.buffer = internal::BufferPool::get(s.pool, g.dtype, g.total);
-      auto* out = reinterpret_cast<std::byte*>(g.buffer->data());
-      if (g.members.size() == 1) {
-        s.allreduce_buffer(ctx, g.dtype, op, tensors[g.members[0]].raw_data(), out, g.total, deadline);
-        continue;
-      }
-      const size_t esize = dtype_size(g.dtype);
-      for (size_t t : g.members) {
-        const Tensor& x = tensors[t];
-        if (x.size_bytes() > 0) std::memcpy(out + where[t].second * esize, x.raw_data(), x.size_bytes());
-      }
-      s.allreduce_buffer(ctx, g.dtype, op, out, out, g.total, deadline);
-    }
-    std::vector<Tensor> result;
-    result.reserve(tensors.size());
-    for (size_t t = 0; t < tensors.size(); ++t) {
-      result.push_back(Tensor::from_buffer(groups[where[t].first].buffer, tensors[t].shape(),
-                                           where[t].second, &tensors[t].placement()));
-    }
-    return result;
-  });
+  return s.run(
+      rank, sig, 0,
+      [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>&,
+          Clock::time_point deadline) {
+        // Pack per dtype (in list order); a dtype with a single tensor is reduced
+        // straight from the input.
+        struct Group {
+          DType dtype;
+          int64_t total = 0;
+          std::vector<size_t> members = {};
+          std::shared_ptr<Buffer> buffer = nullptr;
+        };
+        std::vector<Group> groups;
+        std::vector<std::pair<size_t, int64_t>> where(tensors.size());  // group, offset
+        for (size_t t = 0; t < tensors.size(); ++t) {
+          const DType d = tensors[t].dtype();
+          auto it = std::find_if(groups.begin(), groups.end(),
+                                 [d](const Group& g) { return g.dtype == d; });
+          if (it == groups.end()) {
+            groups.push_back(Group{.dtype = d});
+            it = groups.end() - 1;
+          }
+          where[t] = {static_cast<size_t>(it - groups.begin()), it->total};
+          it->total += tensors[t].num_elements();
+          it->members.push_back(t);
+        }
+        for (Group& g : groups) {
+          g.buffer = internal::BufferPool::get(s.pool, g.dtype, g.total);
+          auto* out = reinterpret_cast<std::byte*>(g.buffer->data());
+          if (g.members.size() == 1) {
+            s.allreduce_buffer(ctx, g.dtype, op, tensors[g.members[0]].raw_data(), out, g.total,
+                               deadline);
+            continue;
+          }
+          const size_t esize = dtype_size(g.dtype);
+          for (size_t t : g.members) {
+            const Tensor& x = tensors[t];
+            if (x.size_bytes() > 0)
+              std::memcpy(out + where[t].second * esize, x.raw_data(), x.size_bytes());
+          }
+          s.allreduce_buffer(ctx, g.dtype, op, out, out, g.total, deadline);
+        }
+        std::vector<Tensor> result;
+        result.reserve(tensors.size());
+        for (size_t t = 0; t < tensors.size(); ++t) {
+          result.push_back(Tensor::from_buffer(groups[where[t].first].buffer, tensors[t].shape(),
+                                               where[t].second, &tensors[t].placement()));
+        }
+        return result;
+      });
 }
 
 Tensor GlooCollectives::all_gather(int rank, const Tensor& tensor) {
   internal::GlooState& s = *state_;
   const auto sig = CallSignature::of(CollectiveKind::all_gather, ReduceOp::SUM, -1, {&tensor, 1});
   const int64_t dim0 = tensor.defined() && tensor.rank() >= 1 ? tensor.shape().dim(0) : 0;
-  return s.run(rank, sig, dim0, [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>& headers,
-                                    Clock::time_point deadline) {
-    const int64_t row = tensor.shape().removed(0).num_elements();
-    std::vector<size_t> counts(s.size);
-    int64_t rows = 0;
-    for (int r = 0; r < s.size; ++r) {
-      STRATA_CHECK(DATA_LOSS, headers[r].dim0 >= 0, kWho, ": corrupt dim0 from rank ", r);
-      counts[r] = static_cast<size_t>(headers[r].dim0 * row);
-      rows += headers[r].dim0;
-    }
-    const TensorShape shape = tensor.shape().with_dim(0, rows);
-    auto buffer = internal::BufferPool::get(s.pool, tensor.dtype(), shape.num_elements());
-    if (shape.num_elements() > 0) {
-      if (s.size == 1) {
-        std::memcpy(buffer->data(), tensor.raw_data(), tensor.size_bytes());
-      } else {
-        with_type(tensor.dtype(), [&](auto* typed) {
-          using T = std::remove_pointer_t<decltype(typed)>;
-          gloo::AllgathervOptions opts(ctx);
-          opts.setInput(const_cast<T*>(static_cast<const T*>(tensor.raw_data())), counts[s.rank]);
-          opts.setOutput(reinterpret_cast<T*>(buffer->data()), counts);
-          opts.setTimeout(remaining(deadline));
-          gloo::allgatherv(opts);
-        });
-      }
-    }
-    return Tensor::from_buffer(buffer, shape, 0, &tensor.placement());
-  });
+  return s.run(
+      rank, sig, dim0,
+      [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>& headers,
+          Clock::time_point deadline) {
+        const int64_t row = tensor.shape().removed(0).num_elements();
+        std::vector<size_t> counts(s.size);
+        int64_t rows = 0;
+        for (int r = 0; r < s.size; ++r) {
+          STRATA_CHECK(DATA_LOSS, headers[r].dim0 >= 0, kWho, ": corrupt dim0 from rank ", r);
+          counts[r] = static_cast<size_t>(headers[r].dim0 * row);
+          rows += headers[r].dim0;
+        }
+        const TensorShape shape = tensor.shape().with_dim(0, rows);
+        auto buffer = internal::BufferPool::get(s.pool, tensor.dtype(), shape.num_elements());
+        if (shape.num_elements() > 0) {
+          if (s.size == 1) {
+            std::memcpy(buffer->data(), tensor.raw_data(), tensor.size_bytes());
+          } else {
+            with_type(tensor.dtype(), [&](auto* typed) {
+              using T = std::remove_pointer_t<decltype(typed)>;
+              gloo::AllgathervOptions opts(ctx);
+              opts.setInput(const_cast<T*>(static_cast<const T*>(tensor.raw_data())),
+                            counts[s.rank]);
+              opts.setOutput(reinterpret_cast<T*>(buffer->data()), counts);
+              opts.setTimeout(remaining(deadline));
+              gloo::allgatherv(opts);
+            });
+          }
+        }
+        return Tensor::from_buffer(buffer, shape, 0, &tensor.placement());
+      });
 }
 
 Tensor GlooCollectives::reduce_scatter(int rank, const Tensor& tensor, ReduceOp op) {
@@ -605,50 +624,55 @@ Tensor GlooCollectives::reduce_scatter(int rank, const Tensor& tensor, ReduceOp 
   // A full ring all-reduce, of which this rank keeps its block: the same bytes
   // on the wire as Gloo's reduce-scatter followed by the all-gather it skips
   // cost only the second half of the ring.
-  return s.run(rank, sig, 0, [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>&,
-                                 Clock::time_point deadline) {
-    auto buffer = internal::BufferPool::get(s.pool, tensor.dtype(), tensor.num_elements());
-    s.allreduce_buffer(ctx, tensor.dtype(), op, tensor.raw_data(), buffer->data(),
-                       tensor.num_elements(), deadline);
-    const int64_t rows = tensor.shape().dim(0) / s.size;
-    const int64_t block = tensor.num_elements() / s.size;
-    return Tensor::from_buffer(buffer, tensor.shape().with_dim(0, rows), s.rank * block,
-                               &tensor.placement());
-  });
+  return s.run(rank, sig, 0,
+               [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>&,
+                   Clock::time_point deadline) {
+                 auto buffer =
+                     internal::BufferPool::get(s.pool, tensor.dtype(), tensor.num_elements());
+                 s.allreduce_buffer(ctx, tensor.dtype(), op, tensor.raw_data(), buffer->data(),
+                                    tensor.num_elements(), deadline);
+                 const int64_t rows = tensor.shape().dim(0) / s.size;
+                 const int64_t block = tensor.num_elements() / s.size;
+                 return Tensor::from_buffer(buffer, tensor.shape().with_dim(0, rows),
+                                            s.rank * block, &tensor.placement());
+               });
 }
 
 Tensor GlooCollectives::broadcast(int rank, const Tensor& tensor, int root) {
   internal::GlooState& s = *state_;
   const auto sig = CallSignature::of(CollectiveKind::broadcast, ReduceOp::SUM, root, {&tensor, 1});
-  return s.run(rank, sig, 0, [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>&,
-                                 Clock::time_point deadline) {
-    auto buffer = internal::BufferPool::get(s.pool, tensor.dtype(), tensor.num_elements());
-    const int64_t n = tensor.num_elements();
-    if (n > 0) {
-      if (s.size == 1) {
-        std::memcpy(buffer->data(), tensor.raw_data(), tensor.size_bytes());
-      } else {
-        with_type(tensor.dtype(), [&](auto* typed) {
-          using T = std::remove_pointer_t<decltype(typed)>;
-          gloo::BroadcastOptions opts(ctx);
-          if (s.rank == root) opts.setInput(const_cast<T*>(static_cast<const T*>(tensor.raw_data())), n);
-          opts.setOutput(reinterpret_cast<T*>(buffer->data()), n);
-          opts.setRoot(root);
-          opts.setTimeout(remaining(deadline));
-          gloo::broadcast(opts);
-        });
-      }
-    }
-    return Tensor::from_buffer(buffer, tensor.shape(), 0, &tensor.placement());
-  });
+  return s.run(rank, sig, 0,
+               [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>&,
+                   Clock::time_point deadline) {
+                 auto buffer =
+                     internal::BufferPool::get(s.pool, tensor.dtype(), tensor.num_elements());
+                 const int64_t n = tensor.num_elements();
+                 if (n > 0) {
+                   if (s.size == 1) {
+                     std::memcpy(buffer->data(), tensor.raw_data(), tensor.size_bytes());
+                   } else {
+                     with_type(tensor.dtype(), [&](auto* typed) {
+                       using T = std::remove_pointer_t<decltype(typed)>;
+                       gloo::BroadcastOptions opts(ctx);
+                       if (s.rank == root)
+                         opts.setInput(const_cast<T*>(static_cast<const T*>(tensor.raw_data())), n);
+                       opts.setOutput(reinterpret_cast<T*>(buffer->data()), n);
+                       opts.setRoot(root);
+                       opts.setTimeout(remaining(deadline));
+                       gloo::broadcast(opts);
+                     });
+                   }
+                 }
+                 return Tensor::from_buffer(buffer, tensor.shape(), 0, &tensor.placement());
+               });
 }
 
 void GlooCollectives::barrier(int rank) {
   // The header exchange is an all-to-all: nobody leaves before everybody came.
   const auto sig = CallSignature::of(CollectiveKind::barrier, ReduceOp::SUM, -1, {});
-  state_->run(rank, sig, 0, [](const std::shared_ptr<gloo::Context>&, const std::vector<Header>&, Clock::time_point) {
-    return 0;
-  });
+  state_->run(rank, sig, 0,
+              [](const std::shared_ptr<gloo::Context>&, const std::vector<Header>&,
+                 Clock::time_point) { return 0; });
 }
 
 void GlooCollectives::abort(const std::string& reason) {

@@ -11,9 +11,9 @@
 namespace strata::collective {
 namespace {
 
+using testing::caught;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
-using testing::caught;
 using testing::run_ranks;
 using testing::run_ranks_ok;
 using namespace std::chrono_literals;
@@ -23,7 +23,8 @@ using namespace std::chrono_literals;
 std::vector<std::unique_ptr<GlooCollectives>> make_groups(int n, GlooOptions options = {}) {
   auto store = std::make_shared<InMemoryRendezvousStore>();
   std::vector<std::unique_ptr<GlooCollectives>> groups(n);
-  run_ranks_ok(n, [&](int r) { groups[r] = std::make_unique<GlooCollectives>(r, n, store, options); });
+  run_ranks_ok(n,
+               [&](int r) { groups[r] = std::make_unique<GlooCollectives>(r, n, store, options); });
   return groups;
 }
 
@@ -78,12 +79,8 @@ TEST(GlooCollectives, AllReduceEveryOpOverTwoAndThreeRanks) {
             EXPECT_EQ(i64, ls / n);
             EXPECT_EQ(d, ds / n);
             break;
-          case ReduceOp::MAX:
-            EXPECT_THAT(f, ElementsAre(fmax, -2 * fmin, 3 * fmax));
-            break;
-          case ReduceOp::MIN:
-            EXPECT_THAT(f, ElementsAre(fmin, -2 * fmax, 3 * fmin));
-            break;
+          case ReduceOp::MAX: EXPECT_THAT(f, ElementsAre(fmax, -2 * fmin, 3 * fmax)); break;
+          case ReduceOp::MIN: EXPECT_THAT(f, ElementsAre(fmin, -2 * fmax, 3 * fmin)); break;
         }
       }
     }
@@ -94,7 +91,8 @@ TEST(GlooCollectives, IntegerMeanTruncatesTowardZero) {
   auto groups = make_groups(2, quick());
   std::vector<std::vector<int64_t>> out(2);
   run_ranks_ok(2, [&](int r) {
-    const std::vector<int64_t> in = r == 0 ? std::vector<int64_t>{-3, 4, 7} : std::vector<int64_t>{0, 1, -8};
+    const std::vector<int64_t> in =
+        r == 0 ? std::vector<int64_t>{-3, 4, 7} : std::vector<int64_t>{0, 1, -8};
     out[r] = groups[r]->all_reduce(r, constant(in), ReduceOp::MEAN).to_vector<int64_t>();
   });
   EXPECT_THAT(out[0], ElementsAre(-1, 2, 0));
@@ -144,13 +142,16 @@ TEST(GlooCollectives, ReduceScatterAndBroadcastFromEachRoot) {
   });
   EXPECT_THAT(out[0].to_vector<float>(), ElementsAre(3, 4));
   EXPECT_THAT(out[1].to_vector<float>(), ElementsAre(6, 12));
-  auto errors = run_ranks(2, [&](int r) { groups[r]->reduce_scatter(r, constant({1.f, 2.f, 3.f}), ReduceOp::SUM); });
+  auto errors = run_ranks(2, [&](int r) {
+    groups[r]->reduce_scatter(r, constant({1.f, 2.f, 3.f}), ReduceOp::SUM);
+  });
   for (auto& e : errors) EXPECT_THAT(caught(e).message, HasSubstr("divisible by the group size 2"));
   for (int root = 0; root < 2; ++root) {
     run_ranks_ok(2, [&](int r) {
       out[r] = groups[r]->broadcast(r, constant(std::vector<double>{10.0 + r, 20.0 + r}), root);
     });
-    for (int r = 0; r < 2; ++r) EXPECT_THAT(out[r].to_vector<double>(), ElementsAre(10 + root, 20 + root));
+    for (int r = 0; r < 2; ++r)
+      EXPECT_THAT(out[r].to_vector<double>(), ElementsAre(10 + root, 20 + root));
   }
 }
 
@@ -176,9 +177,12 @@ TEST(GlooCollectives, MismatchesFailOnEveryRankAndLeaveTheGroupUsable) {
       groups[r]->broadcast(r, constant(1.f), 0);
     }
   });
-  for (auto& e : errors) EXPECT_THAT(caught(e).message, HasSubstr("rank 1 called broadcast(root 0"));
+  for (auto& e : errors)
+    EXPECT_THAT(caught(e).message, HasSubstr("rank 1 called broadcast(root 0"));
   std::vector<float> out(2);
-  run_ranks_ok(2, [&](int r) { out[r] = groups[r]->all_reduce(r, constant(1.f), ReduceOp::SUM).item<float>(); });
+  run_ranks_ok(2, [&](int r) {
+    out[r] = groups[r]->all_reduce(r, constant(1.f), ReduceOp::SUM).item<float>();
+  });
   EXPECT_THAT(out, ElementsAre(2.f, 2.f));
   EXPECT_THROW(groups[0]->barrier(1), InvalidArgumentError);
 }
@@ -186,7 +190,8 @@ TEST(GlooCollectives, MismatchesFailOnEveryRankAndLeaveTheGroupUsable) {
 TEST(GlooCollectives, TimeoutNamesTheMissingRankAndResetReconnects) {
   auto groups = make_groups(3, quick(500ms));
   const auto start = std::chrono::steady_clock::now();
-  auto errors = run_ranks(2, [&](int r) { groups[r]->all_reduce(r, constant(1.f), ReduceOp::SUM); });
+  auto errors =
+      run_ranks(2, [&](int r) { groups[r]->all_reduce(r, constant(1.f), ReduceOp::SUM); });
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
   for (auto& e : errors) {
     const auto c = caught(e);
@@ -197,7 +202,9 @@ TEST(GlooCollectives, TimeoutNamesTheMissingRankAndResetReconnects) {
   EXPECT_THROW(groups[0]->barrier(0), DeadlineExceededError);  // broken until reset
   run_ranks_ok(3, [&](int r) { groups[r]->reset(); });
   std::vector<float> out(3);
-  run_ranks_ok(3, [&](int r) { out[r] = groups[r]->all_reduce(r, constant(2.f), ReduceOp::SUM).item<float>(); });
+  run_ranks_ok(3, [&](int r) {
+    out[r] = groups[r]->all_reduce(r, constant(2.f), ReduceOp::SUM).item<float>();
+  });
   EXPECT_THAT(out, ElementsAre(6.f, 6.f, 6.f));
 }
 
@@ -254,17 +261,20 @@ TEST(GlooCollectives, ManyBackToBackCallsStayInStep) {
     for (int i = 0; i < 300; ++i) {
       switch (i % 3) {
         case 0:
-          if (groups[r]->all_reduce(r, constant(static_cast<int32_t>(i + r)), ReduceOp::SUM).item<int32_t>() != 3 * i + 3) {
+          if (groups[r]
+                  ->all_reduce(r, constant(static_cast<int32_t>(i + r)), ReduceOp::SUM)
+                  .item<int32_t>() != 3 * i + 3) {
             wrong.fetch_add(1);
           }
           break;
         case 1:
-          if (groups[r]->broadcast(r, constant(static_cast<int64_t>(i * 10 + r)), i % 3).item<int64_t>() != i * 10 + i % 3) {
+          if (groups[r]
+                  ->broadcast(r, constant(static_cast<int64_t>(i * 10 + r)), i % 3)
+                  .item<int64_t>() != i * 10 + i % 3) {
             wrong.fetch_add(1);
           }
           break;
-        default:
-          groups[r]->barrier(r);
+        default: groups[r]->barrier(r);
       }
     }
   });

@@ -25,7 +25,9 @@ Tensor divided(const Tensor& t, int64_t divisor) {
 HierarchicalCollectives::HierarchicalCollectives(int local_size, std::shared_ptr<Collectives> local,
                                                  std::shared_ptr<Collectives> cross,
                                                  int process_index)
-    : local_size_(local_size), local_(std::move(local)), cross_(std::move(cross)),
+    : local_size_(local_size),
+      local_(std::move(local)),
+      cross_(std::move(cross)),
       process_index_(process_index) {
   STRATA_CHECK_ARG(local_ != nullptr && cross_ != nullptr, kWho,
                    ": expected a local and a cross-process group, got nullptr");
@@ -61,7 +63,8 @@ HierarchicalCollectives::Outcome HierarchicalCollectives::take(uint64_t call) {
   return outcomes_[call % 2];
 }
 
-std::vector<Tensor> HierarchicalCollectives::all_reduce(int rank, const std::vector<Tensor>& tensors,
+std::vector<Tensor> HierarchicalCollectives::all_reduce(int rank,
+                                                        const std::vector<Tensor>& tensors,
                                                         ReduceOp op) {
   const int lr = local_rank(rank);
   const uint64_t call = next_call(lr);

@@ -84,7 +84,7 @@ class HierarchicalCollectives final : public Collectives {
   const int process_index_;
 
   std::mutex mu_;
-  std::vector<uint64_t> calls_ STRATA_GUARDED_BY(mu_);   // per local rank
+  std::vector<uint64_t> calls_ STRATA_GUARDED_BY(mu_);  // per local rank
   std::array<Outcome, 2> outcomes_ STRATA_GUARDED_BY(mu_);
 };
 

@@ -13,10 +13,10 @@
 namespace strata::collective {
 namespace {
 
+using testing::caught;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
-using testing::caught;
 using testing::run_ranks;
 using testing::run_ranks_ok;
 using namespace std::chrono_literals;
@@ -35,7 +35,8 @@ Cluster make_gloo_cluster(int processes, int local, std::chrono::milliseconds ti
   Cluster c{processes, local, std::vector<std::shared_ptr<HierarchicalCollectives>>(processes)};
   auto store = std::make_shared<InMemoryRendezvousStore>();
   run_ranks_ok(processes, [&](int p) {
-    auto cross = std::make_shared<GlooCollectives>(p, processes, store, GlooOptions{.timeout = timeout});
+    auto cross =
+        std::make_shared<GlooCollectives>(p, processes, store, GlooOptions{.timeout = timeout});
     auto l = std::make_shared<LocalCollectives>(local, CollectiveOptions{.timeout = timeout});
     c.per_process[p] = std::make_shared<HierarchicalCollectives>(local, l, cross, p);
   });
@@ -95,7 +96,8 @@ TEST(HierarchicalCollectives, AllGatherReduceScatterBroadcastAndBarrier) {
     std::vector<int64_t> v(g, g);  // rank g contributes g rows of [g]
     out[g] = c.of(g).all_gather(g, constant(v, {g, 1}));
   });
-  for (int g = 0; g < 4; ++g) EXPECT_THAT(out[g].to_vector<int64_t>(), ElementsAre(1, 2, 2, 3, 3, 3));
+  for (int g = 0; g < 4; ++g)
+    EXPECT_THAT(out[g].to_vector<int64_t>(), ElementsAre(1, 2, 2, 3, 3, 3));
 
   run_ranks_ok(4, [&](int g) {
     std::vector<float> v(8);
@@ -106,13 +108,18 @@ TEST(HierarchicalCollectives, AllGatherReduceScatterBroadcastAndBarrier) {
     EXPECT_EQ(out[g].shape(), (TensorShape{1, 2}));
     EXPECT_THAT(out[g].to_vector<float>(), ElementsAre(10.f * (2 * g), 10.f * (2 * g + 1)));
   }
-  auto errors = run_ranks(4, [&](int g) { c.of(g).reduce_scatter(g, constant({1.f, 2.f}), ReduceOp::SUM); });
+  auto errors = run_ranks(4, [&](int g) {
+    c.of(g).reduce_scatter(g, constant({1.f, 2.f}), ReduceOp::SUM);
+  });
   for (auto& e : errors) EXPECT_THAT(caught(e).message, HasSubstr("divisible by the group size 4"));
 
   for (int root = 0; root < 4; ++root) {
-    run_ranks_ok(4, [&](int g) { out[g] = c.of(g).broadcast(g, constant({100.f + g, 1.f * g}), root); });
+    run_ranks_ok(4, [&](int g) {
+      out[g] = c.of(g).broadcast(g, constant({100.f + g, 1.f * g}), root);
+    });
     for (int g = 0; g < 4; ++g) {
-      EXPECT_THAT(out[g].to_vector<float>(), ElementsAre(100.f + root, 1.f * root)) << "root " << root;
+      EXPECT_THAT(out[g].to_vector<float>(), ElementsAre(100.f + root, 1.f * root))
+          << "root " << root;
     }
   }
   std::atomic<int> arrived{0};
@@ -138,7 +145,9 @@ TEST(HierarchicalCollectives, CrossProcessMismatchFailsOnEveryLocalRank) {
   }
   // Usable afterwards.
   std::vector<float> out(4);
-  run_ranks_ok(4, [&](int g) { out[g] = c.of(g).all_reduce(g, constant(1.f), ReduceOp::SUM).item<float>(); });
+  run_ranks_ok(4, [&](int g) {
+    out[g] = c.of(g).all_reduce(g, constant(1.f), ReduceOp::SUM).item<float>();
+  });
   EXPECT_THAT(out, ElementsAre(4, 4, 4, 4));
   EXPECT_THROW(c.of(0).barrier(2), InvalidArgumentError);  // rank 2 lives in process 1
 }
@@ -159,7 +168,8 @@ TEST(HierarchicalCollectives, AbortOfOneProcessReturnsEveryRank) {
     EXPECT_THAT(caught(e).message, HasSubstr("replica 1 failed: boom"));
   }
   // Process 1 now fails fast (connection closed), on both of its local ranks.
-  errors = run_ranks(2, [&](int l) { c.of(2 + l).all_reduce(2 + l, constant(1.f), ReduceOp::SUM); });
+  errors =
+      run_ranks(2, [&](int l) { c.of(2 + l).all_reduce(2 + l, constant(1.f), ReduceOp::SUM); });
   for (auto& e : errors) EXPECT_EQ(caught(e).code, ErrorCode::UNAVAILABLE) << caught(e).message;
   EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
 }
@@ -171,24 +181,27 @@ TEST(HierarchicalCollectives, ManyCallsOverLocalGroupsStayInStep) {
     for (int i = 0; i < 300; ++i) {
       switch (i % 4) {
         case 0:
-          if (c.of(g).all_reduce(g, constant(static_cast<int64_t>(g + i)), ReduceOp::SUM).item<int64_t>() != 15 + 6 * i) {
+          if (c.of(g)
+                  .all_reduce(g, constant(static_cast<int64_t>(g + i)), ReduceOp::SUM)
+                  .item<int64_t>() != 15 + 6 * i) {
             wrong.fetch_add(1);
           }
           break;
         case 1: {
           const int root = i % 6;
-          if (c.of(g).broadcast(g, constant(static_cast<int32_t>(g * 7)), root).item<int32_t>() != root * 7) {
+          if (c.of(g).broadcast(g, constant(static_cast<int32_t>(g * 7)), root).item<int32_t>() !=
+              root * 7) {
             wrong.fetch_add(1);
           }
           break;
         }
         case 2: {
-          const auto v = c.of(g).all_gather(g, constant(std::vector<int32_t>{g})).to_vector<int32_t>();
+          const auto v =
+              c.of(g).all_gather(g, constant(std::vector<int32_t>{g})).to_vector<int32_t>();
           if (v != std::vector<int32_t>{0, 1, 2, 3, 4, 5}) wrong.fetch_add(1);
           break;
         }
-        default:
-          c.of(g).barrier(g);
+        default: c.of(g).barrier(g);
       }
     }
   });

@@ -94,7 +94,11 @@ struct Plan {
 
 struct internal::LocalState {
   LocalState(int n, CollectiveOptions o)
-      : size(n), options(o), here(n, 0), inside(n, 0), slots(n),
+      : size(n),
+        options(o),
+        here(n, 0),
+        inside(n, 0),
+        slots(n),
         pool(std::make_shared<internal::BufferPool>()) {}
 
   const int size;
@@ -109,7 +113,7 @@ struct internal::LocalState {
   std::vector<char> here STRATA_GUARDED_BY(mu);    // arrived in the current phase
   std::vector<char> inside STRATA_GUARDED_BY(mu);  // inside a call
   int active STRATA_GUARDED_BY(mu) = 0;
-  uint64_t calls STRATA_GUARDED_BY(mu) = 0;        // calls whose first phase completed
+  uint64_t calls STRATA_GUARDED_BY(mu) = 0;  // calls whose first phase completed
   ErrorCode failure_code STRATA_GUARDED_BY(mu) = ErrorCode::OK;
   std::string failure STRATA_GUARDED_BY(mu);
   // Written by the last arriver under mu; read by all ranks between the two
@@ -171,9 +175,8 @@ struct internal::LocalState {
       if (!here[r]) missing.push_back(r);
     }
     fail(ErrorCode::DEADLINE_EXCEEDED,
-         str_cat(kWho, " ", what, " #", call, ": rank ", rank, " waited ",
-                 options.timeout.count(), "ms for ranks ", ranks_string(missing), " ",
-                 missing_means));
+         str_cat(kWho, " ", what, " #", call, ": rank ", rank, " waited ", options.timeout.count(),
+                 "ms for ranks ", ranks_string(missing), " ", missing_means));
     throw_failure();
   }
 };
@@ -219,8 +222,8 @@ void make_plan(internal::LocalState& s, uint64_t call) {
     const CallSignature& first = s.slots[0].sig;
     for (int r = 1; r < s.size; ++r) {
       if (!s.slots[r].sig.matches(first)) {
-        throw InvalidArgumentError(internal::mismatch_message(
-            kWho, call, 0, first.to_string(), r, s.slots[r].sig.to_string()));
+        throw InvalidArgumentError(internal::mismatch_message(kWho, call, 0, first.to_string(), r,
+                                                              s.slots[r].sig.to_string()));
       }
     }
     first.validate(kWho, s.size);
@@ -247,7 +250,8 @@ void make_plan(internal::LocalState& s, uint64_t call) {
           it->total += s.slots[0].tensors[t].num_elements();
           it->tensors.push_back(static_cast<int>(t));
         }
-        for (Plan::Group& g : plan.groups) g.buffer = internal::BufferPool::get(s.pool, g.dtype, g.total);
+        for (Plan::Group& g : plan.groups)
+          g.buffer = internal::BufferPool::get(s.pool, g.dtype, g.total);
         break;
       }
       case CollectiveKind::all_gather: {
@@ -270,8 +274,7 @@ void make_plan(internal::LocalState& s, uint64_t call) {
         plan.buffer = internal::BufferPool::get(s.pool, t0.dtype(), t0.num_elements());
         break;
       }
-      case CollectiveKind::barrier:
-        break;
+      case CollectiveKind::barrier: break;
     }
   } catch (const Error& e) {
     plan.error_code = e.code();
@@ -283,8 +286,7 @@ void make_plan(internal::LocalState& s, uint64_t call) {
 }
 
 // This rank's share of the work of the current plan.
-void do_part(const internal::LocalState& s, CollectiveKind kind, ReduceOp op, int rank,
-             int root) {
+void do_part(const internal::LocalState& s, CollectiveKind kind, ReduceOp op, int rank, int root) {
   const Plan& plan = s.plan;
   const int n = s.size;
   switch (kind) {
@@ -326,7 +328,8 @@ void do_part(const internal::LocalState& s, CollectiveKind kind, ReduceOp op, in
       for (int r = 0; r < n; ++r) {
         ins[r] = static_cast<const std::byte*>(plan.inputs[0][r]) + rank * block * esize;
       }
-      internal::reduce_n(d, op, reinterpret_cast<std::byte*>(plan.buffer->data()) + rank * block * esize,
+      internal::reduce_n(d, op,
+                         reinterpret_cast<std::byte*>(plan.buffer->data()) + rank * block * esize,
                          ins, block, n);
       return;
     }
@@ -340,8 +343,7 @@ void do_part(const internal::LocalState& s, CollectiveKind kind, ReduceOp op, in
                   (mine.end - mine.begin) * esize);
       return;
     }
-    case CollectiveKind::barrier:
-      return;
+    case CollectiveKind::barrier: return;
   }
 }
 
@@ -447,8 +449,8 @@ void LocalCollectives::abort(const std::string& reason) {
 void LocalCollectives::reset() {
   internal::LocalState& s = *state_;
   std::lock_guard<std::mutex> lock(s.mu);
-  STRATA_CHECK(FAILED_PRECONDITION, s.active == 0, kWho, "::reset: expected no rank inside a call, got ",
-               s.active);
+  STRATA_CHECK(FAILED_PRECONDITION, s.active == 0, kWho,
+               "::reset: expected no rank inside a call, got ", s.active);
   s.failed.store(false, std::memory_order_relaxed);
   s.failure_code = ErrorCode::OK;
   s.failure.clear();

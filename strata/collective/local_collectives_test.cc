@@ -14,10 +14,10 @@
 namespace strata::collective {
 namespace {
 
+using testing::caught;
 using ::testing::ElementsAre;
 using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
-using testing::caught;
 using testing::run_ranks;
 using testing::run_ranks_ok;
 using namespace std::chrono_literals;
@@ -74,7 +74,8 @@ template <typename T>
 std::vector<T> rank_values(int r, int64_t n) {
   std::vector<T> v(n);
   for (int64_t i = 0; i < n; ++i) {
-    v[i] = std::is_integral_v<T> ? static_cast<T>(std::lround(value(r, i) * 2)) : static_cast<T>(value(r, i));
+    v[i] = std::is_integral_v<T> ? static_cast<T>(std::lround(value(r, i) * 2))
+                                 : static_cast<T>(value(r, i));
   }
   return v;
 }
@@ -137,10 +138,8 @@ TEST(LocalCollectives, AllReduceOfAListKeepsShapesAndDtypesIncludingEmptyAndScal
   for (int r = 0; r < size; ++r) {
     const float f = static_cast<float>(r + 1);
     in[r] = {constant(std::vector<float>{f, 2 * f, 3 * f, 4 * f, 5 * f, 6 * f}, {2, 3}),
-             constant(std::vector<float>{}, {0, 4}),
-             constant(static_cast<int64_t>(10 * (r + 1))),
-             constant(std::vector<double>{f, -f}),
-             constant(7.f * f)};
+             constant(std::vector<float>{}, {0, 4}), constant(static_cast<int64_t>(10 * (r + 1))),
+             constant(std::vector<double>{f, -f}), constant(7.f * f)};
   }
   run_ranks_ok(size, [&](int r) { out[r] = group.all_reduce(r, in[r], ReduceOp::SUM); });
   for (int r = 0; r < size; ++r) {
@@ -155,7 +154,9 @@ TEST(LocalCollectives, AllReduceOfAListKeepsShapesAndDtypesIncludingEmptyAndScal
     EXPECT_EQ(out[r][4].item<float>(), 42.f);
   }
   // An empty list is a valid (synchronising) call.
-  run_ranks_ok(size, [&](int r) { EXPECT_TRUE(group.all_reduce(r, std::vector<Tensor>{}, ReduceOp::SUM).empty()); });
+  run_ranks_ok(size, [&](int r) {
+    EXPECT_TRUE(group.all_reduce(r, std::vector<Tensor>{}, ReduceOp::SUM).empty());
+  });
 }
 
 TEST(LocalCollectives, ResultsAreFreshBuffersOnTheInputsDevice) {
@@ -454,8 +455,7 @@ TEST(LocalCollectives, OneThousandBackToBackCallsStayInStep) {
           if (v != std::vector<int32_t>{i, 0, i, 1, i, 2}) wrong.fetch_add(1);
           break;
         }
-        default:
-          group.barrier(r);
+        default: group.barrier(r);
       }
     }
   });
@@ -472,8 +472,8 @@ TEST(LocalCollectives, ConcurrentRandomSizedCallsAgreeWithTheReference) {
       const int64_t n = std::uniform_int_distribution<int64_t>(0, 3000)(rng);
       std::vector<float> v(n);
       for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>((i % 7) * (r + 1));
-      std::vector<Tensor> out = group.all_reduce(
-          r, {constant(v), constant(static_cast<int32_t>(r))}, ReduceOp::SUM);
+      std::vector<Tensor> out =
+          group.all_reduce(r, {constant(v), constant(static_cast<int32_t>(r))}, ReduceOp::SUM);
       const float* p = out[0].data<float>();
       for (int64_t i = 0; i < n; ++i) {
         if (p[i] != static_cast<float>((i % 7) * 10)) {

@@ -33,8 +33,8 @@ void InMemoryRendezvousStore::wait(const std::vector<std::string>& keys,
   for (const auto& k : keys) {
     if (values_.find(k) == values_.end()) missing.push_back(k);
   }
-  throw DeadlineExceededError(str_cat("InMemoryRendezvousStore: waited ", timeout.count(),
-                                      "ms for keys ", missing));
+  throw DeadlineExceededError(
+      str_cat("InMemoryRendezvousStore: waited ", timeout.count(), "ms for keys ", missing));
 }
 
 }  // namespace strata::collective

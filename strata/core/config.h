@@ -43,10 +43,10 @@ struct PhysicalDevice {
 // tf.config.LogicalDeviceConfiguration(memory_limit, experimental_priority,
 // experimental_device_ordinal), plus Strata's num_threads.
 struct LogicalDeviceConfiguration {
-  std::optional<int64_t> memory_limit;          // MB; accepted, not enforced on CPU
-  std::optional<int> experimental_priority;     // accepted, no effect on CPU
+  std::optional<int64_t> memory_limit;       // MB; accepted, not enforced on CPU
+  std::optional<int> experimental_priority;  // accepted, no effect on CPU
   std::optional<int> experimental_device_ordinal;
-  int num_threads = 0;                          // Strata: 0 = an equal share of the cores
+  int num_threads = 0;  // Strata: 0 = an equal share of the cores
 };
 
 struct LogicalDevice {

@@ -51,8 +51,9 @@ struct Runtime {
       // program did not configure them (set by `strata launch --devices-per-worker`).
       if (const char* env = std::getenv("STRATA_CPU_DEVICES")) {
         const int k = std::atoi(env);
-        STRATA_CHECK_ARG(k >= 1 && k <= 4096, "STRATA_CPU_DEVICES: expected a device count in [1, 4096], got '",
-                         env, "'");
+        STRATA_CHECK_ARG(k >= 1 && k <= 4096,
+                         "STRATA_CPU_DEVICES: expected a device count in [1, 4096], got '", env,
+                         "'");
         if (k > 1) cpu_config.resize(k);
       }
     }
@@ -64,7 +65,10 @@ struct Runtime {
         threads = cpu_config[i].num_threads > 0 ? cpu_config[i].num_threads
                                                 : std::max(1, total / static_cast<int>(n));
       }
-      DeviceSpec spec{.job = job, .replica = 0, .task = task, .device_type = "CPU",
+      DeviceSpec spec{.job = job,
+                      .replica = 0,
+                      .task = task,
+                      .device_type = "CPU",
                       .device_index = static_cast<int>(i)};
       devices.push_back(std::make_unique<Device>(std::move(spec), threads));
     }
@@ -100,8 +104,8 @@ const Device& find_device(std::string_view name) {
   }
   std::vector<std::string> names;
   for (const auto& d : devices) names.push_back(d->name());
-  throw NotFoundError(str_cat("device: no local device matches '", name, "'; local devices are ",
-                              names));
+  throw NotFoundError(
+      str_cat("device: no local device matches '", name, "'; local devices are ", names));
 }
 
 std::vector<const Device*> local_devices() {
@@ -176,8 +180,8 @@ int get_intra_op_parallelism_threads() {
 }
 
 void set_local_task(std::string job, int task) {
-  STRATA_CHECK_ARG(!job.empty() && task >= 0, "set_local_task: expected a job name and task >= 0, got '",
-                   job, "', ", task);
+  STRATA_CHECK_ARG(!job.empty() && task >= 0,
+                   "set_local_task: expected a job name and task >= 0, got '", job, "', ", task);
   Runtime& rt = Runtime::get();
   std::lock_guard lock(rt.mu);
   check_not_initialized(rt, "The local task");

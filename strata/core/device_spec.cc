@@ -16,7 +16,8 @@ std::vector<std::string_view> split(std::string_view s, char sep) {
   size_t start = 0;
   for (;;) {
     const size_t pos = s.find(sep, start);
-    parts.push_back(s.substr(start, pos == std::string_view::npos ? s.size() - start : pos - start));
+    parts.push_back(
+        s.substr(start, pos == std::string_view::npos ? s.size() - start : pos - start));
     if (pos == std::string_view::npos) return parts;
     start = pos + 1;
   }
@@ -49,11 +50,12 @@ bool is_device_type(std::string_view s) {
 void parse_type_index(std::string_view type, std::optional<std::string_view> index,
                       std::string_view full, DeviceSpec& spec) {
   if (!is_device_type(type)) {
-    throw InvalidArgumentError(
-        str_cat("DeviceSpec: expected a device type such as CPU in '", full, "', got '", type, "'"));
+    throw InvalidArgumentError(str_cat("DeviceSpec: expected a device type such as CPU in '", full,
+                                       "', got '", type, "'"));
   }
   // TF accepts lower-case "cpu"/"gpu" legacy spellings and canonicalises them.
-  spec.device_type = (type == "cpu" || type == "gpu" || type == "tpu") ? upper(type) : std::string(type);
+  spec.device_type =
+      (type == "cpu" || type == "gpu" || type == "tpu") ? upper(type) : std::string(type);
   if (index && *index != "*") spec.device_index = parse_index(*index, full, "device index");
 }
 
@@ -76,8 +78,8 @@ DeviceSpec DeviceSpec::from_string(std::string_view name) {
   for (std::string_view part : parts) {
     const auto kv = split(part, ':');
     if (kv.size() < 2 || kv[0].empty()) {
-      throw InvalidArgumentError(str_cat("DeviceSpec: malformed component '", part,
-                                         "' in device name '", name, "'"));
+      throw InvalidArgumentError(
+          str_cat("DeviceSpec: malformed component '", part, "' in device name '", name, "'"));
     }
     if (kv[0] == "job" && kv.size() == 2) {
       spec.job = std::string(kv[1]);
@@ -90,8 +92,8 @@ DeviceSpec DeviceSpec::from_string(std::string_view name) {
     } else if (kv.size() == 2 && is_device_type(kv[0])) {
       parse_type_index(kv[0], kv[1], name, spec);  // legacy "/cpu:0"
     } else {
-      throw InvalidArgumentError(str_cat("DeviceSpec: unknown component '", part,
-                                         "' in device name '", name, "'"));
+      throw InvalidArgumentError(
+          str_cat("DeviceSpec: unknown component '", part, "' in device name '", name, "'"));
     }
   }
   return spec;

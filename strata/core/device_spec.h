@@ -21,10 +21,10 @@
 namespace strata {
 
 struct DeviceSpec {
-  std::string job;                     // "" = unset
+  std::string job;  // "" = unset
   std::optional<int> replica;
   std::optional<int> task;
-  std::string device_type;             // "CPU", "GPU", "TPU"; "" = unset
+  std::string device_type;  // "CPU", "GPU", "TPU"; "" = unset
   std::optional<int> device_index;
 
   static DeviceSpec from_string(std::string_view name);

@@ -101,9 +101,10 @@ TEST_F(DeviceTest, ConfigurationAfterInitialisationIsFailedPrecondition) {
 TEST_F(DeviceTest, InvalidConfigurationIsInvalidArgument) {
   auto cpus = config::list_physical_devices("CPU");
   EXPECT_THROW(config::set_logical_device_configuration(cpus[0], {}), InvalidArgumentError);
-  EXPECT_THROW(config::set_logical_device_configuration({"/physical_device:GPU:0", "GPU"},
-                                                        std::vector<config::LogicalDeviceConfiguration>(2)),
-               InvalidArgumentError);
+  EXPECT_THROW(
+      config::set_logical_device_configuration({"/physical_device:GPU:0", "GPU"},
+                                               std::vector<config::LogicalDeviceConfiguration>(2)),
+      InvalidArgumentError);
   EXPECT_THROW(config::set_intra_op_parallelism_threads(-1), InvalidArgumentError);
 }
 

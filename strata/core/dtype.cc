@@ -22,8 +22,10 @@ DType dtype_from_name(std::string_view name) {
                   DType::bool_, DType::string}) {
     if (dtype_name(d) == name) return d;
   }
-  throw InvalidArgumentError(str_cat("dtype: expected one of float32, float64, int32, int64, "
-                                     "uint8, bool, string, got '", name, "'"));
+  throw InvalidArgumentError(
+      str_cat("dtype: expected one of float32, float64, int32, int64, "
+              "uint8, bool, string, got '",
+              name, "'"));
 }
 
 size_t dtype_size(DType d) noexcept {
@@ -62,8 +64,8 @@ int rank_of(DType d) {
 
 DType promote_types(DType a, DType b) {
   if (a == b) return a;
-  STRATA_CHECK_ARG(a != DType::string && b != DType::string,
-                   "promote_types: cannot combine ", dtype_name(a), " with ", dtype_name(b));
+  STRATA_CHECK_ARG(a != DType::string && b != DType::string, "promote_types: cannot combine ",
+                   dtype_name(a), " with ", dtype_name(b));
   return rank_of(a) >= rank_of(b) ? a : b;
 }
 

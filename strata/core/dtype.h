@@ -37,8 +37,8 @@ DType dtype_from_name(std::string_view name);
 // Bytes per element; sizeof(std::string) for string.
 size_t dtype_size(DType d) noexcept;
 bool is_floating(DType d) noexcept;
-bool is_integer(DType d) noexcept;   // int32, int64, uint8 (not bool)
-bool is_numeric(DType d) noexcept;   // floating or integer
+bool is_integer(DType d) noexcept;  // int32, int64, uint8 (not bool)
+bool is_numeric(DType d) noexcept;  // floating or integer
 // The result dtype of a binary op on a and b (see rule above).
 DType promote_types(DType a, DType b);
 
@@ -46,14 +46,22 @@ std::ostream& operator<<(std::ostream& os, DType d);
 
 template <typename T>
 constexpr DType dtype_of() {
-  if constexpr (std::is_same_v<T, float>) return DType::float32;
-  else if constexpr (std::is_same_v<T, double>) return DType::float64;
-  else if constexpr (std::is_same_v<T, int32_t>) return DType::int32;
-  else if constexpr (std::is_same_v<T, int64_t>) return DType::int64;
-  else if constexpr (std::is_same_v<T, uint8_t>) return DType::uint8;
-  else if constexpr (std::is_same_v<T, bool>) return DType::bool_;
-  else if constexpr (std::is_same_v<T, std::string>) return DType::string;
-  else static_assert(sizeof(T) == 0, "no Strata dtype for this C++ type");
+  if constexpr (std::is_same_v<T, float>)
+    return DType::float32;
+  else if constexpr (std::is_same_v<T, double>)
+    return DType::float64;
+  else if constexpr (std::is_same_v<T, int32_t>)
+    return DType::int32;
+  else if constexpr (std::is_same_v<T, int64_t>)
+    return DType::int64;
+  else if constexpr (std::is_same_v<T, uint8_t>)
+    return DType::uint8;
+  else if constexpr (std::is_same_v<T, bool>)
+    return DType::bool_;
+  else if constexpr (std::is_same_v<T, std::string>)
+    return DType::string;
+  else
+    static_assert(sizeof(T) == 0, "no Strata dtype for this C++ type");
 }
 
 [[noreturn]] void throw_not_numeric(DType d);

@@ -25,8 +25,7 @@ class Philox {
  public:
   using Block = std::array<uint32_t, 4>;
   Philox(uint64_t seed, uint64_t stream) noexcept
-      : key_{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)},
-        stream_(stream) {}
+      : key_{static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)}, stream_(stream) {}
 
   // The 128 random bits of block `counter`.
   Block operator()(uint64_t counter) const noexcept {

@@ -34,13 +34,13 @@ std::shared_ptr<Tensor::Impl> Tensor::make_impl(std::shared_ptr<Buffer> buffer,
 }
 
 Tensor Tensor::allocate(DType dtype, const TensorShape& shape, const Device* device) {
-  STRATA_CHECK_ARG(shape.is_fully_defined(), "Tensor::allocate: expected a fully defined shape, got ",
-                   shape);
+  STRATA_CHECK_ARG(shape.is_fully_defined(),
+                   "Tensor::allocate: expected a fully defined shape, got ", shape);
   return Tensor(make_impl(Buffer::allocate(dtype, shape.num_elements()), shape, 0, dtype, device));
 }
 
-Tensor Tensor::from_buffer(std::shared_ptr<Buffer> buffer, const TensorShape& shape,
-                           int64_t offset, const Device* device) {
+Tensor Tensor::from_buffer(std::shared_ptr<Buffer> buffer, const TensorShape& shape, int64_t offset,
+                           const Device* device) {
   STRATA_INTERNAL_CHECK(buffer != nullptr);
   STRATA_CHECK_ARG(shape.is_fully_defined(),
                    "Tensor::from_buffer: expected a fully defined shape, got ", shape);
@@ -78,7 +78,8 @@ void Tensor::check_type(DType expected, const char* who) const {
 
 double Tensor::scalar_as_double() const {
   STRATA_CHECK_ARG(num_elements() == 1,
-                   "Tensor::scalar_as_double: expected a tensor with one element, got shape ", shape());
+                   "Tensor::scalar_as_double: expected a tensor with one element, got shape ",
+                   shape());
   return dispatch_numeric(dtype(), [&](auto zero) {
     using T = decltype(zero);
     return static_cast<double>(reinterpret_cast<const T*>(raw_data())[0]);
@@ -87,7 +88,8 @@ double Tensor::scalar_as_double() const {
 
 Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
   const Impl& i = impl();
-  STRATA_CHECK_ARG(i.shape.rank() >= 1, "Tensor::slice_rows: expected rank >= 1, got shape ", i.shape);
+  STRATA_CHECK_ARG(i.shape.rank() >= 1, "Tensor::slice_rows: expected rank >= 1, got shape ",
+                   i.shape);
   const int64_t rows = i.shape.dim(0);
   STRATA_CHECK_ARG(0 <= begin && begin <= end && end <= rows, "Tensor::slice_rows: rows [", begin,
                    ", ", end, ") out of range for shape ", i.shape);
@@ -99,8 +101,8 @@ Tensor Tensor::slice_rows(int64_t begin, int64_t end) const {
 Tensor Tensor::reshaped(const TensorShape& shape) const {
   const Impl& i = impl();
   STRATA_CHECK_ARG(shape.is_fully_defined() && shape.num_elements() == i.shape.num_elements(),
-                   "reshape: cannot reshape a tensor of shape ", i.shape, " (", i.shape.num_elements(),
-                   " elements) into shape ", shape);
+                   "reshape: cannot reshape a tensor of shape ", i.shape, " (",
+                   i.shape.num_elements(), " elements) into shape ", shape);
   auto impl = make_impl(i.buffer, shape, i.offset, i.dtype, i.device);
   impl->extension = nullptr;
   return Tensor(std::move(impl));
@@ -207,8 +209,7 @@ void format_rec(const T* data, const std::vector<int64_t>& dims, int axis, int64
       i = n - kEdgeItems;
     }
     if (axis == rank - 1) {
-      os << pad_element(format_element(data[offset + i]), width,
-                        std::is_floating_point_v<T>);
+      os << pad_element(format_element(data[offset + i]), width, std::is_floating_point_v<T>);
       if (i + 1 < n) os << ' ';
     } else {
       format_rec(data, dims, axis + 1, offset + i * strides[axis], strides, summarise, width, os);
@@ -231,7 +232,8 @@ std::string format_values(const T* data, const TensorShape& shape) {
   }
   if (shape.num_elements() == 0) return "[]";
   std::vector<int64_t> strides(dims.size(), 1);
-  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i) strides[i] = strides[i + 1] * dims[i + 1];
+  for (int i = static_cast<int>(dims.size()) - 2; i >= 0; --i)
+    strides[i] = strides[i + 1] * dims[i + 1];
   const bool summarise = shape.num_elements() > kSummariseThreshold;
   Widths width;
   if constexpr (!std::is_same_v<T, std::string>) {
@@ -290,10 +292,10 @@ namespace internal {
 
 namespace {
 TensorShape checked_constant_shape(int64_t count, const TensorShape& shape) {
-  STRATA_CHECK_ARG(shape.is_fully_defined(), "constant: expected a fully defined shape, got ", shape);
-  STRATA_CHECK_ARG(count == shape.num_elements() || count == 1,
-                   "constant: expected ", shape.num_elements(), " values for shape ", shape, ", got ",
-                   count);
+  STRATA_CHECK_ARG(shape.is_fully_defined(), "constant: expected a fully defined shape, got ",
+                   shape);
+  STRATA_CHECK_ARG(count == shape.num_elements() || count == 1, "constant: expected ",
+                   shape.num_elements(), " values for shape ", shape, ", got ", count);
   return shape;
 }
 }  // namespace

@@ -91,8 +91,8 @@ class Tensor {
   // The single element; InvalidArgumentError unless num_elements() == 1.
   template <typename T>
   T item() const {
-    STRATA_CHECK_ARG(num_elements() == 1, "Tensor::item: expected a tensor with one element, got shape ",
-                     shape());
+    STRATA_CHECK_ARG(num_elements() == 1,
+                     "Tensor::item: expected a tensor with one element, got shape ", shape());
     return data<T>()[0];
   }
   // item() of any numeric dtype, converted to double.

@@ -17,9 +17,7 @@ TensorShape TensorShape::unknown_rank() {
   return s;
 }
 
-int64_t TensorShape::dim(int i) const {
-  return dims_[canonical_axis(i, "TensorShape::dim")];
-}
+int64_t TensorShape::dim(int i) const { return dims_[canonical_axis(i, "TensorShape::dim")]; }
 
 bool TensorShape::is_fully_defined() const noexcept {
   if (!known_rank_) return false;

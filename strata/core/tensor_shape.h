@@ -32,7 +32,7 @@ class TensorShape {
 
   bool has_known_rank() const noexcept { return known_rank_; }
   int rank() const noexcept { return static_cast<int>(dims_.size()); }
-  int64_t dim(int i) const;                 // i may be negative (from the end)
+  int64_t dim(int i) const;  // i may be negative (from the end)
   int64_t operator[](int i) const { return dim(i); }
   const std::vector<int64_t>& dims() const noexcept { return dims_; }
   // True when the rank and every dimension are known.

@@ -40,7 +40,8 @@ TEST(Tensor, WrongCountOrTypeIsInvalidArgument) {
     constant({1.f, 2.f, 3.f}, {2, 2});
     FAIL();
   } catch (const InvalidArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("expected 4 values for shape [2, 2], got 3"), std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("expected 4 values for shape [2, 2], got 3"),
+              std::string::npos)
         << e.what();
   }
   Tensor t = constant({1.f, 2.f});
@@ -70,9 +71,11 @@ TEST(Tensor, PrintsLikeTensorFlow) {
   EXPECT_EQ(constant(int64_t{3}).to_string(), "tf.Tensor(3, shape=(), dtype=int64)");
   EXPECT_EQ(constant(1.f).to_string(), "tf.Tensor(1.0, shape=(), dtype=float32)");
   EXPECT_EQ(constant(-2.5).to_string(), "tf.Tensor(-2.5, shape=(), dtype=float64)");
-  EXPECT_EQ(constant({true, false}).to_string(), "tf.Tensor([ True False], shape=(2,), dtype=bool)");
+  EXPECT_EQ(constant({true, false}).to_string(),
+            "tf.Tensor([ True False], shape=(2,), dtype=bool)");
   EXPECT_EQ(constant("a'b").to_string(), "tf.Tensor(b'a\\'b', shape=(), dtype=string)");
-  EXPECT_EQ(Tensor::allocate(float32, {0, 3}).to_string(), "tf.Tensor([], shape=(0, 3), dtype=float32)");
+  EXPECT_EQ(Tensor::allocate(float32, {0, 3}).to_string(),
+            "tf.Tensor([], shape=(0, 3), dtype=float32)");
   std::vector<int32_t> big(2000, 1);
   const std::string s = constant(big).to_string();
   EXPECT_NE(s.find("1 1 1 ... 1 1 1"), std::string::npos) << s;

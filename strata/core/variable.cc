@@ -130,8 +130,9 @@ Variable create_at(int level, VariableArgs args) {
   VariableCreator creator = t_creators[level];
   NextVariableCreator next = [level](VariableArgs a) { return create_at(level - 1, std::move(a)); };
   Variable v = creator(next, std::move(args));
-  STRATA_CHECK(FAILED_PRECONDITION, v.defined(),
-               "VariableCreatorScope: expected the creator to return a variable, got an empty handle");
+  STRATA_CHECK(
+      FAILED_PRECONDITION, v.defined(),
+      "VariableCreatorScope: expected the creator to return a variable, got an empty handle");
   return v;
 }
 
@@ -182,8 +183,8 @@ Variable::Variable(const Tensor& initial_value, VariableOptions options) {
 
 std::string VariableImpl::repr() const {
   const Tensor v = read();
-  return str_cat("<tf.Variable '", name(), ":0' shape=", shape_repr(shape()), " dtype=", dtype_name(dtype()),
-                 ", numpy=", v.values_string(), ">");
+  return str_cat("<tf.Variable '", name(), ":0' shape=", shape_repr(shape()),
+                 " dtype=", dtype_name(dtype()), ", numpy=", v.values_string(), ">");
 }
 
 std::string Variable::to_string() const {

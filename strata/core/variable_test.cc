@@ -24,9 +24,10 @@ TEST(VariableTest, EnumsHaveTensorFlowsIntegerValues) {
 }
 
 TEST(VariableTest, HoldsItsInitialValueAndOptions) {
-  Variable v(constant({1.f, 2.f}, {2}), {.name = "w", .trainable = true,
-                                          .synchronization = VariableSynchronization::AUTO,
-                                          .aggregation = VariableAggregation::SUM});
+  Variable v(constant({1.f, 2.f}, {2}), {.name = "w",
+                                         .trainable = true,
+                                         .synchronization = VariableSynchronization::AUTO,
+                                         .aggregation = VariableAggregation::SUM});
   EXPECT_EQ(v.name(), "w");
   EXPECT_EQ(v.shape(), TensorShape({2}));
   EXPECT_EQ(v.dtype(), DType::float32);
@@ -45,8 +46,8 @@ TEST(VariableTest, DefaultsMatchTensorFlow) {
   EXPECT_EQ(v.aggregation(), VariableAggregation::NONE);
   Variable on_read(constant(1.f), {.synchronization = VariableSynchronization::ON_READ});
   EXPECT_FALSE(on_read.trainable());
-  Variable on_read_trainable(constant(1.f), {.trainable = true,
-                                             .synchronization = VariableSynchronization::ON_READ});
+  Variable on_read_trainable(
+      constant(1.f), {.trainable = true, .synchronization = VariableSynchronization::ON_READ});
   EXPECT_TRUE(on_read_trainable.trainable());
 }
 

@@ -76,14 +76,16 @@ const char* node_kind_name(NodeKind k) noexcept {
 }
 
 std::shared_ptr<const DatasetNode> DatasetNode::with_files(std::vector<std::string>) const {
-  STRATA_CHECK(UNIMPLEMENTED, false, node_kind_name(kind()), ": expected a file-reading source, got a node without files");
+  STRATA_CHECK(UNIMPLEMENTED, false, node_kind_name(kind()),
+               ": expected a file-reading source, got a node without files");
   return nullptr;
 }
 
 // --- Iterator ----------------------------------------------------------------
 
 std::optional<Element> Iterator::next() {
-  STRATA_CHECK(FAILED_PRECONDITION, impl_ != nullptr, "Iterator: expected a live iterator, got a moved-from one");
+  STRATA_CHECK(FAILED_PRECONDITION, impl_ != nullptr,
+               "Iterator: expected a live iterator, got a moved-from one");
   return impl_->next();
 }
 
@@ -158,20 +160,24 @@ std::string specs_string(const std::vector<TensorSpec>& specs) {
 // nullopt if dtypes or ranks differ.
 std::optional<TensorSpec> most_specific_compatible(const TensorSpec& a, const TensorSpec& b) {
   if (a.dtype != b.dtype) return std::nullopt;
-  if (!a.shape.has_known_rank() || !b.shape.has_known_rank()) return TensorSpec(TensorShape::unknown_rank(), a.dtype);
+  if (!a.shape.has_known_rank() || !b.shape.has_known_rank())
+    return TensorSpec(TensorShape::unknown_rank(), a.dtype);
   if (a.shape.rank() != b.shape.rank()) return std::nullopt;
   std::vector<int64_t> d(a.shape.rank());
-  for (int i = 0; i < a.shape.rank(); ++i) d[i] = a.shape.dim(i) == b.shape.dim(i) ? a.shape.dim(i) : -1;
+  for (int i = 0; i < a.shape.rank(); ++i)
+    d[i] = a.shape.dim(i) == b.shape.dim(i) ? a.shape.dim(i) : -1;
   return TensorSpec(TensorShape(d), a.dtype);
 }
 
 // A node whose iterator is built by a lambda, with fixed spec: saves one class
 // per simple transformation.
-using IterFactory = std::function<std::unique_ptr<IteratorImpl>(const std::vector<Dataset>& inputs)>;
+using IterFactory =
+    std::function<std::unique_ptr<IteratorImpl>(const std::vector<Dataset>& inputs)>;
 
 class SimpleNode : public DatasetNode {
  public:
-  SimpleNode(NodeKind kind, std::vector<Dataset> inputs, std::vector<TensorSpec> spec, IterFactory f)
+  SimpleNode(NodeKind kind, std::vector<Dataset> inputs, std::vector<TensorSpec> spec,
+             IterFactory f)
       : DatasetNode(kind, std::move(inputs)), spec_(std::move(spec)), factory_(std::move(f)) {}
   std::vector<TensorSpec> element_spec() const override { return spec_; }
   std::unique_ptr<IteratorImpl> make_iterator() const override { return factory_(inputs()); }
@@ -202,8 +208,10 @@ std::shared_ptr<IteratorImpl> input_iter(const Dataset& d) {
   return std::shared_ptr<IteratorImpl>(d.node()->make_iterator());
 }
 
-Dataset make(NodeKind kind, std::vector<Dataset> inputs, std::vector<TensorSpec> spec, IterFactory f) {
-  return Dataset(std::make_shared<SimpleNode>(kind, std::move(inputs), std::move(spec), std::move(f)));
+Dataset make(NodeKind kind, std::vector<Dataset> inputs, std::vector<TensorSpec> spec,
+             IterFactory f) {
+  return Dataset(
+      std::make_shared<SimpleNode>(kind, std::move(inputs), std::move(spec), std::move(f)));
 }
 
 // --- batch ---------------------------------------------------------------------
@@ -211,7 +219,9 @@ Dataset make(NodeKind kind, std::vector<Dataset> inputs, std::vector<TensorSpec>
 class BatchNode : public DatasetNode {
  public:
   BatchNode(Dataset input, int64_t batch_size, bool drop_remainder)
-      : DatasetNode(NodeKind::kBatch, {std::move(input)}), batch_size_(batch_size), drop_(drop_remainder) {}
+      : DatasetNode(NodeKind::kBatch, {std::move(input)}),
+        batch_size_(batch_size),
+        drop_(drop_remainder) {}
   std::vector<TensorSpec> element_spec() const override {
     auto spec = inputs()[0].element_spec();
     for (auto& s : spec)
@@ -248,12 +258,15 @@ class BatchNode : public DatasetNode {
 class PaddedBatchNode : public DatasetNode {
  public:
   PaddedBatchNode(Dataset input, int64_t batch_size, PaddedBatchOptions o)
-      : DatasetNode(NodeKind::kPaddedBatch, {std::move(input)}), batch_size_(batch_size), o_(std::move(o)) {}
+      : DatasetNode(NodeKind::kPaddedBatch, {std::move(input)}),
+        batch_size_(batch_size),
+        o_(std::move(o)) {}
   std::vector<TensorSpec> element_spec() const override {
     auto spec = inputs()[0].element_spec();
     for (size_t i = 0; i < spec.size(); ++i) {
       TensorShape s = o_.padded_shapes.empty() ? spec[i].shape : o_.padded_shapes[i];
-      if (o_.padded_shapes.empty() && s.has_known_rank()) s = TensorShape(std::vector<int64_t>(s.rank(), -1));
+      if (o_.padded_shapes.empty() && s.has_known_rank())
+        s = TensorShape(std::vector<int64_t>(s.rank(), -1));
       spec[i].shape = s.inserted(0, o_.drop_remainder ? batch_size_ : -1);
     }
     return spec;
@@ -269,7 +282,8 @@ class PaddedBatchNode : public DatasetNode {
         if (!e) break;
         rows.push_back(std::move(*e));
       }
-      if (rows.empty() || (o.drop_remainder && static_cast<int64_t>(rows.size()) < n)) return std::nullopt;
+      if (rows.empty() || (o.drop_remainder && static_cast<int64_t>(rows.size()) < n))
+        return std::nullopt;
       return internal::pad_and_stack(rows, o.padded_shapes, o.padding_values);
     });
   }
@@ -338,10 +352,13 @@ class RowStream {
 class RebatchNode : public DatasetNode {
  public:
   RebatchNode(Dataset input, std::vector<int64_t> sizes, bool drop)
-      : DatasetNode(NodeKind::kRebatch, {std::move(input)}), sizes_(std::move(sizes)), drop_(drop) {}
+      : DatasetNode(NodeKind::kRebatch, {std::move(input)}),
+        sizes_(std::move(sizes)),
+        drop_(drop) {}
   std::vector<TensorSpec> element_spec() const override {
     auto spec = inputs()[0].element_spec();
-    const bool all_equal = std::all_of(sizes_.begin(), sizes_.end(), [&](int64_t s) { return s == sizes_[0]; });
+    const bool all_equal =
+        std::all_of(sizes_.begin(), sizes_.end(), [&](int64_t s) { return s == sizes_[0]; });
     for (auto& s : spec) s.shape = s.shape.with_dim(0, drop_ && all_equal ? sizes_[0] : -1);
     return spec;
   }
@@ -372,7 +389,8 @@ class RebatchNode : public DatasetNode {
 
 class LegacyRebatchNode : public DatasetNode {
  public:
-  LegacyRebatchNode(Dataset input, int64_t n) : DatasetNode(NodeKind::kLegacyRebatch, {std::move(input)}), n_(n) {}
+  LegacyRebatchNode(Dataset input, int64_t n)
+      : DatasetNode(NodeKind::kLegacyRebatch, {std::move(input)}), n_(n) {}
   std::vector<TensorSpec> element_spec() const override {
     auto spec = inputs()[0].element_spec();
     for (auto& s : spec) {
@@ -416,8 +434,11 @@ class LegacyRebatchNode : public DatasetNode {
 class ShuffleNode : public DatasetNode {
  public:
   ShuffleNode(Dataset input, int64_t buffer_size, ShuffleOptions o)
-      : DatasetNode(NodeKind::kShuffle, {std::move(input)}), buffer_size_(buffer_size), o_(o),
-        seed_(o.seed.value_or(fresh_seed())), epoch_(std::make_shared<std::atomic<uint64_t>>(0)) {}
+      : DatasetNode(NodeKind::kShuffle, {std::move(input)}),
+        buffer_size_(buffer_size),
+        o_(o),
+        seed_(o.seed.value_or(fresh_seed())),
+        epoch_(std::make_shared<std::atomic<uint64_t>>(0)) {}
   std::vector<TensorSpec> element_spec() const override { return inputs()[0].element_spec(); }
   std::unique_ptr<IteratorImpl> make_iterator() const override {
     // TF: a new seed per iteration when reshuffling, the same order otherwise.
@@ -428,7 +449,8 @@ class ShuffleNode : public DatasetNode {
       bool end = false;
       Rng rng;
     };
-    auto st = std::make_shared<State>(State{input_iter(inputs()[0]), {}, false, Rng(seed_, stream)});
+    auto st =
+        std::make_shared<State>(State{input_iter(inputs()[0]), {}, false, Rng(seed_, stream)});
     const size_t cap = static_cast<size_t>(buffer_size_);
     return make_fn_iterator([st, cap]() -> std::optional<Element> {
       while (!st->end && st->buffer.size() < cap) {
@@ -472,7 +494,10 @@ class ShuffleNode : public DatasetNode {
 class ShardNode : public DatasetNode {
  public:
   ShardNode(Dataset input, int64_t n, int64_t index, bool require_non_empty)
-      : DatasetNode(NodeKind::kShard, {std::move(input)}), n_(n), index_(index), require_(require_non_empty) {}
+      : DatasetNode(NodeKind::kShard, {std::move(input)}),
+        n_(n),
+        index_(index),
+        require_(require_non_empty) {}
   std::vector<TensorSpec> element_spec() const override { return inputs()[0].element_spec(); }
   std::unique_ptr<IteratorImpl> make_iterator() const override {
     auto in = input_iter(inputs()[0]);
@@ -486,12 +511,14 @@ class ShardNode : public DatasetNode {
       while (true) {
         auto e = in->next();
         if (!e) {
-          STRATA_CHECK_ARG(!require || *produced || *seen >= n,
-                           "There aren't enough elements in this dataset for each shard to have at least one "
-                           "element (# elems = ", *seen, ", # shards = ", n,
-                           "). If you are using datasets with distribution strategy, consider setting the auto "
-                           "sharding policy to either DATA or OFF using the `experimental_distribute."
-                           "auto_shard_policy` option of `tf.data.Options()`.");
+          STRATA_CHECK_ARG(
+              !require || *produced || *seen >= n,
+              "There aren't enough elements in this dataset for each shard to have at least one "
+              "element (# elems = ",
+              *seen, ", # shards = ", n,
+              "). If you are using datasets with distribution strategy, consider setting the auto "
+              "sharding policy to either DATA or OFF using the `experimental_distribute."
+              "auto_shard_policy` option of `tf.data.Options()`.");
           return std::nullopt;
         }
         const int64_t i = (*seen)++;
@@ -518,7 +545,9 @@ class ShardNode : public DatasetNode {
 class MapNode : public DatasetNode {
  public:
   MapNode(Dataset input, MapFn fn, MapOptions o)
-      : DatasetNode(NodeKind::kMap, {std::move(input)}), fn_(std::move(fn)), o_(std::move(o)),
+      : DatasetNode(NodeKind::kMap, {std::move(input)}),
+        fn_(std::move(fn)),
+        o_(std::move(o)),
         spec_cache_(std::make_shared<SpecCache>()) {}
   std::vector<TensorSpec> element_spec() const override {
     if (!o_.output_signature.empty()) return o_.output_signature;
@@ -562,7 +591,8 @@ class MapNode : public DatasetNode {
 // results in sequence order; otherwise in completion order.
 class ParallelMapIterator : public IteratorImpl {
  public:
-  ParallelMapIterator(std::shared_ptr<IteratorImpl> in, MapFn fn, int64_t workers, bool deterministic)
+  ParallelMapIterator(std::shared_ptr<IteratorImpl> in, MapFn fn, int64_t workers,
+                      bool deterministic)
       : in_(std::move(in)), fn_(std::move(fn)), window_(workers), deterministic_(deterministic) {
     for (int64_t i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
   }
@@ -594,7 +624,8 @@ class ParallelMapIterator : public IteratorImpl {
     std::optional<Element> value;
     std::exception_ptr error;
   };
-  std::optional<Element> take(std::unique_lock<std::mutex>& l, std::map<int64_t, Result>::iterator it) {
+  std::optional<Element> take(std::unique_lock<std::mutex>& l,
+                              std::map<int64_t, Result>::iterator it) {
     Result r = std::move(it->second);
     results_.erase(it);
     ++next_out_;
@@ -678,7 +709,8 @@ class ParallelMapIterator : public IteratorImpl {
 std::unique_ptr<IteratorImpl> MapNode::make_iterator() const {
   const int64_t p = o_.num_parallel_calls == AUTOTUNE ? autotune_threads() : o_.num_parallel_calls;
   if (p <= 1) return make_sequential();
-  return std::make_unique<ParallelMapIterator>(input_iter(inputs()[0]), fn_, p, o_.deterministic.value_or(true));
+  return std::make_unique<ParallelMapIterator>(input_iter(inputs()[0]), fn_, p,
+                                               o_.deterministic.value_or(true));
 }
 
 // --- prefetch --------------------------------------------------------------------
@@ -763,7 +795,9 @@ constexpr int64_t kAutotunePrefetch = 16;
 class InterleaveNode : public DatasetNode {
  public:
   InterleaveNode(Dataset input, DatasetFn fn, InterleaveOptions o)
-      : DatasetNode(NodeKind::kInterleave, {std::move(input)}), fn_(std::move(fn)), o_(o),
+      : DatasetNode(NodeKind::kInterleave, {std::move(input)}),
+        fn_(std::move(fn)),
+        o_(o),
         spec_cache_(std::make_shared<SpecCache>()) {}
   std::vector<TensorSpec> element_spec() const override {
     // The spec of the dataset fn makes from the first input element.
@@ -894,9 +928,12 @@ class CacheNode : public DatasetNode {
 
 class OptionsNode : public DatasetNode {
  public:
-  OptionsNode(Dataset input, Options o) : DatasetNode(NodeKind::kOptions, {std::move(input)}), o_(o) {}
+  OptionsNode(Dataset input, Options o)
+      : DatasetNode(NodeKind::kOptions, {std::move(input)}), o_(o) {}
   std::vector<TensorSpec> element_spec() const override { return inputs()[0].element_spec(); }
-  std::unique_ptr<IteratorImpl> make_iterator() const override { return inputs()[0].node()->make_iterator(); }
+  std::unique_ptr<IteratorImpl> make_iterator() const override {
+    return inputs()[0].node()->make_iterator();
+  }
   std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset> inputs) const override {
     return std::make_shared<OptionsNode>(inputs.at(0), o_);
   }
@@ -908,7 +945,8 @@ class OptionsNode : public DatasetNode {
 
 class PrefetchNode : public DatasetNode {
  public:
-  PrefetchNode(Dataset input, int64_t n) : DatasetNode(NodeKind::kPrefetch, {std::move(input)}), n_(n) {}
+  PrefetchNode(Dataset input, int64_t n)
+      : DatasetNode(NodeKind::kPrefetch, {std::move(input)}), n_(n) {}
   std::vector<TensorSpec> element_spec() const override { return inputs()[0].element_spec(); }
   std::unique_ptr<IteratorImpl> make_iterator() const override {
     if (n_ == 0) return inputs()[0].node()->make_iterator();
@@ -930,8 +968,9 @@ void check_against_spec(const Element& e, const std::vector<TensorSpec>& spec, c
   STRATA_CHECK_ARG(e.size() == spec.size(), who, ": expected an element of ", spec.size(),
                    " components matching ", specs_string(spec), ", got ", e.size(), " components");
   for (size_t i = 0; i < e.size(); ++i)
-    STRATA_CHECK_ARG(spec[i].is_compatible_with(e[i]), who, ": expected component ", i, " to match ",
-                     spec[i].to_string(), ", got shape ", e[i].shape(), " dtype ", e[i].dtype());
+    STRATA_CHECK_ARG(spec[i].is_compatible_with(e[i]), who, ": expected component ", i,
+                     " to match ", spec[i].to_string(), ", got shape ", e[i].shape(), " dtype ",
+                     e[i].dtype());
 }
 
 }  // namespace
@@ -939,8 +978,8 @@ void check_against_spec(const Element& e, const std::vector<TensorSpec>& spec, c
 namespace internal {
 Dataset shard_require_non_empty(const Dataset& ds, int64_t num_shards, int64_t index) {
   STRATA_CHECK_ARG(num_shards >= 1, "shard: expected num_shards >= 1, got ", num_shards);
-  STRATA_CHECK_ARG(index >= 0 && index < num_shards, "shard: expected 0 <= index < num_shards (", num_shards,
-                   "), got index ", index);
+  STRATA_CHECK_ARG(index >= 0 && index < num_shards, "shard: expected 0 <= index < num_shards (",
+                   num_shards, "), got index ", index);
   return Dataset(std::make_shared<ShardNode>(ds, num_shards, index, true));
 }
 }  // namespace internal
@@ -976,14 +1015,16 @@ Dataset Dataset::from_tensors(Element components) {
 }
 
 Dataset Dataset::from_tensor_slices(Element components) {
-  STRATA_CHECK_ARG(!components.empty(), "from_tensor_slices: expected at least one tensor, got none");
+  STRATA_CHECK_ARG(!components.empty(),
+                   "from_tensor_slices: expected at least one tensor, got none");
   for (size_t i = 0; i < components.size(); ++i) {
     STRATA_CHECK_ARG(components[i].rank() >= 1, "from_tensor_slices: expected component ", i,
                      " to have rank >= 1, got shape ", components[i].shape());
-    STRATA_CHECK_ARG(components[i].shape().dim(0) == components[0].shape().dim(0),
-                     "from_tensor_slices: expected all components to have the same leading dimension, got ",
-                     components[0].shape().dim(0), " (component 0, shape ", components[0].shape(), ") and ",
-                     components[i].shape().dim(0), " (component ", i, ", shape ", components[i].shape(), ")");
+    STRATA_CHECK_ARG(
+        components[i].shape().dim(0) == components[0].shape().dim(0),
+        "from_tensor_slices: expected all components to have the same leading dimension, got ",
+        components[0].shape().dim(0), " (component 0, shape ", components[0].shape(), ") and ",
+        components[i].shape().dim(0), " (component ", i, ", shape ", components[i].shape(), ")");
   }
   std::vector<TensorSpec> spec;
   for (const Tensor& t : components) spec.emplace_back(t.shape().removed(0), t.dtype());
@@ -994,21 +1035,24 @@ Dataset Dataset::from_tensor_slices(Element components) {
     row_shapes.push_back(t.shape().removed(0));
     row_sizes.push_back(row_shapes.back().num_elements());
   }
-  return make(NodeKind::kTensorSlices, {}, spec, [components, n, row_shapes, row_sizes](const std::vector<Dataset>&) {
-    auto i = std::make_shared<int64_t>(0);
-    return make_fn_iterator([components, n, i, row_shapes, row_sizes]() -> std::optional<Element> {
-      if (*i == n) return std::nullopt;
-      Element e;
-      e.reserve(components.size());
-      // One view per component straight onto the shared buffer (a single
-      // handle allocation instead of slice + reshape).
-      for (size_t c = 0; c < components.size(); ++c)
-        e.push_back(Tensor::from_buffer(components[c].buffer(), row_shapes[c],
-                                        components[c].offset() + *i * row_sizes[c], &components[c].placement()));
-      ++*i;
-      return e;
-    });
-  });
+  return make(NodeKind::kTensorSlices, {}, spec,
+              [components, n, row_shapes, row_sizes](const std::vector<Dataset>&) {
+                auto i = std::make_shared<int64_t>(0);
+                return make_fn_iterator(
+                    [components, n, i, row_shapes, row_sizes]() -> std::optional<Element> {
+                      if (*i == n) return std::nullopt;
+                      Element e;
+                      e.reserve(components.size());
+                      // One view per component straight onto the shared buffer (a single
+                      // handle allocation instead of slice + reshape).
+                      for (size_t c = 0; c < components.size(); ++c)
+                        e.push_back(Tensor::from_buffer(components[c].buffer(), row_shapes[c],
+                                                        components[c].offset() + *i * row_sizes[c],
+                                                        &components[c].placement()));
+                      ++*i;
+                      return e;
+                    });
+              });
 }
 
 Dataset Dataset::range(int64_t stop) { return range(0, stop, 1); }
@@ -1027,16 +1071,19 @@ Dataset Dataset::range(int64_t start, int64_t stop, int64_t step) {
               });
 }
 
-Dataset Dataset::from_generator(GeneratorFactory factory, std::vector<TensorSpec> output_signature) {
-  STRATA_CHECK_ARG(factory != nullptr, "from_generator: expected a generator factory, got an empty function");
-  return make(NodeKind::kGenerator, {}, output_signature, [factory, output_signature](const std::vector<Dataset>&) {
-    auto gen = std::make_shared<GeneratorFn>(factory());
-    return make_fn_iterator([gen, output_signature]() -> std::optional<Element> {
-      auto e = (*gen)();
-      if (e) check_against_spec(*e, output_signature, "from_generator");
-      return e;
-    });
-  });
+Dataset Dataset::from_generator(GeneratorFactory factory,
+                                std::vector<TensorSpec> output_signature) {
+  STRATA_CHECK_ARG(factory != nullptr,
+                   "from_generator: expected a generator factory, got an empty function");
+  return make(NodeKind::kGenerator, {}, output_signature,
+              [factory, output_signature](const std::vector<Dataset>&) {
+                auto gen = std::make_shared<GeneratorFn>(factory());
+                return make_fn_iterator([gen, output_signature]() -> std::optional<Element> {
+                  auto e = (*gen)();
+                  if (e) check_against_spec(*e, output_signature, "from_generator");
+                  return e;
+                });
+              });
 }
 
 Dataset Dataset::zip(const std::vector<Dataset>& datasets) {
@@ -1070,14 +1117,15 @@ Dataset Dataset::map(MapFn fn, MapOptions o) const {
 
 Dataset Dataset::filter(Predicate pred) const {
   STRATA_CHECK_ARG(pred != nullptr, "filter: expected a predicate, got an empty function");
-  return make(NodeKind::kFilter, {*this}, element_spec(), [pred](const std::vector<Dataset>& inputs) {
-    auto in = input_iter(inputs[0]);
-    return make_fn_iterator([in, pred]() -> std::optional<Element> {
-      while (auto e = in->next())
-        if (pred(*e)) return e;
-      return std::nullopt;
-    });
-  });
+  return make(NodeKind::kFilter, {*this}, element_spec(),
+              [pred](const std::vector<Dataset>& inputs) {
+                auto in = input_iter(inputs[0]);
+                return make_fn_iterator([in, pred]() -> std::optional<Element> {
+                  while (auto e = in->next())
+                    if (pred(*e)) return e;
+                  return std::nullopt;
+                });
+              });
 }
 
 Dataset Dataset::batch(int64_t batch_size, bool drop_remainder) const {
@@ -1089,16 +1137,20 @@ Dataset Dataset::padded_batch(int64_t batch_size, PaddedBatchOptions o) const {
   STRATA_CHECK_ARG(batch_size > 0, "padded_batch: expected batch_size > 0, got ", batch_size);
   const auto spec = element_spec();
   STRATA_CHECK_ARG(o.padded_shapes.empty() || o.padded_shapes.size() == spec.size(),
-                   "padded_batch: expected ", spec.size(), " padded_shapes, got ", o.padded_shapes.size());
+                   "padded_batch: expected ", spec.size(), " padded_shapes, got ",
+                   o.padded_shapes.size());
   STRATA_CHECK_ARG(o.padding_values.empty() || o.padding_values.size() == spec.size(),
-                   "padded_batch: expected ", spec.size(), " padding_values, got ", o.padding_values.size());
+                   "padded_batch: expected ", spec.size(), " padding_values, got ",
+                   o.padding_values.size());
   for (size_t i = 0; i < o.padded_shapes.size(); ++i)
-    STRATA_CHECK_ARG(o.padded_shapes[i].rank() == spec[i].shape.rank(), "padded_batch: expected padded shape ",
-                     i, " of rank ", spec[i].shape.rank(), ", got ", o.padded_shapes[i]);
+    STRATA_CHECK_ARG(o.padded_shapes[i].rank() == spec[i].shape.rank(),
+                     "padded_batch: expected padded shape ", i, " of rank ", spec[i].shape.rank(),
+                     ", got ", o.padded_shapes[i]);
   for (size_t i = 0; i < o.padding_values.size(); ++i)
-    STRATA_CHECK_ARG(o.padding_values[i].rank() == 0 && o.padding_values[i].dtype() == spec[i].dtype,
-                     "padded_batch: expected padding value ", i, " to be a ", spec[i].dtype, " scalar, got shape ",
-                     o.padding_values[i].shape(), " dtype ", o.padding_values[i].dtype());
+    STRATA_CHECK_ARG(
+        o.padding_values[i].rank() == 0 && o.padding_values[i].dtype() == spec[i].dtype,
+        "padded_batch: expected padding value ", i, " to be a ", spec[i].dtype,
+        " scalar, got shape ", o.padding_values[i].shape(), " dtype ", o.padding_values[i].dtype());
   return Dataset(std::make_shared<PaddedBatchNode>(*this, batch_size, std::move(o)));
 }
 
@@ -1106,8 +1158,8 @@ Dataset Dataset::unbatch() const {
   auto spec = element_spec();
   for (size_t i = 0; i < spec.size(); ++i)
     STRATA_CHECK_ARG(!spec[i].shape.has_known_rank() || spec[i].shape.rank() >= 1,
-                     "unbatch: expected every component to have rank >= 1, got component ", i, " with shape ",
-                     spec[i].shape);
+                     "unbatch: expected every component to have rank >= 1, got component ", i,
+                     " with shape ", spec[i].shape);
   for (auto& s : spec) s.shape = s.shape.has_known_rank() ? s.shape.removed(0) : s.shape;
   return make(NodeKind::kUnbatch, {*this}, spec, [](const std::vector<Dataset>& inputs) {
     auto in = input_iter(inputs[0]);
@@ -1121,7 +1173,8 @@ Dataset Dataset::unbatch() const {
         internal::check_batched(**cur, "unbatch");
       }
       Element e;
-      for (const Tensor& t : **cur) e.push_back(t.slice_rows(*pos, *pos + 1).reshaped(t.shape().removed(0)));
+      for (const Tensor& t : **cur)
+        e.push_back(t.slice_rows(*pos, *pos + 1).reshaped(t.shape().removed(0)));
       ++*pos;
       return e;
     });
@@ -1130,13 +1183,15 @@ Dataset Dataset::unbatch() const {
 
 Dataset Dataset::rebatch(std::vector<int64_t> batch_sizes, bool drop_remainder) const {
   STRATA_CHECK_ARG(!batch_sizes.empty(), "rebatch: expected at least one batch size, got none");
-  for (int64_t b : batch_sizes) STRATA_CHECK_ARG(b >= 0, "rebatch: expected batch sizes >= 0, got ", batch_sizes);
+  for (int64_t b : batch_sizes)
+    STRATA_CHECK_ARG(b >= 0, "rebatch: expected batch sizes >= 0, got ", batch_sizes);
   internal::check_batched_spec(element_spec());
   return Dataset(std::make_shared<RebatchNode>(*this, std::move(batch_sizes), drop_remainder));
 }
 
 Dataset Dataset::rebatch_legacy(int64_t num_replicas) const {
-  STRATA_CHECK_ARG(num_replicas >= 1, "rebatch_legacy: expected num_replicas >= 1, got ", num_replicas);
+  STRATA_CHECK_ARG(num_replicas >= 1, "rebatch_legacy: expected num_replicas >= 1, got ",
+                   num_replicas);
   internal::check_batched_spec(element_spec());
   return Dataset(std::make_shared<LegacyRebatchNode>(*this, num_replicas));
 }
@@ -1148,70 +1203,74 @@ Dataset Dataset::shuffle(int64_t buffer_size, ShuffleOptions o) const {
 
 Dataset Dataset::repeat(int64_t count) const {
   STRATA_CHECK_ARG(count >= -1, "repeat: expected count >= -1, got ", count);
-  return make(NodeKind::kRepeat, {*this}, element_spec(), [count](const std::vector<Dataset>& inputs) {
-    struct State {
-      Dataset ds;
-      std::shared_ptr<IteratorImpl> it;
-      int64_t done = 0;
-      bool produced = false;
-    };
-    auto st = std::make_shared<State>(State{inputs[0], nullptr, 0, false});
-    return make_fn_iterator([st, count]() -> std::optional<Element> {
-      while (count == -1 || st->done < count) {
-        if (!st->it) {
-          st->it = input_iter(st->ds);
-          st->produced = false;
-        }
-        if (auto e = st->it->next()) {
-          st->produced = true;
-          return e;
-        }
-        st->it.reset();
-        ++st->done;
-        // TF: an input that is empty in a pass ends the repetition (no spin).
-        if (!st->produced) return std::nullopt;
-      }
-      return std::nullopt;
-    });
-  });
+  return make(NodeKind::kRepeat, {*this}, element_spec(),
+              [count](const std::vector<Dataset>& inputs) {
+                struct State {
+                  Dataset ds;
+                  std::shared_ptr<IteratorImpl> it;
+                  int64_t done = 0;
+                  bool produced = false;
+                };
+                auto st = std::make_shared<State>(State{inputs[0], nullptr, 0, false});
+                return make_fn_iterator([st, count]() -> std::optional<Element> {
+                  while (count == -1 || st->done < count) {
+                    if (!st->it) {
+                      st->it = input_iter(st->ds);
+                      st->produced = false;
+                    }
+                    if (auto e = st->it->next()) {
+                      st->produced = true;
+                      return e;
+                    }
+                    st->it.reset();
+                    ++st->done;
+                    // TF: an input that is empty in a pass ends the repetition (no spin).
+                    if (!st->produced) return std::nullopt;
+                  }
+                  return std::nullopt;
+                });
+              });
 }
 
 Dataset Dataset::take(int64_t count) const {
   STRATA_CHECK_ARG(count >= -1, "take: expected count >= -1, got ", count);
-  return make(NodeKind::kTake, {*this}, element_spec(), [count](const std::vector<Dataset>& inputs) {
-    auto in = input_iter(inputs[0]);
-    auto n = std::make_shared<int64_t>(0);
-    return make_fn_iterator([in, n, count]() -> std::optional<Element> {
-      if (count != -1 && *n >= count) return std::nullopt;
-      ++*n;
-      return in->next();
-    });
-  });
+  return make(NodeKind::kTake, {*this}, element_spec(),
+              [count](const std::vector<Dataset>& inputs) {
+                auto in = input_iter(inputs[0]);
+                auto n = std::make_shared<int64_t>(0);
+                return make_fn_iterator([in, n, count]() -> std::optional<Element> {
+                  if (count != -1 && *n >= count) return std::nullopt;
+                  ++*n;
+                  return in->next();
+                });
+              });
 }
 
 Dataset Dataset::skip(int64_t count) const {
   STRATA_CHECK_ARG(count >= -1, "skip: expected count >= -1, got ", count);
-  return make(NodeKind::kSkip, {*this}, element_spec(), [count](const std::vector<Dataset>& inputs) {
-    auto in = input_iter(inputs[0]);
-    auto skipped = std::make_shared<bool>(false);
-    return make_fn_iterator([in, skipped, count]() -> std::optional<Element> {
-      if (!*skipped) {
-        *skipped = true;
-        for (int64_t i = 0; count == -1 || i < count; ++i)
-          if (!in->next()) return std::nullopt;
-      }
-      return in->next();
-    });
-  });
+  return make(NodeKind::kSkip, {*this}, element_spec(),
+              [count](const std::vector<Dataset>& inputs) {
+                auto in = input_iter(inputs[0]);
+                auto skipped = std::make_shared<bool>(false);
+                return make_fn_iterator([in, skipped, count]() -> std::optional<Element> {
+                  if (!*skipped) {
+                    *skipped = true;
+                    for (int64_t i = 0; count == -1 || i < count; ++i)
+                      if (!in->next()) return std::nullopt;
+                  }
+                  return in->next();
+                });
+              });
 }
 
 Dataset Dataset::shard(int64_t num_shards, int64_t index) const {
   // shard(SHARD_HINT, i) is a placeholder for AutoShardPolicy::HINT; iterating
   // it un-rewritten fails.
-  if (num_shards == SHARD_HINT && index >= 0) return Dataset(std::make_shared<ShardNode>(*this, num_shards, index, false));
+  if (num_shards == SHARD_HINT && index >= 0)
+    return Dataset(std::make_shared<ShardNode>(*this, num_shards, index, false));
   STRATA_CHECK_ARG(num_shards >= 1, "shard: expected num_shards >= 1, got ", num_shards);
-  STRATA_CHECK_ARG(index >= 0 && index < num_shards, "shard: expected 0 <= index < num_shards (", num_shards,
-                   "), got index ", index);
+  STRATA_CHECK_ARG(index >= 0 && index < num_shards, "shard: expected 0 <= index < num_shards (",
+                   num_shards, "), got index ", index);
   return Dataset(std::make_shared<ShardNode>(*this, num_shards, index, false));
 }
 
@@ -1219,20 +1278,24 @@ Dataset Dataset::interleave(DatasetFn fn, InterleaveOptions o) const {
   STRATA_CHECK_ARG(fn != nullptr, "interleave: expected a function, got an empty one");
   STRATA_CHECK_ARG(o.cycle_length >= 1 || o.cycle_length == AUTOTUNE,
                    "interleave: expected cycle_length >= 1 or AUTOTUNE, got ", o.cycle_length);
-  STRATA_CHECK_ARG(o.block_length >= 1, "interleave: expected block_length >= 1, got ", o.block_length);
+  STRATA_CHECK_ARG(o.block_length >= 1, "interleave: expected block_length >= 1, got ",
+                   o.block_length);
   STRATA_CHECK_ARG(o.num_parallel_calls >= 1 || o.num_parallel_calls == AUTOTUNE,
-                   "interleave: expected num_parallel_calls >= 1 or AUTOTUNE, got ", o.num_parallel_calls);
+                   "interleave: expected num_parallel_calls >= 1 or AUTOTUNE, got ",
+                   o.num_parallel_calls);
   return Dataset(std::make_shared<InterleaveNode>(*this, std::move(fn), o));
 }
 
 Dataset Dataset::concatenate(const Dataset& other) const {
   const auto a = element_spec(), b = other.element_spec();
-  STRATA_CHECK_ARG(a.size() == b.size(), "concatenate: expected datasets with compatible element specs, got ",
+  STRATA_CHECK_ARG(a.size() == b.size(),
+                   "concatenate: expected datasets with compatible element specs, got ",
                    specs_string(a), " and ", specs_string(b));
   std::vector<TensorSpec> spec;
   for (size_t i = 0; i < a.size(); ++i) {
     auto s = most_specific_compatible(a[i], b[i]);
-    STRATA_CHECK_ARG(s.has_value(), "concatenate: expected datasets with compatible element specs, got ",
+    STRATA_CHECK_ARG(s.has_value(),
+                     "concatenate: expected datasets with compatible element specs, got ",
                      specs_string(a), " and ", specs_string(b));
     spec.push_back(*s);
   }

@@ -66,7 +66,7 @@ struct DistributeOptions {
 // points of a graph are merged as TF merges them: a field set downstream
 // overrides the same field set upstream.
 struct Options {
-  std::optional<bool> deterministic = std::nullopt;   // TF default: true
+  std::optional<bool> deterministic = std::nullopt;  // TF default: true
   DistributeOptions experimental_distribute = {};
   // This merged with `other` (other's set fields win).
   Options merge(const Options& other) const;
@@ -74,11 +74,33 @@ struct Options {
 
 // The kinds of dataset nodes; graph.h gives their parameters.
 enum class NodeKind {
-  kTensors, kTensorSlices, kRange, kGenerator, kListFiles,
-  kTFRecord, kTextLine, kFixedLengthRecord,
-  kMap, kFilter, kBatch, kPaddedBatch, kUnbatch, kRebatch, kLegacyRebatch,
-  kShuffle, kRepeat, kTake, kSkip, kShard, kInterleave, kZip, kConcatenate,
-  kEnumerate, kCache, kPrefetch, kOptions,
+  kTensors,
+  kTensorSlices,
+  kRange,
+  kGenerator,
+  kListFiles,
+  kTFRecord,
+  kTextLine,
+  kFixedLengthRecord,
+  kMap,
+  kFilter,
+  kBatch,
+  kPaddedBatch,
+  kUnbatch,
+  kRebatch,
+  kLegacyRebatch,
+  kShuffle,
+  kRepeat,
+  kTake,
+  kSkip,
+  kShard,
+  kInterleave,
+  kZip,
+  kConcatenate,
+  kEnumerate,
+  kCache,
+  kPrefetch,
+  kOptions,
 };
 const char* node_kind_name(NodeKind k) noexcept;
 
@@ -149,11 +171,11 @@ struct MapOptions {
 
 struct ShuffleOptions {
   std::optional<uint64_t> seed = std::nullopt;  // unset: nondeterministic
-  bool reshuffle_each_iteration = true;  // TF default
+  bool reshuffle_each_iteration = true;         // TF default
 };
 
 struct InterleaveOptions {
-  int64_t cycle_length = AUTOTUNE;     // TF default: number of CPU cores
+  int64_t cycle_length = AUTOTUNE;  // TF default: number of CPU cores
   int64_t block_length = 1;
   // > 1 or AUTOTUNE: each open input element is prefetched by a background
   // thread; the output order is the same as the sequential one.
@@ -175,8 +197,8 @@ struct PaddedBatchOptions {
 };
 
 struct TFRecordOptions {
-  std::string compression_type = "";   // "", "ZLIB" or "GZIP"
-  int64_t buffer_size = 256 * 1024;    // bytes
+  std::string compression_type = "";  // "", "ZLIB" or "GZIP"
+  int64_t buffer_size = 256 * 1024;   // bytes
 };
 
 using MapFn = std::function<Element(const Element&)>;

@@ -152,7 +152,8 @@ TEST(DatasetPaddedBatch, PadsToTheLongestWithZerosOrToTheGivenShape) {
     return Element{constant(std::vector<int64_t>(n, n))};
   });
   EXPECT_EQ(rows(ds.padded_batch(2)), (std::vector<Ints>{{1, 0, 2, 2}, {3, 3, 3}}));
-  auto fixed = ds.padded_batch(2, {.padded_shapes = {TensorShape{4}}, .padding_values = {constant(int64_t{-1})}});
+  auto fixed = ds.padded_batch(
+      2, {.padded_shapes = {TensorShape{4}}, .padding_values = {constant(int64_t{-1})}});
   EXPECT_EQ(rows(fixed), (std::vector<Ints>{{1, -1, -1, -1, 2, 2, -1, -1}, {3, 3, 3, -1}}));
   EXPECT_EQ(fixed.element_spec()[0].shape, (TensorShape{-1, 4}));
   auto too_small = ds.padded_batch(3, {.padded_shapes = {TensorShape{2}}});
@@ -181,14 +182,19 @@ TEST(DatasetRebatch, ZeroSizesGiveEmptyBatchesWithoutConsumingInput) {
 TEST(DatasetRebatch, PullsRowsAcrossInputBatchesAndHonoursDropRemainder) {
   EXPECT_EQ(rows(Dataset::range(5).batch(2).rebatch({3})), (std::vector<Ints>{{0, 1, 2}, {3, 4}}));
   EXPECT_EQ(rows(Dataset::range(5).batch(2).rebatch({3}, true)), (std::vector<Ints>{{0, 1, 2}}));
-  EXPECT_EQ(Dataset::range(8).batch(4, true).rebatch({2}, true).element_spec()[0].shape, (TensorShape{2}));
+  EXPECT_EQ(Dataset::range(8).batch(4, true).rebatch({2}, true).element_spec()[0].shape,
+            (TensorShape{2}));
 }
 
 TEST(DatasetRebatch, LegacyCutsEachBatchIntoCeilSizedPieces) {
-  EXPECT_EQ(rows(Dataset::range(4).batch(4).rebatch_legacy(3)), (std::vector<Ints>{{0, 1}, {2, 3}, {}}));
-  EXPECT_EQ(rows(Dataset::range(8).batch(8).rebatch_legacy(3)), (std::vector<Ints>{{0, 1, 2}, {3, 4, 5}, {6, 7}}));
-  EXPECT_EQ(Dataset::range(8).batch(8, true).rebatch_legacy(2).element_spec()[0].shape, (TensorShape{4}));
-  EXPECT_EQ(Dataset::range(8).batch(8, true).rebatch_legacy(3).element_spec()[0].shape, (TensorShape{-1}));
+  EXPECT_EQ(rows(Dataset::range(4).batch(4).rebatch_legacy(3)),
+            (std::vector<Ints>{{0, 1}, {2, 3}, {}}));
+  EXPECT_EQ(rows(Dataset::range(8).batch(8).rebatch_legacy(3)),
+            (std::vector<Ints>{{0, 1, 2}, {3, 4, 5}, {6, 7}}));
+  EXPECT_EQ(Dataset::range(8).batch(8, true).rebatch_legacy(2).element_spec()[0].shape,
+            (TensorShape{4}));
+  EXPECT_EQ(Dataset::range(8).batch(8, true).rebatch_legacy(3).element_spec()[0].shape,
+            (TensorShape{-1}));
 }
 
 TEST(DatasetRebatch, ScalarComponentsAreRejected) {
@@ -196,7 +202,8 @@ TEST(DatasetRebatch, ScalarComponentsAreRejected) {
     Dataset::range(4).rebatch({2});
     FAIL();
   } catch (const InvalidArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("Perhaps your input dataset is not batched?"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("Perhaps your input dataset is not batched?"),
+              std::string::npos);
   }
 }
 
@@ -266,7 +273,8 @@ TEST(DatasetShard, RejectsBadShardArguments) {
 }
 
 TEST(DatasetMap, AppliesTheFunctionInOrder) {
-  auto ds = Dataset::range(4).map([](const Element& e) { return Element{constant(e[0].item<int64_t>() * 2)}; });
+  auto ds = Dataset::range(4).map(
+      [](const Element& e) { return Element{constant(e[0].item<int64_t>() * 2)}; });
   EXPECT_EQ(values(ds), (Ints{0, 2, 4, 6}));
   EXPECT_EQ(ds.element_spec()[0], TensorSpec({}, int64));
 }
@@ -288,7 +296,9 @@ TEST(DatasetMap, ErrorsReachTheConsumerWithTheirTypeInOrder) {
     return e;
   };
   for (int64_t p : {int64_t{1}, int64_t{3}}) {
-    auto it = Dataset::range(5).map(fn, {.num_parallel_calls = p, .output_signature = {TensorSpec({}, int64)}}).iter();
+    auto it = Dataset::range(5)
+                  .map(fn, {.num_parallel_calls = p, .output_signature = {TensorSpec({}, int64)}})
+                  .iter();
     EXPECT_EQ(it.get_next()[0].item<int64_t>(), 0);
     EXPECT_EQ(it.get_next()[0].item<int64_t>(), 1);
     EXPECT_THROW(it.get_next(), NotFoundError);
@@ -313,10 +323,12 @@ TEST(DatasetPrefetch, DeliversEveryElementInOrder) {
 
 TEST(DatasetPrefetch, ErrorsKeepTheirTypeAndPosition) {
   auto ds = Dataset::range(4)
-                .map([](const Element& e) {
-                  if (e[0].item<int64_t>() == 1) throw DataLossError("bad record 1");
-                  return e;
-                }, {.output_signature = {TensorSpec({}, int64)}})
+                .map(
+                    [](const Element& e) {
+                      if (e[0].item<int64_t>() == 1) throw DataLossError("bad record 1");
+                      return e;
+                    },
+                    {.output_signature = {TensorSpec({}, int64)}})
                 .prefetch(2);
   auto it = ds.iter();
   EXPECT_EQ(it.get_next()[0].item<int64_t>(), 0);
@@ -342,7 +354,8 @@ TEST(DatasetPrefetch, DestroyingTheIteratorMidPrefetchJoinsTheProducer) {
       {TensorSpec({}, int64)});
   for (int64_t p : {int64_t{2}, AUTOTUNE}) {
     {
-      auto it = ds.map([](const Element& e) { return e; }, {.num_parallel_calls = 2}).prefetch(p).iter();
+      auto it =
+          ds.map([](const Element& e) { return e; }, {.num_parallel_calls = 2}).prefetch(p).iter();
       EXPECT_EQ(it.get_next()[0].item<int64_t>(), 0);
       EXPECT_EQ(it.get_next()[0].item<int64_t>(), 1);
     }
@@ -385,8 +398,10 @@ TEST(DatasetInterleave, FollowsTheDocumentedCycleAndBlockOrder) {
   // tf.data's interleave docs: range(1, 6).interleave(from_tensors(x).repeat(6),
   // cycle_length=2, block_length=4).
   auto fn = [](const Element& e) { return Dataset::from_tensors(e).repeat(6); };
-  Ints expected{1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5};
-  EXPECT_EQ(values(Dataset::range(1, 6).interleave(fn, {.cycle_length = 2, .block_length = 4})), expected);
+  Ints expected{1, 1, 1, 1, 2, 2, 2, 2, 1, 1, 2, 2, 3, 3, 3,
+                3, 4, 4, 4, 4, 3, 3, 4, 4, 5, 5, 5, 5, 5, 5};
+  EXPECT_EQ(values(Dataset::range(1, 6).interleave(fn, {.cycle_length = 2, .block_length = 4})),
+            expected);
   EXPECT_EQ(values(Dataset::range(1, 6).interleave(
                 fn, {.cycle_length = 2, .block_length = 4, .num_parallel_calls = AUTOTUNE})),
             expected);
@@ -425,8 +440,12 @@ TEST(DatasetEnumerate, PrependsAnInt64Index) {
 TEST(DatasetCache, SecondIterationIsServedFromTheCache) {
   auto calls = std::make_shared<std::atomic<int>>(0);
   auto ds = Dataset::range(3)
-                .map([calls](const Element& e) { ++*calls; return e; },
-                     {.output_signature = {TensorSpec({}, int64)}})
+                .map(
+                    [calls](const Element& e) {
+                      ++*calls;
+                      return e;
+                    },
+                    {.output_signature = {TensorSpec({}, int64)}})
                 .cache();
   EXPECT_EQ(values(ds), (Ints{0, 1, 2}));
   EXPECT_EQ(values(ds), (Ints{0, 1, 2}));
@@ -436,8 +455,12 @@ TEST(DatasetCache, SecondIterationIsServedFromTheCache) {
 TEST(DatasetCache, APartialFirstIterationDoesNotPoisonTheCache) {
   auto calls = std::make_shared<std::atomic<int>>(0);
   auto ds = Dataset::range(3)
-                .map([calls](const Element& e) { ++*calls; return e; },
-                     {.output_signature = {TensorSpec({}, int64)}})
+                .map(
+                    [calls](const Element& e) {
+                      ++*calls;
+                      return e;
+                    },
+                    {.output_signature = {TensorSpec({}, int64)}})
                 .cache();
   {
     auto it = ds.iter();
@@ -454,7 +477,8 @@ TEST(DatasetOptions, LaterOptionsOverrideEarlierOnes) {
   a.deterministic = false;
   Options b;
   b.experimental_distribute.auto_shard_policy = AutoShardPolicy::DATA;
-  auto ds = Dataset::range(3).with_options(a).map([](const Element& e) { return e; }).with_options(b);
+  auto ds =
+      Dataset::range(3).with_options(a).map([](const Element& e) { return e; }).with_options(b);
   EXPECT_EQ(ds.options().experimental_distribute.policy(), AutoShardPolicy::DATA);
   EXPECT_EQ(ds.options().deterministic, std::optional<bool>(false));
   EXPECT_EQ(Dataset::range(1).options().experimental_distribute.policy(), AutoShardPolicy::AUTO);
@@ -532,15 +556,17 @@ TEST_F(FileDatasets, TFRecordDatasetReadsWhatTheWriterWrote) {
 
 TEST_F(FileDatasets, FixedLengthRecordDatasetSkipsHeaderAndFooter) {
   write("f.bin", "HHabcdefFF");
-  EXPECT_EQ(strings(FixedLengthRecordDataset({path("f.bin")}, 3, 2, 2)), (std::vector<std::string>{"abc", "def"}));
+  EXPECT_EQ(strings(FixedLengthRecordDataset({path("f.bin")}, 3, 2, 2)),
+            (std::vector<std::string>{"abc", "def"}));
 }
 
 TEST_F(FileDatasets, ListFilesInterleavedWithReaders) {
   write("0.txt", "a\nb\n");
   write("1.txt", "c\nd\n");
-  auto ds = Dataset::list_files(path("*.txt"), {.shuffle = false})
-                .interleave([](const Element& f) { return TextLineDataset({f[0].item<std::string>()}); },
-                            {.cycle_length = 2});
+  auto ds =
+      Dataset::list_files(path("*.txt"), {.shuffle = false})
+          .interleave([](const Element& f) { return TextLineDataset({f[0].item<std::string>()}); },
+                      {.cycle_length = 2});
   EXPECT_EQ(strings(ds), (std::vector<std::string>{"a", "c", "b", "d"}));
 }
 

@@ -8,15 +8,13 @@ namespace strata {
 
 io::FeatureDType to_feature_dtype(DType dtype) {
   switch (dtype) {
-    case DType::float32:
-      return io::FeatureDType::float32;
-    case DType::int64:
-      return io::FeatureDType::int64;
-    case DType::string:
-      return io::FeatureDType::string;
+    case DType::float32: return io::FeatureDType::float32;
+    case DType::int64: return io::FeatureDType::int64;
+    case DType::string: return io::FeatureDType::string;
     default:
-      throw InvalidArgumentError(str_cat("tf.Example features hold float32, int64 or string values; got dtype ",
-                                         dtype_name(dtype)));
+      throw InvalidArgumentError(
+          str_cat("tf.Example features hold float32, int64 or string values; got dtype ",
+                  dtype_name(dtype)));
   }
 }
 
@@ -25,12 +23,9 @@ namespace {
 
 Tensor values_tensor(const io::FeatureValues& v, const TensorShape& shape) {
   switch (v.dtype) {
-    case io::FeatureDType::float32:
-      return constant(v.float_values, shape);
-    case io::FeatureDType::int64:
-      return constant(v.int64_values, shape);
-    case io::FeatureDType::string:
-      return constant(v.string_values, shape);
+    case io::FeatureDType::float32: return constant(v.float_values, shape);
+    case io::FeatureDType::int64: return constant(v.int64_values, shape);
+    case io::FeatureDType::string: return constant(v.string_values, shape);
   }
   STRATA_INTERNAL_CHECK(false, "unknown FeatureDType");
   return Tensor();
@@ -54,22 +49,27 @@ std::map<std::string, Tensor> to_tensors(const io::ParsedFeatures& features) {
   return out;
 }
 
-std::map<std::string, Tensor> parse_single_example(std::string_view serialized, const io::FeatureSpecs& specs) {
+std::map<std::string, Tensor> parse_single_example(std::string_view serialized,
+                                                   const io::FeatureSpecs& specs) {
   return to_tensors(io::parse_single_example(serialized, specs));
 }
 
-std::map<std::string, Tensor> parse_single_example(const Tensor& serialized, const io::FeatureSpecs& specs) {
-  STRATA_CHECK_ARG(serialized.defined() && serialized.dtype() == DType::string && serialized.shape().rank() == 0,
-                   "parse_single_example: expected a scalar string tensor, got ",
-                   serialized.defined() ? serialized.to_string() : std::string("an empty tensor"));
+std::map<std::string, Tensor> parse_single_example(const Tensor& serialized,
+                                                   const io::FeatureSpecs& specs) {
+  STRATA_CHECK_ARG(
+      serialized.defined() && serialized.dtype() == DType::string && serialized.shape().rank() == 0,
+      "parse_single_example: expected a scalar string tensor, got ",
+      serialized.defined() ? serialized.to_string() : std::string("an empty tensor"));
   const std::string bytes = serialized.item<std::string>();
   return data::parse_single_example(std::string_view(bytes), specs);
 }
 
-std::map<std::string, Tensor> parse_example(const Tensor& serialized, const io::FeatureSpecs& specs) {
-  STRATA_CHECK_ARG(serialized.defined() && serialized.dtype() == DType::string && serialized.shape().rank() == 1,
-                   "parse_example: expected a [batch] string tensor, got ",
-                   serialized.defined() ? serialized.to_string() : std::string("an empty tensor"));
+std::map<std::string, Tensor> parse_example(const Tensor& serialized,
+                                            const io::FeatureSpecs& specs) {
+  STRATA_CHECK_ARG(
+      serialized.defined() && serialized.dtype() == DType::string && serialized.shape().rank() == 1,
+      "parse_example: expected a [batch] string tensor, got ",
+      serialized.defined() ? serialized.to_string() : std::string("an empty tensor"));
   const std::vector<std::string> records = serialized.to_vector<std::string>();
   return to_tensors(io::parse_example(records, specs));
 }

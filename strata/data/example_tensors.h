@@ -38,10 +38,13 @@ namespace data {
 
 std::map<std::string, Tensor> to_tensors(const io::ParsedFeatures& features);
 // `serialized`: one serialized tf.Example (bytes, or a scalar string tensor).
-std::map<std::string, Tensor> parse_single_example(std::string_view serialized, const io::FeatureSpecs& specs);
-std::map<std::string, Tensor> parse_single_example(const Tensor& serialized, const io::FeatureSpecs& specs);
+std::map<std::string, Tensor> parse_single_example(std::string_view serialized,
+                                                   const io::FeatureSpecs& specs);
+std::map<std::string, Tensor> parse_single_example(const Tensor& serialized,
+                                                   const io::FeatureSpecs& specs);
 // `serialized`: a [batch] string tensor of serialized tf.Examples.
-std::map<std::string, Tensor> parse_example(const Tensor& serialized, const io::FeatureSpecs& specs);
+std::map<std::string, Tensor> parse_example(const Tensor& serialized,
+                                            const io::FeatureSpecs& specs);
 
 }  // namespace data
 }  // namespace strata

@@ -11,7 +11,9 @@ std::string image_example(float first, int64_t label) {
   io::Example e;
   std::vector<float> pixels(784, 0.f);
   pixels[0] = first;
-  e.set_float_list("image", pixels).set_int64_list("label", {label}).set_bytes_list("tags", {"a", "b"});
+  e.set_float_list("image", pixels)
+      .set_int64_list("label", {label})
+      .set_bytes_list("tags", {"a", "b"});
   return e.serialize();
 }
 
@@ -31,7 +33,8 @@ TEST(ExampleTensors, TheApiSpellingWithTensorDTypesParsesToTensors) {
 TEST(ExampleTensors, BatchesOfRecords) {
   const io::FeatureSpecs specs = {{"label", io::FixedLenFeature({}, int64)},
                                   {"image", io::FixedLenFeature({784}, float32)}};
-  const Tensor records = constant(std::vector<std::string>{image_example(1.f, 3), image_example(2.f, 4)});
+  const Tensor records =
+      constant(std::vector<std::string>{image_example(1.f, 3), image_example(2.f, 4)});
   auto t = data::parse_example(records, specs);
   EXPECT_EQ(t.at("label").to_vector<int64_t>(), (std::vector<int64_t>{3, 4}));
   EXPECT_EQ(t.at("image").shape(), TensorShape({2, 784}));
@@ -43,7 +46,8 @@ TEST(ExampleTensors, BadArgumentsNameWhatIsWrong) {
   const io::FeatureSpecs specs = {{"label", io::FixedLenFeature({}, int64)}};
   EXPECT_THROW(data::parse_example(constant(1.f), specs), InvalidArgumentError);
   try {
-    data::parse_single_example(image_example(0.f, 1), {{"missing", io::FixedLenFeature({}, int64)}});
+    data::parse_single_example(image_example(0.f, 1),
+                               {{"missing", io::FixedLenFeature({}, int64)}});
     FAIL();
   } catch (const InvalidArgumentError& e) {
     EXPECT_NE(std::string(e.what()).find("missing"), std::string::npos) << e.what();

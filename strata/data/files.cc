@@ -35,7 +35,9 @@ class FileSourceNode : public DatasetNode {
  public:
   FileSourceNode(NodeKind kind, std::vector<std::string> files, OpenFn open)
       : DatasetNode(kind, {}), files_(std::move(files)), open_(std::move(open)) {}
-  std::vector<TensorSpec> element_spec() const override { return {TensorSpec(TensorShape{}, DType::string)}; }
+  std::vector<TensorSpec> element_spec() const override {
+    return {TensorSpec(TensorShape{}, DType::string)};
+  }
   std::unique_ptr<internal::IteratorImpl> make_iterator() const override {
     struct State {
       size_t file = 0;
@@ -72,9 +74,14 @@ class FileSourceNode : public DatasetNode {
 class ListFilesNode : public DatasetNode {
  public:
   ListFilesNode(std::vector<std::string> files, bool shuffle, uint64_t seed)
-      : DatasetNode(NodeKind::kListFiles, {}), files_(std::move(files)), shuffle_(shuffle), seed_(seed),
+      : DatasetNode(NodeKind::kListFiles, {}),
+        files_(std::move(files)),
+        shuffle_(shuffle),
+        seed_(seed),
         epoch_(std::make_shared<std::atomic<uint64_t>>(0)) {}
-  std::vector<TensorSpec> element_spec() const override { return {TensorSpec(TensorShape{}, DType::string)}; }
+  std::vector<TensorSpec> element_spec() const override {
+    return {TensorSpec(TensorShape{}, DType::string)};
+  }
   std::unique_ptr<internal::IteratorImpl> make_iterator() const override {
     auto order = std::make_shared<std::vector<std::string>>(files_);
     if (shuffle_) {
@@ -109,7 +116,8 @@ class ListFilesNode : public DatasetNode {
 
 void check_files(const std::vector<std::string>& files, const char* who) {
   STRATA_CHECK_ARG(!files.empty(), who, ": expected at least one file name, got none");
-  for (const auto& f : files) STRATA_CHECK_ARG(!f.empty(), who, ": expected non-empty file names, got \"\"");
+  for (const auto& f : files)
+    STRATA_CHECK_ARG(!f.empty(), who, ": expected non-empty file names, got \"\"");
 }
 
 }  // namespace
@@ -124,47 +132,53 @@ Dataset Dataset::list_files(const std::vector<std::string>& patterns, ListFilesO
       for (size_t i = 0; i < g.gl_pathc; ++i) found.insert(g.gl_pathv[i]);
     ::globfree(&g);
   }
-  STRATA_CHECK_ARG(!found.empty(), "No files matched pattern: ", patterns.size() == 1 ? patterns[0] : str_cat(patterns));
+  STRATA_CHECK_ARG(!found.empty(), "No files matched pattern: ",
+                   patterns.size() == 1 ? patterns[0] : str_cat(patterns));
   std::random_device rd;
   const uint64_t seed = o.seed.value_or((uint64_t{rd()} << 32) | rd());
-  return Dataset(std::make_shared<ListFilesNode>(std::vector<std::string>(found.begin(), found.end()),
-                                                 o.shuffle.value_or(true), seed));
+  return Dataset(std::make_shared<ListFilesNode>(
+      std::vector<std::string>(found.begin(), found.end()), o.shuffle.value_or(true), seed));
 }
 
 Dataset TFRecordDataset(std::vector<std::string> files, TFRecordOptions o) {
   check_files(files, "TFRecordDataset");
-  STRATA_CHECK_ARG(o.buffer_size >= 0, "TFRecordDataset: expected buffer_size >= 0, got ", o.buffer_size);
+  STRATA_CHECK_ARG(o.buffer_size >= 0, "TFRecordDataset: expected buffer_size >= 0, got ",
+                   o.buffer_size);
   // Validates the compression type now (TF fails at construction too).
   io::TFRecordReader::from_bytes("", {.compression_type = o.compression_type});
   const std::string ct = o.compression_type;
-  return Dataset(std::make_shared<FileSourceNode>(NodeKind::kTFRecord, std::move(files), [ct](const std::string& path) {
-    auto r = std::make_shared<io::TFRecordReader>(path, io::TFRecordOptions{.compression_type = ct});
-    return RecordReaderFn([r] { return r->read_next(); });
-  }));
+  return Dataset(std::make_shared<FileSourceNode>(
+      NodeKind::kTFRecord, std::move(files), [ct](const std::string& path) {
+        auto r =
+            std::make_shared<io::TFRecordReader>(path, io::TFRecordOptions{.compression_type = ct});
+        return RecordReaderFn([r] { return r->read_next(); });
+      }));
 }
 
 Dataset TextLineDataset(std::vector<std::string> files) {
   check_files(files, "TextLineDataset");
-  return Dataset(std::make_shared<FileSourceNode>(NodeKind::kTextLine, std::move(files), [](const std::string& path) {
-    auto r = std::make_shared<io::TextLineReader>(path);
-    return RecordReaderFn([r] { return r->read_next(); });
-  }));
+  return Dataset(std::make_shared<FileSourceNode>(
+      NodeKind::kTextLine, std::move(files), [](const std::string& path) {
+        auto r = std::make_shared<io::TextLineReader>(path);
+        return RecordReaderFn([r] { return r->read_next(); });
+      }));
 }
 
-Dataset FixedLengthRecordDataset(std::vector<std::string> files, int64_t record_bytes, int64_t header_bytes,
-                                 int64_t footer_bytes) {
+Dataset FixedLengthRecordDataset(std::vector<std::string> files, int64_t record_bytes,
+                                 int64_t header_bytes, int64_t footer_bytes) {
   check_files(files, "FixedLengthRecordDataset");
-  STRATA_CHECK_ARG(record_bytes > 0, "FixedLengthRecordDataset: expected record_bytes > 0, got ", record_bytes);
+  STRATA_CHECK_ARG(record_bytes > 0, "FixedLengthRecordDataset: expected record_bytes > 0, got ",
+                   record_bytes);
   STRATA_CHECK_ARG(header_bytes >= 0 && footer_bytes >= 0,
-                   "FixedLengthRecordDataset: expected header_bytes, footer_bytes >= 0, got ", header_bytes, ", ",
-                   footer_bytes);
-  const io::FixedLengthRecordOptions fo{.header_bytes = header_bytes, .record_bytes = record_bytes,
-                                        .footer_bytes = footer_bytes};
-  return Dataset(std::make_shared<FileSourceNode>(NodeKind::kFixedLengthRecord, std::move(files),
-                                                  [fo](const std::string& path) {
-    auto r = std::make_shared<io::FixedLengthRecordReader>(path, fo);
-    return RecordReaderFn([r] { return r->read_next(); });
-  }));
+                   "FixedLengthRecordDataset: expected header_bytes, footer_bytes >= 0, got ",
+                   header_bytes, ", ", footer_bytes);
+  const io::FixedLengthRecordOptions fo{
+      .header_bytes = header_bytes, .record_bytes = record_bytes, .footer_bytes = footer_bytes};
+  return Dataset(std::make_shared<FileSourceNode>(
+      NodeKind::kFixedLengthRecord, std::move(files), [fo](const std::string& path) {
+        auto r = std::make_shared<io::FixedLengthRecordReader>(path, fo);
+        return RecordReaderFn([r] { return r->read_next(); });
+      }));
 }
 
 }  // namespace strata::data

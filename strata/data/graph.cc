@@ -8,13 +8,16 @@
 namespace strata::data {
 namespace {
 
-std::vector<Dataset> rewritten_inputs(const Dataset& ds, const std::function<Dataset(const Dataset&)>& f) {
+std::vector<Dataset> rewritten_inputs(const Dataset& ds,
+                                      const std::function<Dataset(const Dataset&)>& f) {
   std::vector<Dataset> in;
   for (const Dataset& d : ds.inputs()) in.push_back(f(d));
   return in;
 }
 
-Dataset with_inputs(const Dataset& ds, std::vector<Dataset> in) { return Dataset(ds.node()->with_inputs(std::move(in))); }
+Dataset with_inputs(const Dataset& ds, std::vector<Dataset> in) {
+  return Dataset(ds.node()->with_inputs(std::move(in)));
+}
 
 // A dataset whose iteration fails with `message` (a worker left without files).
 Dataset failing(const std::vector<TensorSpec>& spec, std::string message) {
@@ -26,11 +29,14 @@ Dataset failing(const std::vector<TensorSpec>& spec, std::string message) {
 }
 
 std::string not_enough(int64_t elems, int64_t shards) {
-  return str_cat("There aren't enough elements in this dataset for each shard to have at least one element (# elems = ",
-                 elems, ", # shards = ", shards,
-                 "). If you are using datasets with distribution strategy, consider setting the auto sharding policy "
-                 "to either DATA or OFF using the `experimental_distribute.auto_shard_policy` option of "
-                 "`tf.data.Options()`.");
+  return str_cat(
+      "There aren't enough elements in this dataset for each shard to have at least one element (# "
+      "elems = ",
+      elems, ", # shards = ", shards,
+      "). If you are using datasets with distribution strategy, consider setting the auto sharding "
+      "policy "
+      "to either DATA or OFF using the `experimental_distribute.auto_shard_policy` option of "
+      "`tf.data.Options()`.");
 }
 
 Dataset shard_files_rec(const Dataset& ds, int64_t n, int64_t index, bool under_interleave) {
@@ -38,11 +44,14 @@ Dataset shard_files_rec(const Dataset& ds, int64_t n, int64_t index, bool under_
   if (is_reader(k) || (k == NodeKind::kListFiles && under_interleave)) {
     const auto files = node_files(ds);
     std::vector<std::string> mine;
-    for (size_t i = static_cast<size_t>(index); i < files.size(); i += static_cast<size_t>(n)) mine.push_back(files[i]);
-    if (mine.empty()) return failing(ds.element_spec(), not_enough(static_cast<int64_t>(files.size()), n));
+    for (size_t i = static_cast<size_t>(index); i < files.size(); i += static_cast<size_t>(n))
+      mine.push_back(files[i]);
+    if (mine.empty())
+      return failing(ds.element_spec(), not_enough(static_cast<int64_t>(files.size()), n));
     return Dataset(ds.node()->with_files(std::move(mine)));
   }
-  if (k == NodeKind::kTensorSlices && under_interleave) return internal::shard_require_non_empty(ds, n, index);
+  if (k == NodeKind::kTensorSlices && under_interleave)
+    return internal::shard_require_non_empty(ds, n, index);
   switch (k) {
     case NodeKind::kTensors:
     case NodeKind::kTensorSlices:
@@ -52,19 +61,21 @@ Dataset shard_files_rec(const Dataset& ds, int64_t n, int64_t index, bool under_
       STRATA_CHECK(NOT_FOUND, false, "Found an unshardable source dataset: ", node_kind_name(k));
       break;
     case NodeKind::kInterleave:
-      return with_inputs(ds, rewritten_inputs(ds, [&](const Dataset& d) { return shard_files_rec(d, n, index, true); }));
-    default:
-      break;
+      return with_inputs(ds, rewritten_inputs(ds, [&](const Dataset& d) {
+                           return shard_files_rec(d, n, index, true);
+                         }));
+    default: break;
   }
   return with_inputs(ds, rewritten_inputs(ds, [&](const Dataset& d) {
-    return shard_files_rec(d, n, index, under_interleave);
-  }));
+                       return shard_files_rec(d, n, index, under_interleave);
+                     }));
 }
 
 void check_shard_params(int64_t num_workers, int64_t index, int64_t num_replicas) {
   STRATA_CHECK_ARG(num_workers >= 1, "auto_shard: expected num_workers >= 1, got ", num_workers);
-  STRATA_CHECK_ARG(index >= 0 && index < num_workers, "auto_shard: expected 0 <= index < num_workers (",
-                   num_workers, "), got ", index);
+  STRATA_CHECK_ARG(index >= 0 && index < num_workers,
+                   "auto_shard: expected 0 <= index < num_workers (", num_workers, "), got ",
+                   index);
   STRATA_CHECK_ARG(num_replicas >= 0, "auto_shard: expected num_replicas >= 0, got ", num_replicas);
 }
 
@@ -76,16 +87,33 @@ bool is_reader(NodeKind k) noexcept {
 
 bool is_pass_through(NodeKind k) noexcept {
   switch (k) {
-    case NodeKind::kMap: case NodeKind::kFilter: case NodeKind::kBatch: case NodeKind::kPaddedBatch:
-    case NodeKind::kUnbatch: case NodeKind::kRebatch: case NodeKind::kLegacyRebatch: case NodeKind::kShuffle:
-    case NodeKind::kRepeat: case NodeKind::kTake: case NodeKind::kSkip: case NodeKind::kShard:
-    case NodeKind::kEnumerate: case NodeKind::kCache: case NodeKind::kPrefetch: case NodeKind::kOptions:
-      return true;
-    case NodeKind::kTensors: case NodeKind::kTensorSlices: case NodeKind::kRange: case NodeKind::kGenerator:
-    case NodeKind::kListFiles: case NodeKind::kTFRecord: case NodeKind::kTextLine:
-    case NodeKind::kFixedLengthRecord: case NodeKind::kInterleave: case NodeKind::kZip:
-    case NodeKind::kConcatenate:
-      return false;
+    case NodeKind::kMap:
+    case NodeKind::kFilter:
+    case NodeKind::kBatch:
+    case NodeKind::kPaddedBatch:
+    case NodeKind::kUnbatch:
+    case NodeKind::kRebatch:
+    case NodeKind::kLegacyRebatch:
+    case NodeKind::kShuffle:
+    case NodeKind::kRepeat:
+    case NodeKind::kTake:
+    case NodeKind::kSkip:
+    case NodeKind::kShard:
+    case NodeKind::kEnumerate:
+    case NodeKind::kCache:
+    case NodeKind::kPrefetch:
+    case NodeKind::kOptions: return true;
+    case NodeKind::kTensors:
+    case NodeKind::kTensorSlices:
+    case NodeKind::kRange:
+    case NodeKind::kGenerator:
+    case NodeKind::kListFiles:
+    case NodeKind::kTFRecord:
+    case NodeKind::kTextLine:
+    case NodeKind::kFixedLengthRecord:
+    case NodeKind::kInterleave:
+    case NodeKind::kZip:
+    case NodeKind::kConcatenate: return false;
   }
   return false;
 }
@@ -166,7 +194,8 @@ Dataset shard_by_data(const Dataset& ds, int64_t num_workers, int64_t index, int
   check_shard_params(num_workers, index, num_replicas);
   return apply_before_prefetch(ds, [&](const Dataset& d) {
     Dataset point = d;
-    if (d.kind() == NodeKind::kRebatch && num_replicas > 0) point = d.inputs()[0].rebatch_legacy(num_replicas);
+    if (d.kind() == NodeKind::kRebatch && num_replicas > 0)
+      point = d.inputs()[0].rebatch_legacy(num_replicas);
     return internal::shard_require_non_empty(point, num_workers, index);
   });
 }
@@ -188,15 +217,14 @@ Dataset auto_shard(const Dataset& ds, AutoShardPolicy policy, int64_t num_worker
     case AutoShardPolicy::FILE: return shard_by_files(ds, num_workers, index);
     case AutoShardPolicy::DATA: return shard_by_data(ds, num_workers, index, num_replicas);
     case AutoShardPolicy::HINT: return apply_shard_hints(ds, num_workers, index);
-    case AutoShardPolicy::AUTO:
-      try {
-        return shard_by_files(ds, num_workers, index);
+    case AutoShardPolicy::AUTO: try { return shard_by_files(ds, num_workers, index);
       } catch (const NotFoundError&) {
         // TF logs "AUTO sharding policy will apply DATA sharding policy ..." here.
         return shard_by_data(ds, num_workers, index, num_replicas);
       }
   }
-  STRATA_CHECK_ARG(false, "auto_shard: expected a valid AutoShardPolicy, got ", static_cast<int>(policy));
+  STRATA_CHECK_ARG(false, "auto_shard: expected a valid AutoShardPolicy, got ",
+                   static_cast<int>(policy));
   return ds;
 }
 

@@ -48,7 +48,7 @@ std::vector<std::string> source_files(const Dataset& ds);
 // The nearest batching node walking up from the output through pass-through
 // nodes (stopping at unbatch and rebatch, which change the batch).
 struct BatchInfo {
-  NodeKind kind = NodeKind::kBatch;    // kBatch or kPaddedBatch
+  NodeKind kind = NodeKind::kBatch;  // kBatch or kPaddedBatch
   int64_t batch_size = -1;
   bool drop_remainder = false;
 };
@@ -87,10 +87,10 @@ Dataset auto_shard(const Dataset& ds, AutoShardPolicy policy, int64_t num_worker
                    int64_t num_replicas);
 
 // Node parameters, for kinds that have them (-1 / empty otherwise).
-int64_t node_batch_size(const Dataset& ds);          // batch, padded_batch, prefetch buffer
-bool node_drop_remainder(const Dataset& ds);          // batch, padded_batch, rebatch
+int64_t node_batch_size(const Dataset& ds);              // batch, padded_batch, prefetch buffer
+bool node_drop_remainder(const Dataset& ds);             // batch, padded_batch, rebatch
 std::vector<std::string> node_files(const Dataset& ds);  // readers, list_files
-int64_t node_num_shards(const Dataset& ds);           // shard; rebatch_legacy's num_replicas
+int64_t node_num_shards(const Dataset& ds);              // shard; rebatch_legacy's num_replicas
 int64_t node_shard_index(const Dataset& ds);
 std::vector<int64_t> node_rebatch_sizes(const Dataset& ds);
 

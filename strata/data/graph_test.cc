@@ -82,7 +82,8 @@ TEST_F(DatasetGraph, FileShardingGivesEachWorkerEveryNthFile) {
 
 TEST_F(DatasetGraph, FileShardingOfAReaderReplacesItsFileList) {
   auto ds = TextLineDataset(files_).batch(3);
-  EXPECT_EQ(source_files(shard_by_files(ds, 3, 0)), (std::vector<std::string>{files_[0], files_[3]}));
+  EXPECT_EQ(source_files(shard_by_files(ds, 3, 0)),
+            (std::vector<std::string>{files_[0], files_[3]}));
   EXPECT_EQ(source_files(shard_by_files(ds, 1, 0)), files_);
 }
 
@@ -92,7 +93,8 @@ TEST_F(DatasetGraph, AWorkerWithoutFilesFailsWhenIterated) {
     strings(ds);
     FAIL();
   } catch (const InvalidArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("# elems = 1, # shards = 2"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("# elems = 1, # shards = 2"), std::string::npos)
+        << e.what();
   }
 }
 
@@ -101,7 +103,8 @@ TEST_F(DatasetGraph, FileShardingOfAnUnshardableSourceIsNotFound) {
     shard_by_files(Dataset::range(8).batch(2), 2, 0);
     FAIL();
   } catch (const NotFoundError& e) {
-    EXPECT_NE(std::string(e.what()).find("Found an unshardable source dataset: RangeDataset"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("Found an unshardable source dataset: RangeDataset"),
+              std::string::npos);
   }
 }
 
@@ -140,7 +143,8 @@ TEST_F(DatasetGraph, RewriteReplacesNodesBottomUp) {
   });
   EXPECT_EQ(rows(doubled_take), (std::vector<Ints>{{0, 1}, {2, 3}, {4, 5}, {6, 7}}));
   EXPECT_EQ(rows(ds).size(), 3u);
-  auto rebatched = apply_before_prefetch(ds.prefetch(1), [](const Dataset& d) { return d.rebatch({1}); });
+  auto rebatched =
+      apply_before_prefetch(ds.prefetch(1), [](const Dataset& d) { return d.rebatch({1}); });
   EXPECT_EQ(rebatched.kind(), NodeKind::kPrefetch);
   EXPECT_EQ(rebatched.inputs()[0].kind(), NodeKind::kRebatch);
   EXPECT_EQ(node_rebatch_sizes(rebatched.inputs()[0]), (Ints{1}));

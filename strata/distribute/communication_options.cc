@@ -8,31 +8,32 @@ namespace strata::distribute {
 
 std::string_view communication_implementation_name(CommunicationImplementation i) noexcept {
   switch (i) {
-    case CommunicationImplementation::AUTO:
-      return "AUTO";
-    case CommunicationImplementation::RING:
-      return "RING";
-    case CommunicationImplementation::NCCL:
-      return "NCCL";
+    case CommunicationImplementation::AUTO: return "AUTO";
+    case CommunicationImplementation::RING: return "RING";
+    case CommunicationImplementation::NCCL: return "NCCL";
   }
   return "?";
 }
 
 void validate(const CommunicationOptions& options) {
-  STRATA_CHECK_ARG(options.bytes_per_pack >= 0, "CommunicationOptions: bytes_per_pack must be non-negative, got ",
+  STRATA_CHECK_ARG(options.bytes_per_pack >= 0,
+                   "CommunicationOptions: bytes_per_pack must be non-negative, got ",
                    options.bytes_per_pack);
   if (options.timeout_seconds) {
     STRATA_CHECK_ARG(std::isfinite(*options.timeout_seconds) && *options.timeout_seconds > 0,
-                     "CommunicationOptions: timeout_seconds must be positive, got ", *options.timeout_seconds);
+                     "CommunicationOptions: timeout_seconds must be positive, got ",
+                     *options.timeout_seconds);
   }
   if (options.implementation == CommunicationImplementation::NCCL) {
     throw UnimplementedError(
-        "CommunicationOptions: implementation NCCL needs GPUs; Strata's devices use RING (or AUTO)");
+        "CommunicationOptions: implementation NCCL needs GPUs; Strata's devices use RING (or "
+        "AUTO)");
   }
 }
 
 int64_t collective_timeout_ms(const CommunicationOptions& options) {
-  return options.timeout_seconds ? static_cast<int64_t>(*options.timeout_seconds * 1000.0) : int64_t{600'000};
+  return options.timeout_seconds ? static_cast<int64_t>(*options.timeout_seconds * 1000.0)
+                                 : int64_t{600'000};
 }
 
 }  // namespace strata::distribute

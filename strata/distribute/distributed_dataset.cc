@@ -8,8 +8,8 @@
 
 namespace strata::distribute {
 
-data::Dataset distribute_dataset_for_worker(const data::Dataset& ds, int num_workers, int worker_index,
-                                            int replicas_per_worker) {
+data::Dataset distribute_dataset_for_worker(const data::Dataset& ds, int num_workers,
+                                            int worker_index, int replicas_per_worker) {
   const int num_replicas = num_workers * replicas_per_worker;
   if (num_replicas == 1) return ds;
   for (const TensorSpec& spec : ds.element_spec()) {
@@ -26,17 +26,21 @@ data::Dataset distribute_dataset_for_worker(const data::Dataset& ds, int num_wor
   // is global batch k on every worker.
   const int64_t batch = data::static_batch_size(ds);
   data::Dataset rebatched = data::apply_before_prefetch(ds, [&](const data::Dataset& d) {
-    return batch >= 0 ? d.rebatch(rebatch_sizes(batch, num_workers, replicas_per_worker, worker_index))
-                      : d.rebatch_legacy(num_replicas);
+    return batch >= 0
+               ? d.rebatch(rebatch_sizes(batch, num_workers, replicas_per_worker, worker_index))
+               : d.rebatch_legacy(num_replicas);
   });
   if (num_workers == 1) return rebatched;
-  return data::auto_shard(rebatched, ds.options().experimental_distribute.policy(), num_workers, worker_index,
-                          num_replicas);
+  return data::auto_shard(rebatched, ds.options().experimental_distribute.policy(), num_workers,
+                          worker_index, num_replicas);
 }
 
 DistributedIterator::DistributedIterator(data::Iterator it, std::vector<const Device*> devices,
                                          std::vector<TensorSpec> spec, StepAgreement agreement)
-    : it_(std::move(it)), devices_(std::move(devices)), spec_(std::move(spec)), agreement_(std::move(agreement)) {}
+    : it_(std::move(it)),
+      devices_(std::move(devices)),
+      spec_(std::move(spec)),
+      agreement_(std::move(agreement)) {}
 
 data::Element DistributedIterator::empty_batch(const Device& device) const {
   // TF's dummy batch: the element spec with unknown dims set to 0 and the
@@ -81,9 +85,11 @@ PerReplica<data::Element> DistributedIterator::get_next() {
   return std::move(*next);
 }
 
-DistributedDataset::DistributedDataset(data::Dataset per_replica, std::vector<const Device*> devices,
-                                       StepAgreement agreement)
-    : dataset_(std::move(per_replica)), devices_(std::move(devices)), agreement_(std::move(agreement)) {
+DistributedDataset::DistributedDataset(data::Dataset per_replica,
+                                       std::vector<const Device*> devices, StepAgreement agreement)
+    : dataset_(std::move(per_replica)),
+      devices_(std::move(devices)),
+      agreement_(std::move(agreement)) {
   STRATA_INTERNAL_CHECK(!devices_.empty());
 }
 

@@ -64,8 +64,8 @@ class DistributedIterator {
   std::vector<const Device*> devices_;
   std::vector<TensorSpec> spec_;
   StepAgreement agreement_;
-  bool exhausted_ = false;   // this worker's data ended
-  bool finished_ = false;    // every worker's data ended
+  bool exhausted_ = false;  // this worker's data ended
+  bool finished_ = false;   // every worker's data ended
 };
 
 class DistributedDataset {
@@ -113,7 +113,7 @@ class DistributedDataset {
 // whose elements have a scalar component when rebatching is needed (TF:
 // "Cannot rebatch dataset: All components must have at least one dimension.
 // Perhaps your input dataset is not batched?").
-data::Dataset distribute_dataset_for_worker(const data::Dataset& ds, int num_workers, int worker_index,
-                                            int replicas_per_worker);
+data::Dataset distribute_dataset_for_worker(const data::Dataset& ds, int num_workers,
+                                            int worker_index, int replicas_per_worker);
 
 }  // namespace strata::distribute

@@ -76,8 +76,9 @@ TEST_F(DistributedDatasetTest, ReplicasBeyondTheBatchGetEmptyBatches) {
 TEST_F(DistributedDatasetTest, WhenDataEndsMidStepTheRestGetEmptyBatchesThenIterationEnds) {
   MirroredStrategy strategy(cpus(2));
   // Per-replica batches of 2 from a function: 3 batches, so step 2 has data for replica 0 only.
-  auto dd = strategy.experimental_distribute_datasets_from_function(
-      [](const InputContext& ctx) { return Dataset::range(6).batch(ctx.get_per_replica_batch_size(4)); });
+  auto dd = strategy.experimental_distribute_datasets_from_function([](const InputContext& ctx) {
+    return Dataset::range(6).batch(ctx.get_per_replica_batch_size(4));
+  });
   auto it = dd.iter();
   auto first = it.get_next();
   EXPECT_EQ(first.values()[0][0].to_vector<int64_t>(), (std::vector<int64_t>{0, 1}));
@@ -103,18 +104,23 @@ TEST_F(DistributedDatasetTest, FunctionDatasetsGetTheInputContext) {
   auto dd = strategy.experimental_distribute_datasets_from_function([&](const InputContext& ctx) {
     seen.push_back(ctx.to_string());
     EXPECT_EQ(ctx.num_replicas_in_sync(), 2);
-    return Dataset::from_tensors({constant({1.f}, {1, 1})}).repeat(4).unbatch().batch(
-        ctx.get_per_replica_batch_size(2));
+    return Dataset::from_tensors({constant({1.f}, {1, 1})})
+        .repeat(4)
+        .unbatch()
+        .batch(ctx.get_per_replica_batch_size(2));
   });
-  EXPECT_EQ(seen, (std::vector<std::string>{"tf.distribute.InputContext(input pipeline id 0, total: 1)"}));
+  EXPECT_EQ(
+      seen,
+      (std::vector<std::string>{"tf.distribute.InputContext(input pipeline id 0, total: 1)"}));
   int steps = 0;
   for (const auto& step : dd) {
     EXPECT_EQ(step.values()[0][0].shape(), (TensorShape{1, 1}));
     ++steps;
   }
   EXPECT_EQ(steps, 2);
-  EXPECT_THROW(strategy.experimental_distribute_datasets_from_function(
-                   [](const InputContext& ctx) { return Dataset::range(3).batch(ctx.get_per_replica_batch_size(3)); }),
+  EXPECT_THROW(strategy.experimental_distribute_datasets_from_function([](const InputContext& ctx) {
+    return Dataset::range(3).batch(ctx.get_per_replica_batch_size(3));
+  }),
                InvalidArgumentError);
 }
 

@@ -45,9 +45,9 @@ class DistributedVariableImpl : public VariableImpl {
   int local_replica() const {
     Strategy& current = get_strategy();
     if (&current != strategy_ && !current.is_default()) {
-      throw FailedPreconditionError(str_cat("Mixing different tf.distribute.Strategy objects: ",
-                                            current.name(), " is not ", strategy_->name(),
-                                            " (the strategy that owns variable '", name(), "')"));
+      throw FailedPreconditionError(
+          str_cat("Mixing different tf.distribute.Strategy objects: ", current.name(), " is not ",
+                  strategy_->name(), " (the strategy that owns variable '", name(), "')"));
     }
     if (in_cross_replica_context()) return -1;
     ReplicaContext* ctx = get_replica_context();
@@ -86,15 +86,9 @@ enum class Update { ASSIGN, ADD, SUB };
 
 void apply(const Variable& component, Update kind, const Tensor& value) {
   switch (kind) {
-    case Update::ASSIGN:
-      component.impl().assign(value);
-      return;
-    case Update::ADD:
-      component.impl().assign_add(value);
-      return;
-    case Update::SUB:
-      component.impl().assign_sub(value);
-      return;
+    case Update::ASSIGN: component.impl().assign(value); return;
+    case Update::ADD: component.impl().assign_add(value); return;
+    case Update::SUB: component.impl().assign_sub(value); return;
   }
 }
 
@@ -127,10 +121,13 @@ class MirroredVariableImpl final : public DistributedVariableImpl {
     }
     ReplicaContext& ctx = *get_replica_context();
     if (aggregation == VariableAggregation::MEAN && !is_floating(dtype())) {
-      throw InvalidArgumentError(str_cat(
-          "Cannot update non-float variables with tf.VariableAggregation.MEAN aggregation in replica "
-          "context. Either change the variable dtype to float or update it in cross-replica context "
-          "(variable '", name(), "', dtype ", dtype_name(dtype()), ")"));
+      throw InvalidArgumentError(
+          str_cat("Cannot update non-float variables with tf.VariableAggregation.MEAN aggregation "
+                  "in replica "
+                  "context. Either change the variable dtype to float or update it in "
+                  "cross-replica context "
+                  "(variable '",
+                  name(), "', dtype ", dtype_name(dtype()), ")"));
     }
     // One merge per update: every replica hands in its value; the merged value
     // is written to every component by the merging thread.
@@ -142,14 +139,16 @@ class MirroredVariableImpl final : public DistributedVariableImpl {
             merged = v.front();
           } else if (all_identical(v)) {
             if (aggregation == VariableAggregation::SUM && strategy.num_replicas_in_sync() > 1) {
-              throw InvalidArgumentError(str_cat(
-                  "A non-DistributedValues value ", v.front(), " cannot be reduced with the given reduce "
-                  "op ReduceOp.SUM (updating variable '", name(), "' with aggregation SUM from ",
-                  strategy.num_replicas_in_sync(), " replicas)"));
+              throw InvalidArgumentError(str_cat("A non-DistributedValues value ", v.front(),
+                                                 " cannot be reduced with the given reduce "
+                                                 "op ReduceOp.SUM (updating variable '",
+                                                 name(), "' with aggregation SUM from ",
+                                                 strategy.num_replicas_in_sync(), " replicas)"));
             }
             merged = v.front();
           } else {
-            const ReduceOp op = aggregation == VariableAggregation::SUM ? ReduceOp::SUM : ReduceOp::MEAN;
+            const ReduceOp op =
+                aggregation == VariableAggregation::SUM ? ReduceOp::SUM : ReduceOp::MEAN;
             merged = strategy.reduce(op, values, std::nullopt);
             if (merged.dtype() != dtype()) merged = cast(merged, dtype());
           }
@@ -167,18 +166,19 @@ class SyncOnReadVariableImpl final : public DistributedVariableImpl {
     const int local = local_replica();
     if (local >= 0) return components().at(local).impl().read();
     switch (aggregation()) {
-      case VariableAggregation::ONLY_FIRST_REPLICA:
-        return primary().impl().read();
+      case VariableAggregation::ONLY_FIRST_REPLICA: return primary().impl().read();
       case VariableAggregation::NONE:
-        throw InvalidArgumentError(str_cat("Could not convert from `tf.VariableAggregation` NONE to "
-                                           "`tf.distribute.ReduceOp` type (reading SyncOnReadVariable '",
-                                           name(), "' in cross-replica context)"));
+        throw InvalidArgumentError(
+            str_cat("Could not convert from `tf.VariableAggregation` NONE to "
+                    "`tf.distribute.ReduceOp` type (reading SyncOnReadVariable '",
+                    name(), "' in cross-replica context)"));
       case VariableAggregation::SUM:
       case VariableAggregation::MEAN: {
         std::vector<Tensor> values;
         for (const Variable& c : components()) values.push_back(c.impl().read());
         internal::CrossReplicaModeGuard guard(strategy());
-        const ReduceOp op = aggregation() == VariableAggregation::SUM ? ReduceOp::SUM : ReduceOp::MEAN;
+        const ReduceOp op =
+            aggregation() == VariableAggregation::SUM ? ReduceOp::SUM : ReduceOp::MEAN;
         Tensor total = strategy().reduce(op, PerReplica<Tensor>(std::move(values)), std::nullopt);
         return total.dtype() == dtype() ? total : cast(total, dtype());
       }
@@ -196,8 +196,9 @@ class SyncOnReadVariableImpl final : public DistributedVariableImpl {
     Tensor per_component = value;
     if (aggregation() == VariableAggregation::SUM) {
       // So that the SUM read gives `value` back (integer variables truncate, as TF).
-      per_component = divide(value, cast(constant(static_cast<int64_t>(strategy().num_replicas_in_sync())),
-                                         is_floating(value.dtype()) ? value.dtype() : DType::float64));
+      per_component =
+          divide(value, cast(constant(static_cast<int64_t>(strategy().num_replicas_in_sync())),
+                             is_floating(value.dtype()) ? value.dtype() : DType::float64));
       if (per_component.dtype() != dtype()) per_component = cast(per_component, dtype());
     }
     for_each_component([&](const Variable& c) { c.impl().assign(per_component); });
@@ -217,7 +218,8 @@ class SyncOnReadVariableImpl final : public DistributedVariableImpl {
     if (aggregation() == VariableAggregation::SUM) {
       throw InvalidArgumentError(str_cat("SyncOnReadVariable does not support `", method,
                                          "` in cross-replica context when aggregation is set to "
-                                         "`tf.VariableAggregation.SUM` (variable '", name(), "')"));
+                                         "`tf.VariableAggregation.SUM` (variable '",
+                                         name(), "')"));
     }
     for_each_component([&](const Variable& c) { apply(c, kind, delta); });
   }
@@ -249,14 +251,16 @@ VariableArgs check_distributed_variable_args(VariableArgs args) {
   if (o.synchronization == VariableSynchronization::NONE) {
     throw InvalidArgumentError(str_cat(
         "`NONE` variable synchronization mode is not supported with tf.distribute strategy. Please "
-        "change the `synchronization` for variable: ", o.name));
+        "change the `synchronization` for variable: ",
+        o.name));
   }
-  if (o.synchronization == VariableSynchronization::AUTO) o.synchronization = VariableSynchronization::ON_WRITE;
+  if (o.synchronization == VariableSynchronization::AUTO)
+    o.synchronization = VariableSynchronization::ON_WRITE;
   if (o.aggregation == VariableAggregation::MEAN && !is_floating(args.initial_value.dtype())) {
     throw InvalidArgumentError(str_cat(
         "creating distributed tf.Variable with aggregation=MEAN and a non-floating dtype is not "
-        "supported, please use a different aggregation or dtype (variable '", o.name, "', dtype ",
-        dtype_name(args.initial_value.dtype()), ")"));
+        "supported, please use a different aggregation or dtype (variable '",
+        o.name, "', dtype ", dtype_name(args.initial_value.dtype()), ")"));
   }
   if (!o.trainable.has_value()) o.trainable = o.synchronization != VariableSynchronization::ON_READ;
   return args;

@@ -5,9 +5,9 @@
 //   sd::MirroredStrategy strategy({"CPU:0", "CPU:1"});
 //   strata::Variable v;
 //   { auto scope = strategy.scope(); v = strata::Variable(strata::constant(1.f)); }
-//   std::cout << v;                       // MirroredVariable:{ 0: <tf.Variable 'Variable:0' ...>, 1: ... }
-//   sd::is_mirrored_variable(v);          // true
-//   strategy.run([&] { v.assign_add(strata::constant(1.f)); });   // NONE: each replica its own copy
+//   std::cout << v;                       // MirroredVariable:{ 0: <tf.Variable 'Variable:0' ...>,
+//   1: ... } sd::is_mirrored_variable(v);          // true strategy.run([&] {
+//   v.assign_add(strata::constant(1.f)); });   // NONE: each replica its own copy
 //   sd::distributed_components(v);        // one plain Variable per local replica
 //
 // Creation (a strategy's scope installs the creator, on the caller's thread

@@ -48,7 +48,9 @@ TEST_F(DistributedVariableTest, SeedPageReprInsideAndOutsideTheScope) {
   EXPECT_TRUE(is_mirrored_variable(mirrored));
   std::ostringstream os;
   os << mirrored;
-  EXPECT_EQ(os.str(), "MirroredVariable:{\n  0: <tf.Variable 'Variable:0' shape=() dtype=float32, numpy=1.0>\n}");
+  EXPECT_EQ(
+      os.str(),
+      "MirroredVariable:{\n  0: <tf.Variable 'Variable:0' shape=() dtype=float32, numpy=1.0>\n}");
   Variable regular(constant(1.f));
   EXPECT_FALSE(is_distributed_variable(regular));
   EXPECT_EQ(regular.to_string(), "<tf.Variable 'Variable:0' shape=() dtype=float32, numpy=1.0>");
@@ -78,22 +80,26 @@ TEST_F(DistributedVariableTest, MirroredReplicaUpdatesFollowTheAggregation) {
   MirroredStrategy strategy({"CPU:0", "CPU:1"});
   Variable none = make_in_scope(strategy, constant(0.f), {.name = "none"});
   Variable sum = make_in_scope(strategy, constant(0.f), {.aggregation = VariableAggregation::SUM});
-  Variable mean = make_in_scope(strategy, constant(0.f), {.aggregation = VariableAggregation::MEAN});
-  Variable first =
-      make_in_scope(strategy, constant(0.f), {.aggregation = VariableAggregation::ONLY_FIRST_REPLICA});
+  Variable mean =
+      make_in_scope(strategy, constant(0.f), {.aggregation = VariableAggregation::MEAN});
+  Variable first = make_in_scope(strategy, constant(0.f),
+                                 {.aggregation = VariableAggregation::ONLY_FIRST_REPLICA});
   strategy.run([&] {
-    const Tensor id_plus_one = replica_id_as_float() + 1.f;   // 1 on replica 0, 2 on replica 1
-    none.assign_add(id_plus_one);                             // local only: copies diverge
-    sum.assign_add(id_plus_one);                              // 1 + 2 = 3 added to both
-    mean.assign_add(id_plus_one);                             // 1.5 added to both
-    first.assign(id_plus_one + 9.f);                          // replica 0's value: 10
+    const Tensor id_plus_one = replica_id_as_float() + 1.f;  // 1 on replica 0, 2 on replica 1
+    none.assign_add(id_plus_one);                            // local only: copies diverge
+    sum.assign_add(id_plus_one);                             // 1 + 2 = 3 added to both
+    mean.assign_add(id_plus_one);                            // 1.5 added to both
+    first.assign(id_plus_one + 9.f);                         // replica 0's value: 10
   });
   EXPECT_EQ(component_values(none), (std::vector<float>{1, 2}));
   EXPECT_EQ(component_values(sum), (std::vector<float>{3, 3}));
   EXPECT_EQ(component_values(mean), (std::vector<float>{1.5f, 1.5f}));
   EXPECT_EQ(component_values(first), (std::vector<float>{10, 10}));
   // In cross-replica context the value goes to every copy.
-  { auto scope = strategy.scope(); none.assign(constant(7.f)); }
+  {
+    auto scope = strategy.scope();
+    none.assign(constant(7.f));
+  }
   EXPECT_EQ(component_values(none), (std::vector<float>{7, 7}));
   EXPECT_EQ(none.value().item<float>(), 7.f);
 }
@@ -101,7 +107,8 @@ TEST_F(DistributedVariableTest, MirroredReplicaUpdatesFollowTheAggregation) {
 TEST_F(DistributedVariableTest, IdenticalValueFromEveryReplica) {
   MirroredStrategy strategy({"CPU:0", "CPU:1"});
   Variable sum = make_in_scope(strategy, constant(0.f), {.aggregation = VariableAggregation::SUM});
-  Variable mean = make_in_scope(strategy, constant(0.f), {.aggregation = VariableAggregation::MEAN});
+  Variable mean =
+      make_in_scope(strategy, constant(0.f), {.aggregation = VariableAggregation::MEAN});
   const Tensor captured = constant(4.f);
   strategy.run([&] { mean.assign_add(captured); });
   EXPECT_EQ(component_values(mean), (std::vector<float>{4, 4}));
@@ -120,16 +127,16 @@ TEST_F(DistributedVariableTest, SyncOnReadAggregatesOnCrossReplicaRead) {
                                     .aggregation = VariableAggregation::SUM};
   Variable total = make_in_scope(strategy, constant(0.f), on_read_sum);
   EXPECT_TRUE(is_sync_on_read_variable(total));
-  EXPECT_FALSE(total.trainable());   // ON_READ variables are not trainable by default
+  EXPECT_FALSE(total.trainable());  // ON_READ variables are not trainable by default
   PerReplica<float> local = strategy.run([&] {
     total.assign_add(replica_id_as_float() + 1.f);
-    return total.value().item<float>();   // replica context: the local copy
+    return total.value().item<float>();  // replica context: the local copy
   });
   EXPECT_EQ(local.values(), (std::vector<float>{1, 2}));
   EXPECT_EQ(total.value().item<float>(), 3.f);
   {
     auto scope = strategy.scope();
-    total.assign(constant(8.f));   // SUM: 8 / 2 in each copy
+    total.assign(constant(8.f));  // SUM: 8 / 2 in each copy
     EXPECT_EQ(component_values(total), (std::vector<float>{4, 4}));
     EXPECT_EQ(total.value().item<float>(), 8.f);
     EXPECT_THROW(total.assign_add(constant(1.f)), InvalidArgumentError);
@@ -137,30 +144,34 @@ TEST_F(DistributedVariableTest, SyncOnReadAggregatesOnCrossReplicaRead) {
   Variable mean = make_in_scope(strategy, constant(2.f),
                                 {.synchronization = VariableSynchronization::ON_READ,
                                  .aggregation = VariableAggregation::MEAN});
-  strategy.run([&] { mean.assign_add(replica_id_as_float()); });   // copies 2 and 3
+  strategy.run([&] { mean.assign_add(replica_id_as_float()); });  // copies 2 and 3
   EXPECT_FLOAT_EQ(mean.value().item<float>(), 2.5f);
   Variable first = make_in_scope(strategy, constant(5.f),
                                  {.synchronization = VariableSynchronization::ON_READ,
                                   .aggregation = VariableAggregation::ONLY_FIRST_REPLICA});
   strategy.run([&] { first.assign(replica_id_as_float()); });
   EXPECT_EQ(first.value().item<float>(), 0.f);
-  Variable none = make_in_scope(strategy, constant(5.f), {.synchronization = VariableSynchronization::ON_READ});
+  Variable none =
+      make_in_scope(strategy, constant(5.f), {.synchronization = VariableSynchronization::ON_READ});
   EXPECT_THROW(none.value(), InvalidArgumentError);
 }
 
 TEST_F(DistributedVariableTest, InvalidCombinationsAreRejected) {
   MirroredStrategy strategy({"CPU:0", "CPU:1"});
   try {
-    make_in_scope(strategy, constant(1.f), {.name = "v", .synchronization = VariableSynchronization::NONE});
+    make_in_scope(strategy, constant(1.f),
+                  {.name = "v", .synchronization = VariableSynchronization::NONE});
     FAIL();
   } catch (const InvalidArgumentError& e) {
     EXPECT_NE(std::string(e.what()).find("`NONE` variable synchronization"), std::string::npos);
     EXPECT_NE(std::string(e.what()).find(": v"), std::string::npos);
   }
-  EXPECT_THROW(make_in_scope(strategy, constant(int64_t{1}), {.aggregation = VariableAggregation::MEAN}),
-               InvalidArgumentError);
+  EXPECT_THROW(
+      make_in_scope(strategy, constant(int64_t{1}), {.aggregation = VariableAggregation::MEAN}),
+      InvalidArgumentError);
   // MEAN update of an integer variable in replica context.
-  Variable counter = make_in_scope(strategy, constant(int64_t{0}), {.aggregation = VariableAggregation::SUM});
+  Variable counter =
+      make_in_scope(strategy, constant(int64_t{0}), {.aggregation = VariableAggregation::SUM});
   strategy.run([&] { counter.assign_add(constant(int64_t{1}) + constant(int64_t{0})); });
   EXPECT_EQ(counter.value().item<int64_t>(), 2);
   // Using a variable under another strategy's scope.
@@ -172,7 +183,7 @@ TEST_F(DistributedVariableTest, InvalidCombinationsAreRejected) {
 TEST_F(DistributedVariableTest, VariableCreatedInsideRunIsCreatedOnce) {
   MirroredStrategy strategy({"CPU:0", "CPU:1", "CPU:2"});
   PerReplica<Variable> made = strategy.run([&] {
-    return Variable(random::uniform({2}), {.name = "lazy"});   // different draws per replica
+    return Variable(random::uniform({2}), {.name = "lazy"});  // different draws per replica
   });
   const std::vector<Variable>& handles = made.values();
   EXPECT_TRUE(is_mirrored_variable(handles[0]));
@@ -195,13 +206,15 @@ TEST_F(DistributedVariableTest, AllReduceSumsAndAveragesLists) {
   PerReplica<std::vector<Tensor>> r = strategy.run([] {
     ReplicaContext& ctx = *get_replica_context();
     const Tensor id = replica_id_as_float();
-    return ctx.all_reduce(ReduceOp::SUM, std::vector<Tensor>{id, constant({1.f, 2.f}) * (id + 1.f)});
+    return ctx.all_reduce(ReduceOp::SUM,
+                          std::vector<Tensor>{id, constant({1.f, 2.f}) * (id + 1.f)});
   });
   for (const auto& values : r.values()) {
     EXPECT_EQ(values[0].item<float>(), 3.f);
     EXPECT_EQ(values[1].to_vector<float>(), (std::vector<float>{6, 12}));
   }
-  PerReplica<Tensor> m = strategy.run([] { return get_replica_context()->all_reduce(ReduceOp::MEAN, replica_id_as_float()); });
+  PerReplica<Tensor> m = strategy.run(
+      [] { return get_replica_context()->all_reduce(ReduceOp::MEAN, replica_id_as_float()); });
   for (const Tensor& t : m.values()) EXPECT_EQ(t.item<float>(), 1.f);
 }
 
@@ -218,7 +231,8 @@ TEST_F(DistributedVariableTest, AFailedReplicaDoesNotHangTheOthersInAllReduce) {
     EXPECT_NE(std::string(e.what()).find("boom in replica 1"), std::string::npos) << e.what();
   }
   // The strategy is usable afterwards.
-  PerReplica<Tensor> r = strategy.run([] { return get_replica_context()->all_reduce(ReduceOp::SUM, constant(2.f)); });
+  PerReplica<Tensor> r =
+      strategy.run([] { return get_replica_context()->all_reduce(ReduceOp::SUM, constant(2.f)); });
   EXPECT_EQ(r.values()[0].item<float>(), 4.f);
 }
 
@@ -234,8 +248,8 @@ TEST_F(DistributedVariableTest, AllReduceInPacksGivesTheSameResult) {
     const Tensor id = replica_id_as_float() + 1.f;
     // 4-byte, 16-byte, 8-byte and 4-byte tensors: packs {a}, {b}, {c, d} under 12 bytes.
     return get_replica_context()->all_reduce(
-        ReduceOp::MEAN, std::vector<Tensor>{id, constant({1.f, 2.f, 3.f, 4.f}) * id, constant({5.f, 6.f}) * id,
-                                            cast(id, DType::float32)});
+        ReduceOp::MEAN, std::vector<Tensor>{id, constant({1.f, 2.f, 3.f, 4.f}) * id,
+                                            constant({5.f, 6.f}) * id, cast(id, DType::float32)});
   });
   for (const auto& v : r.values()) {
     ASSERT_EQ(v.size(), 4u);
@@ -244,9 +258,12 @@ TEST_F(DistributedVariableTest, AllReduceInPacksGivesTheSameResult) {
     EXPECT_EQ(v[2].to_vector<float>(), (std::vector<float>{7.5f, 9.f}));
     EXPECT_EQ(v[3].item<float>(), 1.5f);
   }
-  EXPECT_THROW(MirroredStrategy({"CPU:0"}, CommunicationOptions{.bytes_per_pack = -1}), InvalidArgumentError);
-  EXPECT_THROW(MirroredStrategy({"CPU:0"}, CommunicationOptions{.implementation = CommunicationImplementation::NCCL}),
-               UnimplementedError);
+  EXPECT_THROW(MirroredStrategy({"CPU:0"}, CommunicationOptions{.bytes_per_pack = -1}),
+               InvalidArgumentError);
+  EXPECT_THROW(
+      MirroredStrategy({"CPU:0"},
+                       CommunicationOptions{.implementation = CommunicationImplementation::NCCL}),
+      UnimplementedError);
 }
 
 TEST_F(DistributedVariableTest, MismatchedAllReducesFailOnEveryReplica) {

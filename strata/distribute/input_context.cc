@@ -11,10 +11,10 @@ InputContext::InputContext(int num_input_pipelines, int input_pipeline_id, int n
   STRATA_CHECK_ARG(num_input_pipelines >= 1, "InputContext: num_input_pipelines must be >= 1, got ",
                    num_input_pipelines);
   STRATA_CHECK_ARG(input_pipeline_id >= 0 && input_pipeline_id < num_input_pipelines,
-                   "InputContext: input_pipeline_id must be in [0, ", num_input_pipelines, "), got ",
-                   input_pipeline_id);
-  STRATA_CHECK_ARG(num_replicas_in_sync >= 1, "InputContext: num_replicas_in_sync must be >= 1, got ",
-                   num_replicas_in_sync);
+                   "InputContext: input_pipeline_id must be in [0, ", num_input_pipelines,
+                   "), got ", input_pipeline_id);
+  STRATA_CHECK_ARG(num_replicas_in_sync >= 1,
+                   "InputContext: num_replicas_in_sync must be >= 1, got ", num_replicas_in_sync);
 }
 
 int64_t InputContext::get_per_replica_batch_size(int64_t global_batch_size) const {
@@ -25,14 +25,17 @@ int64_t InputContext::get_per_replica_batch_size(int64_t global_batch_size) cons
 }
 
 std::string InputContext::to_string() const {
-  return str_cat("tf.distribute.InputContext(input pipeline id ", input_pipeline_id_, ", total: ",
-                 num_input_pipelines_, ")");
+  return str_cat("tf.distribute.InputContext(input pipeline id ", input_pipeline_id_,
+                 ", total: ", num_input_pipelines_, ")");
 }
 
-std::ostream& operator<<(std::ostream& os, const InputContext& ctx) { return os << ctx.to_string(); }
+std::ostream& operator<<(std::ostream& os, const InputContext& ctx) {
+  return os << ctx.to_string();
+}
 
 void validate_input_options(const InputOptions& options, bool for_function) {
-  const bool per_replica = options.experimental_replication_mode == InputReplicationMode::PER_REPLICA;
+  const bool per_replica =
+      options.experimental_replication_mode == InputReplicationMode::PER_REPLICA;
   const bool fetch_to_device = options.experimental_fetch_to_device.value_or(true);
   if (per_replica && !for_function) {
     throw UnimplementedError(
@@ -42,9 +45,10 @@ void validate_input_options(const InputOptions& options, bool for_function) {
   STRATA_CHECK_ARG(!options.experimental_place_dataset_on_device || per_replica,
                    "When `experimental_place_dataset_on_device` is set for dataset placement, you "
                    "must also specify `PER_REPLICA` for the replication mode");
-  STRATA_CHECK_ARG(!(per_replica && fetch_to_device && options.experimental_place_dataset_on_device),
-                   "`experimental_place_dataset_on_device` can not be set to True when "
-                   "experimental_fetch_to_device is True and replication mode is set to `PER_REPLICA`");
+  STRATA_CHECK_ARG(
+      !(per_replica && fetch_to_device && options.experimental_place_dataset_on_device),
+      "`experimental_place_dataset_on_device` can not be set to True when "
+      "experimental_fetch_to_device is True and replication mode is set to `PER_REPLICA`");
   STRATA_CHECK_ARG(options.experimental_per_replica_buffer_size >= 0,
                    "InputOptions.experimental_per_replica_buffer_size must be >= 0, got ",
                    options.experimental_per_replica_buffer_size);

@@ -63,7 +63,8 @@ TEST(InputContextTest, PerReplicaBatchSizeChecksDivisibility) {
     ctx.get_per_replica_batch_size(66);
     FAIL();
   } catch (const InvalidArgumentError& e) {
-    EXPECT_STREQ(e.what(), "The `global_batch_size` 66 is not divisible by `num_replicas_in_sync` 4");
+    EXPECT_STREQ(e.what(),
+                 "The `global_batch_size` 66 is not divisible by `num_replicas_in_sync` 4");
   }
   EXPECT_EQ(ctx.to_string(), "tf.distribute.InputContext(input pipeline id 1, total: 2)");
   InputContext def;
@@ -74,21 +75,23 @@ TEST(InputContextTest, PerReplicaBatchSizeChecksDivisibility) {
 
 TEST(InputOptionsTest, ValidationFollowsTensorFlow) {
   EXPECT_NO_THROW(validate_input_options({}, false));
-  EXPECT_THROW(validate_input_options({.experimental_replication_mode = InputReplicationMode::PER_REPLICA},
-                                      false),
+  EXPECT_THROW(validate_input_options(
+                   {.experimental_replication_mode = InputReplicationMode::PER_REPLICA}, false),
                UnimplementedError);
   EXPECT_NO_THROW(validate_input_options(
       {.experimental_replication_mode = InputReplicationMode::PER_REPLICA}, true));
   EXPECT_THROW(validate_input_options({.experimental_place_dataset_on_device = true}, true),
                InvalidArgumentError);
-  EXPECT_THROW(validate_input_options({.experimental_replication_mode = InputReplicationMode::PER_REPLICA,
-                                       .experimental_place_dataset_on_device = true},
-                                      true),
-               InvalidArgumentError);
-  EXPECT_NO_THROW(validate_input_options({.experimental_fetch_to_device = false,
-                                          .experimental_replication_mode = InputReplicationMode::PER_REPLICA,
-                                          .experimental_place_dataset_on_device = true},
-                                         true));
+  EXPECT_THROW(
+      validate_input_options({.experimental_replication_mode = InputReplicationMode::PER_REPLICA,
+                              .experimental_place_dataset_on_device = true},
+                             true),
+      InvalidArgumentError);
+  EXPECT_NO_THROW(
+      validate_input_options({.experimental_fetch_to_device = false,
+                              .experimental_replication_mode = InputReplicationMode::PER_REPLICA,
+                              .experimental_place_dataset_on_device = true},
+                             true));
 }
 
 }  // namespace

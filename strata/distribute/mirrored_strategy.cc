@@ -33,8 +33,10 @@ MirroredStrategy::MirroredStrategy() : MirroredStrategy(all_local_device_names()
 MirroredStrategy::MirroredStrategy(const std::vector<std::string>& devices)
     : MirroredStrategy(devices, CommunicationOptions{}) {}
 
-MirroredStrategy::MirroredStrategy(const std::vector<std::string>& devices, CommunicationOptions communication_options)
-    : ReplicatedStrategy(resolve_devices(devices), 0, static_cast<int>(devices.size()), communication_options) {
+MirroredStrategy::MirroredStrategy(const std::vector<std::string>& devices,
+                                   CommunicationOptions communication_options)
+    : ReplicatedStrategy(resolve_devices(devices), 0, static_cast<int>(devices.size()),
+                         communication_options) {
   set_extended(std::make_unique<DeviceListExtended>(*this, this->devices()));
 }
 

@@ -31,7 +31,8 @@ class MirroredStrategy : public ReplicatedStrategy {
   explicit MirroredStrategy(const std::vector<std::string>& devices);
   // Strata extension (TF takes cross_device_ops here): how all-reduces are
   // packed and how long they may wait; see communication_options.h.
-  MirroredStrategy(const std::vector<std::string>& devices, CommunicationOptions communication_options);
+  MirroredStrategy(const std::vector<std::string>& devices,
+                   CommunicationOptions communication_options);
   std::string name() const override { return "MirroredStrategy"; }
 };
 

@@ -24,8 +24,11 @@ namespace mwu = multi_worker_util;
 // Gloo's rendezvous over the chief's key-value store.
 class ClusterStoreRendezvous final : public collective::RendezvousStore {
  public:
-  explicit ClusterStoreRendezvous(std::shared_ptr<cluster::Store> store) : store_(std::move(store)) {}
-  void set(const std::string& key, const std::vector<char>& value) override { store_->set(key, value); }
+  explicit ClusterStoreRendezvous(std::shared_ptr<cluster::Store> store)
+      : store_(std::move(store)) {}
+  void set(const std::string& key, const std::vector<char>& value) override {
+    store_->set(key, value);
+  }
   std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout) override {
     return store_->get(key, timeout);
   }
@@ -40,7 +43,8 @@ class ClusterStoreRendezvous final : public collective::RendezvousStore {
 std::string host_of(const std::string& address) {
   const size_t colon = address.rfind(':');
   std::string host = colon == std::string::npos ? address : address.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']') host = host.substr(1, host.size() - 2);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
   return host;
 }
 
@@ -50,7 +54,6 @@ std::string port_of(const std::string& address) {
                    "MultiWorkerMirroredStrategy: the chief's address '", address, "' has no port");
   return address.substr(colon + 1);
 }
-
 
 }  // namespace
 
@@ -70,7 +73,8 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(MultiWorkerMirroredStra
     : MultiWorkerMirroredStrategy(make_setup(std::move(options))) {}
 
 MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> setup)
-    : ReplicatedStrategy(setup->devices, setup->worker_index * static_cast<int>(setup->devices.size()),
+    : ReplicatedStrategy(setup->devices,
+                         setup->worker_index * static_cast<int>(setup->devices.size()),
                          setup->num_workers * static_cast<int>(setup->devices.size()),
                          setup->options.communication_options),
       resolver_(setup->resolver),
@@ -81,7 +85,8 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
   if (num_workers_ == 1) return;  // single-worker mode: the local group is everything
 
   const CommunicationOptions& comm = communication_options();
-  const std::chrono::milliseconds startup(comm.timeout_seconds ? collective_timeout_ms(comm) : 60'000);
+  const std::chrono::milliseconds startup(comm.timeout_seconds ? collective_timeout_ms(comm)
+                                                               : 60'000);
   const std::chrono::milliseconds call_timeout(collective_timeout_ms(comm));
   const std::string leader_job = setup->cluster.has_job("chief") ? "chief" : "worker";
   const std::string& leader_address = setup->cluster.task_address(leader_job, 0);
@@ -98,12 +103,14 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
 
   // Every worker must run the same number of local replicas.
   const int local = num_local_replicas();
-  store_->set(str_cat("strata/mwms/local_replicas/", worker_index_), cluster::to_bytes(std::to_string(local)));
+  store_->set(str_cat("strata/mwms/local_replicas/", worker_index_),
+              cluster::to_bytes(std::to_string(local)));
   for (int w = 0; w < num_workers_; ++w) {
-    const std::string theirs = cluster::to_string(store_->get(str_cat("strata/mwms/local_replicas/", w), startup));
-    STRATA_CHECK_ARG(theirs == std::to_string(local), "MultiWorkerMirroredStrategy: worker ", w, " runs ", theirs,
-                     " local replicas but worker ", worker_index_, " runs ", local,
-                     "; every worker needs the same number of devices");
+    const std::string theirs =
+        cluster::to_string(store_->get(str_cat("strata/mwms/local_replicas/", w), startup));
+    STRATA_CHECK_ARG(theirs == std::to_string(local), "MultiWorkerMirroredStrategy: worker ", w,
+                     " runs ", theirs, " local replicas but worker ", worker_index_, " runs ",
+                     local, "; every worker needs the same number of devices");
   }
 
   // Gloo's TCP mesh set-up occasionally fails with a reset connection on a
@@ -116,26 +123,29 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
     try {
       group = std::make_shared<collective::GlooCollectives>(
           worker_index_, num_workers_, std::make_shared<ClusterStoreRendezvous>(store_),
-          collective::GlooOptions{.timeout = call_timeout, .hostname = host_of(my_address),
+          collective::GlooOptions{.timeout = call_timeout,
+                                  .hostname = host_of(my_address),
                                   .prefix = str_cat("strata/mwms/gloo/attempt_", attempt)});
     } catch (const UnavailableError& e) {
       if (attempt + 1 == kAttempts) throw;
       failure = e.what();
     }
     const std::string key = str_cat("strata/mwms/rendezvous/", attempt, "/");
-    store_->set(key + std::to_string(worker_index_), cluster::to_bytes(failure.empty() ? "ok" : failure));
+    store_->set(key + std::to_string(worker_index_),
+                cluster::to_bytes(failure.empty() ? "ok" : failure));
     bool everyone_ok = true;
     for (int w = 0; w < num_workers_; ++w) {
       everyone_ok &= cluster::to_string(store_->get(key + std::to_string(w), startup)) == "ok";
     }
     if (everyone_ok) cross_workers_ = std::move(group);
   }
-  STRATA_CHECK(UNAVAILABLE, cross_workers_ != nullptr, "MultiWorkerMirroredStrategy: worker ", worker_index_,
-               " could not connect the workers' Gloo group after ", kAttempts, " attempts");
+  STRATA_CHECK(UNAVAILABLE, cross_workers_ != nullptr, "MultiWorkerMirroredStrategy: worker ",
+               worker_index_, " could not connect the workers' Gloo group after ", kAttempts,
+               " attempts");
   auto in_process = std::make_shared<collective::LocalCollectives>(
       local, collective::CollectiveOptions{.timeout = call_timeout});
-  set_collectives(std::make_shared<collective::HierarchicalCollectives>(local, in_process, cross_workers_,
-                                                                        worker_index_));
+  set_collectives(std::make_shared<collective::HierarchicalCollectives>(
+      local, in_process, cross_workers_, worker_index_));
 }
 
 MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() = default;
@@ -148,7 +158,8 @@ Tensor MultiWorkerMirroredStrategy::sum_across_workers(const Tensor& local) {
 StepAgreement MultiWorkerMirroredStrategy::step_agreement() const {
   if (!cross_workers_) return {};
   return [group = cross_workers_, rank = worker_index_](bool has_data) {
-    const Tensor any = group->all_reduce(rank, constant(int64_t{has_data ? 1 : 0}), collective::ReduceOp::SUM);
+    const Tensor any =
+        group->all_reduce(rank, constant(int64_t{has_data ? 1 : 0}), collective::ReduceOp::SUM);
     return any.item<int64_t>() > 0;
   };
 }
@@ -159,7 +170,8 @@ void MultiWorkerMirroredStrategy::initialize_distributed_variable(const Variable
                "MultiWorkerMirroredStrategy: variable '", variable.name(), "' of dtype ",
                dtype_name(variable.dtype()), " cannot be broadcast across workers");
   const std::vector<Variable> components = distributed_components(variable);
-  const Tensor chiefs = cross_workers_->broadcast(worker_index_, components.front().impl().read(), /*root=*/0);
+  const Tensor chiefs =
+      cross_workers_->broadcast(worker_index_, components.front().impl().read(), /*root=*/0);
   for (const Variable& c : components) c.impl().assign(chiefs);
 }
 
@@ -167,13 +179,14 @@ std::unique_ptr<MultiWorkerMirroredStrategy::Setup> MultiWorkerMirroredStrategy:
     MultiWorkerMirroredStrategyOptions options) {
   auto setup = std::make_unique<Setup>();
   validate(options.communication_options);
-  setup->resolver = options.cluster_resolver ? options.cluster_resolver
-                                             : std::make_shared<cluster_resolver::TFConfigClusterResolver>();
+  setup->resolver = options.cluster_resolver
+                        ? options.cluster_resolver
+                        : std::make_shared<cluster_resolver::TFConfigClusterResolver>();
   setup->options = std::move(options);
   setup->cluster = setup->resolver->cluster_spec();
   if (setup->cluster.jobs().empty()) {
     setup->devices = local_devices();
-    return setup;   // single-worker mode
+    return setup;  // single-worker mode
   }
   const std::optional<std::string> task_type = setup->resolver->task_type();
   const std::optional<int> task_id = setup->resolver->task_id();
@@ -181,8 +194,9 @@ std::unique_ptr<MultiWorkerMirroredStrategy::Setup> MultiWorkerMirroredStrategy:
   setup->task_type = *task_type;
   setup->task_id = *task_id;
   STRATA_CHECK_ARG(setup->task_type == "chief" || setup->task_type == "worker",
-                   "MultiWorkerMirroredStrategy: a '", setup->task_type, "' task (", setup->task_type, ":",
-                   setup->task_id, ") cannot run a MultiWorkerMirroredStrategy; only chief and worker tasks train");
+                   "MultiWorkerMirroredStrategy: a '", setup->task_type, "' task (",
+                   setup->task_type, ":", setup->task_id,
+                   ") cannot run a MultiWorkerMirroredStrategy; only chief and worker tasks train");
   setup->num_workers = mwu::worker_count(setup->cluster, setup->task_type);
   setup->worker_index = mwu::id_in_cluster(setup->cluster, setup->task_type, setup->task_id);
   setup->is_chief = mwu::is_chief(setup->cluster, setup->task_type, setup->task_id);

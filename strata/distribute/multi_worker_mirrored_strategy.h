@@ -63,7 +63,8 @@ class GlooCollectives;
 
 namespace strata::distribute {
 
-// Field order as API.md's `MultiWorkerMirroredStrategy({.communication_options = ..., .cluster_resolver = ...})`.
+// Field order as API.md's `MultiWorkerMirroredStrategy({.communication_options = ...,
+// .cluster_resolver = ...})`.
 struct MultiWorkerMirroredStrategyOptions {
   CommunicationOptions communication_options = {};
   // nullptr: a TFConfigClusterResolver reading $TF_CONFIG.
@@ -78,7 +79,9 @@ class MultiWorkerMirroredStrategy : public ReplicatedStrategy {
   std::string name() const override { return "MultiWorkerMirroredStrategy"; }
   int num_input_pipelines() const override { return num_workers_; }
   int input_pipeline_id() const override { return worker_index_; }
-  const cluster_resolver::ClusterResolver* cluster_resolver() const override { return resolver_.get(); }
+  const cluster_resolver::ClusterResolver* cluster_resolver() const override {
+    return resolver_.get();
+  }
   Tensor sum_across_workers(const Tensor& local) override;
   StepAgreement step_agreement() const override;
 
@@ -98,7 +101,7 @@ class MultiWorkerMirroredStrategy : public ReplicatedStrategy {
   int num_workers_;
   int worker_index_;
   bool is_chief_;
-  std::unique_ptr<cluster::TcpStoreServer> store_server_;   // the chief's
+  std::unique_ptr<cluster::TcpStoreServer> store_server_;  // the chief's
   std::shared_ptr<cluster::Store> store_;
   std::shared_ptr<collective::GlooCollectives> cross_workers_;
 };

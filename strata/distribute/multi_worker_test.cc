@@ -46,11 +46,13 @@ class MultiWorkerTest : public ::testing::Test {
   }
 
   static train::ClusterSpec two_workers() {
-    return train::ClusterSpec({{"worker", {str_cat("localhost:", free_port()), str_cat("localhost:", free_port())}}});
+    return train::ClusterSpec(
+        {{"worker", {str_cat("localhost:", free_port()), str_cat("localhost:", free_port())}}});
   }
 
-  static MultiWorkerMirroredStrategyOptions options_for(const train::ClusterSpec& spec, const std::string& type,
-                                                        int id, double timeout_seconds = 30) {
+  static MultiWorkerMirroredStrategyOptions options_for(const train::ClusterSpec& spec,
+                                                        const std::string& type, int id,
+                                                        double timeout_seconds = 30) {
     return {.communication_options = {.timeout_seconds = timeout_seconds},
             .cluster_resolver = std::make_shared<cr::SimpleClusterResolver>(
                 spec, cr::SimpleClusterResolverOptions{.task_type = type, .task_id = id})};
@@ -83,17 +85,20 @@ TEST_F(MultiWorkerTest, ReplicasCountEveryWorkerAndAllReduceSpansThem) {
     EXPECT_EQ(s.extended().should_checkpoint(), s.worker_index() == 0);
     auto sums = s.run([] {
       ReplicaContext& ctx = *get_replica_context();
-      return ctx.all_reduce(ReduceOp::SUM, constant(static_cast<float>(ctx.replica_id_in_sync_group())))
+      return ctx
+          .all_reduce(ReduceOp::SUM, constant(static_cast<float>(ctx.replica_id_in_sync_group())))
           .item<float>();
     });
-    auto ids = s.run([] { return constant(static_cast<float>(get_replica_context()->replica_id_in_sync_group())); });
+    auto ids = s.run([] {
+      return constant(static_cast<float>(get_replica_context()->replica_id_in_sync_group()));
+    });
     std::vector<float> out = s.experimental_local_results(sums);
     out.push_back(s.reduce(ReduceOp::SUM, ids, std::nullopt).item<float>());
     out.push_back(s.reduce(ReduceOp::MEAN, ids, std::nullopt).item<float>());
     return out;
   });
   for (const auto& r : results) {
-    EXPECT_EQ(r, (std::vector<float>{6, 6, 6, 1.5f}));   // 0+1+2+3 on every replica; mean 1.5
+    EXPECT_EQ(r, (std::vector<float>{6, 6, 6, 1.5f}));  // 0+1+2+3 on every replica; mean 1.5
   }
 }
 
@@ -113,7 +118,9 @@ TEST_F(MultiWorkerTest, VariablesStartFromTheChiefsValue) {
       auto scope = s.scope();
       m = Variable(constant(0.f), {.aggregation = VariableAggregation::MEAN});
     }
-    s.run([&] { m.assign_add(constant(static_cast<float>(get_replica_context()->replica_id_in_sync_group()))); });
+    s.run([&] {
+      m.assign_add(constant(static_cast<float>(get_replica_context()->replica_id_in_sync_group())));
+    });
     out.push_back(m.value().item<float>());
     return out;
   });
@@ -168,12 +175,14 @@ TEST_F(MultiWorkerTest, UnevenDataAcrossWorkersDoesNotDeadlock) {
     o.experimental_distribute.auto_shard_policy = data::AutoShardPolicy::OFF;
     const int64_t n = s.worker_index() == 0 ? 12 : 4;
     auto dist = s.experimental_distribute_dataset(data::Dataset::range(n).batch(4).with_options(o));
-    std::vector<int64_t> sizes;   // per step: examples this worker fed, and the global sum
+    std::vector<int64_t> sizes;  // per step: examples this worker fed, and the global sum
     for (const auto& x : dist) {
-      auto counts = s.run([](const data::Element& e) {
-        const Tensor n = constant(e[0].shape().dim(0));
-        return get_replica_context()->all_reduce(ReduceOp::SUM, n).item<int64_t>();
-      }, x);
+      auto counts = s.run(
+          [](const data::Element& e) {
+            const Tensor n = constant(e[0].shape().dim(0));
+            return get_replica_context()->all_reduce(ReduceOp::SUM, n).item<int64_t>();
+          },
+          x);
       sizes.push_back(s.experimental_local_results(counts)[0]);
     }
     return sizes;
@@ -189,12 +198,14 @@ TEST_F(MultiWorkerTest, AnUnreachableChiefIsUnavailableNamingItsAddress) {
     MultiWorkerMirroredStrategy lonely(options_for(spec, "worker", 1, /*timeout_seconds=*/1));
     FAIL() << "expected UnavailableError";
   } catch (const UnavailableError& e) {
-    EXPECT_NE(std::string(e.what()).find(spec.task_address("worker", 0)), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(spec.task_address("worker", 0)), std::string::npos)
+        << e.what();
   }
 }
 
 TEST_F(MultiWorkerTest, RolesAreValidated) {
-  const train::ClusterSpec spec({{"worker", {"localhost:1", "localhost:2"}}, {"ps", {"localhost:3"}}});
+  const train::ClusterSpec spec(
+      {{"worker", {"localhost:1", "localhost:2"}}, {"ps", {"localhost:3"}}});
   EXPECT_THROW(MultiWorkerMirroredStrategy(options_for(spec, "ps", 0)), InvalidArgumentError);
   EXPECT_THROW(MultiWorkerMirroredStrategy(options_for(spec, "worker", 5)), InvalidArgumentError);
   EXPECT_THROW(MultiWorkerMirroredStrategy(options_for(spec, "chief", 0)), InvalidArgumentError);
@@ -202,10 +213,12 @@ TEST_F(MultiWorkerTest, RolesAreValidated) {
 
 TEST_F(MultiWorkerTest, AnEmptyClusterIsSingleWorkerMode) {
   MultiWorkerMirroredStrategy local(
-      {.cluster_resolver = std::make_shared<cr::SimpleClusterResolver>(train::ClusterSpec(std::vector<train::ClusterSpec::Job>{}))});
+      {.cluster_resolver = std::make_shared<cr::SimpleClusterResolver>(
+           train::ClusterSpec(std::vector<train::ClusterSpec::Job>{}))});
   EXPECT_EQ(local.num_replicas_in_sync(), 2);
   EXPECT_EQ(local.num_input_pipelines(), 1);
-  auto r = local.run([] { return get_replica_context()->all_reduce(ReduceOp::SUM, constant(1.f)).item<float>(); });
+  auto r = local.run(
+      [] { return get_replica_context()->all_reduce(ReduceOp::SUM, constant(1.f)).item<float>(); });
   EXPECT_EQ(r.values()[0], 2.f);
 }
 

@@ -14,7 +14,8 @@ std::vector<int64_t> rebatch_sizes(int64_t global_batch_size, int num_workers,
                    "rebatch_sizes: expected num_workers >= 1 and replicas_per_worker >= 1, got ",
                    num_workers, " and ", replicas_per_worker);
   STRATA_CHECK_ARG(worker_index >= 0 && worker_index < num_workers,
-                   "rebatch_sizes: expected worker_index in [0, ", num_workers, "), got ", worker_index);
+                   "rebatch_sizes: expected worker_index in [0, ", num_workers, "), got ",
+                   worker_index);
   const int64_t n = int64_t{num_workers} * replicas_per_worker;
   const int64_t floor = global_batch_size / n;
   const int64_t num_ceil = global_batch_size - n * floor;

@@ -11,7 +11,7 @@ namespace strata::distribute {
 
 enum class ReduceOp { SUM, MEAN };
 
-std::string_view reduce_op_name(ReduceOp op) noexcept;   // "SUM", "MEAN"
+std::string_view reduce_op_name(ReduceOp op) noexcept;  // "SUM", "MEAN"
 // InvalidArgumentError for anything but sum/mean in any case.
 ReduceOp reduce_op_from_string(std::string_view name);
 std::ostream& operator<<(std::ostream& os, ReduceOp op);

@@ -24,7 +24,8 @@ std::vector<std::string> device_names(const std::vector<const Device*>& devices)
 }
 
 ReplicatedStrategy::ReplicatedStrategy(std::vector<const Device*> devices, int replica_id_offset,
-                                       int num_replicas_in_sync, CommunicationOptions communication_options)
+                                       int num_replicas_in_sync,
+                                       CommunicationOptions communication_options)
     : devices_(std::move(devices)),
       replica_id_offset_(replica_id_offset),
       num_replicas_in_sync_(num_replicas_in_sync),
@@ -39,10 +40,12 @@ ReplicatedStrategy::ReplicatedStrategy(std::vector<const Device*> devices, int r
   if (num_local_replicas() == num_replicas_in_sync_) {
     collectives_ = std::make_shared<collective::LocalCollectives>(
         num_local_replicas(),
-        collective::CollectiveOptions{.timeout = std::chrono::milliseconds(collective_timeout_ms(communication_options_))});
+        collective::CollectiveOptions{
+            .timeout = std::chrono::milliseconds(collective_timeout_ms(communication_options_))});
   }
   threads_ = std::make_unique<internal::ReplicaThreads>(
-      devices_, [this](int replica, std::exception_ptr error) { on_replica_failure(replica, error); });
+      devices_,
+      [this](int replica, std::exception_ptr error) { on_replica_failure(replica, error); });
 }
 
 ReplicatedStrategy::~ReplicatedStrategy() = default;
@@ -102,7 +105,8 @@ std::vector<Tensor> ReplicatedStrategy::all_reduce_in_replica(ReplicaContext& ct
                                                               const std::vector<Tensor>& values) {
   if (num_replicas_in_sync_ == 1) return values;
   if (!collectives_) return Strategy::all_reduce_in_replica(ctx, op, values);
-  const collective::ReduceOp cop = op == ReduceOp::SUM ? collective::ReduceOp::SUM : collective::ReduceOp::MEAN;
+  const collective::ReduceOp cop =
+      op == ReduceOp::SUM ? collective::ReduceOp::SUM : collective::ReduceOp::MEAN;
   const int rank = ctx.replica_id_in_sync_group();
   const int64_t pack_limit = communication_options_.bytes_per_pack;
   if (pack_limit == 0) return collectives_->all_reduce(rank, values, cop);
@@ -113,7 +117,8 @@ std::vector<Tensor> ReplicatedStrategy::all_reduce_in_replica(ReplicaContext& ct
     size_t end = begin;
     int64_t bytes = 0;
     // Greedy packs in order; every replica computes the same split from the same shapes.
-    while (end < values.size() && (end == begin || bytes + int64_t(values[end].size_bytes()) <= pack_limit)) {
+    while (end < values.size() &&
+           (end == begin || bytes + int64_t(values[end].size_bytes()) <= pack_limit)) {
       bytes += int64_t(values[end].size_bytes());
       ++end;
     }

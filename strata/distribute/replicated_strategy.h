@@ -48,7 +48,9 @@ class ReplicatedStrategy : public Strategy {
   // multi-worker strategy), in packs of communication_options().bytes_per_pack.
   std::vector<Tensor> all_reduce_in_replica(ReplicaContext& ctx, ReduceOp op,
                                             const std::vector<Tensor>& values) override;
-  const CommunicationOptions& communication_options() const noexcept { return communication_options_; }
+  const CommunicationOptions& communication_options() const noexcept {
+    return communication_options_;
+  }
 
  protected:
   // `devices`: one per local replica. Global replica ids of this worker's
@@ -91,8 +93,11 @@ std::vector<std::string> device_names(const std::vector<const Device*>& devices)
 // StrategyExtended whose worker (and parameter) devices are a fixed list.
 class DeviceListExtended : public StrategyExtended {
  public:
-  DeviceListExtended(Strategy& owner, std::vector<const Device*> devices, bool should_checkpoint = true)
-      : StrategyExtended(owner), devices_(std::move(devices)), should_checkpoint_(should_checkpoint) {}
+  DeviceListExtended(Strategy& owner, std::vector<const Device*> devices,
+                     bool should_checkpoint = true)
+      : StrategyExtended(owner),
+        devices_(std::move(devices)),
+        should_checkpoint_(should_checkpoint) {}
   std::vector<std::string> worker_devices() const override { return device_names(devices_); }
   bool should_checkpoint() const override { return should_checkpoint_; }
 

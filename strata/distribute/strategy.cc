@@ -61,9 +61,7 @@ DefaultStrategy& the_default_strategy() {
 
 Strategy& default_strategy() { return the_default_strategy(); }
 
-Strategy& get_strategy() {
-  return t_modes.empty() ? default_strategy() : *t_modes.back().strategy;
-}
+Strategy& get_strategy() { return t_modes.empty() ? default_strategy() : *t_modes.back().strategy; }
 
 bool has_strategy() { return !get_strategy().is_default(); }
 
@@ -76,7 +74,9 @@ ReplicaContext* get_replica_context() {
 
 ReplicaContext::ReplicaContext(Strategy& strategy, int replica_id_in_sync_group,
                                int local_replica_id)
-    : strategy_(&strategy), replica_id_(replica_id_in_sync_group), local_replica_id_(local_replica_id) {
+    : strategy_(&strategy),
+      replica_id_(replica_id_in_sync_group),
+      local_replica_id_(local_replica_id) {
   STRATA_CHECK_ARG(replica_id_in_sync_group >= 0,
                    "ReplicaContext: replica_id_in_sync_group must be >= 0, got ",
                    replica_id_in_sync_group);
@@ -90,10 +90,11 @@ Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value) {
 
 std::vector<Tensor> ReplicaContext::all_reduce(ReduceOp op, const std::vector<Tensor>& values) {
   STRATA_CHECK(FAILED_PRECONDITION, get_replica_context() == this,
-               "ReplicaContext.all_reduce: Need to be inside `call_for_each_replica()` of ", strategy_->name(),
-               " on this replica's thread");
+               "ReplicaContext.all_reduce: Need to be inside `call_for_each_replica()` of ",
+               strategy_->name(), " on this replica's thread");
   for (size_t i = 0; i < values.size(); ++i) {
-    STRATA_CHECK_ARG(values[i].defined(), "ReplicaContext.all_reduce: value ", i, " is an empty tensor");
+    STRATA_CHECK_ARG(values[i].defined(), "ReplicaContext.all_reduce: value ", i,
+                     " is an empty tensor");
   }
   return strategy_->all_reduce_in_replica(*this, op, values);
 }
@@ -111,8 +112,9 @@ std::vector<Tensor> Strategy::all_reduce_in_replica(ReplicaContext& ctx, ReduceO
         for (size_t i = 0; i < n; ++i) {
           std::vector<Tensor> parts;
           for (const auto& replica_values : gathered.values()) {
-            STRATA_CHECK_ARG(replica_values.size() == n, "ReplicaContext.all_reduce: replicas passed ",
-                             replica_values.size(), " and ", n, " values");
+            STRATA_CHECK_ARG(replica_values.size() == n,
+                             "ReplicaContext.all_reduce: replicas passed ", replica_values.size(),
+                             " and ", n, " values");
             parts.push_back(replica_values[i]);
           }
           Tensor r = strategy.reduce(op, PerReplica<Tensor>(std::move(parts)), std::nullopt);
@@ -162,8 +164,9 @@ StrategyScope::StrategyScope(Strategy& strategy) : strategy_(&strategy), pushed_
     }
     if (!top.cross_replica) {
       throw FailedPreconditionError(
-          str_cat(strategy.name(), ".scope(): Method requires being in cross-replica context, use "
-                                   "get_replica_context().merge_call()"));
+          str_cat(strategy.name(),
+                  ".scope(): Method requires being in cross-replica context, use "
+                  "get_replica_context().merge_call()"));
     }
     return;  // re-entry of the same strategy's scope: nothing is pushed
   }
@@ -175,8 +178,8 @@ StrategyScope::StrategyScope(Strategy& strategy) : strategy_(&strategy), pushed_
       if (&current != owner) {
         if (current.is_default()) {
           throw FailedPreconditionError(str_cat("Need to be inside \"with strategy.scope()\" for ",
-                                                owner->name(), " (creating variable '", args.options.name,
-                                                "')"));
+                                                owner->name(), " (creating variable '",
+                                                args.options.name, "')"));
         }
         throw FailedPreconditionError(str_cat("Mixing different tf.distribute.Strategy objects: ",
                                               current.name(), " is not ", owner->name()));

@@ -322,7 +322,9 @@ template <typename Fn, typename... Args>
 auto Strategy::run(Fn&& fn, const Args&... args) {
   check_cross_replica("run");
   using R = std::invoke_result_t<Fn&, decltype(select_replica(0, args))...>;
-  auto call = [&]([[maybe_unused]] int local) -> decltype(auto) { return fn(select_replica(local, args)...); };
+  auto call = [&]([[maybe_unused]] int local) -> decltype(auto) {
+    return fn(select_replica(local, args)...);
+  };
   if constexpr (std::is_void_v<R>) {
     run_on_replicas([&](int local) { call(local); });
   } else {
@@ -348,11 +350,13 @@ auto ReplicaContext::merge_call(Fn&& merge_fn, const Args&... args) {
       [[maybe_unused]] auto gather_one = [&]<size_t J>(std::integral_constant<size_t, J>) {
         using A = std::tuple_element_t<J, std::tuple<Args...>>;
         std::vector<A> values;
-        for (const void* p : payloads) values.push_back(*std::get<J>(*static_cast<const Payload*>(p)));
+        for (const void* p : payloads)
+          values.push_back(*std::get<J>(*static_cast<const Payload*>(p)));
         return PerReplica<A>(std::move(values));
       };
       return std::tuple{gather_one(std::integral_constant<size_t, I>{})...};
-    }(std::index_sequence_for<Args...>{});
+    }
+    (std::index_sequence_for<Args...>{});
     if constexpr (std::is_void_v<R>) {
       std::apply([&](const auto&... pr) { merge_fn(strategy, pr...); }, gathered);
       return nullptr;

@@ -19,8 +19,9 @@ DistributedDataset Strategy::experimental_distribute_dataset(const data::Dataset
   STRATA_CHECK_ARG(num_replicas_in_sync() % num_input_pipelines() == 0,
                    "tf.distribute expects every worker to have the same number of replicas, got ",
                    num_replicas_in_sync(), " replicas over ", num_input_pipelines(), " workers");
-  data::Dataset per_replica = distribute_dataset_for_worker(
-      dataset, num_input_pipelines(), input_pipeline_id(), num_replicas_in_sync() / num_input_pipelines());
+  data::Dataset per_replica =
+      distribute_dataset_for_worker(dataset, num_input_pipelines(), input_pipeline_id(),
+                                    num_replicas_in_sync() / num_input_pipelines());
   if (options.experimental_per_replica_buffer_size > 0 && num_local_replicas() > 1) {
     per_replica = per_replica.prefetch(int64_t{options.experimental_per_replica_buffer_size} *
                                        num_local_replicas());
@@ -29,11 +30,13 @@ DistributedDataset Strategy::experimental_distribute_dataset(const data::Dataset
 }
 
 DistributedDataset Strategy::experimental_distribute_datasets_from_function(
-    const std::function<data::Dataset(const InputContext&)>& dataset_fn, const InputOptions& options) {
+    const std::function<data::Dataset(const InputContext&)>& dataset_fn,
+    const InputOptions& options) {
   check_cross_replica("experimental_distribute_datasets_from_function");
   validate_input_options(options, /*for_function=*/true);
-  STRATA_CHECK(UNIMPLEMENTED, options.experimental_replication_mode == InputReplicationMode::PER_WORKER,
-               name(), ": InputReplicationMode.PER_REPLICA is not supported by Strata yet");
+  STRATA_CHECK(UNIMPLEMENTED,
+               options.experimental_replication_mode == InputReplicationMode::PER_WORKER, name(),
+               ": InputReplicationMode.PER_REPLICA is not supported by Strata yet");
   const InputContext ctx(num_input_pipelines(), input_pipeline_id(), num_replicas_in_sync());
   data::Dataset ds = dataset_fn(ctx);
   if (options.experimental_per_replica_buffer_size > 0 && num_local_replicas() > 1) {

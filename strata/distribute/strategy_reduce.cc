@@ -22,9 +22,9 @@ Tensor sum_components(const std::vector<Tensor>& parts) {
   if (parts.size() == 1) return identity(parts[0]);
   for (const Tensor& p : parts) {
     STRATA_CHECK_ARG(p.shape() == parts[0].shape() && p.dtype() == parts[0].dtype(),
-                     "reduce: expected every replica's value to have shape ", parts[0].shape(), " and dtype ",
-                     dtype_name(parts[0].dtype()), ", got ", p.shape(), " ", dtype_name(p.dtype()),
-                     " (use axis to reduce batches of different sizes)");
+                     "reduce: expected every replica's value to have shape ", parts[0].shape(),
+                     " and dtype ", dtype_name(parts[0].dtype()), ", got ", p.shape(), " ",
+                     dtype_name(p.dtype()), " (use axis to reduce batches of different sizes)");
   }
   return add_n(parts);
 }
@@ -57,10 +57,10 @@ Tensor Strategy::reduce(ReduceOp op, const PerReplica<Tensor>& value, std::optio
 Tensor Strategy::reduce(ReduceOp op, const Tensor& value, std::optional<int64_t> axis) {
   check_cross_replica("reduce");
   if (op == ReduceOp::SUM && num_replicas_in_sync() > 1) {
-    throw InvalidArgumentError(str_cat(
-        name(), ".reduce: a non-DistributedValues value of shape ", value.shape(),
-        " cannot be reduced with the given reduce op ReduceOp.SUM across ", num_replicas_in_sync(),
-        " replicas"));
+    throw InvalidArgumentError(
+        str_cat(name(), ".reduce: a non-DistributedValues value of shape ", value.shape(),
+                " cannot be reduced with the given reduce op ReduceOp.SUM across ",
+                num_replicas_in_sync(), " replicas"));
   }
   if (!axis) return value;
   const int64_t k = checked_axis(value, *axis);

@@ -94,7 +94,8 @@ TEST_F(StrategyTest, RunUnwrapsPerReplicaArgumentsAndPassesOthersAsIs) {
   std::atomic<int> calls{0};
   strategy.run([&] { calls++; });
   EXPECT_EQ(calls.load(), 2);
-  auto t = strategy.run([](int v) { return v * 2; }, std::tuple{PerReplica<int>({1, 2})}, RunOptions{});
+  auto t =
+      strategy.run([](int v) { return v * 2; }, std::tuple{PerReplica<int>({1, 2})}, RunOptions{});
   EXPECT_EQ(t.values(), (std::vector<int>{2, 4}));
   EXPECT_EQ(strategy.experimental_local_results(7), (std::vector<int>{7}));
 }
@@ -236,7 +237,8 @@ TEST_F(StrategyTest, DifferentMergeCallCountsRaiseInsteadOfHanging) {
                UnavailableError);
   // Default strategy: merge_call runs directly.
   auto one = default_strategy().run([] {
-    return get_replica_context()->merge_call([](Strategy&, const PerReplica<int>& v) { return v.values()[0] + 1; }, 41);
+    return get_replica_context()->merge_call(
+        [](Strategy&, const PerReplica<int>& v) { return v.values()[0] + 1; }, 41);
   });
   EXPECT_EQ(one.values(), (std::vector<int>{42}));
 }

@@ -30,8 +30,9 @@ class DistributedValues {
   int num_components() const noexcept { return static_cast<int>(values_.size()); }
   // The component of local replica `i`.
   const T& component(int i) const {
-    STRATA_CHECK_ARG(i >= 0 && i < num_components(), "DistributedValues: expected a replica index in [0, ",
-                     num_components(), "), got ", i);
+    STRATA_CHECK_ARG(i >= 0 && i < num_components(),
+                     "DistributedValues: expected a replica index in [0, ", num_components(),
+                     "), got ", i);
     return values_[i];
   }
 

@@ -42,16 +42,15 @@ void to_proto(const Feature& f, pb::Feature* out) {
 Feature from_proto(const pb::Feature& f) {
   switch (f.kind_case()) {
     case pb::Feature::kFloatList:
-      return {FeatureValues::of(std::vector<float>(f.float_list().value().begin(),
-                                                   f.float_list().value().end()))};
+      return {FeatureValues::of(
+          std::vector<float>(f.float_list().value().begin(), f.float_list().value().end()))};
     case pb::Feature::kInt64List:
-      return {FeatureValues::of(std::vector<int64_t>(f.int64_list().value().begin(),
-                                                     f.int64_list().value().end()))};
+      return {FeatureValues::of(
+          std::vector<int64_t>(f.int64_list().value().begin(), f.int64_list().value().end()))};
     case pb::Feature::kBytesList:
-      return {FeatureValues::of(std::vector<std::string>(f.bytes_list().value().begin(),
-                                                         f.bytes_list().value().end()))};
-    case pb::Feature::KIND_NOT_SET:
-      return {};
+      return {FeatureValues::of(
+          std::vector<std::string>(f.bytes_list().value().begin(), f.bytes_list().value().end()))};
+    case pb::Feature::KIND_NOT_SET: return {};
   }
   return {};
 }
@@ -59,28 +58,20 @@ Feature from_proto(const pb::Feature& f) {
 // The dtype a wire Feature holds, or nullopt when no list is set.
 std::optional<FeatureDType> dtype_of(const pb::Feature& f) {
   switch (f.kind_case()) {
-    case pb::Feature::kFloatList:
-      return FeatureDType::float32;
-    case pb::Feature::kInt64List:
-      return FeatureDType::int64;
-    case pb::Feature::kBytesList:
-      return FeatureDType::string;
-    case pb::Feature::KIND_NOT_SET:
-      return std::nullopt;
+    case pb::Feature::kFloatList: return FeatureDType::float32;
+    case pb::Feature::kInt64List: return FeatureDType::int64;
+    case pb::Feature::kBytesList: return FeatureDType::string;
+    case pb::Feature::KIND_NOT_SET: return std::nullopt;
   }
   return std::nullopt;
 }
 
 size_t count_of(const pb::Feature& f) {
   switch (f.kind_case()) {
-    case pb::Feature::kFloatList:
-      return static_cast<size_t>(f.float_list().value_size());
-    case pb::Feature::kInt64List:
-      return static_cast<size_t>(f.int64_list().value_size());
-    case pb::Feature::kBytesList:
-      return static_cast<size_t>(f.bytes_list().value_size());
-    case pb::Feature::KIND_NOT_SET:
-      return 0;
+    case pb::Feature::kFloatList: return static_cast<size_t>(f.float_list().value_size());
+    case pb::Feature::kInt64List: return static_cast<size_t>(f.int64_list().value_size());
+    case pb::Feature::kBytesList: return static_cast<size_t>(f.bytes_list().value_size());
+    case pb::Feature::KIND_NOT_SET: return 0;
   }
   return 0;
 }
@@ -100,8 +91,7 @@ void append_values(const pb::Feature& f, FeatureValues* out) {
       out->string_values.insert(out->string_values.end(), f.bytes_list().value().begin(),
                                 f.bytes_list().value().end());
       break;
-    case pb::Feature::KIND_NOT_SET:
-      break;
+    case pb::Feature::KIND_NOT_SET: break;
   }
 }
 
@@ -114,15 +104,9 @@ void append_default(const FeatureValues& d, FeatureValues* out) {
 
 void reserve_values(FeatureValues* v, size_t n) {
   switch (v->dtype) {
-    case FeatureDType::float32:
-      v->float_values.reserve(n);
-      break;
-    case FeatureDType::int64:
-      v->int64_values.reserve(n);
-      break;
-    case FeatureDType::string:
-      v->string_values.reserve(n);
-      break;
+    case FeatureDType::float32: v->float_values.reserve(n); break;
+    case FeatureDType::int64: v->int64_values.reserve(n); break;
+    case FeatureDType::string: v->string_values.reserve(n); break;
   }
 }
 
@@ -134,17 +118,17 @@ std::map<std::string, size_t> check_specs(const FeatureSpecs& specs, std::string
     if (!fixed) continue;
     uint64_t n = 1;
     for (int64_t d : fixed->shape) {
-      STRATA_CHECK_ARG(d >= 0, who, ": FixedLenFeature '", name, "' expected a fully defined shape, got ",
-                       shape_str(fixed->shape));
-      STRATA_CHECK_ARG(d == 0 || n <= std::numeric_limits<uint32_t>::max() / static_cast<uint64_t>(d),
-                       who, ": FixedLenFeature '", name, "' shape ", shape_str(fixed->shape),
-                       " is too large");
+      STRATA_CHECK_ARG(d >= 0, who, ": FixedLenFeature '", name,
+                       "' expected a fully defined shape, got ", shape_str(fixed->shape));
+      STRATA_CHECK_ARG(
+          d == 0 || n <= std::numeric_limits<uint32_t>::max() / static_cast<uint64_t>(d), who,
+          ": FixedLenFeature '", name, "' shape ", shape_str(fixed->shape), " is too large");
       n *= static_cast<uint64_t>(d);
     }
     if (fixed->default_value) {
-      STRATA_CHECK_ARG(fixed->default_value->dtype == fixed->dtype, who, ": FixedLenFeature '", name,
-                       "' expected a default of type ", feature_dtype_name(fixed->dtype), ", got ",
-                       feature_dtype_name(fixed->default_value->dtype));
+      STRATA_CHECK_ARG(fixed->default_value->dtype == fixed->dtype, who, ": FixedLenFeature '",
+                       name, "' expected a default of type ", feature_dtype_name(fixed->dtype),
+                       ", got ", feature_dtype_name(fixed->default_value->dtype));
       STRATA_CHECK_ARG(fixed->default_value->size() == n, who, ": FixedLenFeature '", name,
                        "' expected a default with ", n, " values for shape ",
                        shape_str(fixed->shape), ", got ", fixed->default_value->size());
@@ -176,8 +160,9 @@ void parse_one(const pb::Example& ex, const FeatureSpecs& specs,
     const FeatureDType want = std::visit([](const auto& s) { return s.dtype; }, spec);
     if (f) {
       const FeatureDType got = *dtype_of(*f);
-      STRATA_CHECK_ARG(got == want, prefix(name), "Data types don't match. Data type: ",
-                       feature_dtype_name(got), " but expected type: ", feature_dtype_name(want));
+      STRATA_CHECK_ARG(got == want, prefix(name),
+                       "Data types don't match. Data type: ", feature_dtype_name(got),
+                       " but expected type: ", feature_dtype_name(want));
     }
     if (const auto* fixed = std::get_if<FixedLenFeature>(&spec)) {
       const size_t n = sizes.at(name);
@@ -190,8 +175,8 @@ void parse_one(const pb::Example& ex, const FeatureSpecs& specs,
       }
       const size_t count = count_of(*f);
       STRATA_CHECK_ARG(count == n, prefix(name), "Number of ", feature_dtype_name(want),
-                       " values != expected.  Values size: ", count, " but output shape: ",
-                       shape_str(fixed->shape));
+                       " values != expected.  Values size: ", count,
+                       " but output shape: ", shape_str(fixed->shape));
       append_values(*f, &result.values);
     } else {
       const size_t count = f ? count_of(*f) : 0;
@@ -234,12 +219,9 @@ bool parse_proto(std::string_view bytes, pb::Example* ex) {
 
 std::string_view feature_dtype_name(FeatureDType dtype) noexcept {
   switch (dtype) {
-    case FeatureDType::float32:
-      return "float";
-    case FeatureDType::int64:
-      return "int64";
-    case FeatureDType::string:
-      return "string";
+    case FeatureDType::float32: return "float";
+    case FeatureDType::int64: return "int64";
+    case FeatureDType::string: return "string";
   }
   return "unknown";
 }
@@ -265,12 +247,9 @@ FeatureValues FeatureValues::of(std::vector<std::string> v) {
 
 size_t FeatureValues::size() const noexcept {
   switch (dtype) {
-    case FeatureDType::float32:
-      return float_values.size();
-    case FeatureDType::int64:
-      return int64_values.size();
-    case FeatureDType::string:
-      return string_values.size();
+    case FeatureDType::float32: return float_values.size();
+    case FeatureDType::int64: return int64_values.size();
+    case FeatureDType::string: return string_values.size();
   }
   return 0;
 }
@@ -309,8 +288,9 @@ std::string Example::serialize() const {
 Example Example::parse(std::string_view bytes) {
   google::protobuf::Arena arena;
   auto* ex = google::protobuf::Arena::CreateMessage<pb::Example>(&arena);
-  STRATA_CHECK(DATA_LOSS, parse_proto(bytes, ex), "Example::parse: expected a serialized tf.train.Example, got ",
-               bytes.size(), " bytes that do not parse");
+  STRATA_CHECK(DATA_LOSS, parse_proto(bytes, ex),
+               "Example::parse: expected a serialized tf.train.Example, got ", bytes.size(),
+               " bytes that do not parse");
   Example result;
   for (const auto& [name, feature] : ex->features().feature()) {
     result.features_[name] = from_proto(feature);
@@ -338,8 +318,9 @@ ParsedFeatures parse_example(std::span<const std::string> serialized, const Feat
   google::protobuf::Arena arena;
   for (size_t i = 0; i < serialized.size(); ++i) {
     auto* ex = google::protobuf::Arena::CreateMessage<pb::Example>(&arena);
-    STRATA_CHECK_ARG(parse_proto(serialized[i], ex), "parse_example: Could not parse example input ",
-                     i, " (", serialized[i].size(), " bytes)");
+    STRATA_CHECK_ARG(parse_proto(serialized[i], ex),
+                     "parse_example: Could not parse example input ", i, " (", serialized[i].size(),
+                     " bytes)");
     parse_one(*ex, specs, sizes, static_cast<int64_t>(i), /*batched=*/true, &out);
     arena.Reset();
   }

@@ -100,10 +100,11 @@ struct FixedLenFeature {
   // strata::DType gets one from strata/data/example_tensors.h (io itself does
   // not know tensors).
   template <typename D>
-    requires requires(D d) {
-      { to_feature_dtype(d) } -> std::same_as<FeatureDType>;
-    }
-  FixedLenFeature(std::vector<int64_t> shape, D dtype, std::optional<FeatureValues> default_value = std::nullopt)
+  requires requires(D d) {
+    { to_feature_dtype(d) } -> std::same_as<FeatureDType>;
+  }
+  FixedLenFeature(std::vector<int64_t> shape, D dtype,
+                  std::optional<FeatureValues> default_value = std::nullopt)
       : FixedLenFeature(std::move(shape), to_feature_dtype(dtype), std::move(default_value)) {}
 };
 
@@ -112,9 +113,9 @@ struct VarLenFeature {
   FeatureDType dtype = FeatureDType::float32;
   explicit VarLenFeature(FeatureDType dtype) : dtype(dtype) {}
   template <typename D>
-    requires requires(D d) {
-      { to_feature_dtype(d) } -> std::same_as<FeatureDType>;
-    }
+  requires requires(D d) {
+    { to_feature_dtype(d) } -> std::same_as<FeatureDType>;
+  }
   explicit VarLenFeature(D d) : dtype(to_feature_dtype(d)) {}
 };
 

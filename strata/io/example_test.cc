@@ -35,7 +35,8 @@ TEST(Example, ParsesTheSpecExampleBytes) {
   const Example ex = Example::parse(kSpecExample);
   ASSERT_EQ(ex.features().size(), 1u);
   EXPECT_EQ(ex.features().at("a").kind, FeatureValues::of(std::vector<int64_t>{1}));
-  const ParsedFeatures f = parse_single_example(kSpecExample, {{"a", FixedLenFeature({}, D::int64)}});
+  const ParsedFeatures f =
+      parse_single_example(kSpecExample, {{"a", FixedLenFeature({}, D::int64)}});
   EXPECT_EQ(f.at("a").values.int64_values, std::vector<int64_t>{1});
   EXPECT_TRUE(f.at("a").shape.empty());
 }
@@ -96,9 +97,10 @@ TEST(ParseSingleExample, FixedLenFeaturesOfEveryDtypeWithShapes) {
   Example ex;
   ex.set_float_list("image", std::vector<float>(6, 0.5f)).set_bytes_list("name", {"shirt"});
   ex.set_int64_list("label", {3});
-  const auto f = parse_single_example(ex.serialize(), {{"image", FixedLenFeature({2, 3}, D::float32)},
-                                                       {"name", FixedLenFeature({1}, D::string)},
-                                                       {"label", FixedLenFeature({}, D::int64)}});
+  const auto f =
+      parse_single_example(ex.serialize(), {{"image", FixedLenFeature({2, 3}, D::float32)},
+                                            {"name", FixedLenFeature({1}, D::string)},
+                                            {"label", FixedLenFeature({}, D::int64)}});
   EXPECT_FALSE(f.at("image").sparse);
   EXPECT_EQ(f.at("image").shape, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(f.at("image").values.float_values, std::vector<float>(6, 0.5f));
@@ -107,8 +109,9 @@ TEST(ParseSingleExample, FixedLenFeaturesOfEveryDtypeWithShapes) {
 }
 
 TEST(ParseSingleExample, MissingFeatureWithoutDefaultNamesTheFeature) {
-  const std::string msg = message_of(
-      [] { parse_single_example(kSpecExample, {{"label", FixedLenFeature({}, D::int64)}}); });
+  const std::string msg = message_of([] {
+    parse_single_example(kSpecExample, {{"label", FixedLenFeature({}, D::int64)}});
+  });
   EXPECT_NE(msg.find("Feature: label (data type: int64) is required but could not be found."),
             std::string::npos)
       << msg;
@@ -131,8 +134,9 @@ TEST(ParseSingleExample, FeatureWithNoListSetCountsAsMissing) {
 }
 
 TEST(ParseSingleExample, WrongTypeNamesTheFeatureAndBothTypes) {
-  const std::string msg =
-      message_of([] { parse_single_example(kSpecExample, {{"a", FixedLenFeature({}, D::float32)}}); });
+  const std::string msg = message_of([] {
+    parse_single_example(kSpecExample, {{"a", FixedLenFeature({}, D::float32)}});
+  });
   EXPECT_NE(msg.find("Key: a.  Data types don't match. Data type: int64 but expected type: float"),
             std::string::npos)
       << msg;
@@ -142,28 +146,35 @@ TEST(ParseSingleExample, WrongTypeNamesTheFeatureAndBothTypes) {
 
 TEST(ParseSingleExample, WrongNumberOfValuesNamesTheFeatureAndShape) {
   const std::string bytes = Example().set_float_list("x", {1, 2, 3}).serialize();
-  const std::string msg =
-      message_of([&] { parse_single_example(bytes, {{"x", FixedLenFeature({2}, D::float32)}}); });
-  EXPECT_NE(msg.find("Key: x.  Number of float values != expected.  Values size: 3 but output shape: [2]"),
-            std::string::npos)
+  const std::string msg = message_of([&] {
+    parse_single_example(bytes, {{"x", FixedLenFeature({2}, D::float32)}});
+  });
+  EXPECT_NE(
+      msg.find(
+          "Key: x.  Number of float values != expected.  Values size: 3 but output shape: [2]"),
+      std::string::npos)
       << msg;
 }
 
 TEST(ParseSingleExample, InvalidSpecsAreInvalidArgument) {
   EXPECT_THROW(parse_single_example(kSpecExample, {{"a", FixedLenFeature({-1}, D::int64)}}),
                InvalidArgumentError);
-  EXPECT_THROW(parse_single_example(kSpecExample, {{"b", FixedLenFeature({2}, D::int64,
-                                                                          FeatureValues::of(std::vector<int64_t>{1}))}}),
-               InvalidArgumentError);
-  EXPECT_THROW(parse_single_example(kSpecExample, {{"b", FixedLenFeature({}, D::int64,
-                                                                          FeatureValues::of(std::vector<float>{1}))}}),
-               InvalidArgumentError);
+  EXPECT_THROW(
+      parse_single_example(
+          kSpecExample,
+          {{"b", FixedLenFeature({2}, D::int64, FeatureValues::of(std::vector<int64_t>{1}))}}),
+      InvalidArgumentError);
+  EXPECT_THROW(
+      parse_single_example(
+          kSpecExample,
+          {{"b", FixedLenFeature({}, D::int64, FeatureValues::of(std::vector<float>{1}))}}),
+      InvalidArgumentError);
 }
 
 TEST(ParseSingleExample, VarLenFeatureGivesValuesIndicesAndDenseShape) {
   const std::string bytes = Example().set_bytes_list("tags", {"a", "b", "c"}).serialize();
-  const auto f = parse_single_example(bytes, {{"tags", VarLenFeature(D::string)},
-                                              {"none", VarLenFeature(D::int64)}});
+  const auto f = parse_single_example(
+      bytes, {{"tags", VarLenFeature(D::string)}, {"none", VarLenFeature(D::int64)}});
   const ParsedFeature& t = f.at("tags");
   EXPECT_TRUE(t.sparse);
   EXPECT_EQ(t.values.string_values, (std::vector<std::string>{"a", "b", "c"}));
@@ -193,14 +204,16 @@ TEST(ParseExample, BatchesDenseFeaturesAndRankTwoSparseOnes) {
 TEST(ParseExample, ErrorsNameTheFeatureAndTheExampleIndex) {
   std::vector<std::string> batch = {Example().set_int64_list("label", {1}).serialize(),
                                     Example().set_int64_list("label", {1, 2}).serialize()};
-  const std::string msg =
-      message_of([&] { parse_example(batch, {{"label", FixedLenFeature({}, D::int64)}}); });
+  const std::string msg = message_of([&] {
+    parse_example(batch, {{"label", FixedLenFeature({}, D::int64)}});
+  });
   EXPECT_NE(msg.find("Key: label, Index: 1."), std::string::npos) << msg;
   EXPECT_NE(msg.find("Values size: 2 but output shape: []"), std::string::npos) << msg;
 }
 
 TEST(ParseExample, EmptyBatchGivesZeroSizedResults) {
-  const auto f = parse_example(std::vector<std::string>{}, {{"x", FixedLenFeature({4}, D::float32)}});
+  const auto f =
+      parse_example(std::vector<std::string>{}, {{"x", FixedLenFeature({4}, D::float32)}});
   EXPECT_EQ(f.at("x").shape, (std::vector<int64_t>{0, 4}));
   EXPECT_TRUE(f.at("x").values.float_values.empty());
 }

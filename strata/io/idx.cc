@@ -28,14 +28,13 @@ bool is_gzip(std::string_view bytes) {
 }
 
 IdxArray parse_plain(std::string_view b, std::string_view name) {
-  STRATA_CHECK(DATA_LOSS, b.size() >= 4, name, ": expected a 4-byte IDX magic, got a file of ", b.size(),
-               " bytes");
+  STRATA_CHECK(DATA_LOSS, b.size() >= 4, name, ": expected a 4-byte IDX magic, got a file of ",
+               b.size(), " bytes");
   STRATA_CHECK(DATA_LOSS, b[0] == 0 && b[1] == 0, name,
                ": bad IDX magic: expected the first two bytes to be 00 00");
   const auto code = static_cast<uint8_t>(b[2]);
   switch (code) {
-    case 0x08:
-      break;
+    case 0x08: break;
     case 0x09:
     case 0x0b:
     case 0x0c:
@@ -44,8 +43,8 @@ IdxArray parse_plain(std::string_view b, std::string_view name) {
       throw UnimplementedError(str_cat(name, ": IDX type code ", type_hex(code),
                                        " is not supported; only unsigned byte (0x08) is"));
     default:
-      throw DataLossError(str_cat(name, ": bad IDX type code ", type_hex(code),
-                                  " (expected 0x08, unsigned byte)"));
+      throw DataLossError(
+          str_cat(name, ": bad IDX type code ", type_hex(code), " (expected 0x08, unsigned byte)"));
   }
   const size_t rank = static_cast<uint8_t>(b[3]);
   STRATA_CHECK(DATA_LOSS, b.size() >= 4 + 4 * rank, name, ": truncated IDX header: ", rank,
@@ -54,7 +53,8 @@ IdxArray parse_plain(std::string_view b, std::string_view name) {
   uint64_t n = 1;
   for (size_t i = 0; i < rank; ++i) {
     const auto* p = reinterpret_cast<const uint8_t*>(b.data() + 4 + 4 * i);
-    const uint64_t d = (uint64_t{p[0]} << 24) | (uint64_t{p[1]} << 16) | (uint64_t{p[2]} << 8) | p[3];
+    const uint64_t d =
+        (uint64_t{p[0]} << 24) | (uint64_t{p[1]} << 16) | (uint64_t{p[2]} << 8) | p[3];
     out.dims.push_back(static_cast<int64_t>(d));
     // Any product above the file size is already wrong; stop before overflow.
     n = (d != 0 && n > b.size() / d + 1) ? std::numeric_limits<uint64_t>::max() : n * d;

@@ -41,8 +41,10 @@ TEST(Idx, BadMagicTypeOrSizeIsDataLoss) {
   EXPECT_THROW(parse_idx(from_hex("00 00 0d 01 00 00 00 01 07 07 07 07")), UnimplementedError);
   EXPECT_THROW(parse_idx(kIdx.substr(0, kIdx.size() - 1)), DataLossError);  // short body
   EXPECT_THROW(parse_idx(kIdx + "x"), DataLossError);                       // trailing byte
-  EXPECT_THROW(parse_idx(from_hex("00 00 08 03 ff ff ff ff ff ff ff ff ff ff ff ff")), DataLossError);
-  for (size_t cut = 0; cut < 12; ++cut) EXPECT_THROW(parse_idx(kIdx.substr(0, cut)), DataLossError) << cut;
+  EXPECT_THROW(parse_idx(from_hex("00 00 08 03 ff ff ff ff ff ff ff ff ff ff ff ff")),
+               DataLossError);
+  for (size_t cut = 0; cut < 12; ++cut)
+    EXPECT_THROW(parse_idx(kIdx.substr(0, cut)), DataLossError) << cut;
 }
 
 TEST(Idx, TruncatedGzipIsDataLoss) {
@@ -65,7 +67,8 @@ TEST(Idx, ReadsTheRealFashionMnistTestLabels) {
   const IdxArray labels = read_idx(STRATA_FASHION_MNIST_LABELS);
   EXPECT_EQ(labels.dims, std::vector<int64_t>{10000});
   ASSERT_EQ(labels.data.size(), 10000u);
-  EXPECT_TRUE(std::all_of(labels.data.begin(), labels.data.end(), [](uint8_t v) { return v < 10; }));
+  EXPECT_TRUE(
+      std::all_of(labels.data.begin(), labels.data.end(), [](uint8_t v) { return v < 10; }));
   EXPECT_EQ(labels.data[0], 9);  // the first test image is an ankle boot
 }
 #endif

@@ -11,8 +11,8 @@
 //   w.close();
 //   io::TFRecordReader r(path, {.compression_type = "GZIP"});
 //   while (auto rec = r.read_next()) {
-//     auto f = io::parse_single_example(*rec, {{"label", io::FixedLenFeature({}, io::FeatureDType::int64)}});
-//     std::cout << f.at("label").values.int64_values[0];
+//     auto f = io::parse_single_example(*rec, {{"label", io::FixedLenFeature({},
+//     io::FeatureDType::int64)}}); std::cout << f.at("label").values.int64_values[0];
 //   }
 
 #include "strata/io/example.h"

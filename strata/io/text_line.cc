@@ -80,9 +80,9 @@ std::optional<std::string> FixedLengthRecordReader::read_next() {
     const size_t got = in_->append(&skipped, header);
     // The footer must fit too: keep it as look-ahead.
     in_->append(&lookahead_, footer);
-    STRATA_CHECK(DATA_LOSS, got == header && lookahead_.size() == footer, in_->name(),
-                 ": file of ", got + lookahead_.size(), " bytes is shorter than header_bytes (",
-                 header, ") + footer_bytes (", footer, ")");
+    STRATA_CHECK(DATA_LOSS, got == header && lookahead_.size() == footer, in_->name(), ": file of ",
+                 got + lookahead_.size(), " bytes is shorter than header_bytes (", header,
+                 ") + footer_bytes (", footer, ")");
     started_ = true;
   }
   // lookahead_ holds `footer` bytes that might be the footer; read one record's

@@ -44,9 +44,9 @@ class TextLineReader {
 
 // tf.data.FixedLengthRecordDataset's arguments, in TF's order.
 struct FixedLengthRecordOptions {
-  int64_t header_bytes = 0;   // skipped at the start of the file
-  int64_t record_bytes = 0;   // must be > 0
-  int64_t footer_bytes = 0;   // ignored at the end of the file
+  int64_t header_bytes = 0;  // skipped at the start of the file
+  int64_t record_bytes = 0;  // must be > 0
+  int64_t footer_bytes = 0;  // ignored at the end of the file
   std::string compression_type = "";
 };
 
@@ -67,7 +67,8 @@ class FixedLengthRecordReader {
   std::optional<std::string> read_next();
 
  private:
-  FixedLengthRecordReader(std::unique_ptr<internal::InputStream> in, FixedLengthRecordOptions options);
+  FixedLengthRecordReader(std::unique_ptr<internal::InputStream> in,
+                          FixedLengthRecordOptions options);
   std::unique_ptr<internal::InputStream> in_;
   FixedLengthRecordOptions options_;
   bool started_ = false;

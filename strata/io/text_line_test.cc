@@ -56,15 +56,16 @@ TEST(FixedLengthRecordReader, SkipsHeaderAndFooter) {
   auto r = FixedLengthRecordReader::from_bytes(
       "HHaaabbbcccFF", {.header_bytes = 2, .record_bytes = 3, .footer_bytes = 2});
   EXPECT_EQ(records_of(std::move(r)), (V{"aaa", "bbb", "ccc"}));
-  EXPECT_EQ(records_of(FixedLengthRecordReader::from_bytes("abcd", {.record_bytes = 2})), (V{"ab", "cd"}));
-  EXPECT_EQ(records_of(FixedLengthRecordReader::from_bytes("HF", {.header_bytes = 1, .record_bytes = 4,
-                                                                  .footer_bytes = 1})),
+  EXPECT_EQ(records_of(FixedLengthRecordReader::from_bytes("abcd", {.record_bytes = 2})),
+            (V{"ab", "cd"}));
+  EXPECT_EQ(records_of(FixedLengthRecordReader::from_bytes(
+                "HF", {.header_bytes = 1, .record_bytes = 4, .footer_bytes = 1})),
             V{});
 }
 
 TEST(FixedLengthRecordReader, TruncatedLastRecordIsDataLossNamingTheOffset) {
-  auto r = FixedLengthRecordReader::from_bytes("HaaabbF", {.header_bytes = 1, .record_bytes = 3,
-                                                           .footer_bytes = 1}, "f.bin");
+  auto r = FixedLengthRecordReader::from_bytes(
+      "HaaabbF", {.header_bytes = 1, .record_bytes = 3, .footer_bytes = 1}, "f.bin");
   EXPECT_EQ(r.read_next(), std::optional<std::string>("aaa"));
   try {
     r.read_next();
@@ -76,16 +77,16 @@ TEST(FixedLengthRecordReader, TruncatedLastRecordIsDataLossNamingTheOffset) {
 }
 
 TEST(FixedLengthRecordReader, FileShorterThanHeaderPlusFooterIsDataLoss) {
-  auto r = FixedLengthRecordReader::from_bytes("abc", {.header_bytes = 2, .record_bytes = 1,
-                                                       .footer_bytes = 2});
+  auto r = FixedLengthRecordReader::from_bytes(
+      "abc", {.header_bytes = 2, .record_bytes = 1, .footer_bytes = 2});
   EXPECT_THROW(r.read_next(), DataLossError);
 }
 
 TEST(FixedLengthRecordReader, ReadsGzippedFiles) {
   const std::string body = "HHaaabbbFF";
-  auto r = FixedLengthRecordReader::from_bytes(testing::deflate_bytes(body, 31),
-                                               {.header_bytes = 2, .record_bytes = 3, .footer_bytes = 2,
-                                                .compression_type = "GZIP"});
+  auto r = FixedLengthRecordReader::from_bytes(
+      testing::deflate_bytes(body, 31),
+      {.header_bytes = 2, .record_bytes = 3, .footer_bytes = 2, .compression_type = "GZIP"});
   EXPECT_EQ(records_of(std::move(r)), (V{"aaa", "bbb"}));
 }
 

@@ -46,7 +46,8 @@ std::string tfrecord_frame(std::string_view payload) {
   put_le64(out.data(), payload.size());
   put_le32(out.data() + 8, crc32c::mask(crc32c::value(out.data(), 8)));
   out.replace(kTFRecordHeaderBytes, payload.size(), payload);
-  put_le32(out.data() + kTFRecordHeaderBytes + payload.size(), crc32c::mask(crc32c::value(payload)));
+  put_le32(out.data() + kTFRecordHeaderBytes + payload.size(),
+           crc32c::mask(crc32c::value(payload)));
   return out;
 }
 
@@ -182,8 +183,8 @@ std::optional<std::string> TFRecordReader::read_next() {
     throw;
   }
   if (footer_got < sizeof footer) {
-    return fail(str_cat("truncated record at offset ", start, ": data checksum needs 4 bytes, file has ",
-                        footer_got));
+    return fail(str_cat("truncated record at offset ", start,
+                        ": data checksum needs 4 bytes, file has ", footer_got));
   }
   const uint32_t stored_crc = crc32c::unmask(get_le32(footer));
   const uint32_t crc = crc32c::value(data);

@@ -75,12 +75,14 @@ class TFRecordRoundTrip : public ::testing::TestWithParam<std::string> {};
 TEST_P(TFRecordRoundTrip, WriterOutputReadsBackRecordForRecord) {
   TempDir dir;
   const std::string path = dir.file("r.tfrecord");
-  std::vector<std::string> records = {"", "a", "hello", std::string(100000, 'x'), std::string(3, '\0')};
+  std::vector<std::string> records = {"", "a", "hello", std::string(100000, 'x'),
+                                      std::string(3, '\0')};
   // Records larger than the reader's 256 KiB buffer and its 1 MiB growth step.
   std::string big(3 << 20, '\0');
   for (size_t i = 0; i < big.size(); ++i) big[i] = static_cast<char>((i * 2654435761u) >> 13);
   records.push_back(big);
-  for (int i = 0; i < 500; ++i) records.push_back(std::string(static_cast<size_t>(i), static_cast<char>(i)));
+  for (int i = 0; i < 500; ++i)
+    records.push_back(std::string(static_cast<size_t>(i), static_cast<char>(i)));
   {
     TFRecordWriter w(path, {.compression_type = GetParam()});
     for (size_t i = 0; i < records.size(); ++i) {
@@ -115,7 +117,9 @@ TEST_P(TFRecordRoundTrip, SeekReturnsToARecordStartForwardAndBackward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Compression, TFRecordRoundTrip, ::testing::Values("", "ZLIB", "GZIP"),
-                         [](const auto& info) { return info.param.empty() ? std::string("NONE") : info.param; });
+                         [](const auto& info) {
+                           return info.param.empty() ? std::string("NONE") : info.param;
+                         });
 
 TEST(TFRecordCompression, GzipAndZlibFilesAreStandardContainers) {
   TempDir dir;
@@ -135,14 +139,17 @@ TEST(TFRecordCompression, GzipAndZlibFilesAreStandardContainers) {
 
 TEST(TFRecordCompression, ReadsStreamsCompressedByZlibItself) {
   const std::string plain = kHelloRecord + kEmptyRecord;
-  auto z = TFRecordReader::from_bytes(testing::deflate_bytes(plain, 15), {.compression_type = "ZLIB"});
+  auto z =
+      TFRecordReader::from_bytes(testing::deflate_bytes(plain, 15), {.compression_type = "ZLIB"});
   EXPECT_EQ(read_all(z), (std::vector<std::string>{"hello", ""}));
-  auto g = TFRecordReader::from_bytes(testing::deflate_bytes(plain, 31), {.compression_type = "GZIP"});
+  auto g =
+      TFRecordReader::from_bytes(testing::deflate_bytes(plain, 31), {.compression_type = "GZIP"});
   EXPECT_EQ(read_all(g), (std::vector<std::string>{"hello", ""}));
 }
 
 TEST(TFRecordCompression, ConcatenatedGzipMembersReadAsOneStream) {
-  const std::string bytes = testing::deflate_bytes(kHelloRecord, 31) + testing::deflate_bytes(kEmptyRecord, 31);
+  const std::string bytes =
+      testing::deflate_bytes(kHelloRecord, 31) + testing::deflate_bytes(kEmptyRecord, 31);
   auto r = TFRecordReader::from_bytes(bytes, {.compression_type = "GZIP"});
   EXPECT_EQ(read_all(r), (std::vector<std::string>{"hello", ""}));
 }
@@ -150,7 +157,8 @@ TEST(TFRecordCompression, ConcatenatedGzipMembersReadAsOneStream) {
 TEST(TFRecordCompression, TruncatedCompressedStreamIsDataLoss) {
   const std::string full = testing::deflate_bytes(kHelloRecord + kHelloRecord, 31);
   for (size_t cut = 1; cut < full.size(); ++cut) {
-    auto r = TFRecordReader::from_bytes(full.substr(0, cut), {.compression_type = "GZIP"}, "cut.gz");
+    auto r =
+        TFRecordReader::from_bytes(full.substr(0, cut), {.compression_type = "GZIP"}, "cut.gz");
     EXPECT_THROW(read_all(r), DataLossError) << "cut at " << cut;
   }
 }

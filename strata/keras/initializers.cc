@@ -16,8 +16,8 @@ namespace {
 constexpr double kTruncatedNormalStddevCorrection = 0.87962566103423978;
 
 void check_floating(const char* who, DType dtype) {
-  STRATA_CHECK_ARG(is_floating(dtype), "initializers::", who,
-                   ": expected a floating dtype, got ", dtype_name(dtype));
+  STRATA_CHECK_ARG(is_floating(dtype), "initializers::", who, ": expected a floating dtype, got ",
+                   dtype_name(dtype));
 }
 
 Initializer uniform_with_limit(const char* who, std::optional<uint64_t> seed, bool use_fan_out) {
@@ -26,7 +26,8 @@ Initializer uniform_with_limit(const char* who, std::optional<uint64_t> seed, bo
     auto [fan_in, fan_out] = compute_fans(shape);
     const double denom = use_fan_out ? fan_in + fan_out : fan_in;
     const double limit = std::sqrt(6.0 / std::max(1.0, denom));
-    return random::uniform(shape, {.minval = -limit, .maxval = limit, .dtype = dtype, .seed = seed});
+    return random::uniform(shape,
+                           {.minval = -limit, .maxval = limit, .dtype = dtype, .seed = seed});
   };
 }
 
@@ -34,8 +35,8 @@ Initializer truncated_with_scale(const char* who, std::optional<uint64_t> seed, 
   return [who, seed, use_fan_out](const TensorShape& shape, DType dtype) {
     check_floating(who, dtype);
     auto [fan_in, fan_out] = compute_fans(shape);
-    const double scale = use_fan_out ? 1.0 / std::max(1.0, (fan_in + fan_out) / 2.0)
-                                     : 2.0 / std::max(1.0, fan_in);
+    const double scale =
+        use_fan_out ? 1.0 / std::max(1.0, (fan_in + fan_out) / 2.0) : 2.0 / std::max(1.0, fan_in);
     const double stddev = std::sqrt(scale) / kTruncatedNormalStddevCorrection;
     return random::truncated_normal(shape,
                                     {.mean = 0.0, .stddev = stddev, .dtype = dtype, .seed = seed});
@@ -70,14 +71,15 @@ Initializer he_uniform(const SeedOptions& options) {
 Initializer random_normal(const RandomNormalOptions& o) {
   return [o](const TensorShape& shape, DType dtype) {
     check_floating("random_normal", dtype);
-    return random::normal(shape, {.mean = o.mean, .stddev = o.stddev, .dtype = dtype, .seed = o.seed});
+    return random::normal(shape,
+                          {.mean = o.mean, .stddev = o.stddev, .dtype = dtype, .seed = o.seed});
   };
 }
 Initializer truncated_normal(const RandomNormalOptions& o) {
   return [o](const TensorShape& shape, DType dtype) {
     check_floating("truncated_normal", dtype);
-    return random::truncated_normal(shape,
-                                    {.mean = o.mean, .stddev = o.stddev, .dtype = dtype, .seed = o.seed});
+    return random::truncated_normal(
+        shape, {.mean = o.mean, .stddev = o.stddev, .dtype = dtype, .seed = o.seed});
   };
 }
 Initializer random_uniform(const RandomUniformOptions& o) {
@@ -85,8 +87,8 @@ Initializer random_uniform(const RandomUniformOptions& o) {
                    o.minval, " and ", o.maxval);
   return [o](const TensorShape& shape, DType dtype) {
     check_floating("random_uniform", dtype);
-    return random::uniform(shape,
-                           {.minval = o.minval, .maxval = o.maxval, .dtype = dtype, .seed = o.seed});
+    return random::uniform(
+        shape, {.minval = o.minval, .maxval = o.maxval, .dtype = dtype, .seed = o.seed});
   };
 }
 

@@ -46,9 +46,12 @@ TEST(GlorotUniform, StaysWithinTheKerasLimitAndHasItsVariance) {
 }
 
 TEST(GlorotUniform, SameSeedGivesSameValuesAndOtherSeedDiffers) {
-  auto a = initializers::glorot_uniform({.seed = 1})(TensorShape{4, 4}, DType::float32).to_vector<float>();
-  auto b = initializers::glorot_uniform({.seed = 1})(TensorShape{4, 4}, DType::float32).to_vector<float>();
-  auto c = initializers::glorot_uniform({.seed = 2})(TensorShape{4, 4}, DType::float32).to_vector<float>();
+  auto a = initializers::glorot_uniform({.seed = 1})(TensorShape{4, 4}, DType::float32)
+               .to_vector<float>();
+  auto b = initializers::glorot_uniform({.seed = 1})(TensorShape{4, 4}, DType::float32)
+               .to_vector<float>();
+  auto c = initializers::glorot_uniform({.seed = 2})(TensorShape{4, 4}, DType::float32)
+               .to_vector<float>();
   EXPECT_EQ(a, b);
   EXPECT_NE(a, c);
 }
@@ -63,8 +66,8 @@ TEST(HeUniform, StaysWithinSqrtSixOverFanIn) {
 TEST(HeNormal, TruncatesAtTwoStddevsOfTheCorrectedScale) {
   // stddev = sqrt(2 / 50) / 0.87962566103423978 = 0.227369...; values within 2 stddev;
   // the truncated distribution's variance is then 2 / fan_in = 0.04.
-  auto v = initializers::he_normal({.seed = 9})(TensorShape{50, 400}, DType::float32)
-               .to_vector<float>();
+  auto v =
+      initializers::he_normal({.seed = 9})(TensorShape{50, 400}, DType::float32).to_vector<float>();
   const double stddev = std::sqrt(2.0 / 50.0) / 0.87962566103423978;
   for (float x : v) ASSERT_LE(std::abs(x), 2 * stddev + 1e-6);
   EXPECT_NEAR(variance_of(v), 0.04, 0.002);

@@ -52,13 +52,15 @@ void Layer::build(const TensorShape& input_shape) {
   built_ = true;
 }
 
-Variable Layer::add_weight(const std::string& name, const TensorShape& shape, const WeightOptions& options) {
+Variable Layer::add_weight(const std::string& name, const TensorShape& shape,
+                           const WeightOptions& options) {
   const DType dtype = options.dtype.value_or(dtype_);
   Initializer init = options.initializer ? options.initializer : initializers::glorot_uniform();
   Tensor initial = init(shape, dtype);
   STRATA_CHECK_ARG(initial.shape() == shape && initial.dtype() == dtype, "layer '", name_,
-                   "': initializer for weight '", name, "' returned ", initial.shape().to_string(), " ",
-                   dtype_name(initial.dtype()), ", expected ", shape.to_string(), " ", dtype_name(dtype));
+                   "': initializer for weight '", name, "' returned ", initial.shape().to_string(),
+                   " ", dtype_name(initial.dtype()), ", expected ", shape.to_string(), " ",
+                   dtype_name(dtype));
   Variable v(initial, {.name = str_cat(name_, "/", name),
                        .trainable = options.trainable,
                        .synchronization = options.synchronization,
@@ -113,15 +115,16 @@ std::vector<Tensor> Layer::get_weights() const {
 
 void Layer::set_weights(const std::vector<Tensor>& values) {
   const std::vector<Variable> vars = weights();
-  STRATA_CHECK_ARG(values.size() == vars.size(), "layer '", name_, "': set_weights got ", values.size(),
-                   " arrays but the layer has ", vars.size(), " weights");
+  STRATA_CHECK_ARG(values.size() == vars.size(), "layer '", name_, "': set_weights got ",
+                   values.size(), " arrays but the layer has ", vars.size(), " weights");
   for (size_t i = 0; i < vars.size(); ++i) {
-    STRATA_CHECK_ARG(values[i].defined() && values[i].shape() == vars[i].shape() &&
-                         values[i].dtype() == vars[i].dtype(),
-                     "layer '", name_, "': weight '", vars[i].name(), "' is ", vars[i].shape().to_string(), " ",
-                     dtype_name(vars[i].dtype()), " but set_weights got ",
-                     values[i].defined() ? values[i].shape().to_string() : std::string("an undefined tensor"),
-                     values[i].defined() ? str_cat(" ", dtype_name(values[i].dtype())) : std::string());
+    STRATA_CHECK_ARG(
+        values[i].defined() && values[i].shape() == vars[i].shape() &&
+            values[i].dtype() == vars[i].dtype(),
+        "layer '", name_, "': weight '", vars[i].name(), "' is ", vars[i].shape().to_string(), " ",
+        dtype_name(vars[i].dtype()), " but set_weights got ",
+        values[i].defined() ? values[i].shape().to_string() : std::string("an undefined tensor"),
+        values[i].defined() ? str_cat(" ", dtype_name(values[i].dtype())) : std::string());
   }
   for (size_t i = 0; i < vars.size(); ++i) vars[i].assign(values[i]);
 }

@@ -58,18 +58,18 @@ struct OptionalShape : std::optional<std::vector<int64_t>> {
 struct LayerArgs {
   // Shape of one example (no batch dimension), e.g. {5} or {28, 28, 1}.
   OptionalShape input_shape = std::nullopt;
-  std::string name = "";   // "" = a unique name from the class (dense, dense_1, ...)
+  std::string name = "";  // "" = a unique name from the class (dense, dense_1, ...)
   DType dtype = DType::float32;
   bool trainable = true;
 };
 
 // keras add_weight arguments (Keras's order).
 struct WeightOptions {
-  Initializer initializer = nullptr;   // nullptr: glorot_uniform for floats (Keras)
+  Initializer initializer = nullptr;  // nullptr: glorot_uniform for floats (Keras)
   bool trainable = true;
   VariableSynchronization synchronization = VariableSynchronization::AUTO;
   VariableAggregation aggregation = VariableAggregation::NONE;
-  std::optional<DType> dtype = std::nullopt;   // default: the layer's dtype
+  std::optional<DType> dtype = std::nullopt;  // default: the layer's dtype
 };
 
 class Layer : public std::enable_shared_from_this<Layer> {
@@ -128,7 +128,8 @@ class Layer : public std::enable_shared_from_this<Layer> {
   virtual Tensor call(const Tensor& inputs, bool training) = 0;
 
   // Makes a weight named "<layer name>/<name>" through the variable-creator stack.
-  Variable add_weight(const std::string& name, const TensorShape& shape, const WeightOptions& options = {});
+  Variable add_weight(const std::string& name, const TensorShape& shape,
+                      const WeightOptions& options = {});
   // Registers a nested layer (returns it, for member initialisation).
   template <typename L>
   std::shared_ptr<L> track_layer(std::shared_ptr<L> layer) {

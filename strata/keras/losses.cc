@@ -19,10 +19,13 @@ namespace {
 // Keras's backend.epsilon().
 constexpr double kEpsilon = 1e-7;
 
-Tensor scalar_like(double v, const Tensor& like) { return strata::cast(strata::constant(v), like.dtype()); }
+Tensor scalar_like(double v, const Tensor& like) {
+  return strata::cast(strata::constant(v), like.dtype());
+}
 
 int64_t normalize_axis(int64_t axis, int rank, const char* who) {
-  STRATA_CHECK_ARG(axis >= -rank && axis < rank, who, ": axis ", axis, " is out of range for rank ", rank);
+  STRATA_CHECK_ARG(axis >= -rank && axis < rank, who, ": axis ", axis, " is out of range for rank ",
+                   rank);
   return axis < 0 ? axis + rank : axis;
 }
 
@@ -41,7 +44,8 @@ void remove_squeezable_dimensions(Tensor& y_true, Tensor& y_pred) {
 
 // Keras's clip of probabilities to [epsilon, 1 - epsilon].
 Tensor clip_probabilities(const Tensor& p) {
-  return strata::minimum(strata::maximum(p, scalar_like(kEpsilon, p)), scalar_like(1.0 - kEpsilon, p));
+  return strata::minimum(strata::maximum(p, scalar_like(kEpsilon, p)),
+                         scalar_like(1.0 - kEpsilon, p));
 }
 
 void check_label_smoothing(double s, const char* who) {
@@ -52,14 +56,10 @@ void check_label_smoothing(double s, const char* who) {
 
 std::string reduction_name(Reduction reduction) {
   switch (reduction) {
-    case Reduction::AUTO:
-      return "auto";
-    case Reduction::NONE:
-      return "none";
-    case Reduction::SUM:
-      return "sum";
-    case Reduction::SUM_OVER_BATCH_SIZE:
-      return "sum_over_batch_size";
+    case Reduction::AUTO: return "auto";
+    case Reduction::NONE: return "none";
+    case Reduction::SUM: return "sum";
+    case Reduction::SUM_OVER_BATCH_SIZE: return "sum_over_batch_size";
   }
   STRATA_INTERNAL_CHECK(false, "unknown Reduction");
   return "";
@@ -67,10 +67,8 @@ std::string reduction_name(Reduction reduction) {
 
 Tensor reduce(const Tensor& per_example_loss, Reduction reduction) {
   switch (reduction) {
-    case Reduction::NONE:
-      return per_example_loss;
-    case Reduction::SUM:
-      return strata::reduce_sum(per_example_loss);
+    case Reduction::NONE: return per_example_loss;
+    case Reduction::SUM: return strata::reduce_sum(per_example_loss);
     case Reduction::AUTO:
     case Reduction::SUM_OVER_BATCH_SIZE: {
       // TODO(#6): under a strategy the divisor becomes the global batch size.
@@ -84,7 +82,8 @@ Tensor reduce(const Tensor& per_example_loss, Reduction reduction) {
   return per_example_loss;
 }
 
-Tensor compute_weighted_loss(const Tensor& losses, const Tensor& sample_weight, Reduction reduction) {
+Tensor compute_weighted_loss(const Tensor& losses, const Tensor& sample_weight,
+                             Reduction reduction) {
   STRATA_CHECK_ARG(losses.defined(), "compute_weighted_loss: undefined losses");
   // Keras computes non-float losses in float32 and casts the result back.
   const DType input_dtype = losses.dtype();
@@ -119,7 +118,8 @@ Tensor mean_absolute_error(const Tensor& y_true, const Tensor& y_pred) {
 Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
                                        const SparseCategoricalCrossentropyFnOptions& options) {
   STRATA_CHECK_ARG(y_pred.rank() >= 1,
-                   "sparse_categorical_crossentropy: expected y_pred of rank >= 1, got shape ", y_pred.shape());
+                   "sparse_categorical_crossentropy: expected y_pred of rank >= 1, got shape ",
+                   y_pred.shape());
   STRATA_CHECK_ARG(is_floating(y_pred.dtype()),
                    "sparse_categorical_crossentropy: expected floating y_pred, got dtype ",
                    dtype_name(y_pred.dtype()));
@@ -146,37 +146,42 @@ Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pre
                    "sparse_categorical_crossentropy: expected labels of shape ", TensorShape(outer),
                    " (y_pred without its class axis), got ", y_true.shape());
   const int64_t classes = logits_shape[-1];
-  Tensor res = strata::nn::sparse_softmax_cross_entropy_with_logits(strata::reshape(labels, {n}),
-                                                                    strata::reshape(logits, {n, classes}));
+  Tensor res = strata::nn::sparse_softmax_cross_entropy_with_logits(
+      strata::reshape(labels, {n}), strata::reshape(logits, {n, classes}));
   return strata::reshape(res, outer);
 }
 
 Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
                                 const CategoricalCrossentropyFnOptions& options) {
   check_label_smoothing(options.label_smoothing, "CategoricalCrossentropyFnOptions");
-  STRATA_CHECK_ARG(is_floating(y_pred.dtype()), "categorical_crossentropy: expected floating y_pred, got dtype ",
+  STRATA_CHECK_ARG(is_floating(y_pred.dtype()),
+                   "categorical_crossentropy: expected floating y_pred, got dtype ",
                    dtype_name(y_pred.dtype()));
-  STRATA_CHECK_ARG(y_pred.rank() >= 1 && y_true.shape() == y_pred.shape(),
-                   "categorical_crossentropy: expected y_true and y_pred of the same shape (rank >= 1), got ",
-                   y_true.shape(), " and ", y_pred.shape());
+  STRATA_CHECK_ARG(
+      y_pred.rank() >= 1 && y_true.shape() == y_pred.shape(),
+      "categorical_crossentropy: expected y_true and y_pred of the same shape (rank >= 1), got ",
+      y_true.shape(), " and ", y_pred.shape());
   const int64_t axis = normalize_axis(options.axis, y_pred.rank(), "categorical_crossentropy");
   Tensor target = strata::cast(y_true, y_pred.dtype());
   if (options.label_smoothing > 0) {
     const double classes = double(y_pred.shape()[static_cast<int>(axis)]);
     target = target * (1.0 - options.label_smoothing) + options.label_smoothing / classes;
   }
-  if (options.from_logits) return strata::nn::softmax_cross_entropy_with_logits(target, y_pred, axis);
+  if (options.from_logits)
+    return strata::nn::softmax_cross_entropy_with_logits(target, y_pred, axis);
   Tensor p = y_pred / strata::reduce_sum(y_pred, {.axis = {axis}, .keepdims = true});
   p = clip_probabilities(p);
   return strata::negative(strata::reduce_sum(target * strata::log(p), {.axis = {axis}}));
 }
 
-Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred, const BinaryCrossentropyFnOptions& options) {
+Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred,
+                           const BinaryCrossentropyFnOptions& options) {
   check_label_smoothing(options.label_smoothing, "BinaryCrossentropyFnOptions");
-  STRATA_CHECK_ARG(is_floating(y_pred.dtype()), "binary_crossentropy: expected floating y_pred, got dtype ",
+  STRATA_CHECK_ARG(is_floating(y_pred.dtype()),
+                   "binary_crossentropy: expected floating y_pred, got dtype ",
                    dtype_name(y_pred.dtype()));
-  STRATA_CHECK_ARG(y_pred.rank() >= 1, "binary_crossentropy: expected y_pred of rank >= 1, got shape ",
-                   y_pred.shape());
+  STRATA_CHECK_ARG(y_pred.rank() >= 1,
+                   "binary_crossentropy: expected y_pred of rank >= 1, got shape ", y_pred.shape());
   const int64_t axis = normalize_axis(options.axis, y_pred.rank(), "binary_crossentropy");
   Tensor target = strata::cast(y_true, y_pred.dtype());
   if (options.label_smoothing > 0) {
@@ -188,7 +193,8 @@ Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred, const Bin
   } else {
     // keras.backend.binary_crossentropy adds epsilon inside the logs after clipping.
     Tensor p = clip_probabilities(y_pred);
-    Tensor bce = target * strata::log(p + kEpsilon) + (1.0 - target) * strata::log(1.0 - p + kEpsilon);
+    Tensor bce =
+        target * strata::log(p + kEpsilon) + (1.0 - target) * strata::log(1.0 - p + kEpsilon);
     elementwise = strata::negative(bce);
   }
   return strata::reduce_mean(elementwise, {.axis = {axis}});
@@ -209,16 +215,19 @@ Tensor huber(const Tensor& y_true, const Tensor& y_pred, const HuberFnOptions& o
 
 Loss::Loss(std::string name, Reduction reduction) : name_(std::move(name)), reduction_(reduction) {}
 
-Tensor Loss::operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) const {
-  STRATA_CHECK_ARG(y_true.defined() && y_pred.defined(), "loss '", name_, "' called with an undefined tensor");
+Tensor Loss::operator()(const Tensor& y_true, const Tensor& y_pred,
+                        const Tensor& sample_weight) const {
+  STRATA_CHECK_ARG(y_true.defined() && y_pred.defined(), "loss '", name_,
+                   "' called with an undefined tensor");
   const Reduction reduction = resolved_reduction();
-  STRATA_CHECK_ARG(reduction != Reduction::SUM_OVER_BATCH_SIZE || allow_sum_over_batch_size_ ||
-                       !distribute::has_strategy(),
-                   "loss '", name_, "': please use Reduction::SUM or Reduction::NONE for loss reduction (got ",
-                   reduction_name(reduction_),
-                   ") when losses are used with a tf.distribute.Strategy, except for losses given to "
-                   "Model::compile for use by the built-in training loop Model::fit; see the custom training "
-                   "tutorial (https://www.tensorflow.org/tutorials/distribute/custom_training)");
+  STRATA_CHECK_ARG(
+      reduction != Reduction::SUM_OVER_BATCH_SIZE || allow_sum_over_batch_size_ ||
+          !distribute::has_strategy(),
+      "loss '", name_, "': please use Reduction::SUM or Reduction::NONE for loss reduction (got ",
+      reduction_name(reduction_),
+      ") when losses are used with a tf.distribute.Strategy, except for losses given to "
+      "Model::compile for use by the built-in training loop Model::fit; see the custom training "
+      "tutorial (https://www.tensorflow.org/tutorials/distribute/custom_training)");
   return compute_weighted_loss(call(y_true, y_pred), sample_weight, reduction);
 }
 
@@ -234,11 +243,13 @@ Tensor LossFunctionWrapper::call(const Tensor& y_true, const Tensor& y_pred) con
   return fn_(t, p);
 }
 
-std::shared_ptr<LossFunctionWrapper> make_loss(LossFunction fn, std::string name, Reduction reduction) {
+std::shared_ptr<LossFunctionWrapper> make_loss(LossFunction fn, std::string name,
+                                               Reduction reduction) {
   return std::make_shared<LossFunctionWrapper>(std::move(fn), std::move(name), reduction);
 }
 
-SparseCategoricalCrossentropyLoss::SparseCategoricalCrossentropyLoss(const SparseCategoricalCrossentropyOptions& o)
+SparseCategoricalCrossentropyLoss::SparseCategoricalCrossentropyLoss(
+    const SparseCategoricalCrossentropyOptions& o)
     : LossFunctionWrapper(
           [from_logits = o.from_logits](const Tensor& t, const Tensor& p) {
             return sparse_categorical_crossentropy(t, p, {.from_logits = from_logits});
@@ -255,14 +266,14 @@ CategoricalCrossentropyLoss::CategoricalCrossentropyLoss(const CategoricalCrosse
     : LossFunctionWrapper(
           [fn = CategoricalCrossentropyFnOptions{.from_logits = o.from_logits,
                                                  .label_smoothing = o.label_smoothing,
-                                                 .axis = o.axis}](const Tensor& t, const Tensor& p) {
-            return categorical_crossentropy(t, p, fn);
-          },
+                                                 .axis = o.axis}](
+              const Tensor& t, const Tensor& p) { return categorical_crossentropy(t, p, fn); },
           o.name, o.reduction) {
   check_label_smoothing(o.label_smoothing, "CategoricalCrossentropyOptions");
 }
 
-std::shared_ptr<CategoricalCrossentropyLoss> CategoricalCrossentropy(const CategoricalCrossentropyOptions& options) {
+std::shared_ptr<CategoricalCrossentropyLoss> CategoricalCrossentropy(
+    const CategoricalCrossentropyOptions& options) {
   return std::make_shared<CategoricalCrossentropyLoss>(options);
 }
 
@@ -277,7 +288,8 @@ BinaryCrossentropyLoss::BinaryCrossentropyLoss(const BinaryCrossentropyOptions& 
   check_label_smoothing(o.label_smoothing, "BinaryCrossentropyOptions");
 }
 
-std::shared_ptr<BinaryCrossentropyLoss> BinaryCrossentropy(const BinaryCrossentropyOptions& options) {
+std::shared_ptr<BinaryCrossentropyLoss> BinaryCrossentropy(
+    const BinaryCrossentropyOptions& options) {
   return std::make_shared<BinaryCrossentropyLoss>(options);
 }
 
@@ -297,23 +309,30 @@ std::shared_ptr<MeanAbsoluteErrorLoss> MeanAbsoluteError(const MeanAbsoluteError
 
 HuberLoss::HuberLoss(const HuberOptions& o)
     : LossFunctionWrapper(
-          [delta = o.delta](const Tensor& t, const Tensor& p) { return huber(t, p, {.delta = delta}); }, o.name,
-          o.reduction) {
+          [delta = o.delta](const Tensor& t, const Tensor& p) {
+            return huber(t, p, {.delta = delta});
+          },
+          o.name, o.reduction) {
   STRATA_CHECK_ARG(!std::isnan(o.delta), "HuberOptions.delta must be a number, got nan");
 }
 
-std::shared_ptr<HuberLoss> Huber(const HuberOptions& options) { return std::make_shared<HuberLoss>(options); }
+std::shared_ptr<HuberLoss> Huber(const HuberOptions& options) {
+  return std::make_shared<HuberLoss>(options);
+}
 
 LossPtr get(const std::string& name) {
   if (name == "sparse_categorical_crossentropy" || name == "SparseCategoricalCrossentropy") {
     return SparseCategoricalCrossentropy();
   }
-  if (name == "categorical_crossentropy" || name == "CategoricalCrossentropy") return CategoricalCrossentropy();
+  if (name == "categorical_crossentropy" || name == "CategoricalCrossentropy")
+    return CategoricalCrossentropy();
   if (name == "binary_crossentropy" || name == "BinaryCrossentropy") return BinaryCrossentropy();
-  if (name == "mean_squared_error" || name == "mse" || name == "MSE" || name == "MeanSquaredError") {
+  if (name == "mean_squared_error" || name == "mse" || name == "MSE" ||
+      name == "MeanSquaredError") {
     return MeanSquaredError();
   }
-  if (name == "mean_absolute_error" || name == "mae" || name == "MAE" || name == "MeanAbsoluteError") {
+  if (name == "mean_absolute_error" || name == "mae" || name == "MAE" ||
+      name == "MeanAbsoluteError") {
     return MeanAbsoluteError();
   }
   if (name == "huber" || name == "huber_loss" || name == "Huber") return Huber();

@@ -3,12 +3,12 @@
 // that reduce them to a scalar, and the reductions.
 //
 //   namespace losses = strata::keras::losses;
-//   Tensor per_example = losses::sparse_categorical_crossentropy(labels, logits, {.from_logits = true});
-//   auto loss_fn = losses::SparseCategoricalCrossentropy({.from_logits = true});
-//   Tensor loss = (*loss_fn)(labels, logits);               // mean over the batch (AUTO)
-//   Tensor weighted = (*loss_fn)(labels, logits, weights);  // sum(l * w) / number of elements
-//   auto mse = losses::MeanSquaredError({.reduction = losses::Reduction::SUM});
-//   auto by_name = losses::get("sparse_categorical_crossentropy");
+//   Tensor per_example = losses::sparse_categorical_crossentropy(labels, logits, {.from_logits =
+//   true}); auto loss_fn = losses::SparseCategoricalCrossentropy({.from_logits = true}); Tensor
+//   loss = (*loss_fn)(labels, logits);               // mean over the batch (AUTO) Tensor weighted
+//   = (*loss_fn)(labels, logits, weights);  // sum(l * w) / number of elements auto mse =
+//   losses::MeanSquaredError({.reduction = losses::Reduction::SUM}); auto by_name =
+//   losses::get("sparse_categorical_crossentropy");
 //
 // Functions return the per-example loss: the class axis (or the last axis for
 // MSE/MAE/Huber/binary cross-entropy, which average over it) is reduced away.
@@ -60,7 +60,7 @@ Tensor mean_absolute_error(const Tensor& y_true, const Tensor& y_pred);
 // keras.losses.sparse_categorical_crossentropy arguments (Keras's order).
 struct SparseCategoricalCrossentropyFnOptions {
   bool from_logits = false;
-  int64_t axis = -1;   // the class axis of y_pred
+  int64_t axis = -1;  // the class axis of y_pred
 };
 // Integer labels (shape of y_pred without the class axis; a trailing 1 is
 // squeezed) against logits or probabilities. Not from logits: probabilities
@@ -73,7 +73,7 @@ Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pre
 // keras.losses.categorical_crossentropy arguments (Keras's order).
 struct CategoricalCrossentropyFnOptions {
   bool from_logits = false;
-  double label_smoothing = 0.0;   // in [0, 1]: y_true * (1 - s) + s / classes
+  double label_smoothing = 0.0;  // in [0, 1]: y_true * (1 - s) + s / classes
   int64_t axis = -1;
 };
 // One-hot (or soft) labels, same shape as y_pred. Not from logits: y_pred is
@@ -85,8 +85,8 @@ Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,
 // keras.losses.binary_crossentropy arguments (Keras's order).
 struct BinaryCrossentropyFnOptions {
   bool from_logits = false;
-  double label_smoothing = 0.0;   // in [0, 1]: y_true * (1 - s) + 0.5 * s
-  int64_t axis = -1;              // the axis averaged over
+  double label_smoothing = 0.0;  // in [0, 1]: y_true * (1 - s) + 0.5 * s
+  int64_t axis = -1;             // the axis averaged over
 };
 // mean over `axis` of the element-wise binary cross-entropy. From logits:
 // tf.nn.sigmoid_cross_entropy_with_logits. Otherwise, as keras.backend: p is
@@ -120,7 +120,8 @@ class Loss {
   // scaled wrongly: custom training loops use NONE or SUM and divide by the
   // global batch size (nn::compute_average_loss). Model::compile allows them
   // with set_allow_sum_over_batch_size(true) and scales the result itself.
-  Tensor operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight = Tensor()) const;
+  Tensor operator()(const Tensor& y_true, const Tensor& y_pred,
+                    const Tensor& sample_weight = Tensor()) const;
 
   const std::string& name() const noexcept { return name_; }
   Reduction reduction() const noexcept { return reduction_; }
@@ -165,7 +166,8 @@ struct SparseCategoricalCrossentropyOptions {
 };
 class SparseCategoricalCrossentropyLoss : public LossFunctionWrapper {
  public:
-  explicit SparseCategoricalCrossentropyLoss(const SparseCategoricalCrossentropyOptions& options = {});
+  explicit SparseCategoricalCrossentropyLoss(
+      const SparseCategoricalCrossentropyOptions& options = {});
   bool from_logits() const noexcept { return from_logits_; }
 
  private:
@@ -201,7 +203,8 @@ class BinaryCrossentropyLoss : public LossFunctionWrapper {
   // InvalidArgumentError unless 0 <= label_smoothing <= 1.
   explicit BinaryCrossentropyLoss(const BinaryCrossentropyOptions& options = {});
 };
-std::shared_ptr<BinaryCrossentropyLoss> BinaryCrossentropy(const BinaryCrossentropyOptions& options = {});
+std::shared_ptr<BinaryCrossentropyLoss> BinaryCrossentropy(
+    const BinaryCrossentropyOptions& options = {});
 
 struct MeanSquaredErrorOptions {
   Reduction reduction = Reduction::AUTO;
@@ -221,7 +224,8 @@ class MeanAbsoluteErrorLoss : public LossFunctionWrapper {
  public:
   explicit MeanAbsoluteErrorLoss(const MeanAbsoluteErrorOptions& options = {});
 };
-std::shared_ptr<MeanAbsoluteErrorLoss> MeanAbsoluteError(const MeanAbsoluteErrorOptions& options = {});
+std::shared_ptr<MeanAbsoluteErrorLoss> MeanAbsoluteError(
+    const MeanAbsoluteErrorOptions& options = {});
 
 struct HuberOptions {
   double delta = 1.0;

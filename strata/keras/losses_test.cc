@@ -42,8 +42,9 @@ TEST(MeanSquaredError, AveragesSquaredErrorsOverTheLastAxis) {
 }
 
 TEST(MeanAbsoluteError, AveragesAbsoluteErrorsOverTheLastAxis) {
-  auto v = losses::mean_absolute_error(constant<float>({0, 2}, {1, 2}), constant<float>({1, -1}, {1, 2}))
-               .to_vector<float>();
+  auto v =
+      losses::mean_absolute_error(constant<float>({0, 2}, {1, 2}), constant<float>({1, -1}, {1, 2}))
+          .to_vector<float>();
   ASSERT_EQ(v.size(), 1u);
   EXPECT_FLOAT_EQ(v[0], 2.0f);  // (1 + 3) / 2
 }
@@ -59,14 +60,15 @@ TEST(SparseCategoricalCrossentropy, ClipsProbabilitiesWithKerasEpsilon) {
 
 TEST(SparseCategoricalCrossentropy, UnnormalisedProbabilitiesAreUsedAsLogitsAfterTheLog) {
   // keras.backend: softmax xent of log(p) = -log p[label] + log(sum p).
-  auto v = losses::sparse_categorical_crossentropy(constant<int64_t>({1}), constant<float>({0.5f, 0.8f}, {1, 2}))
+  auto v = losses::sparse_categorical_crossentropy(constant<int64_t>({1}),
+                                                   constant<float>({0.5f, 0.8f}, {1, 2}))
                .to_vector<float>();
   EXPECT_NEAR(v[0], -std::log(0.8 / 1.3), 1e-6);
 }
 
 TEST(SparseCategoricalCrossentropy, FromLogitsUsesLogSoftmax) {
-  auto v = losses::sparse_categorical_crossentropy(constant<int64_t>({0}), constant<float>({0.f, 0.f}, {1, 2}),
-                                                   {.from_logits = true})
+  auto v = losses::sparse_categorical_crossentropy(
+               constant<int64_t>({0}), constant<float>({0.f, 0.f}, {1, 2}), {.from_logits = true})
                .to_vector<float>();
   ASSERT_EQ(v.size(), 1u);
   EXPECT_NEAR(v[0], 0.69314718, 1e-6);  // ln 2
@@ -96,9 +98,10 @@ TEST(SparseCategoricalCrossentropy, ClassAxisCanBeFirst) {
 }
 
 TEST(SparseCategoricalCrossentropy, LabelOutOfRangeIsAnError) {
-  EXPECT_THROW(losses::sparse_categorical_crossentropy(constant<int64_t>({3}), constant<float>({0.f, 0.f}, {1, 2}),
-                                                       {.from_logits = true}),
-               InvalidArgumentError);
+  EXPECT_THROW(
+      losses::sparse_categorical_crossentropy(
+          constant<int64_t>({3}), constant<float>({0.f, 0.f}, {1, 2}), {.from_logits = true}),
+      InvalidArgumentError);
 }
 
 TEST(CategoricalCrossentropy, FromProbabilitiesNormalisesAndClips) {
@@ -113,10 +116,12 @@ TEST(CategoricalCrossentropy, FromLogitsWithLabelSmoothing) {
   const std::vector<double> logits = {2.0, -1.0, 0.5};
   Tensor y_pred = constant<float>({2.0f, -1.0f, 0.5f}, {1, 3});
   Tensor y_true = constant<float>({1, 0, 0}, {1, 3});
-  auto v = as_doubles(losses::categorical_crossentropy(y_true, y_pred, {.from_logits = true, .label_smoothing = 0.3}));
+  auto v = as_doubles(losses::categorical_crossentropy(
+      y_true, y_pred, {.from_logits = true, .label_smoothing = 0.3}));
   // smoothed targets: 1 * 0.7 + 0.1, 0.1, 0.1
-  const double expected = -(0.8 * ref_log_softmax_at(logits, 0) + 0.1 * ref_log_softmax_at(logits, 1) +
-                            0.1 * ref_log_softmax_at(logits, 2));
+  const double expected =
+      -(0.8 * ref_log_softmax_at(logits, 0) + 0.1 * ref_log_softmax_at(logits, 1) +
+        0.1 * ref_log_softmax_at(logits, 2));
   EXPECT_NEAR(v[0], expected, 1e-6);
 }
 
@@ -141,8 +146,11 @@ TEST(BinaryCrossentropy, FromProbabilitiesAddsEpsilonInsideTheLogs) {
 TEST(BinaryCrossentropy, FromLogitsWithLabelSmoothing) {
   Tensor y_true = constant<float>({1, 0}, {1, 2});
   Tensor logits = constant<float>({0.5f, -2.0f}, {1, 2});
-  auto v = as_doubles(losses::binary_crossentropy(y_true, logits, {.from_logits = true, .label_smoothing = 0.2}));
-  auto sig_xent = [](double z, double x) { return std::max(x, 0.0) - x * z + std::log1p(std::exp(-std::abs(x))); };
+  auto v = as_doubles(
+      losses::binary_crossentropy(y_true, logits, {.from_logits = true, .label_smoothing = 0.2}));
+  auto sig_xent = [](double z, double x) {
+    return std::max(x, 0.0) - x * z + std::log1p(std::exp(-std::abs(x)));
+  };
   // smoothed: 1 -> 0.9, 0 -> 0.1
   EXPECT_NEAR(v[0], (sig_xent(0.9, 0.5) + sig_xent(0.1, -2.0)) / 2, 1e-6);
 }
@@ -163,8 +171,11 @@ TEST(Reduction, SumAndSumOverBatchSizeAndNone) {
   EXPECT_FLOAT_EQ(losses::reduce(l, Reduction::SUM).scalar_as_double(), 12.0);
   EXPECT_FLOAT_EQ(losses::reduce(l, Reduction::SUM_OVER_BATCH_SIZE).scalar_as_double(), 3.0);
   EXPECT_FLOAT_EQ(losses::reduce(l, Reduction::AUTO).scalar_as_double(), 3.0);
-  EXPECT_EQ(losses::reduce(l, Reduction::NONE).to_vector<float>(), (std::vector<float>{1, 2, 3, 6}));
-  EXPECT_FLOAT_EQ(losses::reduce(constant<float>(std::vector<float>{}, {0}), Reduction::AUTO).scalar_as_double(), 0.0);
+  EXPECT_EQ(losses::reduce(l, Reduction::NONE).to_vector<float>(),
+            (std::vector<float>{1, 2, 3, 6}));
+  EXPECT_FLOAT_EQ(losses::reduce(constant<float>(std::vector<float>{}, {0}), Reduction::AUTO)
+                      .scalar_as_double(),
+                  0.0);
   EXPECT_EQ(losses::reduction_name(Reduction::SUM_OVER_BATCH_SIZE), "sum_over_batch_size");
 }
 
@@ -206,7 +217,8 @@ TEST(LossClass, SparseCategoricalCrossentropyFromLogits) {
   Tensor labels = constant<int64_t>({1, 1});
   const double l0 = -ref_log_softmax_at({0, 0}, 1), l1 = -ref_log_softmax_at({1, 3}, 1);
   EXPECT_NEAR((*loss)(labels, logits).item<float>(), (l0 + l1) / 2, 1e-6);
-  EXPECT_NEAR((*loss)(labels, logits, constant<float>({1, 3})).item<float>(), (l0 + 3 * l1) / 2, 1e-6);
+  EXPECT_NEAR((*loss)(labels, logits, constant<float>({1, 3})).item<float>(), (l0 + 3 * l1) / 2,
+              1e-6);
 }
 
 TEST(LossClass, BinaryAndCategoricalCrossentropyClasses) {
@@ -215,8 +227,9 @@ TEST(LossClass, BinaryAndCategoricalCrossentropyClasses) {
   Tensor x = constant<float>({0.0f, 0.0f}, {2, 1});
   EXPECT_NEAR((*bce)(y, x).item<float>(), std::log(2.0), 1e-6);
   auto cce = losses::CategoricalCrossentropy({.from_logits = true});
-  EXPECT_NEAR((*cce)(constant<float>({0, 1}, {1, 2}), constant<float>({0, 0}, {1, 2})).item<float>(),
-              std::log(2.0), 1e-6);
+  EXPECT_NEAR(
+      (*cce)(constant<float>({0, 1}, {1, 2}), constant<float>({0, 0}, {1, 2})).item<float>(),
+      std::log(2.0), 1e-6);
   EXPECT_EQ(losses::Huber()->name(), "huber_loss");
 }
 
@@ -229,27 +242,29 @@ TEST(LossClass, WrapperSqueezesATrailingOneOnPredictions) {
 }
 
 TEST(LossClass, UserDefinedLossFromAFunction) {
-  auto loss = losses::make_loss([](const Tensor& t, const Tensor& p) { return strata::abs(strata::subtract(p, t)); },
-                                "l1", Reduction::SUM);
+  auto loss = losses::make_loss(
+      [](const Tensor& t, const Tensor& p) { return strata::abs(strata::subtract(p, t)); }, "l1",
+      Reduction::SUM);
   EXPECT_FLOAT_EQ((*loss)(constant<float>({1, 2}), constant<float>({0, 4})).item<float>(), 3.0f);
 }
 
 TEST(LossGet, ResolvesNamesAndAliases) {
   EXPECT_EQ(losses::get("mse")->name(), "mean_squared_error");
-  EXPECT_EQ(losses::get("sparse_categorical_crossentropy")->name(), "sparse_categorical_crossentropy");
+  EXPECT_EQ(losses::get("sparse_categorical_crossentropy")->name(),
+            "sparse_categorical_crossentropy");
   EXPECT_EQ(losses::get("BinaryCrossentropy")->name(), "binary_crossentropy");
   EXPECT_THROW(losses::get("nope"), InvalidArgumentError);
 }
 
 TEST(ComputeWeightedLoss, IntegerLossesAreComputedInFloatAndCastBack) {
-  Tensor out = losses::compute_weighted_loss(constant<int32_t>({1, 2, 4}), Tensor(), Reduction::SUM_OVER_BATCH_SIZE);
+  Tensor out = losses::compute_weighted_loss(constant<int32_t>({1, 2, 4}), Tensor(),
+                                             Reduction::SUM_OVER_BATCH_SIZE);
   EXPECT_EQ(out.dtype(), DType::int32);
   EXPECT_EQ(out.item<int32_t>(), 2);  // 7 / 3 = 2.33 -> 2
 }
 
 }  // namespace
 }  // namespace strata::keras
-
 
 namespace strata::keras {
 namespace {
@@ -265,7 +280,8 @@ TEST(LossGradients, SparseCrossentropyFromLogitsGivesSoftmaxMinusOneHotOverBatch
   for (int r = 0; r < 2; ++r) {
     for (int c = 0; c < 3; ++c) {
       const double softmax = std::exp(ref_log_softmax_at(rows[r], c));
-      EXPECT_NEAR(g[r * 3 + c], (softmax - (c == labels[r] ? 1.0 : 0.0)) / 2.0, 1e-12) << r << "," << c;
+      EXPECT_NEAR(g[r * 3 + c], (softmax - (c == labels[r] ? 1.0 : 0.0)) / 2.0, 1e-12)
+          << r << "," << c;
     }
   }
 }
@@ -274,7 +290,8 @@ TEST(LossGradients, MeanSquaredErrorWithSampleWeight) {
   Variable pred(constant<double>({1.0, 4.0}, {2, 1}), {.name = "pred"});
   auto loss_fn = losses::MeanSquaredError();
   GradientTape tape;
-  Tensor loss = (*loss_fn)(constant<double>({0.0, 1.0}, {2, 1}), pred.value(), constant<double>({1.0, 0.5}));
+  Tensor loss =
+      (*loss_fn)(constant<double>({0.0, 1.0}, {2, 1}), pred.value(), constant<double>({1.0, 0.5}));
   // loss = (1 * 1^2 + 0.5 * 3^2) / 2; d/dpred = w * 2 (p - t) / 2
   EXPECT_NEAR(loss.scalar_as_double(), 5.5 / 2, 1e-12);
   auto g = as_doubles(tape.gradient(loss, std::vector<Variable>{pred})[0]);
@@ -301,7 +318,8 @@ TEST(LossUnderStrategy, SumOverBatchSizeIsRefusedUnlessTheTrainingLoopAllowsIt) 
     (*mean_loss)(t, p);
     FAIL();
   } catch (const InvalidArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("Reduction::SUM or Reduction::NONE"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Reduction::SUM or Reduction::NONE"), std::string::npos)
+        << e.what();
   }
   strategy.run([&] { EXPECT_THROW((*mean_loss)(t, p), InvalidArgumentError); });
   EXPECT_FLOAT_EQ((*sum_loss)(t, p).item<float>(), 4.0f);

@@ -38,7 +38,8 @@ class Metric {
   // (undefined = 1) broadcasts against the per-example values as Keras.
   // Metrics that take a single value (Mean, Sum) hide this with their own
   // update_state(values, sample_weight).
-  void update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight = Tensor()) {
+  void update_state(const Tensor& y_true, const Tensor& y_pred,
+                    const Tensor& sample_weight = Tensor()) {
     update_state_impl(y_true, y_pred, sample_weight);
   }
   // The metric's value from the accumulated state (a scalar of dtype()).
@@ -49,7 +50,8 @@ class Metric {
   const std::vector<Variable>& variables() const noexcept { return variables_; }
 
  protected:
-  virtual void update_state_impl(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) = 0;
+  virtual void update_state_impl(const Tensor& y_true, const Tensor& y_pred,
+                                 const Tensor& sample_weight) = 0;
   // A zero-initialised state variable "<metric name>/<name>", ON_READ + SUM.
   Variable add_weight(const std::string& name, const TensorShape& shape = TensorShape{},
                       std::optional<DType> dtype = std::nullopt);

@@ -43,9 +43,11 @@ Optimizer::Optimizer(const std::string& default_name, LearningRate learning_rate
   STRATA_CHECK_ARG(!(args.clipnorm && args.global_clipnorm), name_,
                    ": at most one of `clipnorm` and `global_clipnorm` can be set, got clipnorm=",
                    *args.clipnorm, ", global_clipnorm=", *args.global_clipnorm);
-  for (const auto& [field, value] : {std::pair{"clipnorm", args.clipnorm}, std::pair{"clipvalue", args.clipvalue},
-                                     std::pair{"global_clipnorm", args.global_clipnorm}}) {
-    STRATA_CHECK_ARG(!value || !std::isnan(*value), name_, ": ", field, " must be a number, got nan");
+  for (const auto& [field, value] :
+       {std::pair{"clipnorm", args.clipnorm}, std::pair{"clipvalue", args.clipvalue},
+        std::pair{"global_clipnorm", args.global_clipnorm}}) {
+    STRATA_CHECK_ARG(!value || !std::isnan(*value), name_, ": ", field,
+                     " must be a number, got nan");
   }
   iterations_ = Variable(strata::constant<int64_t>(0),
                          {.name = str_cat(name_, "/iteration"), .trainable = false});
@@ -66,8 +68,9 @@ void Optimizer::set_learning_rate(LearningRate learning_rate) {
 
 void Optimizer::exclude_from_weight_decay(const std::vector<Variable>& var_list,
                                           const std::vector<std::string>& var_names) {
-  STRATA_CHECK(FAILED_PRECONDITION, !built_, name_,
-               ": exclude_from_weight_decay() can only be configured before the optimizer is built");
+  STRATA_CHECK(
+      FAILED_PRECONDITION, !built_, name_,
+      ": exclude_from_weight_decay() can only be configured before the optimizer is built");
   excluded_from_decay_.clear();
   for (const Variable& v : var_list) excluded_from_decay_.push_back(v.impl_ptr().get());
   std::vector<std::regex> patterns;
@@ -75,15 +78,18 @@ void Optimizer::exclude_from_weight_decay(const std::vector<Variable>& var_list,
     try {
       patterns.emplace_back(pattern);
     } catch (const std::regex_error& e) {
-      STRATA_CHECK_ARG(false, name_, ": exclude_from_weight_decay: invalid pattern '", pattern, "': ", e.what());
+      STRATA_CHECK_ARG(false, name_, ": exclude_from_weight_decay: invalid pattern '", pattern,
+                       "': ", e.what());
     }
   }
-  excluded_from_decay_patterns_ = std::make_unique<DecayPatterns>(DecayPatterns{std::move(patterns)});
+  excluded_from_decay_patterns_ =
+      std::make_unique<DecayPatterns>(DecayPatterns{std::move(patterns)});
 }
 
 bool Optimizer::uses_weight_decay(const Variable& variable) const {
   const VariableImpl* id = variable.impl_ptr().get();
-  if (std::find(excluded_from_decay_.begin(), excluded_from_decay_.end(), id) != excluded_from_decay_.end()) {
+  if (std::find(excluded_from_decay_.begin(), excluded_from_decay_.end(), id) !=
+      excluded_from_decay_.end()) {
     return false;
   }
   if (excluded_from_decay_patterns_) {
@@ -110,17 +116,19 @@ void Optimizer::build(const std::vector<Variable>& var_list) {
   built_ = true;
 }
 
-Variable Optimizer::add_variable_from_reference(const Variable& reference, const std::string& slot_name,
+Variable Optimizer::add_variable_from_reference(const Variable& reference,
+                                                const std::string& slot_name,
                                                 const Tensor& initial) {
   Tensor value = initial.defined() ? initial : strata::zeros(reference.shape(), reference.dtype());
   STRATA_CHECK_ARG(value.shape() == reference.shape() && value.dtype() == reference.dtype(), name_,
-                   ": initial value of slot '", slot_name, "' for variable '", reference.name(), "' is ",
-                   value.shape(), " ", dtype_name(value.dtype()), ", expected ", reference.shape(), " ",
-                   dtype_name(reference.dtype()));
+                   ": initial value of slot '", slot_name, "' for variable '", reference.name(),
+                   "' is ", value.shape(), " ", dtype_name(value.dtype()), ", expected ",
+                   reference.shape(), " ", dtype_name(reference.dtype()));
   const auto key = std::pair{reference.impl_ptr().get(), slot_name};
   STRATA_INTERNAL_CHECK(slots_.find(key) == slots_.end(), "slot '", slot_name, "' for variable '",
                         reference.name(), "' made twice");
-  Variable slot_var(value, {.name = str_cat(name_, "/", reference.name(), "/", slot_name), .trainable = false});
+  Variable slot_var(
+      value, {.name = str_cat(name_, "/", reference.name(), "/", slot_name), .trainable = false});
   slots_.emplace(key, slot_var);
   slot_order_.push_back(slot_var);
   return slot_var;
@@ -185,20 +193,23 @@ std::vector<Tensor> Optimizer::clip_gradients(std::vector<Tensor> grads) const {
   return grads;
 }
 
-void Optimizer::minimize(const std::function<Tensor()>& loss, const std::vector<Variable>& var_list) {
+void Optimizer::minimize(const std::function<Tensor()>& loss,
+                         const std::vector<Variable>& var_list) {
   STRATA_CHECK_ARG(loss != nullptr, name_, ": minimize got an empty loss function");
   std::vector<Tensor> grads;
   {
     GradientTape tape;
     for (const Variable& v : var_list) tape.watch(v);
     const Tensor value = loss();
-    STRATA_CHECK_ARG(value.defined(), name_, ": minimize: the loss function returned an undefined tensor");
+    STRATA_CHECK_ARG(value.defined(), name_,
+                     ": minimize: the loss function returned an undefined tensor");
     grads = tape.gradient(value, var_list);
   }
   apply_gradients(strata::zip(grads, var_list));
 }
 
-void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars, const ApplyGradientsOptions& options) {
+void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
+                                const ApplyGradientsOptions& options) {
   if (grads_and_vars.empty()) {
     current_learning_rate_ = as_float32(learning_rate_.at(iterations()));
     return;
@@ -228,23 +239,26 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars, const ApplyG
   // the base steps.
   if (options.skip_gradients_aggregation) {
     const distribute::ReplicaContext* ctx = distribute::get_replica_context();
-    STRATA_CHECK(FAILED_PRECONDITION, built_ || ctx == nullptr || ctx->num_replicas_in_sync() == 1, name_,
-                 ": apply_gradients on ", ctx ? ctx->num_replicas_in_sync() : 1,
-                 " replicas needs the optimizer built first: call build(trainable_variables) in the "
-                 "strategy's scope before the training loop");
+    STRATA_CHECK(
+        FAILED_PRECONDITION, built_ || ctx == nullptr || ctx->num_replicas_in_sync() == 1, name_,
+        ": apply_gradients on ", ctx ? ctx->num_replicas_in_sync() : 1,
+        " replicas needs the optimizer built first: call build(trainable_variables) in the "
+        "strategy's scope before the training loop");
   } else {
     grads = aggregate_gradients(grads);
   }
-  STRATA_INTERNAL_CHECK(grads.size() == vars.size(), "aggregate_gradients changed the number of gradients");
+  STRATA_INTERNAL_CHECK(grads.size() == vars.size(),
+                        "aggregate_gradients changed the number of gradients");
 
   const double lr = as_float32(learning_rate_.at(iterations()));
   current_learning_rate_ = lr;
   build(vars);
   for (const Variable& v : vars) {
-    STRATA_CHECK_ARG(std::find(built_for_.begin(), built_for_.end(), v.impl_ptr().get()) != built_for_.end(),
-                     name_, ": the optimizer cannot recognize variable '", v.name(),
-                     "'; it was built with another list of variables (call build() with the full list "
-                     "of trainable variables before the training loop, or use a new optimizer)");
+    STRATA_CHECK_ARG(
+        std::find(built_for_.begin(), built_for_.end(), v.impl_ptr().get()) != built_for_.end(),
+        name_, ": the optimizer cannot recognize variable '", v.name(),
+        "'; it was built with another list of variables (call build() with the full list "
+        "of trainable variables before the training loop, or use a new optimizer)");
   }
 
   // Drop unconnected variables (Keras's filter_empty_gradients).
@@ -263,10 +277,11 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars, const ApplyG
   for (size_t i = 0; i < kept_vars.size(); ++i) {
     const Tensor& g = kept_grads[i];
     const Variable& v = kept_vars[i];
-    STRATA_CHECK_ARG(g.shape() == v.shape(), name_, ": gradient for variable '", v.name(), "' has shape ",
-                     g.shape(), ", expected the variable's shape ", v.shape());
-    STRATA_CHECK_ARG(g.dtype() == v.dtype(), name_, ": gradient for variable '", v.name(), "' has dtype ",
-                     dtype_name(g.dtype()), ", expected the variable's dtype ", dtype_name(v.dtype()));
+    STRATA_CHECK_ARG(g.shape() == v.shape(), name_, ": gradient for variable '", v.name(),
+                     "' has shape ", g.shape(), ", expected the variable's shape ", v.shape());
+    STRATA_CHECK_ARG(g.dtype() == v.dtype(), name_, ": gradient for variable '", v.name(),
+                     "' has dtype ", dtype_name(g.dtype()), ", expected the variable's dtype ",
+                     dtype_name(v.dtype()));
   }
 
   kept_grads = clip_gradients(std::move(kept_grads));
@@ -274,8 +289,9 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars, const ApplyG
     for (const Variable& v : kept_vars) {
       if (!uses_weight_decay(v)) continue;
       // Keras: variable.assign_sub(variable * wd * lr), in the variable's dtype.
-      v.assign_sub(strata::multiply(strata::multiply(v.value(), scalar_of(*args_.weight_decay, v.dtype())),
-                                    scalar_of(lr, v.dtype())));
+      v.assign_sub(
+          strata::multiply(strata::multiply(v.value(), scalar_of(*args_.weight_decay, v.dtype())),
+                           scalar_of(lr, v.dtype())));
     }
   }
   for (size_t i = 0; i < kept_vars.size(); ++i) update_step(kept_grads[i], kept_vars[i], lr);

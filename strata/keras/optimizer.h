@@ -84,7 +84,8 @@ class LearningRate {
   LearningRate(double value) : value_(value) {}  // NOLINT(google-explicit-constructor): as Keras
   LearningRate(std::shared_ptr<const schedules::LearningRateSchedule> schedule)  // NOLINT
       : schedule_(std::move(schedule)) {}
-  template <typename S, typename = std::enable_if_t<std::is_base_of_v<schedules::LearningRateSchedule, S>>>
+  template <typename S,
+            typename = std::enable_if_t<std::is_base_of_v<schedules::LearningRateSchedule, S>>>
   LearningRate(std::shared_ptr<S> schedule)  // NOLINT: accept the factories' shared_ptr<Concrete>
       : schedule_(std::move(schedule)) {}
   double at(int64_t step) const { return schedule_ ? (*schedule_)(step) : value_; }
@@ -106,7 +107,7 @@ struct OptimizerArgs {
   std::optional<double> clipnorm = std::nullopt;
   std::optional<double> clipvalue = std::nullopt;
   std::optional<double> global_clipnorm = std::nullopt;
-  std::string name = "";   // "" = the class's name ("SGD", "Adam", ...)
+  std::string name = "";  // "" = the class's name ("SGD", "Adam", ...)
 };
 
 using GradsAndVars = std::vector<std::pair<Tensor, Variable>>;
@@ -126,7 +127,8 @@ class Optimizer {
   Optimizer(const Optimizer&) = delete;
   Optimizer& operator=(const Optimizer&) = delete;
 
-  void apply_gradients(const GradsAndVars& grads_and_vars, const ApplyGradientsOptions& options = {});
+  void apply_gradients(const GradsAndVars& grads_and_vars,
+                       const ApplyGradientsOptions& options = {});
 
   // keras Optimizer.minimize with a callable loss: records `loss()` on a
   // GradientTape (the variables in `var_list` are watched) and applies the
@@ -170,7 +172,8 @@ class Optimizer {
   virtual void build_slots(const std::vector<Variable>& var_list) { (void)var_list; }
   // Applies one (already aggregated, clipped and decayed) gradient to its
   // variable. `learning_rate` is the step's rate (float32-rounded).
-  virtual void update_step(const Tensor& gradient, const Variable& variable, double learning_rate) = 0;
+  virtual void update_step(const Tensor& gradient, const Variable& variable,
+                           double learning_rate) = 0;
 
   // A non-trainable slot shaped like `reference`, named
   // "<optimizer>/<reference name>/<slot>", initialised to `initial` (zeros of

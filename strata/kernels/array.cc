@@ -27,8 +27,8 @@ void check_index_dtype(const Tensor& idx, const char* who) {
 
 }  // namespace
 
-Tensor strided_copy(const Tensor& x, const TensorShape& out_shape, const std::vector<int64_t>& strides,
-                    int64_t offset) {
+Tensor strided_copy(const Tensor& x, const TensorShape& out_shape,
+                    const std::vector<int64_t>& strides, int64_t offset) {
   Tensor out = Tensor::allocate(x.dtype(), out_shape);
   const int64_t total = out_shape.num_elements();
   if (total == 0) return out;
@@ -167,8 +167,8 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
   const int64_t n_idx = indices.num_elements();
   for (int64_t i = 0; i < n_idx; ++i) {
     const int64_t v = index_value(indices, i);
-    STRATA_CHECK_ARG(v >= 0 && v < limit, "gather: indices[", i, "] = ", v, " is not in [0, ", limit,
-                     ")");
+    STRATA_CHECK_ARG(v >= 0 && v < limit, "gather: indices[", i, "] = ", v, " is not in [0, ",
+                     limit, ")");
   }
   std::vector<int64_t> dims(pd.begin(), pd.begin() + axis);
   for (int64_t d : indices.shape().dims()) dims.push_back(d);
@@ -178,7 +178,8 @@ Tensor gather(const Tensor& params, const Tensor& indices, int axis) {
     using T = decltype(t);
     const T* pp = params.data<T>();
     T* po = out.mutable_data<T>();
-    parallel_for(outer * n_idx, std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, inner)),
+    parallel_for(outer * n_idx,
+                 std::max<int64_t>(1, kElementwiseGrain / std::max<int64_t>(1, inner)),
                  [&](int64_t s, int64_t e) {
                    for (int64_t k = s; k < e; ++k) {
                      const int64_t o = k / n_idx, i = k % n_idx;

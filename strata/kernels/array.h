@@ -13,8 +13,8 @@ namespace strata::kernels {
 
 // out[i0..ik] = x[offset + sum(i_d * strides[d])] for every index of `out_shape`
 // (strides in elements, may be 0 or negative). Works for every dtype.
-Tensor strided_copy(const Tensor& x, const TensorShape& out_shape, const std::vector<int64_t>& strides,
-                    int64_t offset);
+Tensor strided_copy(const Tensor& x, const TensorShape& out_shape,
+                    const std::vector<int64_t>& strides, int64_t offset);
 Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm);
 // `shape` must be a broadcast of x's shape.
 Tensor broadcast_to(const Tensor& x, const TensorShape& shape);

@@ -174,18 +174,22 @@ Tensor binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const TensorS
     case BinaryOp::Less: return compare([](const auto& x, const auto& y) { return x < y; });
     case BinaryOp::LessEqual: return compare([](const auto& x, const auto& y) { return x <= y; });
     case BinaryOp::Greater: return compare([](const auto& x, const auto& y) { return x > y; });
-    case BinaryOp::GreaterEqual: return compare([](const auto& x, const auto& y) { return x >= y; });
+    case BinaryOp::GreaterEqual:
+      return compare([](const auto& x, const auto& y) { return x >= y; });
     case BinaryOp::LogicalAnd:
     case BinaryOp::LogicalOr:
       if constexpr (kIsBool) {
-        if (op == BinaryOp::LogicalAnd) return arith([](const auto& x, const auto& y) { return x && y; });
+        if (op == BinaryOp::LogicalAnd)
+          return arith([](const auto& x, const auto& y) { return x && y; });
         return arith([](const auto& x, const auto& y) { return x || y; });
       }
-      throw InvalidArgumentError(str_cat(who, ": expected bool tensors, got dtype ", dtype_of<T>()));
+      throw InvalidArgumentError(
+          str_cat(who, ": expected bool tensors, got dtype ", dtype_of<T>()));
     default: break;
   }
   if constexpr (kIsBool) {
-    throw InvalidArgumentError(str_cat(who, ": expected numeric (non-bool) tensors, got dtype bool"));
+    throw InvalidArgumentError(
+        str_cat(who, ": expected numeric (non-bool) tensors, got dtype bool"));
   } else {
     constexpr bool kInt = !std::is_floating_point_v<T>;
     switch (op) {
@@ -204,7 +208,8 @@ Tensor binary_typed(BinaryOp op, const Tensor& a, const Tensor& b, const TensorS
       case BinaryOp::FloorDiv:
         if constexpr (kInt) {
           STRATA_CHECK_ARG(!contains_zero<T>(b), who, ": integer division by zero");
-          return arith([](const auto& x, const auto& y) { return x.binaryExpr(y, IntFloorDiv<T>{}); });
+          return arith(
+              [](const auto& x, const auto& y) { return x.binaryExpr(y, IntFloorDiv<T>{}); });
         } else {
           return arith([](const auto& x, const auto& y) { return (x / y).floor(); });
         }
@@ -253,22 +258,29 @@ Tensor unary_typed(UnaryOp op, const Tensor& x, double alpha, const char* who) {
         throw InvalidArgumentError(str_cat(who, ": expected a bool tensor, got dtype ", x.dtype()));
       case UnaryOp::Neg: return map_unary<T>(x, [](const auto& v) { return -v; });
       case UnaryOp::Abs:
-        if constexpr (std::is_unsigned_v<T>) return map_unary<T>(x, [](const auto& v) { return v; });
-        else return map_unary<T>(x, [](const auto& v) { return v.abs(); });
+        if constexpr (std::is_unsigned_v<T>)
+          return map_unary<T>(x, [](const auto& v) { return v; });
+        else
+          return map_unary<T>(x, [](const auto& v) { return v.abs(); });
       case UnaryOp::Sign: return map_unary<T>(x, [](const auto& v) { return v.sign(); });
       case UnaryOp::Square: return map_unary<T>(x, [](const auto& v) { return v.square(); });
       case UnaryOp::Floor:
-        if constexpr (kFloat) return map_unary<T>(x, [](const auto& v) { return v.floor(); });
-        else return map_unary<T>(x, [](const auto& v) { return v; });
+        if constexpr (kFloat)
+          return map_unary<T>(x, [](const auto& v) { return v.floor(); });
+        else
+          return map_unary<T>(x, [](const auto& v) { return v; });
       case UnaryOp::Ceil:
-        if constexpr (kFloat) return map_unary<T>(x, [](const auto& v) { return v.ceil(); });
-        else return map_unary<T>(x, [](const auto& v) { return v; });
+        if constexpr (kFloat)
+          return map_unary<T>(x, [](const auto& v) { return v.ceil(); });
+        else
+          return map_unary<T>(x, [](const auto& v) { return v; });
       case UnaryOp::Round:
         // rint rounds half to even in the default rounding mode, as TF's round.
-        if constexpr (kFloat) return map_unary<T>(x, [](const auto& v) { return v.rint(); });
-        else return map_unary<T>(x, [](const auto& v) { return v; });
-      case UnaryOp::Relu:
-        return map_unary<T>(x, [](const auto& v) { return v.max(T(0)); });
+        if constexpr (kFloat)
+          return map_unary<T>(x, [](const auto& v) { return v.rint(); });
+        else
+          return map_unary<T>(x, [](const auto& v) { return v; });
+      case UnaryOp::Relu: return map_unary<T>(x, [](const auto& v) { return v.max(T(0)); });
       case UnaryOp::Relu6:
         return map_unary<T>(x, [](const auto& v) { return v.max(T(0)).min(T(6)); });
       default: break;
@@ -290,12 +302,14 @@ Tensor unary_typed(UnaryOp op, const Tensor& x, double alpha, const char* who) {
         case UnaryOp::LeakyRelu:
           return map_unary<T>(x, [a](const auto& v) { return (v > T(0)).select(v, v * a); });
         case UnaryOp::Elu:
-          return map_unary<T>(x, [a](const auto& v) { return (v > T(0)).select(v, v.expm1() * a); });
+          return map_unary<T>(x,
+                              [a](const auto& v) { return (v > T(0)).select(v, v.expm1() * a); });
         case UnaryOp::Sigmoid: return map_unary<T>(x, [](const auto& v) { return v.logistic(); });
         case UnaryOp::Tanh: return map_unary<T>(x, [](const auto& v) { return v.tanh(); });
         case UnaryOp::Softplus:
           // max(x, 0) + log1p(exp(-|x|)): no overflow for large |x|.
-          return map_unary<T>(x, [](const auto& v) { return v.max(T(0)) + (-v.abs()).exp().log1p(); });
+          return map_unary<T>(x,
+                              [](const auto& v) { return v.max(T(0)) + (-v.abs()).exp().log1p(); });
         default: break;
       }
     }
@@ -412,8 +426,10 @@ Tensor reduce_typed(ReduceOp op, const Tensor& x, const std::vector<int64_t>& ax
   for (int64_t a : axes) reduced[a] = true;
   std::vector<int64_t> out_dims;
   for (int i = 0; i < rank; ++i) {
-    if (!reduced[i]) out_dims.push_back(x.shape().dims()[i]);
-    else if (keepdims) out_dims.push_back(1);
+    if (!reduced[i])
+      out_dims.push_back(x.shape().dims()[i]);
+    else if (keepdims)
+      out_dims.push_back(1);
   }
   const TensorShape out_shape(out_dims);
   // Groups of adjacent dims (size-1 dims dropped) with the same reduced flag.
@@ -423,8 +439,10 @@ Tensor reduce_typed(ReduceOp op, const Tensor& x, const std::vector<int64_t>& ax
     const int64_t d = x.shape().dims()[i];
     if (reduced[i]) red_count *= d;
     if (d == 1) continue;
-    if (!groups.empty() && groups.back().second == reduced[i]) groups.back().first *= d;
-    else groups.emplace_back(d, reduced[i]);
+    if (!groups.empty() && groups.back().second == reduced[i])
+      groups.back().first *= d;
+    else
+      groups.emplace_back(d, reduced[i]);
   }
   int num_red_groups = 0;
   for (auto& g : groups) num_red_groups += g.second;
@@ -459,7 +477,8 @@ Tensor reduce_typed(ReduceOp op, const Tensor& x, const std::vector<int64_t>& ax
   if (op == ReduceOp::Mean) {
     const int64_t n = out.num_elements();
     if (red_count == 0) {
-      std::fill(po, po + n, std::numeric_limits<T>::has_quiet_NaN ? std::numeric_limits<T>::quiet_NaN() : T(0));
+      std::fill(po, po + n,
+                std::numeric_limits<T>::has_quiet_NaN ? std::numeric_limits<T>::quiet_NaN() : T(0));
     } else {
       const T c = static_cast<T>(red_count);
       for (int64_t i = 0; i < n; ++i) po[i] = static_cast<T>(po[i] / c);
@@ -523,14 +542,15 @@ Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* who) {
   if (a.dtype() == DType::string) {
     throw InvalidArgumentError(str_cat(who, ": expected numeric tensors, got dtype string"));
   }
-  return dispatch_numeric(a.dtype(), [&](auto t) {
-    return binary_typed<decltype(t)>(op, a, b, out_shape, who);
-  });
+  return dispatch_numeric(
+      a.dtype(), [&](auto t) { return binary_typed<decltype(t)>(op, a, b, out_shape, who); });
 }
 
 Tensor unary(UnaryOp op, const Tensor& x, double alpha, const char* who) {
-  STRATA_CHECK_ARG(x.dtype() != DType::string, who, ": expected a numeric tensor, got dtype string");
-  return dispatch_numeric(x.dtype(), [&](auto t) { return unary_typed<decltype(t)>(op, x, alpha, who); });
+  STRATA_CHECK_ARG(x.dtype() != DType::string, who,
+                   ": expected a numeric tensor, got dtype string");
+  return dispatch_numeric(x.dtype(),
+                          [&](auto t) { return unary_typed<decltype(t)>(op, x, alpha, who); });
 }
 
 Tensor cast(const Tensor& x, DType dtype) {
@@ -571,7 +591,9 @@ Tensor select(const Tensor& cond, const Tensor& x, const Tensor& y) {
   STRATA_INTERNAL_CHECK(x.dtype() == y.dtype(), "select kernel on different dtypes");
   const TensorShape shape =
       broadcast_shape(cond.shape(), broadcast_shape(x.shape(), y.shape(), "where"), "where");
-  auto full = [&](const Tensor& t) { return t.shape() == shape ? t : kernels::broadcast_to(t, shape); };
+  auto full = [&](const Tensor& t) {
+    return t.shape() == shape ? t : kernels::broadcast_to(t, shape);
+  };
   const Tensor c = full(cond), xf = full(x), yf = full(y);
   Tensor out = Tensor::allocate(x.dtype(), shape);
   internal::dispatch_all(x.dtype(), [&](auto t) {
@@ -618,9 +640,8 @@ Tensor arg_reduce(bool is_max, const Tensor& x, int axis) {
   const char* who = is_max ? "argmax" : "argmin";
   STRATA_CHECK_ARG(x.shape().dims()[axis] > 0, who, ": expected a non-empty dimension ", axis,
                    ", got shape ", x.shape());
-  return internal::dispatch_arithmetic(x.dtype(), who, [&](auto t) {
-    return arg_reduce_typed<decltype(t)>(is_max, x, axis);
-  });
+  return internal::dispatch_arithmetic(
+      x.dtype(), who, [&](auto t) { return arg_reduce_typed<decltype(t)>(is_max, x, axis); });
 }
 
 }  // namespace strata::kernels

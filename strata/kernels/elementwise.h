@@ -18,8 +18,24 @@
 namespace strata::kernels {
 
 enum class BinaryOp {
-  Add, Sub, Mul, Div, FloorDiv, FloorMod, Pow, Maximum, Minimum, SquaredDifference,
-  Equal, NotEqual, Less, LessEqual, Greater, GreaterEqual, LogicalAnd, LogicalOr,
+  Add,
+  Sub,
+  Mul,
+  Div,
+  FloorDiv,
+  FloorMod,
+  Pow,
+  Maximum,
+  Minimum,
+  SquaredDifference,
+  Equal,
+  NotEqual,
+  Less,
+  LessEqual,
+  Greater,
+  GreaterEqual,
+  LogicalAnd,
+  LogicalOr,
 };
 
 // NumPy broadcast of two shapes; InvalidArgumentError naming `who` and both shapes.
@@ -31,8 +47,30 @@ TensorShape broadcast_shape(const TensorShape& a, const TensorShape& b, const ch
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* who);
 
 enum class UnaryOp {
-  Identity, Neg, Abs, Sign, Exp, Log, Log1p, Sqrt, Rsqrt, Square, Reciprocal, Sin, Cos,
-  Floor, Ceil, Round, Relu, Relu6, LeakyRelu, Elu, Sigmoid, Tanh, Softplus, LogicalNot,
+  Identity,
+  Neg,
+  Abs,
+  Sign,
+  Exp,
+  Log,
+  Log1p,
+  Sqrt,
+  Rsqrt,
+  Square,
+  Reciprocal,
+  Sin,
+  Cos,
+  Floor,
+  Ceil,
+  Round,
+  Relu,
+  Relu6,
+  LeakyRelu,
+  Elu,
+  Sigmoid,
+  Tanh,
+  Softplus,
+  LogicalNot,
 };
 // `alpha` is LeakyRelu's slope / Elu's alpha.
 Tensor unary(UnaryOp op, const Tensor& x, double alpha, const char* who);

@@ -31,8 +31,8 @@ int64_t patch_size(const ConvGeometry& g) { return g.filter_h * g.filter_w * g.i
 
 // A 1x1, stride-1, unpadded convolution: the patch matrix is the input itself.
 bool is_pointwise(const ConvGeometry& g) {
-  return g.filter_h == 1 && g.filter_w == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
-         g.pad_left == 0 && g.out_h == g.in_h && g.out_w == g.in_w;
+  return g.filter_h == 1 && g.filter_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+         g.pad_top == 0 && g.pad_left == 0 && g.out_h == g.in_h && g.out_w == g.in_w;
 }
 
 // Output pixels per chunk. It depends on the geometry only (never on the
@@ -199,7 +199,8 @@ void conv_backprop_input(const T* filter, const T* dy, T* dx, const ConvGeometry
     return;
   }
   // Whole images are the parallel unit, so only the buffer bounds the chunk.
-  const int64_t rows = std::min(hw, std::max<int64_t>(kColBufferElements / std::max<int64_t>(k, 1), 16));
+  const int64_t rows =
+      std::min(hw, std::max<int64_t>(kColBufferElements / std::max<int64_t>(k, 1), 16));
   parallel_for(g.batch, 1, [&](int64_t b0, int64_t b1) {
     std::unique_ptr<T[]> col = scratch<T>(rows * k);
     for (int64_t b = b0; b < b1; ++b) {
@@ -246,7 +247,8 @@ void conv_backprop_filter(const T* in, const T* dy, T* df, const ConvGeometry& g
           im2col(in, g, p0, p1, col.get());
           a = col.get();
         }
-        gemm<T>(true, false, k, o, p1 - p0, a, k, dy + p0 * o, o, acc, o, c == c_begin ? T(0) : T(1));
+        gemm<T>(true, false, k, o, p1 - p0, a, k, dy + p0 * o, o, acc, o,
+                c == c_begin ? T(0) : T(1));
       }
     }
   });
@@ -399,7 +401,8 @@ Tensor conv2d(const Tensor& input, const Tensor& filter, const ConvGeometry& g) 
   return out;
 }
 
-Tensor conv2d_backprop_input(const Tensor& filter, const Tensor& out_backprop, const ConvGeometry& g) {
+Tensor conv2d_backprop_input(const Tensor& filter, const Tensor& out_backprop,
+                             const ConvGeometry& g) {
   internal::init_blas();
   Tensor dx = Tensor::allocate(filter.dtype(), TensorShape{g.batch, g.in_h, g.in_w, g.in_c});
   if (dx.num_elements() == 0) return dx;
@@ -410,7 +413,8 @@ Tensor conv2d_backprop_input(const Tensor& filter, const Tensor& out_backprop, c
   return dx;
 }
 
-Tensor conv2d_backprop_filter(const Tensor& input, const Tensor& out_backprop, const ConvGeometry& g) {
+Tensor conv2d_backprop_filter(const Tensor& input, const Tensor& out_backprop,
+                              const ConvGeometry& g) {
   internal::init_blas();
   Tensor df = Tensor::allocate(input.dtype(), TensorShape{g.filter_h, g.filter_w, g.in_c, g.out_c});
   if (df.num_elements() == 0) return df;
@@ -447,9 +451,11 @@ Tensor max_pool2d_grad(const Tensor& input, const Tensor& out_backprop, const Co
   dispatch_floating(input.dtype(), "max_pool2d_grad", [&](auto t) {
     using T = decltype(t);
     if (g.in_h * g.in_w <= std::numeric_limits<int32_t>::max()) {
-      max_pool_backward<T, int32_t>(input.data<T>(), out_backprop.data<T>(), dx.mutable_data<T>(), g);
+      max_pool_backward<T, int32_t>(input.data<T>(), out_backprop.data<T>(), dx.mutable_data<T>(),
+                                    g);
     } else {
-      max_pool_backward<T, int64_t>(input.data<T>(), out_backprop.data<T>(), dx.mutable_data<T>(), g);
+      max_pool_backward<T, int64_t>(input.data<T>(), out_backprop.data<T>(), dx.mutable_data<T>(),
+                                    g);
     }
   });
   return dx;
@@ -475,21 +481,22 @@ Tensor softmax_last_axis(const Tensor& x, bool log_space) {
     using Row = Eigen::Array<T, Eigen::Dynamic, 1>;
     const T* px = x.data<T>();
     T* po = out.mutable_data<T>();
-    parallel_for(rows, std::max<int64_t>(internal::kElementwiseGrain / n, 1), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const Eigen::Map<const Row> in(px + r * n, n);
-        Eigen::Map<Row> o(po + r * n, n);
-        // Subtracting the row max keeps exp() <= 1: no overflow for large logits.
-        const T m = in.maxCoeff();
-        o = (in - m).exp();
-        const T sum = o.sum();
-        if (log_space) {
-          o = (in - m) - std::log(sum);
-        } else {
-          o /= sum;
-        }
-      }
-    });
+    parallel_for(rows, std::max<int64_t>(internal::kElementwiseGrain / n, 1),
+                 [&](int64_t r0, int64_t r1) {
+                   for (int64_t r = r0; r < r1; ++r) {
+                     const Eigen::Map<const Row> in(px + r * n, n);
+                     Eigen::Map<Row> o(po + r * n, n);
+                     // Subtracting the row max keeps exp() <= 1: no overflow for large logits.
+                     const T m = in.maxCoeff();
+                     o = (in - m).exp();
+                     const T sum = o.sum();
+                     if (log_space) {
+                       o = (in - m) - std::log(sum);
+                     } else {
+                       o /= sum;
+                     }
+                   }
+                 });
   });
   return out;
 }

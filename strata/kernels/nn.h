@@ -31,9 +31,11 @@ struct ConvGeometry {
 // input [N, H, W, C], filter [KH, KW, C, O] -> [N, OH, OW, O].
 Tensor conv2d(const Tensor& input, const Tensor& filter, const ConvGeometry& g);
 // filter [KH, KW, C, O], out_backprop [N, OH, OW, O] -> d input [N, H, W, C].
-Tensor conv2d_backprop_input(const Tensor& filter, const Tensor& out_backprop, const ConvGeometry& g);
+Tensor conv2d_backprop_input(const Tensor& filter, const Tensor& out_backprop,
+                             const ConvGeometry& g);
 // input [N, H, W, C], out_backprop [N, OH, OW, O] -> d filter [KH, KW, C, O].
-Tensor conv2d_backprop_filter(const Tensor& input, const Tensor& out_backprop, const ConvGeometry& g);
+Tensor conv2d_backprop_filter(const Tensor& input, const Tensor& out_backprop,
+                              const ConvGeometry& g);
 
 // Pools use filter_h/filter_w as the window and in_c as the channel count;
 // dilations must be 1. Padded positions never take part (TF): max ignores

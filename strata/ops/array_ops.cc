@@ -19,7 +19,8 @@ Tensor zeros_like(const Tensor& x) { return zeros(x.shape(), x.dtype()); }
 Tensor ones_like(const Tensor& x) { return ones(x.shape(), x.dtype()); }
 Tensor range(int64_t start, int64_t limit, int64_t delta) {
   STRATA_CHECK_ARG(delta != 0, "range: expected a non-zero delta, got 0");
-  int64_t n = delta > 0 ? (limit - start + delta - 1) / delta : (start - limit - delta - 1) / -delta;
+  int64_t n =
+      delta > 0 ? (limit - start + delta - 1) / delta : (start - limit - delta - 1) / -delta;
   if (n < 0) n = 0;
   Tensor out = Tensor::allocate(DType::int64, TensorShape{n});
   int64_t* p = out.mutable_data<int64_t>();
@@ -42,13 +43,13 @@ Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape) {
     }
   }
   if (unknown >= 0) {
-    STRATA_CHECK_ARG(known > 0 && x.num_elements() % known == 0, "reshape: cannot reshape a tensor of shape ",
-                     x.shape(), " into ", shape);
+    STRATA_CHECK_ARG(known > 0 && x.num_elements() % known == 0,
+                     "reshape: cannot reshape a tensor of shape ", x.shape(), " into ", shape);
     dims[unknown] = x.num_elements() / known;
   }
   const TensorShape target(dims);
-  STRATA_CHECK_ARG(target.num_elements() == x.num_elements(), "reshape: expected ", x.num_elements(),
-                   " elements (shape ", x.shape(), "), got target shape ", shape);
+  STRATA_CHECK_ARG(target.num_elements() == x.num_elements(), "reshape: expected ",
+                   x.num_elements(), " elements (shape ", x.shape(), "), got target shape ", shape);
   Tensor out = x.reshaped(target);
   OpAttrs attrs;
   attrs.shape = target;
@@ -70,7 +71,8 @@ Tensor squeeze(const Tensor& x, const std::vector<int64_t>& axis) {
   } else {
     for (int64_t a : axis) {
       const int c = x.shape().canonical_axis(a, "squeeze");
-      STRATA_CHECK_ARG(x.shape()[c] == 1, "squeeze: expected dimension ", a, " to be 1, got shape ", x.shape());
+      STRATA_CHECK_ARG(x.shape()[c] == 1, "squeeze: expected dimension ", a, " to be 1, got shape ",
+                       x.shape());
       drop[c] = true;
     }
   }
@@ -84,11 +86,12 @@ Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm_in) {
   std::vector<int64_t> perm = perm_in;
   if (perm.empty())
     for (int i = x.rank() - 1; i >= 0; --i) perm.push_back(i);
-  STRATA_CHECK_ARG(static_cast<int>(perm.size()) == x.rank(), "transpose: expected a permutation of ",
-                   x.rank(), " dimensions, got ", perm_in);
+  STRATA_CHECK_ARG(static_cast<int>(perm.size()) == x.rank(),
+                   "transpose: expected a permutation of ", x.rank(), " dimensions, got ", perm_in);
   std::vector<bool> seen(x.rank(), false);
   for (auto& p : perm) {
-    STRATA_CHECK_ARG(p >= -x.rank() && p < x.rank(), "transpose: expected a permutation, got ", perm_in);
+    STRATA_CHECK_ARG(p >= -x.rank() && p < x.rank(), "transpose: expected a permutation, got ",
+                     perm_in);
     if (p < 0) p += x.rank();
     STRATA_CHECK_ARG(!seen[p], "transpose: expected a permutation, got ", perm_in);
     seen[p] = true;
@@ -102,7 +105,8 @@ Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm_in) {
 
 Tensor broadcast_to(const Tensor& x, const TensorShape& shape) {
   STRATA_CHECK_ARG(kernels::broadcast_shape(x.shape(), shape, "broadcast_to") == shape,
-                   "broadcast_to: expected a shape that ", x.shape(), " broadcasts to, got ", shape);
+                   "broadcast_to: expected a shape that ", x.shape(), " broadcasts to, got ",
+                   shape);
   Tensor out = kernels::broadcast_to(x, shape);
   OpAttrs attrs;
   attrs.shape = shape;
@@ -133,26 +137,28 @@ Tensor concat(const std::vector<Tensor>& values, int64_t axis) {
 Tensor stack(const std::vector<Tensor>& values, int64_t axis) {
   STRATA_CHECK_ARG(!values.empty(), "stack: expected at least one tensor, got 0");
   const int r = values[0].rank();
-  STRATA_CHECK_ARG(axis >= -r - 1 && axis <= r, "stack: expected axis in [", -r - 1, ", ", r, "], got ", axis);
+  STRATA_CHECK_ARG(axis >= -r - 1 && axis <= r, "stack: expected axis in [", -r - 1, ", ", r,
+                   "], got ", axis);
   const int64_t a = axis < 0 ? axis + r + 1 : axis;
   std::vector<Tensor> parts;
   for (const Tensor& v : values) {
-    STRATA_CHECK_ARG(v.shape() == values[0].shape(), "stack: expected equal shapes, got ", values[0].shape(),
-                     " and ", v.shape());
+    STRATA_CHECK_ARG(v.shape() == values[0].shape(), "stack: expected equal shapes, got ",
+                     values[0].shape(), " and ", v.shape());
     parts.push_back(expand_dims(v, a));
   }
   return concat(parts, a);
 }
 
 Tensor slice(const Tensor& x, const std::vector<int64_t>& begin, const std::vector<int64_t>& size) {
-  STRATA_CHECK_ARG(static_cast<int>(begin.size()) == x.rank() && static_cast<int>(size.size()) == x.rank(),
-                   "slice: expected begin and size of length ", x.rank(), ", got ", begin, " and ", size);
+  STRATA_CHECK_ARG(
+      static_cast<int>(begin.size()) == x.rank() && static_cast<int>(size.size()) == x.rank(),
+      "slice: expected begin and size of length ", x.rank(), ", got ", begin, " and ", size);
   std::vector<int64_t> sz = size;
   for (int i = 0; i < x.rank(); ++i) {
     const int64_t d = x.shape()[i];
     if (sz[i] == -1) sz[i] = d - begin[i];
-    STRATA_CHECK_ARG(begin[i] >= 0 && sz[i] >= 0 && begin[i] + sz[i] <= d, "slice: expected begin ", begin,
-                     " and size ", size, " within shape ", x.shape());
+    STRATA_CHECK_ARG(begin[i] >= 0 && sz[i] >= 0 && begin[i] + sz[i] <= d, "slice: expected begin ",
+                     begin, " and size ", size, " within shape ", x.shape());
   }
   Tensor out = kernels::strided_slice(x, begin, std::vector<int64_t>(x.rank(), 1), TensorShape(sz));
   OpAttrs attrs;
@@ -180,14 +186,16 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& size_spli
   int64_t known = 0;
   int unknown = -1;
   for (size_t i = 0; i < sizes.size(); ++i) {
-    if (sizes[i] == -1) unknown = static_cast<int>(i);
-    else known += sizes[i];
+    if (sizes[i] == -1)
+      unknown = static_cast<int>(i);
+    else
+      known += sizes[i];
   }
   if (unknown >= 0) sizes[unknown] = x.shape()[a] - known;
   int64_t total = 0;
   for (int64_t s : sizes) total += s;
-  STRATA_CHECK_ARG(total == x.shape()[a], "split: expected sizes summing to ", x.shape()[a], ", got ",
-                   size_splits);
+  STRATA_CHECK_ARG(total == x.shape()[a], "split: expected sizes summing to ", x.shape()[a],
+                   ", got ", size_splits);
   std::vector<Tensor> out;
   int64_t pos = 0;
   for (int64_t s : sizes) {
@@ -202,19 +210,21 @@ std::vector<Tensor> split(const Tensor& x, const std::vector<int64_t>& size_spli
 
 std::vector<Tensor> split(const Tensor& x, int64_t num_splits, int64_t axis) {
   const int a = x.shape().canonical_axis(axis, "split");
-  STRATA_CHECK_ARG(num_splits > 0 && x.shape()[a] % num_splits == 0, "split: expected dimension ", axis,
-                   " of shape ", x.shape(), " to be divisible by num_splits, got ", num_splits);
+  STRATA_CHECK_ARG(num_splits > 0 && x.shape()[a] % num_splits == 0, "split: expected dimension ",
+                   axis, " of shape ", x.shape(), " to be divisible by num_splits, got ",
+                   num_splits);
   return split(x, std::vector<int64_t>(num_splits, x.shape()[a] / num_splits), a);
 }
 
-Tensor strided_slice(const Tensor& x, const std::vector<int64_t>& begin_in, const std::vector<int64_t>& end_in,
-                     const std::vector<int64_t>& strides_in) {
+Tensor strided_slice(const Tensor& x, const std::vector<int64_t>& begin_in,
+                     const std::vector<int64_t>& end_in, const std::vector<int64_t>& strides_in) {
   const int r = x.rank();
-  std::vector<int64_t> strides = strides_in.empty() ? std::vector<int64_t>(begin_in.size(), 1) : strides_in;
+  std::vector<int64_t> strides =
+      strides_in.empty() ? std::vector<int64_t>(begin_in.size(), 1) : strides_in;
   STRATA_CHECK_ARG(static_cast<int>(begin_in.size()) <= r && begin_in.size() == end_in.size() &&
                        strides.size() == begin_in.size(),
-                   "strided_slice: expected begin, end and strides of equal length <= ", r, ", got ", begin_in,
-                   ", ", end_in, ", ", strides_in);
+                   "strided_slice: expected begin, end and strides of equal length <= ", r,
+                   ", got ", begin_in, ", ", end_in, ", ", strides_in);
   std::vector<int64_t> begin(r), end(r), st(r, 1), dims(r);
   for (int i = 0; i < r; ++i) {
     const int64_t d = x.shape()[i];
@@ -248,12 +258,14 @@ Tensor strided_slice(const Tensor& x, const std::vector<int64_t>& begin_in, cons
   return out;
 }
 
-Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& paddings, double constant_value) {
+Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& paddings,
+           double constant_value) {
   STRATA_CHECK_ARG(static_cast<int>(paddings.size()) == x.rank(), "pad: expected ", x.rank(),
                    " {before, after} pairs, got ", paddings.size());
   OpAttrs attrs;
   for (auto [b, a] : paddings) {
-    STRATA_CHECK_ARG(b >= 0 && a >= 0, "pad: expected non-negative paddings, got {", b, ", ", a, "}");
+    STRATA_CHECK_ARG(b >= 0 && a >= 0, "pad: expected non-negative paddings, got {", b, ", ", a,
+                     "}");
     attrs.paddings.push_back(b);
     attrs.paddings.push_back(a);
   }
@@ -274,7 +286,8 @@ Tensor tile(const Tensor& x, const std::vector<int64_t>& multiples) {
     bc.insert(bc.end(), {multiples[i], x.shape()[i]});
     outd.push_back(multiples[i] * x.shape()[i]);
   }
-  Tensor out = kernels::broadcast_to(x.reshaped(TensorShape(ex)), TensorShape(bc)).reshaped(TensorShape(outd));
+  Tensor out = kernels::broadcast_to(x.reshaped(TensorShape(ex)), TensorShape(bc))
+                   .reshaped(TensorShape(outd));
   OpAttrs attrs;
   attrs.multiples = multiples;
   record_op(OpKind::Tile, {x}, {out}, attrs);
@@ -296,7 +309,8 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids, int64
                        data.shape().sub_shape(0, segment_ids.rank()) == segment_ids.shape(),
                    "unsorted_segment_sum: expected segment_ids shape to prefix data shape, got ",
                    segment_ids.shape(), " and ", data.shape());
-  STRATA_CHECK_ARG(num_segments >= 0, "unsorted_segment_sum: expected num_segments >= 0, got ", num_segments);
+  STRATA_CHECK_ARG(num_segments >= 0, "unsorted_segment_sum: expected num_segments >= 0, got ",
+                   num_segments);
   Tensor out = kernels::unsorted_segment_sum(data, segment_ids, num_segments);
   OpAttrs attrs;
   attrs.num_segments = num_segments;
@@ -307,7 +321,8 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids, int64
 Tensor one_hot(const Tensor& indices, int64_t depth, const OneHotOptions& o) {
   STRATA_CHECK_ARG(depth >= 0, "one_hot: expected depth >= 0, got ", depth);
   const int r = indices.rank();
-  STRATA_CHECK_ARG(o.axis >= -1 && o.axis <= r, "one_hot: expected axis in [-1, ", r, "], got ", o.axis);
+  STRATA_CHECK_ARG(o.axis >= -1 && o.axis <= r, "one_hot: expected axis in [-1, ", r, "], got ",
+                   o.axis);
   const int a = o.axis == -1 ? r : static_cast<int>(o.axis);
   return kernels::one_hot(indices, depth, o.on_value, o.off_value, a, o.dtype);
 }

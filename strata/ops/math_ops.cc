@@ -34,7 +34,8 @@ Tensor unary_op(OpKind kind, UnaryOp op, const Tensor& x, const char* who, doubl
   return out;
 }
 
-std::vector<int64_t> normalise_axes(const Tensor& x, const std::vector<int64_t>& axis, const char* who) {
+std::vector<int64_t> normalise_axes(const Tensor& x, const std::vector<int64_t>& axis,
+                                    const char* who) {
   std::vector<int64_t> axes;
   if (axis.empty()) {
     for (int i = 0; i < x.rank(); ++i) axes.push_back(i);
@@ -68,7 +69,9 @@ Tensor scalar_like(const Tensor& like, double value) {
 }
 }  // namespace internal
 
-Tensor add(const Tensor& a, const Tensor& b) { return binary_op(OpKind::Add, BinaryOp::Add, a, b, "add"); }
+Tensor add(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::Add, BinaryOp::Add, a, b, "add");
+}
 Tensor subtract(const Tensor& a, const Tensor& b) {
   return binary_op(OpKind::Sub, BinaryOp::Sub, a, b, "subtract");
 }
@@ -90,7 +93,9 @@ Tensor floordiv(const Tensor& a, const Tensor& b) {
 Tensor floormod(const Tensor& a, const Tensor& b) {
   return binary_op(OpKind::FloorMod, BinaryOp::FloorMod, a, b, "floormod");
 }
-Tensor pow(const Tensor& a, const Tensor& b) { return binary_op(OpKind::Pow, BinaryOp::Pow, a, b, "pow"); }
+Tensor pow(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::Pow, BinaryOp::Pow, a, b, "pow");
+}
 Tensor maximum(const Tensor& a, const Tensor& b) {
   return binary_op(OpKind::Maximum, BinaryOp::Maximum, a, b, "maximum");
 }
@@ -98,19 +103,25 @@ Tensor minimum(const Tensor& a, const Tensor& b) {
   return binary_op(OpKind::Minimum, BinaryOp::Minimum, a, b, "minimum");
 }
 Tensor squared_difference(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::SquaredDifference, BinaryOp::SquaredDifference, a, b, "squared_difference");
+  return binary_op(OpKind::SquaredDifference, BinaryOp::SquaredDifference, a, b,
+                   "squared_difference");
 }
 Tensor add_n(const std::vector<Tensor>& inputs) {
   Tensor out = kernels::add_n(inputs);
-  if (any_recorder_active()) record_op(OpKind::AddN, std::span<const Tensor>(inputs), {&out, 1}, {});
+  if (any_recorder_active())
+    record_op(OpKind::AddN, std::span<const Tensor>(inputs), {&out, 1}, {});
   return out;
 }
 
-Tensor equal(const Tensor& a, const Tensor& b) { return binary_op(OpKind::Equal, BinaryOp::Equal, a, b, "equal"); }
+Tensor equal(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::Equal, BinaryOp::Equal, a, b, "equal");
+}
 Tensor not_equal(const Tensor& a, const Tensor& b) {
   return binary_op(OpKind::NotEqual, BinaryOp::NotEqual, a, b, "not_equal");
 }
-Tensor less(const Tensor& a, const Tensor& b) { return binary_op(OpKind::Less, BinaryOp::Less, a, b, "less"); }
+Tensor less(const Tensor& a, const Tensor& b) {
+  return binary_op(OpKind::Less, BinaryOp::Less, a, b, "less");
+}
 Tensor less_equal(const Tensor& a, const Tensor& b) {
   return binary_op(OpKind::LessEqual, BinaryOp::LessEqual, a, b, "less_equal");
 }
@@ -126,7 +137,9 @@ Tensor logical_and(const Tensor& a, const Tensor& b) {
 Tensor logical_or(const Tensor& a, const Tensor& b) {
   return binary_op(OpKind::LogicalOr, BinaryOp::LogicalOr, a, b, "logical_or");
 }
-Tensor logical_not(const Tensor& a) { return unary_op(OpKind::LogicalNot, UnaryOp::LogicalNot, a, "logical_not"); }
+Tensor logical_not(const Tensor& a) {
+  return unary_op(OpKind::LogicalNot, UnaryOp::LogicalNot, a, "logical_not");
+}
 
 Tensor identity(const Tensor& x) {
   Tensor out = x.reshaped(x.shape());
@@ -142,7 +155,9 @@ Tensor log1p(const Tensor& x) { return unary_op(OpKind::Log1p, UnaryOp::Log1p, x
 Tensor sqrt(const Tensor& x) { return unary_op(OpKind::Sqrt, UnaryOp::Sqrt, x, "sqrt"); }
 Tensor rsqrt(const Tensor& x) { return unary_op(OpKind::Rsqrt, UnaryOp::Rsqrt, x, "rsqrt"); }
 Tensor square(const Tensor& x) { return unary_op(OpKind::Square, UnaryOp::Square, x, "square"); }
-Tensor reciprocal(const Tensor& x) { return unary_op(OpKind::Reciprocal, UnaryOp::Reciprocal, x, "reciprocal"); }
+Tensor reciprocal(const Tensor& x) {
+  return unary_op(OpKind::Reciprocal, UnaryOp::Reciprocal, x, "reciprocal");
+}
 Tensor sin(const Tensor& x) { return unary_op(OpKind::Sin, UnaryOp::Sin, x, "sin"); }
 Tensor cos(const Tensor& x) { return unary_op(OpKind::Cos, UnaryOp::Cos, x, "cos"); }
 Tensor floor(const Tensor& x) { return unary_op(OpKind::Floor, UnaryOp::Floor, x, "floor"); }
@@ -154,9 +169,13 @@ Tensor leaky_relu(const Tensor& x, double alpha) {
   return unary_op(OpKind::LeakyRelu, UnaryOp::LeakyRelu, x, "leaky_relu", alpha);
 }
 Tensor elu(const Tensor& x) { return unary_op(OpKind::Elu, UnaryOp::Elu, x, "elu", 1.0); }
-Tensor sigmoid(const Tensor& x) { return unary_op(OpKind::Sigmoid, UnaryOp::Sigmoid, x, "sigmoid"); }
+Tensor sigmoid(const Tensor& x) {
+  return unary_op(OpKind::Sigmoid, UnaryOp::Sigmoid, x, "sigmoid");
+}
 Tensor tanh(const Tensor& x) { return unary_op(OpKind::Tanh, UnaryOp::Tanh, x, "tanh"); }
-Tensor softplus(const Tensor& x) { return unary_op(OpKind::Softplus, UnaryOp::Softplus, x, "softplus"); }
+Tensor softplus(const Tensor& x) {
+  return unary_op(OpKind::Softplus, UnaryOp::Softplus, x, "softplus");
+}
 Tensor cast(const Tensor& x, DType dtype) {
   Tensor out = kernels::cast(x, dtype);
   OpAttrs attrs;
@@ -196,23 +215,24 @@ Tensor argmin(const Tensor& x, int64_t axis) {
 
 Tensor matmul(const Tensor& a0, const Tensor& b0, const MatMulOptions& options) {
   auto [a, b] = promote(a0, b0);
-  STRATA_CHECK_ARG(a.rank() >= 2 && b.rank() >= 2, "matmul: expected operands of rank >= 2, got shapes ",
-                   a.shape(), " and ", b.shape());
+  STRATA_CHECK_ARG(a.rank() >= 2 && b.rank() >= 2,
+                   "matmul: expected operands of rank >= 2, got shapes ", a.shape(), " and ",
+                   b.shape());
   const int ra = a.rank();
   const int rb = b.rank();
   const int64_t ka = options.transpose_a ? a.shape()[ra - 2] : a.shape()[ra - 1];
   const int64_t kb = options.transpose_b ? b.shape()[rb - 1] : b.shape()[rb - 2];
-  STRATA_CHECK_ARG(ka == kb, "matmul: expected matching inner dimensions, got shapes ", a.shape(), " and ",
-                   b.shape(), " (transpose_a=", options.transpose_a, ", transpose_b=", options.transpose_b,
-                   ")");
+  STRATA_CHECK_ARG(ka == kb, "matmul: expected matching inner dimensions, got shapes ", a.shape(),
+                   " and ", b.shape(), " (transpose_a=", options.transpose_a,
+                   ", transpose_b=", options.transpose_b, ")");
   // Batch dims broadcast as NumPy (BatchMatMulV2); the kernel's check would
   // only name the batch dims, so name the operands' full shapes here.
   const TensorShape a_batch = a.shape().sub_shape(0, ra - 2);
   const TensorShape b_batch = b.shape().sub_shape(0, rb - 2);
   for (int i = 1; i <= std::min(a_batch.rank(), b_batch.rank()); ++i) {
     const int64_t da = a_batch[a_batch.rank() - i], db = b_batch[b_batch.rank() - i];
-    STRATA_CHECK_ARG(da == db || da == 1 || db == 1, "matmul: batch dimensions ", a_batch, " and ", b_batch,
-                     " of shapes ", a.shape(), " and ", b.shape(), " do not broadcast");
+    STRATA_CHECK_ARG(da == db || da == 1 || db == 1, "matmul: batch dimensions ", a_batch, " and ",
+                     b_batch, " of shapes ", a.shape(), " and ", b.shape(), " do not broadcast");
   }
   Tensor out = kernels::matmul(a, b, options.transpose_a, options.transpose_b);
   OpAttrs attrs;

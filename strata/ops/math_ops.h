@@ -27,14 +27,14 @@ namespace strata {
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor subtract(const Tensor& a, const Tensor& b);
 Tensor multiply(const Tensor& a, const Tensor& b);
-Tensor divide(const Tensor& a, const Tensor& b);        // true division (ints -> float64 as TF's truediv)
+Tensor divide(const Tensor& a, const Tensor& b);  // true division (ints -> float64 as TF's truediv)
 Tensor floordiv(const Tensor& a, const Tensor& b);
 Tensor floormod(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);
 Tensor maximum(const Tensor& a, const Tensor& b);
 Tensor minimum(const Tensor& a, const Tensor& b);
 Tensor squared_difference(const Tensor& a, const Tensor& b);
-Tensor add_n(const std::vector<Tensor>& inputs);      // equal shapes and dtypes
+Tensor add_n(const std::vector<Tensor>& inputs);  // equal shapes and dtypes
 
 // --- comparisons and logic (bool results) ---
 Tensor equal(const Tensor& a, const Tensor& b);
@@ -63,7 +63,7 @@ Tensor sin(const Tensor& x);
 Tensor cos(const Tensor& x);
 Tensor floor(const Tensor& x);
 Tensor ceil(const Tensor& x);
-Tensor round(const Tensor& x);                          // half to even, as TF
+Tensor round(const Tensor& x);  // half to even, as TF
 Tensor relu(const Tensor& x);
 Tensor relu6(const Tensor& x);
 Tensor leaky_relu(const Tensor& x, double alpha = 0.2);  // TF's default alpha

@@ -58,8 +58,9 @@ std::vector<int64_t> hw(const std::vector<int64_t>& v, const char* who, const ch
 // (GetWindowedOutputSize with a dilated window of (k - 1) * d + 1): SAME gives
 // ceil(in / s) outputs and pads half the total before, the odd one after;
 // VALID gives floor((in - window) / s) + 1 and no padding.
-std::pair<int64_t, int64_t> out_and_pad(int64_t in, int64_t k, int64_t d, int64_t s, const std::string& padding,
-                                        const char* who, const char* dim) {
+std::pair<int64_t, int64_t> out_and_pad(int64_t in, int64_t k, int64_t d, int64_t s,
+                                        const std::string& padding, const char* who,
+                                        const char* dim) {
   const int64_t window = (k - 1) * d + 1;
   if (padding == "VALID") {
     const int64_t out = (in - window + s) / s;
@@ -67,29 +68,33 @@ std::pair<int64_t, int64_t> out_and_pad(int64_t in, int64_t k, int64_t d, int64_
                      " is smaller than the window ", window, " (VALID padding)");
     return {out, 0};
   }
-  STRATA_CHECK_ARG(padding == "SAME", who, ": expected padding \"SAME\" or \"VALID\", got \"", padding, "\"");
+  STRATA_CHECK_ARG(padding == "SAME", who, ": expected padding \"SAME\" or \"VALID\", got \"",
+                   padding, "\"");
   const int64_t out = (in + s - 1) / s;
   const int64_t total = std::max<int64_t>((out - 1) * s + window - in, 0);
   return {out, total / 2};
 }
 
-kernels::ConvGeometry conv_geom(const TensorShape& in, const TensorShape& f, const Conv2DOptions& opt,
-                                const char* who) {
-  STRATA_CHECK_ARG(in.rank() == 4 && f.rank() == 4, who, ": expected input NHWC and filter HWIO, got ", in,
-                   " and ", f);
+kernels::ConvGeometry conv_geom(const TensorShape& in, const TensorShape& f,
+                                const Conv2DOptions& opt, const char* who) {
+  STRATA_CHECK_ARG(in.rank() == 4 && f.rank() == 4, who,
+                   ": expected input NHWC and filter HWIO, got ", in, " and ", f);
   if (in[3] != f[2] && f[2] > 0 && in[3] % f[2] == 0) {
     // TF reads this as a grouped convolution (in / filter-in groups).
     throw UnimplementedError(str_cat(who, ": grouped convolutions (input channels ", in[3],
-                                     " a multiple of the filter's ", f[2], ") are not supported; got ", in,
-                                     " and ", f));
+                                     " a multiple of the filter's ", f[2],
+                                     ") are not supported; got ", in, " and ", f));
   }
-  STRATA_CHECK_ARG(in[3] == f[2], who, ": expected input NHWC and filter HWIO with matching channels, got ", in,
+  STRATA_CHECK_ARG(in[3] == f[2], who,
+                   ": expected input NHWC and filter HWIO with matching channels, got ", in,
                    " and ", f);
   const auto st = hw(opt.strides, who, "strides");
   const auto dl = hw(opt.dilations, who, "dilations");
   STRATA_CHECK_ARG(st[0] > 0 && st[1] > 0, who, ": expected positive strides, got ", opt.strides);
-  STRATA_CHECK_ARG(dl[0] > 0 && dl[1] > 0, who, ": expected positive dilations, got ", opt.dilations);
-  STRATA_CHECK_ARG(f[0] > 0 && f[1] > 0, who, ": expected a non-empty filter window, got filter shape ", f);
+  STRATA_CHECK_ARG(dl[0] > 0 && dl[1] > 0, who, ": expected positive dilations, got ",
+                   opt.dilations);
+  STRATA_CHECK_ARG(f[0] > 0 && f[1] > 0, who,
+                   ": expected a non-empty filter window, got filter shape ", f);
   kernels::ConvGeometry g;
   g.batch = in[0];
   g.in_h = in[1];
@@ -102,16 +107,21 @@ kernels::ConvGeometry conv_geom(const TensorShape& in, const TensorShape& f, con
   g.stride_w = st[1];
   g.dilation_h = dl[0];
   g.dilation_w = dl[1];
-  std::tie(g.out_h, g.pad_top) = out_and_pad(g.in_h, g.filter_h, g.dilation_h, g.stride_h, opt.padding, who, "height");
-  std::tie(g.out_w, g.pad_left) = out_and_pad(g.in_w, g.filter_w, g.dilation_w, g.stride_w, opt.padding, who, "width");
+  std::tie(g.out_h, g.pad_top) =
+      out_and_pad(g.in_h, g.filter_h, g.dilation_h, g.stride_h, opt.padding, who, "height");
+  std::tie(g.out_w, g.pad_left) =
+      out_and_pad(g.in_w, g.filter_w, g.dilation_w, g.stride_w, opt.padding, who, "width");
   return g;
 }
 
-TensorShape conv_out_shape(const kernels::ConvGeometry& g) { return {g.batch, g.out_h, g.out_w, g.out_c}; }
+TensorShape conv_out_shape(const kernels::ConvGeometry& g) {
+  return {g.batch, g.out_h, g.out_w, g.out_c};
+}
 
 // The attrs Conv2D and its backprops record; `shape` is the input or filter
 // shape a backprop op needs (empty for the forward op).
-OpAttrs conv_attrs(const kernels::ConvGeometry& g, const Conv2DOptions& options, TensorShape shape = {}) {
+OpAttrs conv_attrs(const kernels::ConvGeometry& g, const Conv2DOptions& options,
+                   TensorShape shape = {}) {
   OpAttrs attrs;
   attrs.strides = {g.stride_h, g.stride_w};
   attrs.padding = options.padding;
@@ -123,14 +133,14 @@ OpAttrs conv_attrs(const kernels::ConvGeometry& g, const Conv2DOptions& options,
 // Both operands float32 or both float64 (TF's Conv2D has one type T).
 void check_same_floating(const Tensor& a, const Tensor& b, const char* who, const char* a_name,
                          const char* b_name) {
-  STRATA_CHECK_ARG(is_floating(a.dtype()) && a.dtype() == b.dtype(), who, ": expected ", a_name, " and ",
-                   b_name, " of the same floating-point dtype (float32 or float64), got ", a.dtype(), " and ",
-                   b.dtype());
+  STRATA_CHECK_ARG(is_floating(a.dtype()) && a.dtype() == b.dtype(), who, ": expected ", a_name,
+                   " and ", b_name, " of the same floating-point dtype (float32 or float64), got ",
+                   a.dtype(), " and ", b.dtype());
 }
 
 void check_out_backprop(const Tensor& dy, const TensorShape& expected, const char* who) {
-  STRATA_CHECK_ARG(dy.shape() == expected, who, ": expected out_backprop shape ", expected, ", got ",
-                   dy.shape());
+  STRATA_CHECK_ARG(dy.shape() == expected, who, ": expected out_backprop shape ", expected,
+                   ", got ", dy.shape());
 }
 
 }  // namespace
@@ -143,8 +153,8 @@ Tensor conv2d(const Tensor& input, const Tensor& filters, const Conv2DOptions& o
   return out;
 }
 
-Tensor conv2d_backprop_input(const TensorShape& input_shape, const Tensor& filters, const Tensor& dy,
-                             const Conv2DOptions& options) {
+Tensor conv2d_backprop_input(const TensorShape& input_shape, const Tensor& filters,
+                             const Tensor& dy, const Conv2DOptions& options) {
   const char* who = "nn::conv2d_backprop_input";
   check_same_floating(filters, dy, who, "filters", "out_backprop");
   const kernels::ConvGeometry g = conv_geom(input_shape, filters.shape(), options, who);
@@ -154,8 +164,8 @@ Tensor conv2d_backprop_input(const TensorShape& input_shape, const Tensor& filte
   return dx;
 }
 
-Tensor conv2d_backprop_filter(const Tensor& input, const TensorShape& filter_shape, const Tensor& dy,
-                              const Conv2DOptions& options) {
+Tensor conv2d_backprop_filter(const Tensor& input, const TensorShape& filter_shape,
+                              const Tensor& dy, const Conv2DOptions& options) {
   const char* who = "nn::conv2d_backprop_filter";
   check_same_floating(input, dy, who, "input", "out_backprop");
   const kernels::ConvGeometry g = conv_geom(input.shape(), filter_shape, options, who);
@@ -185,12 +195,15 @@ kernels::ConvGeometry pool_geom(const TensorShape& in, const std::vector<int64_t
   g.out_c = in[3];
   g.stride_h = s[0];
   g.stride_w = s[1];
-  std::tie(g.out_h, g.pad_top) = out_and_pad(g.in_h, g.filter_h, 1, g.stride_h, padding, who, "height");
-  std::tie(g.out_w, g.pad_left) = out_and_pad(g.in_w, g.filter_w, 1, g.stride_w, padding, who, "width");
+  std::tie(g.out_h, g.pad_top) =
+      out_and_pad(g.in_h, g.filter_h, 1, g.stride_h, padding, who, "height");
+  std::tie(g.out_w, g.pad_left) =
+      out_and_pad(g.in_w, g.filter_w, 1, g.stride_w, padding, who, "width");
   return g;
 }
 
-OpAttrs pool_attrs(const kernels::ConvGeometry& g, const std::string& padding, TensorShape shape = {}) {
+OpAttrs pool_attrs(const kernels::ConvGeometry& g, const std::string& padding,
+                   TensorShape shape = {}) {
   OpAttrs attrs;
   attrs.ksize = {g.filter_h, g.filter_w};
   attrs.strides = {g.stride_h, g.stride_w};
@@ -206,19 +219,21 @@ void check_floating(const Tensor& t, const char* who, const char* name) {
 
 }  // namespace
 
-Tensor max_pool2d(const Tensor& input, const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
-                  const std::string& padding) {
+Tensor max_pool2d(const Tensor& input, const std::vector<int64_t>& ksize,
+                  const std::vector<int64_t>& strides, const std::string& padding) {
   check_floating(input, "nn::max_pool2d", "input");
-  const kernels::ConvGeometry g = pool_geom(input.shape(), ksize, strides, padding, "nn::max_pool2d");
+  const kernels::ConvGeometry g =
+      pool_geom(input.shape(), ksize, strides, padding, "nn::max_pool2d");
   Tensor out = kernels::max_pool2d(input, g);
   record_op(OpKind::MaxPool2D, {input}, {out}, pool_attrs(g, padding));
   return out;
 }
 
-Tensor avg_pool2d(const Tensor& input, const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
-                  const std::string& padding) {
+Tensor avg_pool2d(const Tensor& input, const std::vector<int64_t>& ksize,
+                  const std::vector<int64_t>& strides, const std::string& padding) {
   check_floating(input, "nn::avg_pool2d", "input");
-  const kernels::ConvGeometry g = pool_geom(input.shape(), ksize, strides, padding, "nn::avg_pool2d");
+  const kernels::ConvGeometry g =
+      pool_geom(input.shape(), ksize, strides, padding, "nn::avg_pool2d");
   Tensor out = kernels::avg_pool2d(input, g);
   record_op(OpKind::AvgPool2D, {input}, {out}, pool_attrs(g, padding));
   return out;
@@ -231,8 +246,8 @@ Tensor max_pool2d_grad(const Tensor& input, const Tensor& output, const Tensor& 
   check_same_floating(input, out_backprop, who, "input", "out_backprop");
   const kernels::ConvGeometry g = pool_geom(input.shape(), ksize, strides, padding, who);
   const TensorShape out_shape{g.batch, g.out_h, g.out_w, g.in_c};
-  STRATA_CHECK_ARG(output.shape() == out_shape, who, ": expected output shape ", out_shape, ", got ",
-                   output.shape());
+  STRATA_CHECK_ARG(output.shape() == out_shape, who, ": expected output shape ", out_shape,
+                   ", got ", output.shape());
   check_out_backprop(out_backprop, out_shape, who);
   // Like TF's CPU kernel, the max positions are found again from `input`;
   // `output` is only checked.
@@ -255,7 +270,8 @@ Tensor avg_pool2d_grad(const TensorShape& input_shape, const Tensor& out_backpro
 
 Tensor dropout(const Tensor& x, double rate, const DropoutOptions& options) {
   STRATA_CHECK_ARG(rate >= 0 && rate < 1, "dropout: expected rate in [0, 1), got ", rate);
-  STRATA_CHECK_ARG(is_floating(x.dtype()), "dropout: expected a floating-point tensor, got dtype ", x.dtype());
+  STRATA_CHECK_ARG(is_floating(x.dtype()), "dropout: expected a floating-point tensor, got dtype ",
+                   x.dtype());
   if (rate == 0) return identity(x);
   const TensorShape noise = options.noise_shape ? TensorShape(*options.noise_shape) : x.shape();
   Tensor u = random::uniform(noise, {.dtype = x.dtype(), .seed = options.seed});
@@ -264,14 +280,17 @@ Tensor dropout(const Tensor& x, double rate, const DropoutOptions& options) {
 }
 
 Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
-  STRATA_CHECK_ARG(logits.rank() == 2 && labels.rank() == 1 && labels.shape()[0] == logits.shape()[0],
-                   "sparse_softmax_cross_entropy_with_logits: expected logits [N, C] and labels [N], got ",
-                   logits.shape(), " and ", labels.shape());
-  STRATA_CHECK_ARG(labels.dtype() == DType::int32 || labels.dtype() == DType::int64,
-                   "sparse_softmax_cross_entropy_with_logits: expected int32 or int64 labels, got dtype ",
-                   labels.dtype());
+  STRATA_CHECK_ARG(
+      logits.rank() == 2 && labels.rank() == 1 && labels.shape()[0] == logits.shape()[0],
+      "sparse_softmax_cross_entropy_with_logits: expected logits [N, C] and labels [N], got ",
+      logits.shape(), " and ", labels.shape());
+  STRATA_CHECK_ARG(
+      labels.dtype() == DType::int32 || labels.dtype() == DType::int64,
+      "sparse_softmax_cross_entropy_with_logits: expected int32 or int64 labels, got dtype ",
+      labels.dtype());
   STRATA_CHECK_ARG(is_floating(logits.dtype()),
-                   "sparse_softmax_cross_entropy_with_logits: expected floating logits, got dtype ", logits.dtype());
+                   "sparse_softmax_cross_entropy_with_logits: expected floating logits, got dtype ",
+                   logits.dtype());
   const int64_t n = logits.shape()[0], c = logits.shape()[1];
   Tensor out = Tensor::allocate(logits.dtype(), TensorShape{n});
   dispatch_numeric(logits.dtype(), [&](auto t) {
@@ -280,9 +299,10 @@ Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tens
       const T* pl = logits.data<T>();
       T* po = out.mutable_data<T>();
       for (int64_t i = 0; i < n; ++i) {
-        const int64_t y = labels.dtype() == DType::int32 ? labels.data<int32_t>()[i] : labels.data<int64_t>()[i];
-        STRATA_CHECK_ARG(y >= 0 && y < c, "sparse_softmax_cross_entropy_with_logits: labels[", i, "] = ", y,
-                         " is not in [0, ", c, ")");
+        const int64_t y =
+            labels.dtype() == DType::int32 ? labels.data<int32_t>()[i] : labels.data<int64_t>()[i];
+        STRATA_CHECK_ARG(y >= 0 && y < c, "sparse_softmax_cross_entropy_with_logits: labels[", i,
+                         "] = ", y, " is not in [0, ", c, ")");
         const T* row = pl + i * c;
         const T m = *std::max_element(row, row + c);
         T s = 0;
@@ -306,8 +326,8 @@ Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& log
 
 Tensor bias_add(const Tensor& value, const Tensor& bias) {
   STRATA_CHECK_ARG(bias.rank() == 1 && value.rank() >= 1 && value.shape()[-1] == bias.shape()[0],
-                   "bias_add: expected bias [C] matching the last dimension of value, got ", value.shape(),
-                   " and ", bias.shape());
+                   "bias_add: expected bias [C] matching the last dimension of value, got ",
+                   value.shape(), " and ", bias.shape());
   return add(value, bias);
 }
 
@@ -315,7 +335,8 @@ Tensor l2_loss(const Tensor& t) {
   return multiply(reduce_sum(square(t)), internal::scalar_like(t, 0.5));
 }
 
-Tensor compute_average_loss(const Tensor& per_example_loss, const ComputeAverageLossOptions& options) {
+Tensor compute_average_loss(const Tensor& per_example_loss,
+                            const ComputeAverageLossOptions& options) {
   Tensor loss = per_example_loss;
   if (options.sample_weight) loss = multiply(loss, *options.sample_weight);
   const int64_t per_replica = per_example_loss.rank() == 0 ? 1 : per_example_loss.shape()[0];

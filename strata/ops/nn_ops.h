@@ -29,9 +29,10 @@ Tensor log_softmax(const Tensor& logits, int64_t axis = -1);
 namespace nn {
 
 struct Conv2DOptions {
-  std::vector<int64_t> strides = {1, 1};    // [h, w] (TF also accepts [s] and [1, h, w, 1])
+  std::vector<int64_t> strides = {1, 1};  // [h, w] (TF also accepts [s] and [1, h, w, 1])
   std::string padding = "VALID";
-  std::vector<int64_t> dilations = {1, 1};  // [h, w] (or [1, h, w, 1]); k - 1 input cells skipped per tap
+  std::vector<int64_t> dilations = {
+      1, 1};  // [h, w] (or [1, h, w, 1]); k - 1 input cells skipped per tap
 };
 Tensor conv2d(const Tensor& input, const Tensor& filters, const Conv2DOptions& options = {});
 // The gradients of conv2d (used by autodiff; public as in tf.nn).
@@ -62,9 +63,11 @@ struct DropoutOptions {
 // Keeps each element with probability 1 - rate and scales kept ones by 1 / (1 - rate).
 Tensor dropout(const Tensor& x, double rate, const DropoutOptions& options = {});
 
-// Per-example loss of integer labels [N] against logits [N, C] (tf.nn.sparse_softmax_cross_entropy_with_logits).
+// Per-example loss of integer labels [N] against logits [N, C]
+// (tf.nn.sparse_softmax_cross_entropy_with_logits).
 Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits);
-Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits, int64_t axis = -1);
+Tensor softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits,
+                                         int64_t axis = -1);
 Tensor sigmoid_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits);
 Tensor bias_add(const Tensor& value, const Tensor& bias);
 Tensor l2_loss(const Tensor& t);

@@ -13,7 +13,7 @@
 namespace strata {
 
 struct OpAttrs {
-  std::vector<int64_t> axes;       // reductions (empty = all axes)
+  std::vector<int64_t> axes;  // reductions (empty = all axes)
   bool keepdims = false;
   int64_t axis = 0;                // concat, gather, argmax, one_hot, split
   std::vector<int64_t> perm;       // transpose
@@ -29,13 +29,13 @@ struct OpAttrs {
   std::string padding;             // "SAME" or "VALID"
   bool transpose_a = false;
   bool transpose_b = false;
-  DType dtype = DType::float32;    // cast target, one_hot dtype
-  int64_t depth = 0;               // one_hot
-  int64_t num_segments = 0;        // unsorted_segment_sum
-  double alpha = 0.0;              // leaky_relu slope, elu alpha
-  double on_value = 1.0;           // one_hot
+  DType dtype = DType::float32;  // cast target, one_hot dtype
+  int64_t depth = 0;             // one_hot
+  int64_t num_segments = 0;      // unsorted_segment_sum
+  double alpha = 0.0;            // leaky_relu slope, elu alpha
+  double on_value = 1.0;         // one_hot
   double off_value = 0.0;
-  double constant_value = 0.0;     // pad
+  double constant_value = 0.0;  // pad
 };
 
 }  // namespace strata

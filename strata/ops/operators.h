@@ -15,15 +15,15 @@ namespace internal {
 Tensor scalar_like(const Tensor& like, double value);
 }  // namespace internal
 
-#define STRATA_BINARY_OPERATOR(op, fn)                                                 \
-  inline Tensor operator op(const Tensor& a, const Tensor& b) { return fn(a, b); }     \
-  template <typename S, typename = std::enable_if_t<std::is_arithmetic_v<S>>>          \
-  Tensor operator op(const Tensor& a, S s) {                                            \
-    return fn(a, internal::scalar_like(a, static_cast<double>(s)));                    \
-  }                                                                                     \
-  template <typename S, typename = std::enable_if_t<std::is_arithmetic_v<S>>>          \
-  Tensor operator op(S s, const Tensor& b) {                                            \
-    return fn(internal::scalar_like(b, static_cast<double>(s)), b);                    \
+#define STRATA_BINARY_OPERATOR(op, fn)                                             \
+  inline Tensor operator op(const Tensor& a, const Tensor& b) { return fn(a, b); } \
+  template <typename S, typename = std::enable_if_t<std::is_arithmetic_v<S>>>      \
+  Tensor operator op(const Tensor& a, S s) {                                       \
+    return fn(a, internal::scalar_like(a, static_cast<double>(s)));                \
+  }                                                                                \
+  template <typename S, typename = std::enable_if_t<std::is_arithmetic_v<S>>>      \
+  Tensor operator op(S s, const Tensor& b) {                                       \
+    return fn(internal::scalar_like(b, static_cast<double>(s)), b);                \
   }
 
 STRATA_BINARY_OPERATOR(+, add)

@@ -13,8 +13,8 @@
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
-#include "strata/ops/random_ops.h"
 #include "strata/ops/operators.h"
+#include "strata/ops/random_ops.h"
 
 namespace strata {
 namespace {
@@ -24,11 +24,12 @@ TEST(MathOps, AddBroadcastsColumnAgainstRow) {
   Tensor b = constant({10.f, 20.f, 30.f, 40.f}, {1, 4});
   Tensor c = add(a, b);
   EXPECT_EQ(c.shape(), (TensorShape{3, 4}));
-  EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{11, 21, 31, 41, 12, 22, 32, 42, 13, 23, 33, 43}));
+  EXPECT_EQ(c.to_vector<float>(),
+            (std::vector<float>{11, 21, 31, 41, 12, 22, 32, 42, 13, 23, 33, 43}));
 }
 
 TEST(MathOps, ScalarOperandAndPromotion) {
-  Tensor a = constant({1, 2, 3}) ;
+  Tensor a = constant({1, 2, 3});
   Tensor c = a * 2;
   EXPECT_EQ(c.dtype(), DType::int32);
   EXPECT_EQ(c.to_vector<int32_t>(), (std::vector<int32_t>{2, 4, 6}));
@@ -120,11 +121,13 @@ TEST(ArrayOps, TransposeSliceConcatGather) {
   Tensor x = constant({1, 2, 3, 4, 5, 6}, {2, 3});
   EXPECT_EQ(transpose(x).to_vector<int32_t>(), (std::vector<int32_t>{1, 4, 2, 5, 3, 6}));
   EXPECT_EQ(slice(x, {0, 1}, {2, -1}).to_vector<int32_t>(), (std::vector<int32_t>{2, 3, 5, 6}));
-  EXPECT_EQ(strided_slice(x, {1, -1}, {0, -4}, {-1, -2}).to_vector<int32_t>(), (std::vector<int32_t>{6, 4}));
+  EXPECT_EQ(strided_slice(x, {1, -1}, {0, -4}, {-1, -2}).to_vector<int32_t>(),
+            (std::vector<int32_t>{6, 4}));
   EXPECT_EQ(concat({x, x}, 1).shape(), (TensorShape{2, 6}));
   EXPECT_EQ(concat({x, x}, 1).to_vector<int32_t>(),
             (std::vector<int32_t>{1, 2, 3, 1, 2, 3, 4, 5, 6, 4, 5, 6}));
-  EXPECT_EQ(gather(x, constant({2, 0}), 1).to_vector<int32_t>(), (std::vector<int32_t>{3, 1, 6, 4}));
+  EXPECT_EQ(gather(x, constant({2, 0}), 1).to_vector<int32_t>(),
+            (std::vector<int32_t>{3, 1, 6, 4}));
   try {
     gather(x, constant({0, 3}), 1);
     FAIL();
@@ -135,8 +138,10 @@ TEST(ArrayOps, TransposeSliceConcatGather) {
   auto parts = split(x, 3, 1);
   ASSERT_EQ(parts.size(), 3u);
   EXPECT_EQ(parts[2].to_vector<int32_t>(), (std::vector<int32_t>{3, 6}));
-  EXPECT_EQ(tile(constant({1, 2}), {3}).to_vector<int32_t>(), (std::vector<int32_t>{1, 2, 1, 2, 1, 2}));
-  EXPECT_EQ(pad(constant({1, 2}), {{1, 2}}).to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2, 0, 0}));
+  EXPECT_EQ(tile(constant({1, 2}), {3}).to_vector<int32_t>(),
+            (std::vector<int32_t>{1, 2, 1, 2, 1, 2}));
+  EXPECT_EQ(pad(constant({1, 2}), {{1, 2}}).to_vector<int32_t>(),
+            (std::vector<int32_t>{0, 1, 2, 0, 0}));
   EXPECT_EQ(reshape(x, {3, -1}).shape(), (TensorShape{3, 2}));
 }
 
@@ -157,7 +162,8 @@ TEST(MathOps, ResultsDoNotDependOnThreadCount) {
     internal::reset_runtime_for_testing();
     config::set_intra_op_parallelism_threads(threads);
     Tensor x = constant(v, {300, 1000});
-    return std::make_pair(reduce_sum(x).item<float>(), reduce_sum(x, {.axis = {0}}).to_vector<float>());
+    return std::make_pair(reduce_sum(x).item<float>(),
+                          reduce_sum(x, {.axis = {0}}).to_vector<float>());
   };
   auto one = run(1);
   auto four = run(4);
@@ -179,9 +185,11 @@ TEST(NnOps, SoftmaxIsStableForLargeLogits) {
 
 TEST(NnOps, SparseCrossEntropyMatchesLogSumExp) {
   // loss = log(e^1 + e^2 + e^3) - 3 = 0.40760596 (by hand: log(30.19287) - 3).
-  Tensor l = nn::sparse_softmax_cross_entropy_with_logits(constant({2}), constant({1.f, 2.f, 3.f}, {1, 3}));
+  Tensor l = nn::sparse_softmax_cross_entropy_with_logits(constant({2}),
+                                                          constant({1.f, 2.f, 3.f}, {1, 3}));
   EXPECT_NEAR(l.item<float>(), 0.40760596f, 1e-6);
-  EXPECT_THROW(nn::sparse_softmax_cross_entropy_with_logits(constant({3}), constant({1.f, 2.f, 3.f}, {1, 3})),
+  EXPECT_THROW(nn::sparse_softmax_cross_entropy_with_logits(constant({3}),
+                                                            constant({1.f, 2.f, 3.f}, {1, 3})),
                InvalidArgumentError);
 }
 
@@ -193,7 +201,8 @@ TEST(RandomOps, SeededUniformIsReproducibleAndInRange) {
     EXPECT_GE(v, 0.f);
     EXPECT_LT(v, 1.f);
   }
-  for (float v : random::truncated_normal({1000}, {.seed = 5}).to_vector<float>()) EXPECT_LE(std::abs(v), 2.f);
+  for (float v : random::truncated_normal({1000}, {.seed = 5}).to_vector<float>())
+    EXPECT_LE(std::abs(v), 2.f);
 }
 
 TEST(NnOps, ComputeAverageLossDividesByGlobalBatch) {
@@ -230,14 +239,18 @@ TEST(NnOps, Conv2DSamePaddingPutsTheOddRowAfterAndDilationSkipsCells) {
 
 TEST(NnOps, PoolsMatchHandComputedValues) {
   Tensor x = constant({1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f, 9.f}, {1, 3, 3, 1});
-  EXPECT_EQ(nn::max_pool2d(x, {2, 2}, {2, 2}, "SAME").to_vector<float>(), (std::vector<float>{5, 6, 8, 9}));
+  EXPECT_EQ(nn::max_pool2d(x, {2, 2}, {2, 2}, "SAME").to_vector<float>(),
+            (std::vector<float>{5, 6, 8, 9}));
   // TF's one-element form applies to both dims.
-  EXPECT_EQ(nn::max_pool2d(x, {2}, {2}, "SAME").to_vector<float>(), (std::vector<float>{5, 6, 8, 9}));
-  EXPECT_EQ(nn::avg_pool2d(x, {2, 2}, {2, 2}, "SAME").to_vector<float>(), (std::vector<float>{3, 4.5f, 7.5f, 9}));
+  EXPECT_EQ(nn::max_pool2d(x, {2}, {2}, "SAME").to_vector<float>(),
+            (std::vector<float>{5, 6, 8, 9}));
+  EXPECT_EQ(nn::avg_pool2d(x, {2, 2}, {2, 2}, "SAME").to_vector<float>(),
+            (std::vector<float>{3, 4.5f, 7.5f, 9}));
   Tensor dy = constant({1.f, 2.f, 3.f, 4.f}, {1, 2, 2, 1});
-  EXPECT_EQ(nn::max_pool2d_grad(x, nn::max_pool2d(x, {2, 2}, {2, 2}, "SAME"), dy, {2, 2}, {2, 2}, "SAME")
-                .to_vector<float>(),
-            (std::vector<float>{0, 0, 0, 0, 1, 2, 0, 3, 4}));
+  EXPECT_EQ(
+      nn::max_pool2d_grad(x, nn::max_pool2d(x, {2, 2}, {2, 2}, "SAME"), dy, {2, 2}, {2, 2}, "SAME")
+          .to_vector<float>(),
+      (std::vector<float>{0, 0, 0, 0, 1, 2, 0, 3, 4}));
   EXPECT_EQ(nn::avg_pool2d_grad(x.shape(), dy, {2, 2}, {2, 2}, "SAME").to_vector<float>(),
             (std::vector<float>{0.25f, 0.25f, 1, 0.25f, 0.25f, 1, 1.5f, 1.5f, 4}));
 }
@@ -257,7 +270,8 @@ TEST(MathOps, LargeBroadcastOnFourThreadsMatchesNaiveLoop) {
   Tensor c = subtract(constant(a, {301, 1}), constant(b, {1, 997}));
   auto cv = c.to_vector<float>();
   for (size_t i = 0; i < a.size(); ++i)
-    for (size_t j = 0; j < b.size(); ++j) ASSERT_EQ(cv[i * b.size() + j], a[i] - b[j]) << i << "," << j;
+    for (size_t j = 0; j < b.size(); ++j)
+      ASSERT_EQ(cv[i * b.size() + j], a[i] - b[j]) << i << "," << j;
   Tensor t = transpose(c);
   auto tv = t.to_vector<float>();
   for (size_t i = 0; i < a.size(); ++i)
@@ -293,7 +307,8 @@ void expect_near_all(const std::vector<double>& got, const std::vector<double>& 
                      const std::string& what) {
   ASSERT_EQ(got.size(), want.size()) << what;
   for (size_t i = 0; i < got.size(); ++i)
-    ASSERT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i]))) << what << " element " << i;
+    ASSERT_NEAR(got[i], want[i], tol * std::max(1.0, std::abs(want[i])))
+        << what << " element " << i;
 }
 
 // One 2-D window geometry, derived independently of nn_ops.cc from TF's
@@ -319,9 +334,9 @@ struct Geo {
   }
   std::string str() const {
     return "n" + std::to_string(n) + " " + std::to_string(h) + "x" + std::to_string(w) + "x" +
-           std::to_string(c) + " k" + std::to_string(kh) + "x" + std::to_string(kw) + " o" + std::to_string(o) +
-           " s" + std::to_string(sh) + "," + std::to_string(sw) + " d" + std::to_string(dh) + "," +
-           std::to_string(dw) + " " + padding;
+           std::to_string(c) + " k" + std::to_string(kh) + "x" + std::to_string(kw) + " o" +
+           std::to_string(o) + " s" + std::to_string(sh) + "," + std::to_string(sw) + " d" +
+           std::to_string(dh) + "," + std::to_string(dw) + " " + padding;
   }
   // Calls fn(input index, filter index, output index) for every tap inside the input.
   void taps(const std::function<void(int64_t, int64_t, int64_t)>& fn) const {
@@ -376,14 +391,17 @@ TEST(NnKernels, Conv2DAndBackpropsMatchNaiveLoops) {
         dx[xi] += fv[fi] * dyv[yi];
         df[fi] += xv[xi] * dyv[yi];
       });
-      const nn::Conv2DOptions o{.strides = {g.sh, g.sw}, .padding = g.padding, .dilations = {g.dh, g.dw}};
+      const nn::Conv2DOptions o{
+          .strides = {g.sh, g.sw}, .padding = g.padding, .dilations = {g.dh, g.dw}};
       const Tensor x = make(xv, xs, dtype), f = make(fv, fs, dtype), dy = make(dyv, ys, dtype);
       const Tensor out = nn::conv2d(x, f, o);
       ASSERT_EQ(out.shape(), ys) << what;
       ASSERT_EQ(out.dtype(), dtype) << what;
       expect_near_all(values(out), y, tol, what + " conv2d");
-      expect_near_all(values(nn::conv2d_backprop_input(xs, f, dy, o)), dx, tol, what + " backprop_input");
-      expect_near_all(values(nn::conv2d_backprop_filter(x, fs, dy, o)), df, tol, what + " backprop_filter");
+      expect_near_all(values(nn::conv2d_backprop_input(xs, f, dy, o)), dx, tol,
+                      what + " backprop_input");
+      expect_near_all(values(nn::conv2d_backprop_filter(x, fs, dy, o)), df, tol,
+                      what + " backprop_filter");
     }
   }
 }
@@ -421,7 +439,8 @@ TEST(NnKernels, PoolsAndTheirGradientsMatchNaiveLoops) {
               for (int64_t i = 0; i < g.kh; ++i)
                 for (int64_t j = 0; j < g.kw; ++j) {
                   const int64_t iy = y * g.sh + i - g.pt, ix = x * g.sw + j - g.pl;
-                  if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w) in.push_back(((b * g.h + iy) * g.w + ix) * g.c + ch);
+                  if (iy >= 0 && iy < g.h && ix >= 0 && ix < g.w)
+                    in.push_back(((b * g.h + iy) * g.w + ix) * g.c + ch);
                 }
               ASSERT_FALSE(in.empty()) << what;
               int64_t arg = in[0];
@@ -442,10 +461,10 @@ TEST(NnKernels, PoolsAndTheirGradientsMatchNaiveLoops) {
       expect_near_all(values(m), mx, 0, what + " max_pool2d");
       expect_near_all(values(nn::avg_pool2d(x, {g.kh, g.kw}, {g.sh, g.sw}, g.padding)), av, tol,
                       what + " avg_pool2d");
-      expect_near_all(values(nn::max_pool2d_grad(x, m, dy, {g.kh, g.kw}, {g.sh, g.sw}, g.padding)), dmx, tol,
-                      what + " max_pool2d_grad");
-      expect_near_all(values(nn::avg_pool2d_grad(xs, dy, {g.kh, g.kw}, {g.sh, g.sw}, g.padding)), dav, tol,
-                      what + " avg_pool2d_grad");
+      expect_near_all(values(nn::max_pool2d_grad(x, m, dy, {g.kh, g.kw}, {g.sh, g.sw}, g.padding)),
+                      dmx, tol, what + " max_pool2d_grad");
+      expect_near_all(values(nn::avg_pool2d_grad(xs, dy, {g.kh, g.kw}, {g.sh, g.sw}, g.padding)),
+                      dav, tol, what + " avg_pool2d_grad");
     }
   }
 }
@@ -461,9 +480,10 @@ TEST(NnKernels, ConvResultsDoNotDependOnThreadCount) {
     const Tensor f = make(random_values(fs.num_elements(), 8), fs, DType::float32);
     const Tensor dy = make(random_values(ys.num_elements(), 9), ys, DType::float32);
     const nn::Conv2DOptions o{.padding = "SAME"};
-    return std::vector<std::vector<float>>{nn::conv2d(x, f, o).to_vector<float>(),
-                                           nn::conv2d_backprop_input(xs, f, dy, o).to_vector<float>(),
-                                           nn::conv2d_backprop_filter(x, fs, dy, o).to_vector<float>()};
+    return std::vector<std::vector<float>>{
+        nn::conv2d(x, f, o).to_vector<float>(),
+        nn::conv2d_backprop_input(xs, f, dy, o).to_vector<float>(),
+        nn::conv2d_backprop_filter(x, fs, dy, o).to_vector<float>()};
   };
   const auto one = run(1);
   const auto three = run(3);
@@ -481,31 +501,50 @@ TEST(NnKernels, ConvAndPoolArgumentErrorsNameTheValues) {
     return "no InvalidArgumentError";
   };
   const Tensor x = zeros({1, 4, 4, 2});
-  EXPECT_NE(message([&] { nn::conv2d(x, zeros({3, 3, 3, 1})); }).find("[1, 4, 4, 2] and [3, 3, 3, 1]"),
+  EXPECT_NE(message([&] {
+              nn::conv2d(x, zeros({3, 3, 3, 1}));
+            }).find("[1, 4, 4, 2] and [3, 3, 3, 1]"),
             std::string::npos);
   EXPECT_THROW(nn::conv2d(x, zeros({3, 3, 1, 1})), UnimplementedError);  // TF: 2 groups
-  EXPECT_NE(message([&] { nn::conv2d(x, zeros({3, 3, 2, 1}, DType::float64)); }).find("float32 and float64"),
+  EXPECT_NE(message([&] {
+              nn::conv2d(x, zeros({3, 3, 2, 1}, DType::float64));
+            }).find("float32 and float64"),
             std::string::npos);
-  EXPECT_NE(message([&] { nn::conv2d(cast(x, DType::int32), zeros({3, 3, 2, 1}, DType::int32)); }).find("int32"),
+  EXPECT_NE(message([&] {
+              nn::conv2d(cast(x, DType::int32), zeros({3, 3, 2, 1}, DType::int32));
+            }).find("int32"),
             std::string::npos);
-  EXPECT_NE(message([&] { nn::conv2d(x, zeros({3, 3, 2, 1}), {.padding = "FULL"}); }).find("\"FULL\""),
+  EXPECT_NE(message([&] {
+              nn::conv2d(x, zeros({3, 3, 2, 1}), {.padding = "FULL"});
+            }).find("\"FULL\""),
             std::string::npos);
-  EXPECT_NE(message([&] { nn::conv2d(x, zeros({3, 3, 2, 1}), {.dilations = {0, 1}}); }).find("dilations"),
+  EXPECT_NE(message([&] {
+              nn::conv2d(x, zeros({3, 3, 2, 1}), {.dilations = {0, 1}});
+            }).find("dilations"),
             std::string::npos);
-  EXPECT_NE(message([&] { nn::conv2d(x, zeros({6, 1, 2, 1})); }).find("height 4 is smaller than the window 6"),
+  EXPECT_NE(message([&] {
+              nn::conv2d(x, zeros({6, 1, 2, 1}));
+            }).find("height 4 is smaller than the window 6"),
             std::string::npos);
-  EXPECT_NE(message([&] { nn::conv2d_backprop_input({1, 4, 4, 2}, zeros({3, 3, 2, 1}), zeros({1, 4, 4, 1})); })
-                .find("expected out_backprop shape [1, 2, 2, 1], got [1, 4, 4, 1]"),
+  EXPECT_NE(message([&] {
+              nn::conv2d_backprop_input({1, 4, 4, 2}, zeros({3, 3, 2, 1}), zeros({1, 4, 4, 1}));
+            }).find("expected out_backprop shape [1, 2, 2, 1], got [1, 4, 4, 1]"),
             std::string::npos);
-  EXPECT_NE(message([&] { nn::max_pool2d(cast(x, DType::int32), {2, 2}, {2, 2}); }).find("int32"),
+  EXPECT_NE(message([&] {
+              nn::max_pool2d(cast(x, DType::int32), {2, 2}, {2, 2});
+            }).find("int32"),
             std::string::npos);
-  EXPECT_NE(message([&] { nn::avg_pool2d(zeros({4, 4}), {2, 2}, {2, 2}); }).find("[4, 4]"), std::string::npos);
+  EXPECT_NE(message([&] {
+              nn::avg_pool2d(zeros({4, 4}), {2, 2}, {2, 2});
+            }).find("[4, 4]"),
+            std::string::npos);
   EXPECT_NE(message([&] { nn::max_pool2d(x, {2, 2}, {0, 2}); }).find("strides"), std::string::npos);
 }
 
 // Reference batched matmul: broadcast batch indices by hand.
-std::vector<double> matmul_ref(const std::vector<double>& a, const TensorShape& as, const std::vector<double>& b,
-                               const TensorShape& bs, bool ta, bool tb, TensorShape& out_shape) {
+std::vector<double> matmul_ref(const std::vector<double>& a, const TensorShape& as,
+                               const std::vector<double>& b, const TensorShape& bs, bool ta,
+                               bool tb, TensorShape& out_shape) {
   const int ra = as.rank(), rb = bs.rank();
   const int64_t m = ta ? as[ra - 1] : as[ra - 2], k = ta ? as[ra - 2] : as[ra - 1];
   const int64_t n = tb ? bs[rb - 2] : bs[rb - 1];
@@ -548,8 +587,8 @@ TEST(MathOps, BatchMatMulBroadcastsBatchDimsLikeNumPy) {
   struct Case {
     std::vector<int64_t> a_batch, b_batch;
   };
-  const std::vector<Case> cases = {{{}, {}},      {{3}, {3}},       {{2, 1}, {4}}, {{1}, {2, 3}},
-                                   {{}, {2, 2}},  {{3, 2}, {}},     {{4}, {1}},    {{5}, {}}};
+  const std::vector<Case> cases = {{{}, {}},     {{3}, {3}},   {{2, 1}, {4}}, {{1}, {2, 3}},
+                                   {{}, {2, 2}}, {{3, 2}, {}}, {{4}, {1}},    {{5}, {}}};
   uint32_t seed = 500;
   for (DType dtype : {DType::float32, DType::float64, DType::int32}) {
     for (const Case& c : cases) {
@@ -567,9 +606,11 @@ TEST(MathOps, BatchMatMulBroadcastsBatchDimsLikeNumPy) {
           auto bv = random_values(bs.num_elements(), seed++, 5);
           TensorShape want_shape;
           const auto want = matmul_ref(av, as, bv, bs, ta, tb, want_shape);
-          const Tensor out = matmul(make(av, as, dtype), make(bv, bs, dtype), {.transpose_a = ta, .transpose_b = tb});
-          const std::string what = "a " + as.to_string() + " b " + bs.to_string() + " ta " + std::to_string(ta) +
-                                   " tb " + std::to_string(tb) + " " + std::string(dtype_name(dtype));
+          const Tensor out = matmul(make(av, as, dtype), make(bv, bs, dtype),
+                                    {.transpose_a = ta, .transpose_b = tb});
+          const std::string what = "a " + as.to_string() + " b " + bs.to_string() + " ta " +
+                                   std::to_string(ta) + " tb " + std::to_string(tb) + " " +
+                                   std::string(dtype_name(dtype));
           ASSERT_EQ(out.shape(), want_shape) << what;
           ASSERT_EQ(out.dtype(), dtype) << what;
           expect_near_all(values(out), want, 0, what);
@@ -590,11 +631,13 @@ TEST(MathOps, MatMulShapeErrorsNameBothShapes) {
     matmul(zeros({2, 2, 3}), zeros({3, 3, 4}));
     FAIL();
   } catch (const InvalidArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("batch dimensions [2] and [3]"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("batch dimensions [2] and [3]"), std::string::npos)
+        << e.what();
     EXPECT_NE(std::string(e.what()).find("[2, 2, 3] and [3, 3, 4]"), std::string::npos) << e.what();
   }
   EXPECT_THROW(matmul(zeros({3}), zeros({3, 1})), InvalidArgumentError);
-  EXPECT_THROW(matmul(constant({true, false}, {1, 2}), constant({true, false}, {2, 1})), InvalidArgumentError);
+  EXPECT_THROW(matmul(constant({true, false}, {1, 2}), constant({true, false}, {2, 1})),
+               InvalidArgumentError);
 }
 
 TEST(NnOps, SoftmaxAndLogSoftmaxMatchNaiveRowsOnManyThreads) {

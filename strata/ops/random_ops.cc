@@ -45,8 +45,8 @@ Tensor generate(const TensorShape& shape, DType dtype, Fn&& value_at, const char
 }  // namespace
 
 Tensor uniform(const TensorShape& shape, const UniformOptions& o) {
-  STRATA_CHECK_ARG(o.minval <= o.maxval, "random::uniform: expected minval <= maxval, got ", o.minval, " and ",
-                   o.maxval);
+  STRATA_CHECK_ARG(o.minval <= o.maxval, "random::uniform: expected minval <= maxval, got ",
+                   o.minval, " and ", o.maxval);
   const auto [seed, stream] = resolve_seed(o.seed);
   const Philox gen(seed, stream);
   return generate(
@@ -55,15 +55,18 @@ Tensor uniform(const TensorShape& shape, const UniformOptions& o) {
         const double u = unit_double(gen(i), 0);
         const double v = o.minval + u * (o.maxval - o.minval);
         // float32 rounding may reach maxval; keep the interval half-open.
-        if (o.dtype == DType::float32 && static_cast<float>(v) >= static_cast<float>(o.maxval) && o.maxval > o.minval)
+        if (o.dtype == DType::float32 && static_cast<float>(v) >= static_cast<float>(o.maxval) &&
+            o.maxval > o.minval)
           return static_cast<double>(std::nextafter(static_cast<float>(o.maxval), -INFINITY));
         return v;
       },
       "random::uniform");
 }
 
-Tensor uniform_int(const TensorShape& shape, int64_t minval, int64_t maxval, const UniformIntOptions& o) {
-  STRATA_CHECK_ARG(minval < maxval, "random::uniform_int: expected minval < maxval, got ", minval, " and ", maxval);
+Tensor uniform_int(const TensorShape& shape, int64_t minval, int64_t maxval,
+                   const UniformIntOptions& o) {
+  STRATA_CHECK_ARG(minval < maxval, "random::uniform_int: expected minval < maxval, got ", minval,
+                   " and ", maxval);
   STRATA_CHECK_ARG(o.dtype == DType::int32 || o.dtype == DType::int64,
                    "random::uniform_int: expected dtype int32 or int64, got ", o.dtype);
   const auto [seed, stream] = resolve_seed(o.seed);
@@ -75,8 +78,10 @@ Tensor uniform_int(const TensorShape& shape, int64_t minval, int64_t maxval, con
     const Philox::Block b = gen(static_cast<uint64_t>(i));
     const uint64_t r = (uint64_t{b[0]} << 32 | b[1]) % range;
     const int64_t v = minval + static_cast<int64_t>(r);
-    if (o.dtype == DType::int32) out.mutable_data<int32_t>()[i] = static_cast<int32_t>(v);
-    else out.mutable_data<int64_t>()[i] = v;
+    if (o.dtype == DType::int32)
+      out.mutable_data<int32_t>()[i] = static_cast<int32_t>(v);
+    else
+      out.mutable_data<int64_t>()[i] = v;
   }
   return out;
 }
@@ -84,8 +89,9 @@ Tensor uniform_int(const TensorShape& shape, int64_t minval, int64_t maxval, con
 Tensor normal(const TensorShape& shape, const NormalOptions& o) {
   const auto [seed, stream] = resolve_seed(o.seed);
   const Philox gen(seed, stream);
-  return generate(shape, o.dtype, [&](uint64_t i) { return o.mean + o.stddev * normal_at(gen, i); },
-                  "random::normal");
+  return generate(
+      shape, o.dtype, [&](uint64_t i) { return o.mean + o.stddev * normal_at(gen, i); },
+      "random::normal");
 }
 
 Tensor truncated_normal(const TensorShape& shape, const NormalOptions& o) {
@@ -111,7 +117,8 @@ Tensor shuffle(const Tensor& x, std::optional<uint64_t> seed) {
   for (int64_t i = 0; i < n; ++i) perm[i] = i;
   for (int64_t i = n - 1; i > 0; --i) {
     const Philox::Block b = gen(static_cast<uint64_t>(i));
-    const int64_t j = static_cast<int64_t>((uint64_t{b[0]} << 32 | b[1]) % static_cast<uint64_t>(i + 1));
+    const int64_t j =
+        static_cast<int64_t>((uint64_t{b[0]} << 32 | b[1]) % static_cast<uint64_t>(i + 1));
     std::swap(perm[i], perm[j]);
   }
   return gather(x, constant(perm), 0);

@@ -7,7 +7,9 @@ thread_local int t_num_replicas = 1;
 
 int current_num_replicas_in_sync() noexcept { return t_num_replicas; }
 
-NumReplicasInSyncScope::NumReplicasInSyncScope(int n) : previous_(t_num_replicas) { t_num_replicas = n; }
+NumReplicasInSyncScope::NumReplicasInSyncScope(int n) : previous_(t_num_replicas) {
+  t_num_replicas = n;
+}
 NumReplicasInSyncScope::~NumReplicasInSyncScope() { t_num_replicas = previous_; }
 
 }  // namespace strata

@@ -64,7 +64,8 @@ GradientCheckResult check_gradients(const TensorFunction& f, const std::vector<T
     GradientTape tape;
     tape.watch(x);
     const Tensor y = f(x);
-    STRATA_CHECK_ARG(y.defined(), "check_gradients: expected f to return a tensor, got an empty handle");
+    STRATA_CHECK_ARG(y.defined(),
+                     "check_gradients: expected f to return a tensor, got an empty handle");
     const Tensor wt = random_uniform(y.shape(), 0.5, 1.5, options.weight_seed);
     w = wt.to_vector<double>();
     const Tensor target = reduce_sum(multiply(to_f64(y), wt));
@@ -92,8 +93,8 @@ GradientCheckResult check_gradients(const TensorFunction& f, const std::vector<T
       if (!(err <= options.tolerance)) {
         result.ok = false;
         if (reported++ < 5) {
-          msg << "input " << i << " element " << j << ": analytic " << got << ", numeric " << numeric
-              << "\n";
+          msg << "input " << i << " element " << j << ": analytic " << got << ", numeric "
+              << numeric << "\n";
         }
       }
     }

@@ -83,8 +83,7 @@ void dispatch_reducible(DType dtype, Fn&& fn) {
     case DType::int64: return fn(int64_t{});
     case DType::uint8:
     case DType::bool_:
-    case DType::string:
-      break;
+    case DType::string: break;
   }
   STRATA_INTERNAL_CHECK(false, "collective reduction of unsupported dtype ", dtype_name(dtype));
 }

@@ -94,7 +94,8 @@ uint64_t CallSignature::hash() const {
     if (!t.defined) continue;
     mix(static_cast<uint64_t>(t.dtype));
     mix(t.dims.size());
-    for (size_t i = ignore_dim0 ? 1 : 0; i < t.dims.size(); ++i) mix(static_cast<uint64_t>(t.dims[i]));
+    for (size_t i = ignore_dim0 ? 1 : 0; i < t.dims.size(); ++i)
+      mix(static_cast<uint64_t>(t.dims[i]));
   }
   return h;
 }
@@ -131,7 +132,8 @@ std::string CallSignature::to_string() const {
 
 void CallSignature::validate(const char* who, int size) const {
   for (size_t i = 0; i < tensors.size(); ++i) {
-    STRATA_CHECK_ARG(tensors[i].defined, who, ": ", kind_name(kind), ": expected defined tensors, got an empty handle at position ", i);
+    STRATA_CHECK_ARG(tensors[i].defined, who, ": ", kind_name(kind),
+                     ": expected defined tensors, got an empty handle at position ", i);
     const DType d = tensors[i].dtype;
     if (uses_op(kind)) {
       STRATA_CHECK_ARG(is_reducible(d), who, ": ", kind_name(kind),
@@ -159,8 +161,7 @@ void CallSignature::validate(const char* who, int size) const {
                        "), got ", root);
       break;
     case CollectiveKind::all_reduce:
-    case CollectiveKind::barrier:
-      break;
+    case CollectiveKind::barrier: break;
   }
 }
 

@@ -33,8 +33,8 @@ struct TensorSignature {
 
 struct CallSignature {
   CollectiveKind kind = CollectiveKind::barrier;
-  ReduceOp op = ReduceOp::SUM;   // all_reduce, reduce_scatter
-  int root = -1;                 // broadcast
+  ReduceOp op = ReduceOp::SUM;  // all_reduce, reduce_scatter
+  int root = -1;                // broadcast
   std::vector<TensorSignature> tensors = {};
 
   static CallSignature of(CollectiveKind kind, ReduceOp op, int root,

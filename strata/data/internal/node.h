@@ -13,7 +13,8 @@ namespace strata::data {
 
 class DatasetNode {
  public:
-  DatasetNode(NodeKind kind, std::vector<Dataset> inputs) : kind_(kind), inputs_(std::move(inputs)) {}
+  DatasetNode(NodeKind kind, std::vector<Dataset> inputs)
+      : kind_(kind), inputs_(std::move(inputs)) {}
   virtual ~DatasetNode() = default;
 
   NodeKind kind() const noexcept { return kind_; }

@@ -9,7 +9,8 @@ namespace strata::data::internal {
 namespace {
 
 // Copies `n` elements of dtype d from src[src_off] to dst[dst_off] (element offsets).
-void copy_elements(DType d, const Tensor& src, int64_t src_off, const Tensor& dst, int64_t dst_off, int64_t n) {
+void copy_elements(DType d, const Tensor& src, int64_t src_off, const Tensor& dst, int64_t dst_off,
+                   int64_t n) {
   if (n <= 0) return;
   if (d == DType::string) {
     const std::string* s = src.data<std::string>() + src_off;
@@ -18,7 +19,8 @@ void copy_elements(DType d, const Tensor& src, int64_t src_off, const Tensor& ds
   } else {
     const size_t es = dtype_size(d);
     std::memcpy(static_cast<char*>(dst.mutable_raw_data()) + dst_off * es,
-                static_cast<const char*>(src.raw_data()) + src_off * es, static_cast<size_t>(n) * es);
+                static_cast<const char*>(src.raw_data()) + src_off * es,
+                static_cast<size_t>(n) * es);
   }
 }
 
@@ -56,19 +58,21 @@ void copy_padded(const Tensor& src, const std::vector<int64_t>& sd, const Tensor
 void check_batched(const Element& e, const char* who) {
   STRATA_CHECK_ARG(!e.empty(), who, ": expected an element with components, got none");
   for (size_t i = 0; i < e.size(); ++i) {
-    STRATA_CHECK_ARG(e[i].rank() >= 1, who, ": expected component ", i, " to have rank >= 1, got shape ",
-                     e[i].shape());
+    STRATA_CHECK_ARG(e[i].rank() >= 1, who, ": expected component ", i,
+                     " to have rank >= 1, got shape ", e[i].shape());
     STRATA_CHECK_ARG(e[i].shape().dim(0) == e[0].shape().dim(0), who,
-                     ": expected all components to share the leading dimension, got ", e[0].shape(), " and ",
-                     e[i].shape());
+                     ": expected all components to share the leading dimension, got ", e[0].shape(),
+                     " and ", e[i].shape());
   }
 }
 
 void check_batched_spec(const std::vector<TensorSpec>& spec) {
   for (const TensorSpec& s : spec)
-    STRATA_CHECK_ARG(!s.shape.has_known_rank() || s.shape.rank() >= 1,
-                     "Cannot rebatch dataset: All components must have at least one dimension. Perhaps your "
-                     "input dataset is not batched? Got component spec ", s.to_string());
+    STRATA_CHECK_ARG(
+        !s.shape.has_known_rank() || s.shape.rank() >= 1,
+        "Cannot rebatch dataset: All components must have at least one dimension. Perhaps your "
+        "input dataset is not batched? Got component spec ",
+        s.to_string());
 }
 
 Element stack_elements(const std::vector<Element>& rows, const char* who) {
@@ -81,13 +85,13 @@ Element stack_elements(const std::vector<Element>& rows, const char* who) {
     const TensorShape& shape = first[c].shape();
     const DType d = first[c].dtype();
     for (int64_t i = 1; i < n; ++i) {
-      STRATA_CHECK_ARG(rows[i].size() == first.size(), who, ": expected element ", i, " to have ", first.size(),
-                       " components, got ", rows[i].size());
+      STRATA_CHECK_ARG(rows[i].size() == first.size(), who, ": expected element ", i, " to have ",
+                       first.size(), " components, got ", rows[i].size());
       const Tensor& t = rows[i][c];
       STRATA_CHECK_ARG(t.shape() == shape && t.dtype() == d, who,
                        ": cannot batch tensors with different shapes in component ", c,
-                       ". First element had shape ", shape, " and element ", i, " had shape ", t.shape(),
-                       (t.dtype() == d ? "" : " (dtypes differ)"));
+                       ". First element had shape ", shape, " and element ", i, " had shape ",
+                       t.shape(), (t.dtype() == d ? "" : " (dtypes differ)"));
     }
     Tensor dst = Tensor::allocate(d, shape.inserted(0, n));
     const int64_t per = shape.num_elements();
@@ -104,8 +108,9 @@ Element concat_elements(const std::vector<Element>& parts) {
     int64_t rows = 0;
     const TensorShape inner = parts[0][c].shape().removed(0);
     for (const Element& p : parts) {
-      STRATA_CHECK_ARG(p[c].shape().removed(0) == inner, "rebatch: expected batches with row shape ", inner,
-                       " in component ", c, ", got ", p[c].shape());
+      STRATA_CHECK_ARG(p[c].shape().removed(0) == inner,
+                       "rebatch: expected batches with row shape ", inner, " in component ", c,
+                       ", got ", p[c].shape());
       rows += p[c].shape().dim(0);
     }
     const DType d = parts[0][c].dtype();
@@ -120,7 +125,8 @@ Element concat_elements(const std::vector<Element>& parts) {
   return out;
 }
 
-Element pad_and_stack(const std::vector<Element>& rows, const std::vector<TensorShape>& padded_shapes,
+Element pad_and_stack(const std::vector<Element>& rows,
+                      const std::vector<TensorShape>& padded_shapes,
                       const std::vector<Tensor>& padding_values) {
   Element out;
   const int64_t n = static_cast<int64_t>(rows.size());
@@ -130,8 +136,9 @@ Element pad_and_stack(const std::vector<Element>& rows, const std::vector<Tensor
     std::vector<int64_t> longest(r, 0);
     for (int64_t i = 0; i < n; ++i) {
       const Tensor& t = rows[i][c];
-      STRATA_CHECK_ARG(t.rank() == r && t.dtype() == d, "padded_batch: expected element ", i, " component ", c,
-                       " of rank ", r, " and dtype ", d, ", got shape ", t.shape(), " dtype ", t.dtype());
+      STRATA_CHECK_ARG(t.rank() == r && t.dtype() == d, "padded_batch: expected element ", i,
+                       " component ", c, " of rank ", r, " and dtype ", d, ", got shape ",
+                       t.shape(), " dtype ", t.dtype());
       for (int k = 0; k < r; ++k) longest[k] = std::max(longest[k], t.shape().dim(k));
     }
     std::vector<int64_t> target = longest;
@@ -140,7 +147,8 @@ Element pad_and_stack(const std::vector<Element>& rows, const std::vector<Tensor
         const int64_t p = padded_shapes[c].dim(k);
         if (p < 0) continue;
         STRATA_CHECK_ARG(p >= longest[k], "padded_batch: expected component ", c, " dimension ", k,
-                         " to fit the padded shape ", padded_shapes[c], ", got a tensor with size ", longest[k]);
+                         " to fit the padded shape ", padded_shapes[c], ", got a tensor with size ",
+                         longest[k]);
         target[k] = p;
       }
     }
@@ -149,7 +157,8 @@ Element pad_and_stack(const std::vector<Element>& rows, const std::vector<Tensor
     const int64_t per = row_shape.num_elements();
     const int64_t total = per * n;
     if (d == DType::string) {
-      const std::string pad = padding_values.empty() ? std::string() : padding_values[c].data<std::string>()[0];
+      const std::string pad =
+          padding_values.empty() ? std::string() : padding_values[c].data<std::string>()[0];
       std::string* p = dst.mutable_data<std::string>();
       for (int64_t i = 0; i < total; ++i) p[i] = pad;
     } else if (padding_values.empty()) {
@@ -159,7 +168,8 @@ Element pad_and_stack(const std::vector<Element>& rows, const std::vector<Tensor
       char* p = static_cast<char*>(dst.mutable_raw_data());
       for (int64_t i = 0; i < total; ++i) std::memcpy(p + i * es, padding_values[c].raw_data(), es);
     }
-    for (int64_t i = 0; i < n; ++i) copy_padded(rows[i][c], rows[i][c].shape().dims(), dst, target, i * per);
+    for (int64_t i = 0; i < n; ++i)
+      copy_padded(rows[i][c], rows[i][c].shape().dims(), dst, target, i * per);
     out.push_back(std::move(dst));
   }
   return out;

@@ -16,7 +16,8 @@ Element stack_elements(const std::vector<Element>& rows, const char* who);
 Element concat_elements(const std::vector<Element>& parts);
 // padded_batch: pads each component to padded_shapes (-1 = longest) with
 // padding_values (empty = 0 / "") and stacks.
-Element pad_and_stack(const std::vector<Element>& rows, const std::vector<TensorShape>& padded_shapes,
+Element pad_and_stack(const std::vector<Element>& rows,
+                      const std::vector<TensorShape>& padded_shapes,
                       const std::vector<Tensor>& padding_values);
 // InvalidArgumentError unless every component has rank >= 1 and all share the
 // leading dimension.

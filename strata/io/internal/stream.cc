@@ -24,19 +24,14 @@ constexpr size_t kAppendStep = 1 << 20;
   std::string msg = str_cat(op, " ", path, ": ", std::strerror(err));
   switch (err) {
     case ENOENT:
-    case ENOTDIR:
-      throw NotFoundError(std::move(msg));
+    case ENOTDIR: throw NotFoundError(std::move(msg));
     case EACCES:
     case EPERM:
-    case EROFS:
-      throw PermissionDeniedError(std::move(msg));
+    case EROFS: throw PermissionDeniedError(std::move(msg));
     case ENOSPC:
-    case EDQUOT:
-      throw ResourceExhaustedError(std::move(msg));
-    case EISDIR:
-      throw FailedPreconditionError(std::move(msg));
-    default:
-      throw UnknownError(std::move(msg));
+    case EDQUOT: throw ResourceExhaustedError(std::move(msg));
+    case EISDIR: throw FailedPreconditionError(std::move(msg));
+    default: throw UnknownError(std::move(msg));
   }
 }
 
@@ -114,8 +109,8 @@ Compression parse_compression(std::string_view type, std::string_view who) {
     throw UnimplementedError(str_cat(who, ": compression_type \"SNAPPY\" is not supported; ",
                                      "use \"\", \"ZLIB\" or \"GZIP\""));
   }
-  throw InvalidArgumentError(str_cat(who, ": expected compression_type \"\", \"ZLIB\" or \"GZIP\", got \"",
-                                     type, "\""));
+  throw InvalidArgumentError(
+      str_cat(who, ": expected compression_type \"\", \"ZLIB\" or \"GZIP\", got \"", type, "\""));
 }
 
 // ---------------------------------------------------------------------------
@@ -144,14 +139,15 @@ InputStream::~InputStream() {
   if (inflater_) inflateEnd(&inflater_->strm);
 }
 
-std::unique_ptr<InputStream> InputStream::open_file(const std::string& path, Compression compression) {
+std::unique_ptr<InputStream> InputStream::open_file(const std::string& path,
+                                                    Compression compression) {
   return std::make_unique<InputStream>(std::make_unique<FileSource>(path), compression, path);
 }
 
 std::unique_ptr<InputStream> InputStream::from_bytes(std::string bytes, Compression compression,
                                                      std::string name) {
-  return std::make_unique<InputStream>(std::make_unique<MemorySource>(std::move(bytes)), compression,
-                                       std::move(name));
+  return std::make_unique<InputStream>(std::make_unique<MemorySource>(std::move(bytes)),
+                                       compression, std::move(name));
 }
 
 size_t InputStream::raw_read(char* dst, size_t n) {
@@ -309,8 +305,8 @@ OutputFile::OutputFile(std::string path, Compression compression, int level)
   std::snprintf(suffix, sizeof suffix, "%08x%08x", rd(), rd());
   tmp_path_ = str_cat(path_, ".tmp.", suffix);
   if (compression_ != Compression::NONE) {
-    STRATA_CHECK_ARG(level >= -1 && level <= 9, "TFRecordOptions.compression_level must be in [-1, 9], got ",
-                     level);
+    STRATA_CHECK_ARG(level >= -1 && level <= 9,
+                     "TFRecordOptions.compression_level must be in [-1, 9], got ", level);
     deflater_ = std::make_unique<Deflater>();
     if (deflateInit2(&deflater_->strm, level, Z_DEFLATED, window_bits(compression_), 8,
                      Z_DEFAULT_STRATEGY) != Z_OK) {

@@ -15,13 +15,15 @@ Tensor as_float32(const Tensor& bools) { return strata::cast(bools, DType::float
 
 // Keras's metrics_utils.sparse_categorical_matches.
 Tensor sparse_categorical_matches(const Tensor& y_true_in, const Tensor& y_pred) {
-  STRATA_CHECK_ARG(y_pred.rank() >= 1, "sparse_categorical_accuracy: expected y_pred of rank >= 1, got shape ",
+  STRATA_CHECK_ARG(y_pred.rank() >= 1,
+                   "sparse_categorical_accuracy: expected y_pred of rank >= 1, got shape ",
                    y_pred.shape());
   Tensor y_true = y_true_in;
   bool reshape_matches = false;
   // y_true [b, 1] against y_pred [b, classes]: compare on [b], report [b, 1].
   if (y_true.rank() == y_pred.rank()) {
-    STRATA_CHECK_ARG(y_true.shape()[-1] == 1, "sparse_categorical_accuracy: expected y_true of shape ",
+    STRATA_CHECK_ARG(y_true.shape()[-1] == 1,
+                     "sparse_categorical_accuracy: expected y_true of shape ",
                      y_pred.shape().removed(-1), " or with a trailing 1, got ", y_true_in.shape());
     y_true = strata::squeeze(y_true, {-1});
     reshape_matches = true;
@@ -29,8 +31,9 @@ Tensor sparse_categorical_matches(const Tensor& y_true_in, const Tensor& y_pred)
   Tensor predicted = strata::argmax(y_pred, -1);
   // Keras casts the argmax to y_true's dtype when they differ.
   if (predicted.dtype() != y_true.dtype()) predicted = strata::cast(predicted, y_true.dtype());
-  STRATA_CHECK_ARG(predicted.shape() == y_true.shape(), "sparse_categorical_accuracy: y_true of shape ",
-                   y_true_in.shape(), " does not match y_pred of shape ", y_pred.shape());
+  STRATA_CHECK_ARG(predicted.shape() == y_true.shape(),
+                   "sparse_categorical_accuracy: y_true of shape ", y_true_in.shape(),
+                   " does not match y_pred of shape ", y_pred.shape());
   Tensor matches = as_float32(strata::equal(y_true, predicted));
   return reshape_matches ? strata::reshape(matches, y_true_in.shape().dims()) : matches;
 }
@@ -53,7 +56,8 @@ Tensor binary_accuracy(const Tensor& y_true, const Tensor& y_pred, double thresh
 }
 
 Tensor categorical_accuracy(const Tensor& y_true, const Tensor& y_pred) {
-  STRATA_CHECK_ARG(y_true.rank() >= 1, "categorical_accuracy: expected y_true of rank >= 1, got shape ",
+  STRATA_CHECK_ARG(y_true.rank() >= 1,
+                   "categorical_accuracy: expected y_true of rank >= 1, got shape ",
                    y_true.shape());
   return sparse_categorical_matches(strata::argmax(y_true, -1), y_pred);
 }
@@ -63,12 +67,14 @@ Tensor sparse_categorical_accuracy(const Tensor& y_true, const Tensor& y_pred) {
 }
 
 Tensor sparse_top_k_categorical_accuracy(const Tensor& y_true, const Tensor& y_pred, int64_t k) {
-  STRATA_CHECK_ARG(y_pred.rank() >= 1, "sparse_top_k_categorical_accuracy: expected y_pred of rank >= 1, got shape ",
+  STRATA_CHECK_ARG(y_pred.rank() >= 1,
+                   "sparse_top_k_categorical_accuracy: expected y_pred of rank >= 1, got shape ",
                    y_pred.shape());
   const int64_t classes = y_pred.shape()[-1];
   const int64_t rows = classes == 0 ? 0 : y_pred.num_elements() / classes;
-  STRATA_CHECK_ARG(y_true.num_elements() == rows, "sparse_top_k_categorical_accuracy: expected ", rows,
-                   " labels for y_pred of shape ", y_pred.shape(), ", got y_true of shape ", y_true.shape());
+  STRATA_CHECK_ARG(y_true.num_elements() == rows, "sparse_top_k_categorical_accuracy: expected ",
+                   rows, " labels for y_pred of shape ", y_pred.shape(), ", got y_true of shape ",
+                   y_true.shape());
   const std::vector<double> scores = strata::cast(y_pred, DType::float64).to_vector<double>();
   // Keras casts the labels to int32 (truncating float labels).
   const std::vector<int32_t> labels = strata::cast(y_true, DType::int32).to_vector<int32_t>();
@@ -89,15 +95,17 @@ Tensor sparse_top_k_categorical_accuracy(const Tensor& y_true, const Tensor& y_p
   return strata::constant(matches, y_true.shape());
 }
 
-AccuracyMetric::AccuracyMetric(const AccuracyOptions& o) : MeanMetricWrapper(accuracy, o.name, o.dtype) {}
+AccuracyMetric::AccuracyMetric(const AccuracyOptions& o)
+    : MeanMetricWrapper(accuracy, o.name, o.dtype) {}
 
 std::shared_ptr<AccuracyMetric> Accuracy(const AccuracyOptions& options) {
   return std::make_shared<AccuracyMetric>(options);
 }
 
 BinaryAccuracyMetric::BinaryAccuracyMetric(const BinaryAccuracyOptions& o)
-    : MeanMetricWrapper([t = o.threshold](const Tensor& y, const Tensor& p) { return binary_accuracy(y, p, t); },
-                        o.name, o.dtype),
+    : MeanMetricWrapper(
+          [t = o.threshold](const Tensor& y, const Tensor& p) { return binary_accuracy(y, p, t); },
+          o.name, o.dtype),
       threshold_(o.threshold) {}
 
 std::shared_ptr<BinaryAccuracyMetric> BinaryAccuracy(const BinaryAccuracyOptions& options) {
@@ -107,11 +115,13 @@ std::shared_ptr<BinaryAccuracyMetric> BinaryAccuracy(const BinaryAccuracyOptions
 CategoricalAccuracyMetric::CategoricalAccuracyMetric(const CategoricalAccuracyOptions& o)
     : MeanMetricWrapper(categorical_accuracy, o.name, o.dtype) {}
 
-std::shared_ptr<CategoricalAccuracyMetric> CategoricalAccuracy(const CategoricalAccuracyOptions& options) {
+std::shared_ptr<CategoricalAccuracyMetric> CategoricalAccuracy(
+    const CategoricalAccuracyOptions& options) {
   return std::make_shared<CategoricalAccuracyMetric>(options);
 }
 
-SparseCategoricalAccuracyMetric::SparseCategoricalAccuracyMetric(const SparseCategoricalAccuracyOptions& o)
+SparseCategoricalAccuracyMetric::SparseCategoricalAccuracyMetric(
+    const SparseCategoricalAccuracyOptions& o)
     : MeanMetricWrapper(sparse_categorical_accuracy, o.name, o.dtype) {}
 
 std::shared_ptr<SparseCategoricalAccuracyMetric> SparseCategoricalAccuracy(
@@ -122,7 +132,9 @@ std::shared_ptr<SparseCategoricalAccuracyMetric> SparseCategoricalAccuracy(
 SparseTopKCategoricalAccuracyMetric::SparseTopKCategoricalAccuracyMetric(
     const SparseTopKCategoricalAccuracyOptions& o)
     : MeanMetricWrapper(
-          [k = o.k](const Tensor& y, const Tensor& p) { return sparse_top_k_categorical_accuracy(y, p, k); },
+          [k = o.k](const Tensor& y, const Tensor& p) {
+            return sparse_top_k_categorical_accuracy(y, p, k);
+          },
           o.name, o.dtype),
       k_(o.k) {
   STRATA_CHECK_ARG(o.k >= 1, "SparseTopKCategoricalAccuracyOptions.k must be >= 1, got ", o.k);

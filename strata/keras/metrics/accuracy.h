@@ -72,7 +72,8 @@ class CategoricalAccuracyMetric : public MeanMetricWrapper {
  public:
   explicit CategoricalAccuracyMetric(const CategoricalAccuracyOptions& options = {});
 };
-std::shared_ptr<CategoricalAccuracyMetric> CategoricalAccuracy(const CategoricalAccuracyOptions& options = {});
+std::shared_ptr<CategoricalAccuracyMetric> CategoricalAccuracy(
+    const CategoricalAccuracyOptions& options = {});
 
 struct SparseCategoricalAccuracyOptions {
   std::string name = "sparse_categorical_accuracy";
@@ -94,7 +95,8 @@ struct SparseTopKCategoricalAccuracyOptions {
 class SparseTopKCategoricalAccuracyMetric : public MeanMetricWrapper {
  public:
   // InvalidArgumentError unless k >= 1.
-  explicit SparseTopKCategoricalAccuracyMetric(const SparseTopKCategoricalAccuracyOptions& options = {});
+  explicit SparseTopKCategoricalAccuracyMetric(
+      const SparseTopKCategoricalAccuracyOptions& options = {});
   int64_t k() const noexcept { return k_; }
 
  private:

@@ -47,8 +47,9 @@ void ReduceMetric::update_values(const Tensor& values_in, const Tensor& sample_w
       weights = strata::broadcast_to(weights, values.shape());
     } else {
       // Keras reduces the values to the weight's rank when they cannot be broadcast.
-      STRATA_CHECK_ARG(weights.rank() < values.rank(), "metric '", name(), "': sample_weight of shape ",
-                       sample_weight.shape(), " cannot be broadcast to values of shape ", values_in.shape());
+      STRATA_CHECK_ARG(weights.rank() < values.rank(), "metric '", name(),
+                       "': sample_weight of shape ", sample_weight.shape(),
+                       " cannot be broadcast to values of shape ", values_in.shape());
       std::vector<int64_t> axes;
       for (int64_t a = weights.rank(); a < values.rank(); ++a) axes.push_back(a);
       values = kind_ == Kind::SUM ? strata::reduce_sum(values, {.axis = axes})
@@ -62,8 +63,9 @@ void ReduceMetric::update_values(const Tensor& values_in, const Tensor& sample_w
   }
   total_.assign_add(strata::reduce_sum(values));
   if (kind_ == Kind::SUM) return;
-  Tensor num = weights.defined() ? strata::reduce_sum(weights)
-                                 : strata::cast(strata::constant(double(values.num_elements())), dtype());
+  Tensor num = weights.defined()
+                   ? strata::reduce_sum(weights)
+                   : strata::cast(strata::constant(double(values.num_elements())), dtype());
   count_.assign_add(num);
 }
 
@@ -79,22 +81,29 @@ Tensor ReduceMetric::result() const {
 MeanMetric::MeanMetric(const MeanOptions& o) : ReduceMetric(Kind::WEIGHTED_MEAN, o.name, o.dtype) {}
 
 void MeanMetric::update_state_impl(const Tensor&, const Tensor&, const Tensor&) {
-  STRATA_CHECK_ARG(false, "metric '", name(),
-                   "': Mean takes update_state(values, sample_weight), not (y_true, y_pred, sample_weight)");
+  STRATA_CHECK_ARG(
+      false, "metric '", name(),
+      "': Mean takes update_state(values, sample_weight), not (y_true, y_pred, sample_weight)");
 }
 
-std::shared_ptr<MeanMetric> Mean(const MeanOptions& options) { return std::make_shared<MeanMetric>(options); }
+std::shared_ptr<MeanMetric> Mean(const MeanOptions& options) {
+  return std::make_shared<MeanMetric>(options);
+}
 
 SumMetric::SumMetric(const SumOptions& o) : ReduceMetric(Kind::SUM, o.name, o.dtype) {}
 
 void SumMetric::update_state_impl(const Tensor&, const Tensor&, const Tensor&) {
-  STRATA_CHECK_ARG(false, "metric '", name(),
-                   "': Sum takes update_state(values, sample_weight), not (y_true, y_pred, sample_weight)");
+  STRATA_CHECK_ARG(
+      false, "metric '", name(),
+      "': Sum takes update_state(values, sample_weight), not (y_true, y_pred, sample_weight)");
 }
 
-std::shared_ptr<SumMetric> Sum(const SumOptions& options) { return std::make_shared<SumMetric>(options); }
+std::shared_ptr<SumMetric> Sum(const SumOptions& options) {
+  return std::make_shared<SumMetric>(options);
+}
 
-MeanMetricWrapper::MeanMetricWrapper(MetricFunction fn, std::string name, std::optional<DType> dtype)
+MeanMetricWrapper::MeanMetricWrapper(MetricFunction fn, std::string name,
+                                     std::optional<DType> dtype)
     : ReduceMetric(Kind::WEIGHTED_MEAN, std::move(name), dtype), fn_(std::move(fn)) {
   STRATA_CHECK_ARG(fn_ != nullptr, "MeanMetricWrapper '", this->name(), "': empty function");
 }

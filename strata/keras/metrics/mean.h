@@ -42,12 +42,12 @@ class ReduceMetric : public Metric {
  private:
   Kind kind_;
   Variable total_;
-  Variable count_;   // undefined for SUM
+  Variable count_;  // undefined for SUM
 };
 
 struct MeanOptions {
   std::string name = "mean";
-  std::optional<DType> dtype = std::nullopt;   // default float32
+  std::optional<DType> dtype = std::nullopt;  // default float32
 };
 
 class MeanMetric : public ReduceMetric {
@@ -59,7 +59,8 @@ class MeanMetric : public ReduceMetric {
 
  protected:
   // The (y_true, y_pred) form does not apply: InvalidArgumentError.
-  void update_state_impl(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) override;
+  void update_state_impl(const Tensor& y_true, const Tensor& y_pred,
+                         const Tensor& sample_weight) override;
 };
 
 std::shared_ptr<MeanMetric> Mean(const MeanOptions& options = {});
@@ -77,7 +78,8 @@ class SumMetric : public ReduceMetric {
   }
 
  protected:
-  void update_state_impl(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) override;
+  void update_state_impl(const Tensor& y_true, const Tensor& y_pred,
+                         const Tensor& sample_weight) override;
 };
 
 std::shared_ptr<SumMetric> Sum(const SumOptions& options = {});
@@ -93,7 +95,8 @@ class MeanMetricWrapper : public ReduceMetric {
   MeanMetricWrapper(MetricFunction fn, std::string name, std::optional<DType> dtype = std::nullopt);
 
  protected:
-  void update_state_impl(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) override;
+  void update_state_impl(const Tensor& y_true, const Tensor& y_pred,
+                         const Tensor& sample_weight) override;
 
  private:
   MetricFunction fn_;

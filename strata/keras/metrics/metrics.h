@@ -43,6 +43,7 @@ MetricPtr get(const std::string& name);
 // / "ce"), binary when y_pred's last dimension is 1, else sparse categorical
 // when y_true has a lower rank than y_pred or a last dimension of 1 (y_pred's
 // > 1), else categorical; named by the identifier. Other names: get(name).
-MetricPtr get(const std::string& name, const TensorShape& y_true_shape, const TensorShape& y_pred_shape);
+MetricPtr get(const std::string& name, const TensorShape& y_true_shape,
+              const TensorShape& y_pred_shape);
 
 }  // namespace strata::keras::metrics

@@ -50,7 +50,8 @@ TEST(Mean, ValuesAreAveragedDownToTheWeightsRankWhenTheyCannotBroadcast) {
   // values [2, 2, 2], weights [2]: values become their per-row means 2.5 and 6.5.
   m->update_state(constant<float>({1, 2, 3, 4, 5, 6, 7, 8}, {2, 2, 2}), constant<float>({1, 3}));
   EXPECT_FLOAT_EQ(result_of(*m), (2.5f + 3 * 6.5f) / 4.0f);
-  EXPECT_THROW(m->update_state(constant<float>({1, 2}), constant<float>({1, 2, 3})), InvalidArgumentError);
+  EXPECT_THROW(m->update_state(constant<float>({1, 2}), constant<float>({1, 2, 3})),
+               InvalidArgumentError);
 }
 
 TEST(Mean, TheYTrueYPredFormIsAnError) {
@@ -84,11 +85,13 @@ TEST(BinaryAccuracy, ThresholdsPredictionsAndAveragesTheLastAxis) {
   auto acc = metrics::BinaryAccuracy();
   EXPECT_EQ(acc->threshold(), 0.5);
   // row 0: (1 vs 0.9 -> 1) ok, (0 vs 0.5 -> 0) ok; row 1: (1 vs 0.2) no, (1 vs 0.6) ok
-  acc->update_state(constant<float>({1, 0, 1, 1}, {2, 2}), constant<float>({0.9f, 0.5f, 0.2f, 0.6f}, {2, 2}));
+  acc->update_state(constant<float>({1, 0, 1, 1}, {2, 2}),
+                    constant<float>({0.9f, 0.5f, 0.2f, 0.6f}, {2, 2}));
   EXPECT_FLOAT_EQ(result_of(*acc), 0.75f);
-  // weights per row: row 0 mean 1.0 weight 0, row 1 mean 0.5 weight 1 -> cumulative (1.5 + 0.5) / (2 + 1)
-  acc->update_state(constant<float>({1, 0, 1, 1}, {2, 2}), constant<float>({0.9f, 0.5f, 0.2f, 0.6f}, {2, 2}),
-                    constant<float>({0, 1}));
+  // weights per row: row 0 mean 1.0 weight 0, row 1 mean 0.5 weight 1 -> cumulative (1.5 + 0.5) /
+  // (2 + 1)
+  acc->update_state(constant<float>({1, 0, 1, 1}, {2, 2}),
+                    constant<float>({0.9f, 0.5f, 0.2f, 0.6f}, {2, 2}), constant<float>({0, 1}));
   EXPECT_FLOAT_EQ(result_of(*acc), 2.0f / 3.0f);
   auto logits = metrics::BinaryAccuracy({.threshold = 0.0});
   logits->update_state(constant<float>({1, 0}, {2, 1}), constant<float>({0.3f, -2.0f}, {2, 1}));
@@ -97,9 +100,11 @@ TEST(BinaryAccuracy, ThresholdsPredictionsAndAveragesTheLastAxis) {
 
 TEST(CategoricalAccuracy, ComparesArgmaxes) {
   auto acc = metrics::CategoricalAccuracy();
-  acc->update_state(constant<float>({0, 1, 0, 1, 0, 0}, {2, 3}), constant<float>({0.1f, 0.7f, 0.2f, 0.1f, 0.8f, 0.1f}, {2, 3}));
+  acc->update_state(constant<float>({0, 1, 0, 1, 0, 0}, {2, 3}),
+                    constant<float>({0.1f, 0.7f, 0.2f, 0.1f, 0.8f, 0.1f}, {2, 3}));
   EXPECT_FLOAT_EQ(result_of(*acc), 0.5f);
-  acc->update_state(constant<float>({0, 0, 1}, {1, 3}), constant<float>({0.f, 1.f, 2.f}, {1, 3}), constant<float>({2}));
+  acc->update_state(constant<float>({0, 0, 1}, {1, 3}), constant<float>({0.f, 1.f, 2.f}, {1, 3}),
+                    constant<float>({2}));
   EXPECT_FLOAT_EQ(result_of(*acc), 3.0f / 4.0f);
 }
 
@@ -135,20 +140,24 @@ TEST(SparseTopKCategoricalAccuracy, TargetAmongTheKHighestScores) {
   top2->update_state(constant<int64_t>({2, 2, 1}), scores);
   EXPECT_FLOAT_EQ(result_of(*top2), 2.0f / 3.0f);
   auto top1 = metrics::SparseTopKCategoricalAccuracy({.k = 1});
-  top1->update_state(constant<int64_t>({1, 0, 2}, {3, 1}), scores);  // ties: label 2 in row 2 counts
+  top1->update_state(constant<int64_t>({1, 0, 2}, {3, 1}),
+                     scores);  // ties: label 2 in row 2 counts
   EXPECT_FLOAT_EQ(result_of(*top1), 1.0f);
   auto top5 = metrics::SparseTopKCategoricalAccuracy();
   EXPECT_EQ(top5->k(), 5);
-  top5->update_state(constant<int64_t>({2, 0}), constant<float>({0.f, 1.f, NAN, 0.f, 0.f, 0.f}, {2, 3}));
+  top5->update_state(constant<int64_t>({2, 0}),
+                     constant<float>({0.f, 1.f, NAN, 0.f, 0.f, 0.f}, {2, 3}));
   EXPECT_FLOAT_EQ(result_of(*top5), 0.5f);  // a non-finite row never matches
   EXPECT_THROW(metrics::SparseTopKCategoricalAccuracy({.k = 0}), InvalidArgumentError);
 }
 
 TEST(MeanSquaredErrorMetric, RunningMeanOfPerExampleErrors) {
   auto mse = metrics::MeanSquaredError();
-  mse->update_state(constant<float>({0, 1, 2, 2}, {2, 2}), constant<float>({1, 1, 2, 0}, {2, 2}));  // 0.5, 2
+  mse->update_state(constant<float>({0, 1, 2, 2}, {2, 2}),
+                    constant<float>({1, 1, 2, 0}, {2, 2}));  // 0.5, 2
   EXPECT_FLOAT_EQ(result_of(*mse), 1.25f);
-  mse->update_state(constant<float>({0, 0}, {1, 2}), constant<float>({3, 3}, {1, 2}), constant<float>({2}));  // 9 x2
+  mse->update_state(constant<float>({0, 0}, {1, 2}), constant<float>({3, 3}, {1, 2}),
+                    constant<float>({2}));  // 9 x2
   EXPECT_FLOAT_EQ(result_of(*mse), (0.5f + 2.0f + 18.0f) / 4.0f);
   auto mae = metrics::MeanAbsoluteError();
   mae->update_state(constant<float>({0, 0}, {1, 2}), constant<float>({-1, 3}, {1, 2}));

@@ -14,7 +14,8 @@ std::shared_ptr<MeanSquaredErrorMetric> MeanSquaredError(const MeanSquaredErrorO
 MeanAbsoluteErrorMetric::MeanAbsoluteErrorMetric(const MeanAbsoluteErrorOptions& o)
     : MeanMetricWrapper(losses::mean_absolute_error, o.name, o.dtype) {}
 
-std::shared_ptr<MeanAbsoluteErrorMetric> MeanAbsoluteError(const MeanAbsoluteErrorOptions& options) {
+std::shared_ptr<MeanAbsoluteErrorMetric> MeanAbsoluteError(
+    const MeanAbsoluteErrorOptions& options) {
   return std::make_shared<MeanAbsoluteErrorMetric>(options);
 }
 

@@ -25,7 +25,8 @@ class MeanSquaredErrorMetric : public MeanMetricWrapper {
  public:
   explicit MeanSquaredErrorMetric(const MeanSquaredErrorOptions& options = {});
 };
-std::shared_ptr<MeanSquaredErrorMetric> MeanSquaredError(const MeanSquaredErrorOptions& options = {});
+std::shared_ptr<MeanSquaredErrorMetric> MeanSquaredError(
+    const MeanSquaredErrorOptions& options = {});
 
 struct MeanAbsoluteErrorOptions {
   std::string name = "mean_absolute_error";
@@ -35,6 +36,7 @@ class MeanAbsoluteErrorMetric : public MeanMetricWrapper {
  public:
   explicit MeanAbsoluteErrorMetric(const MeanAbsoluteErrorOptions& options = {});
 };
-std::shared_ptr<MeanAbsoluteErrorMetric> MeanAbsoluteError(const MeanAbsoluteErrorOptions& options = {});
+std::shared_ptr<MeanAbsoluteErrorMetric> MeanAbsoluteError(
+    const MeanAbsoluteErrorOptions& options = {});
 
 }  // namespace strata::keras::metrics

@@ -20,7 +20,7 @@ namespace strata::keras::optimizers {
 // keras.optimizers.Adagrad arguments, in Keras's order, with Keras's defaults.
 struct AdagradOptions {
   LearningRate learning_rate = 0.001;
-  double initial_accumulator_value = 0.1;   // >= 0
+  double initial_accumulator_value = 0.1;  // >= 0
   double epsilon = 1e-7;
   // OptimizerArgs (see optimizer.h)
   std::optional<double> weight_decay = std::nullopt;

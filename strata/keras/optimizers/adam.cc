@@ -10,11 +10,15 @@ namespace strata::keras::optimizers {
 
 AdamOptimizer::AdamOptimizer(const AdamOptions& o)
     : AdamOptimizer("Adam", o.learning_rate, o.beta_1, o.beta_2, o.epsilon, o.amsgrad,
-                    {.weight_decay = o.weight_decay, .clipnorm = o.clipnorm, .clipvalue = o.clipvalue,
-                     .global_clipnorm = o.global_clipnorm, .name = o.name}) {}
+                    {.weight_decay = o.weight_decay,
+                     .clipnorm = o.clipnorm,
+                     .clipvalue = o.clipvalue,
+                     .global_clipnorm = o.global_clipnorm,
+                     .name = o.name}) {}
 
-AdamOptimizer::AdamOptimizer(const std::string& default_name, LearningRate learning_rate, double beta_1,
-                             double beta_2, double epsilon, bool amsgrad, const OptimizerArgs& args)
+AdamOptimizer::AdamOptimizer(const std::string& default_name, LearningRate learning_rate,
+                             double beta_1, double beta_2, double epsilon, bool amsgrad,
+                             const OptimizerArgs& args)
     : Optimizer(default_name, std::move(learning_rate), args),
       beta_1_(beta_1),
       beta_2_(beta_2),
@@ -32,12 +36,15 @@ void AdamOptimizer::build_slots(const std::vector<Variable>& var_list) {
   }
 }
 
-void AdamOptimizer::update_step(const Tensor& gradient, const Variable& variable, double learning_rate) {
+void AdamOptimizer::update_step(const Tensor& gradient, const Variable& variable,
+                                double learning_rate) {
   const DType dtype = variable.dtype();
   // Keras computes the bias corrections in the variable's dtype.
   const Tensor local_step = strata::cast(strata::constant(iterations() + 1), dtype);
-  const Tensor beta_1_power = strata::pow(strata::cast(strata::constant(beta_1_), dtype), local_step);
-  const Tensor beta_2_power = strata::pow(strata::cast(strata::constant(beta_2_), dtype), local_step);
+  const Tensor beta_1_power =
+      strata::pow(strata::cast(strata::constant(beta_1_), dtype), local_step);
+  const Tensor beta_2_power =
+      strata::pow(strata::cast(strata::constant(beta_2_), dtype), local_step);
   const Tensor lr = strata::cast(strata::constant(learning_rate), dtype);
   const Tensor alpha = lr * strata::sqrt(1.0 - beta_2_power) / (1.0 - beta_1_power);
 
@@ -54,6 +61,8 @@ void AdamOptimizer::update_step(const Tensor& gradient, const Variable& variable
   variable.assign_sub(m.value() * alpha / (strata::sqrt(v_used) + epsilon_));
 }
 
-std::shared_ptr<AdamOptimizer> Adam(const AdamOptions& options) { return std::make_shared<AdamOptimizer>(options); }
+std::shared_ptr<AdamOptimizer> Adam(const AdamOptions& options) {
+  return std::make_shared<AdamOptimizer>(options);
+}
 
 }  // namespace strata::keras::optimizers

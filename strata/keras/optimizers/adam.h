@@ -45,8 +45,8 @@ class AdamOptimizer : public Optimizer {
 
  protected:
   // For AdamW, which shares the update.
-  AdamOptimizer(const std::string& default_name, LearningRate learning_rate, double beta_1, double beta_2,
-                double epsilon, bool amsgrad, const OptimizerArgs& args);
+  AdamOptimizer(const std::string& default_name, LearningRate learning_rate, double beta_1,
+                double beta_2, double epsilon, bool amsgrad, const OptimizerArgs& args);
   void build_slots(const std::vector<Variable>& var_list) override;
   void update_step(const Tensor& gradient, const Variable& variable, double learning_rate) override;
 

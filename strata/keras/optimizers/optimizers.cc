@@ -9,14 +9,15 @@ namespace strata::keras::optimizers {
 
 std::shared_ptr<Optimizer> get(const std::string& name) {
   std::string key = name;
-  std::transform(key.begin(), key.end(), key.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(key.begin(), key.end(), key.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   if (key == "sgd") return SGD();
   if (key == "adam") return Adam();
   if (key == "adamw") return AdamW();
   if (key == "rmsprop") return RMSprop();
   if (key == "adagrad") return Adagrad();
-  STRATA_CHECK_ARG(false, "keras::optimizers::get: could not interpret optimizer identifier '", name,
-                   "' (known: sgd, adam, adamw, rmsprop, adagrad)");
+  STRATA_CHECK_ARG(false, "keras::optimizers::get: could not interpret optimizer identifier '",
+                   name, "' (known: sgd, adam, adamw, rmsprop, adagrad)");
   return nullptr;
 }
 

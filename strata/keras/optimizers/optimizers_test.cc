@@ -37,14 +37,16 @@ const Vec kInit = {1.0, -2.0, 0.5};
 
 double f32(double v) { return double(float(v)); }
 
-Vec values_of(const Variable& v) { return strata::cast(v.value(), DType::float64).to_vector<double>(); }
+Vec values_of(const Variable& v) {
+  return strata::cast(v.value(), DType::float64).to_vector<double>();
+}
 
 // Runs `steps` steps of `optimizer` on a float64 variable from kInit with the
 // quadratic gradient, and the same steps of `reference` (an independent
 // scalar implementation: reference(var, grad, step t starting at 1)).
 void expect_matches_reference(opt::Optimizer& optimizer,
-                              const std::function<void(Vec& var, const Vec& g, int t)>& reference, int steps = 3,
-                              double tol = 1e-12) {
+                              const std::function<void(Vec& var, const Vec& g, int t)>& reference,
+                              int steps = 3, double tol = 1e-12) {
   Variable var(constant<double>(kInit), {.name = "w"});
   Vec ref = kInit;
   for (int t = 1; t <= steps; ++t) {
@@ -53,7 +55,8 @@ void expect_matches_reference(opt::Optimizer& optimizer,
     reference(ref, quadratic_grad(ref, kA, kB), t);
     const Vec got = values_of(var);
     for (size_t i = 0; i < ref.size(); ++i) {
-      EXPECT_NEAR(got[i], ref[i], tol * std::max(1.0, std::abs(ref[i]))) << "step " << t << " element " << i;
+      EXPECT_NEAR(got[i], ref[i], tol * std::max(1.0, std::abs(ref[i])))
+          << "step " << t << " element " << i;
     }
   }
   EXPECT_EQ(optimizer.iterations(), steps);
@@ -120,8 +123,8 @@ TEST(SGD, MomentumOutsideZeroOneIsAnError) {
 
 // --- Adam / AdamW ----------------------------------------------------------------
 
-void adam_reference(Vec& var, const Vec& g, int t, Vec& m, Vec& v, Vec* vhat, double lr, double b1, double b2,
-                    double eps) {
+void adam_reference(Vec& var, const Vec& g, int t, Vec& m, Vec& v, Vec* vhat, double lr, double b1,
+                    double b2, double eps) {
   const double alpha = lr * std::sqrt(1 - std::pow(b2, t)) / (1 - std::pow(b1, t));
   for (size_t i = 0; i < var.size(); ++i) {
     m[i] += (g[i] - m[i]) * (1 - b1);
@@ -140,7 +143,10 @@ TEST(Adam, MatchesTheScalarReferenceWithKerasDefaults) {
   EXPECT_EQ(adam->epsilon(), 1e-7);
   Vec m(3, 0.0), v(3, 0.0);
   expect_matches_reference(
-      *adam, [&](Vec& var, const Vec& g, int t) { adam_reference(var, g, t, m, v, nullptr, f32(0.1), 0.9, 0.999, 1e-7); },
+      *adam,
+      [&](Vec& var, const Vec& g, int t) {
+        adam_reference(var, g, t, m, v, nullptr, f32(0.1), 0.9, 0.999, 1e-7);
+      },
       4);
 }
 
@@ -364,7 +370,8 @@ TEST(Optimizer, AllGradientsUndefinedIsAnErrorAndChangesNothing) {
     sgd->apply_gradients({{Tensor(), var}});
     FAIL();
   } catch (const InvalidArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("No gradients provided for any variable"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("No gradients provided for any variable"),
+              std::string::npos);
     EXPECT_NE(std::string(e.what()).find("lonely"), std::string::npos);
   }
   EXPECT_EQ(sgd->iterations(), 0);
@@ -375,7 +382,8 @@ TEST(Optimizer, ShapeMismatchNamesTheVariableAndChangesNothing) {
   Variable good(constant<double>({1.0}), {.name = "good"});
   Variable bad(constant<double>({1.0, 2.0}), {.name = "dense/kernel"});
   try {
-    sgd->apply_gradients({{constant<double>({1.0}), good}, {constant<double>({1.0, 2.0, 3.0}), bad}});
+    sgd->apply_gradients(
+        {{constant<double>({1.0}), good}, {constant<double>({1.0, 2.0, 3.0}), bad}});
     FAIL();
   } catch (const InvalidArgumentError& e) {
     const std::string m = e.what();
@@ -384,7 +392,8 @@ TEST(Optimizer, ShapeMismatchNamesTheVariableAndChangesNothing) {
   }
   EXPECT_EQ(values_of(good)[0], 1.0);
   EXPECT_EQ(sgd->iterations(), 0);
-  EXPECT_THROW(sgd->apply_gradients({{constant<float>({1.0f}), good}}), InvalidArgumentError);  // dtype
+  EXPECT_THROW(sgd->apply_gradients({{constant<float>({1.0f}), good}}),
+               InvalidArgumentError);  // dtype
 }
 
 TEST(Optimizer, VariableNotInTheBuiltListIsAnError) {
@@ -434,7 +443,8 @@ TEST(Optimizer, SetLearningRate) {
   Variable var(constant<double>({1.0}));
   sgd->apply_gradients({{constant<double>({1.0}), var}});
   EXPECT_EQ(values_of(var)[0], 0.5);
-  auto scheduled = opt::SGD({.learning_rate = opt::schedules::PiecewiseConstantDecay({1}, {1.0, 0.5})});
+  auto scheduled =
+      opt::SGD({.learning_rate = opt::schedules::PiecewiseConstantDecay({1}, {1.0, 0.5})});
   EXPECT_THROW(scheduled->set_learning_rate(0.1), InvalidArgumentError);
   scheduled->set_learning_rate(opt::schedules::PiecewiseConstantDecay({0}, {2.0, 3.0}));
   EXPECT_EQ(scheduled->learning_rate(), 2.0);
@@ -442,7 +452,8 @@ TEST(Optimizer, SetLearningRate) {
 
 TEST(Optimizer, ScheduleIsEvaluatedAtIterationsBeforeEachStep) {
   // Steps 0 and 1 use 1.0 (step <= 1), step 2 uses 0.5, step 3+ 0.25.
-  auto sgd = opt::SGD({.learning_rate = opt::schedules::PiecewiseConstantDecay({1, 2}, {1.0, 0.5, 0.25})});
+  auto sgd =
+      opt::SGD({.learning_rate = opt::schedules::PiecewiseConstantDecay({1, 2}, {1.0, 0.5, 0.25})});
   Variable var(constant<double>({0.0}));
   EXPECT_EQ(sgd->learning_rate(), 1.0);
   const Vec expected = {-1.0, -2.0, -2.5, -2.75};
@@ -479,7 +490,8 @@ TEST(Optimizer, AnOptimizerMadeOutsideTheScopeIsRefusedOnSeveralReplicas) {
     strategy.run([&] { sgd->apply_gradients({{constant<double>({1.0}), var}}); });
     FAIL();
   } catch (const FailedPreconditionError& e) {
-    EXPECT_NE(std::string(e.what()).find("inside the strategy's scope"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("inside the strategy's scope"), std::string::npos)
+        << e.what();
   }
   EXPECT_EQ(values_of(var)[0], 1.0);
 }
@@ -549,7 +561,6 @@ TEST(OptimizerUnderStrategy, OneReplicaUpdatesTheMirroredVariableAndDistributedS
 }  // namespace
 }  // namespace strata::keras
 
-
 namespace strata::keras {
 namespace {
 
@@ -560,8 +571,8 @@ TEST(OptimizerEndToEnd, EveryOptimizerFitsALinearModelWithTheTape) {
   auto loss_fn = losses::MeanSquaredError();
   std::vector<std::shared_ptr<opt::Optimizer>> optimizers = {
       opt::SGD({.learning_rate = 0.05, .momentum = 0.9}), opt::Adam({.learning_rate = 0.1}),
-      opt::AdamW({.learning_rate = 0.1, .weight_decay = 1e-4}), opt::RMSprop({.learning_rate = 0.02}),
-      opt::Adagrad({.learning_rate = 0.5})};
+      opt::AdamW({.learning_rate = 0.1, .weight_decay = 1e-4}),
+      opt::RMSprop({.learning_rate = 0.02}), opt::Adagrad({.learning_rate = 0.5})};
   for (const auto& optimizer : optimizers) {
     Variable w(constant<float>({0.0f}, {1, 1}), {.name = "w"});
     Variable b(constant<float>({0.0f}), {.name = "b"});
@@ -591,7 +602,8 @@ TEST(Optimizer, MinimizeRecordsTheLossAndApplies) {
   // Keras's docstring: SGD(0.1), loss var^2 / 2 -> 0.9.
   auto sgd = opt::SGD({.learning_rate = 0.1});
   Variable var(constant(1.0f));
-  sgd->minimize([&] { return strata::multiply(strata::square(var.value()), constant(0.5f)); }, {var});
+  sgd->minimize([&] { return strata::multiply(strata::square(var.value()), constant(0.5f)); },
+                {var});
   EXPECT_NEAR(var.value().item<float>(), 0.9f, 1e-7);
   EXPECT_EQ(sgd->iterations(), 1);
 }
@@ -610,8 +622,9 @@ TEST(OptimizerUnderStrategy, SkippingAggregationOnTwoReplicasAppliesTheCallersAl
   }
   // Not built: replica threads cannot create the slots.
   EXPECT_THROW(strategy.run([&] {
-                 adam->apply_gradients({{constant<double>({1.0, 1.0}), var}}, {.skip_gradients_aggregation = true});
-               }),
+    adam->apply_gradients({{constant<double>({1.0, 1.0}), var}},
+                          {.skip_gradients_aggregation = true});
+  }),
                FailedPreconditionError);
   {
     auto scope = strategy.scope();

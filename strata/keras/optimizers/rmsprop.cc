@@ -8,8 +8,11 @@ namespace strata::keras::optimizers {
 
 RMSpropOptimizer::RMSpropOptimizer(const RMSpropOptions& o)
     : Optimizer("RMSprop", o.learning_rate,
-                {.weight_decay = o.weight_decay, .clipnorm = o.clipnorm, .clipvalue = o.clipvalue,
-                 .global_clipnorm = o.global_clipnorm, .name = o.name}),
+                {.weight_decay = o.weight_decay,
+                 .clipnorm = o.clipnorm,
+                 .clipvalue = o.clipvalue,
+                 .global_clipnorm = o.global_clipnorm,
+                 .name = o.name}),
       rho_(o.rho),
       momentum_(o.momentum),
       epsilon_(o.epsilon),
@@ -28,7 +31,8 @@ void RMSpropOptimizer::build_slots(const std::vector<Variable>& var_list) {
   }
 }
 
-void RMSpropOptimizer::update_step(const Tensor& gradient, const Variable& variable, double learning_rate) {
+void RMSpropOptimizer::update_step(const Tensor& gradient, const Variable& variable,
+                                   double learning_rate) {
   const Variable& velocity = slot(variable, "velocity");
   Tensor new_velocity = velocity.value() * rho_ + strata::square(gradient) * (1.0 - rho_);
   velocity.assign(new_velocity);

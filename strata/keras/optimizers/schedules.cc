@@ -9,7 +9,8 @@
 
 namespace strata::keras::optimizers::schedules {
 
-ExponentialDecaySchedule::ExponentialDecaySchedule(const ExponentialDecayOptions& options) : options_(options) {
+ExponentialDecaySchedule::ExponentialDecaySchedule(const ExponentialDecayOptions& options)
+    : options_(options) {
   STRATA_CHECK_ARG(options.decay_steps > 0, "ExponentialDecayOptions.decay_steps must be > 0, got ",
                    options.decay_steps);
 }
@@ -25,15 +26,19 @@ std::shared_ptr<ExponentialDecaySchedule> ExponentialDecay(const ExponentialDeca
 }
 
 PiecewiseConstantDecaySchedule::PiecewiseConstantDecaySchedule(std::vector<int64_t> boundaries,
-                                                               std::vector<double> values, std::string name)
+                                                               std::vector<double> values,
+                                                               std::string name)
     : boundaries_(std::move(boundaries)), values_(std::move(values)), name_(std::move(name)) {
-  STRATA_CHECK_ARG(boundaries_.size() + 1 == values_.size(),
-                   "PiecewiseConstantDecay: the length of boundaries should be 1 less than the length of "
-                   "values, got boundaries=", boundaries_, " of length ", boundaries_.size(), " and values=",
-                   values_, " of length ", values_.size());
+  STRATA_CHECK_ARG(
+      boundaries_.size() + 1 == values_.size(),
+      "PiecewiseConstantDecay: the length of boundaries should be 1 less than the length of "
+      "values, got boundaries=",
+      boundaries_, " of length ", boundaries_.size(), " and values=", values_, " of length ",
+      values_.size());
   for (size_t i = 1; i < boundaries_.size(); ++i) {
     STRATA_CHECK_ARG(boundaries_[i - 1] < boundaries_[i],
-                     "PiecewiseConstantDecay: boundaries must be strictly increasing, got ", boundaries_);
+                     "PiecewiseConstantDecay: boundaries must be strictly increasing, got ",
+                     boundaries_);
   }
 }
 
@@ -46,9 +51,8 @@ double PiecewiseConstantDecaySchedule::operator()(int64_t step) const {
   return values_.back();
 }
 
-std::shared_ptr<PiecewiseConstantDecaySchedule> PiecewiseConstantDecay(std::vector<int64_t> boundaries,
-                                                                       std::vector<double> values,
-                                                                       std::string name) {
+std::shared_ptr<PiecewiseConstantDecaySchedule> PiecewiseConstantDecay(
+    std::vector<int64_t> boundaries, std::vector<double> values, std::string name) {
   return std::make_shared<PiecewiseConstantDecaySchedule>(std::move(boundaries), std::move(values),
                                                           std::move(name));
 }
@@ -66,10 +70,12 @@ double CosineDecaySchedule::operator()(int64_t step) const {
     const double cosine = 0.5 * (1.0 + std::cos(std::numbers::pi * s / o.decay_steps));
     return decay_from * ((1.0 - o.alpha) * cosine + o.alpha);
   };
-  if (!o.warmup_target) return decay(std::min(double(step), o.decay_steps), o.initial_learning_rate);
+  if (!o.warmup_target)
+    return decay(std::min(double(step), o.decay_steps), o.initial_learning_rate);
   const double s = std::min(double(step), o.decay_steps + o.warmup_steps);
   if (s < o.warmup_steps) {
-    return (*o.warmup_target - o.initial_learning_rate) * (s / o.warmup_steps) + o.initial_learning_rate;
+    return (*o.warmup_target - o.initial_learning_rate) * (s / o.warmup_steps) +
+           o.initial_learning_rate;
   }
   return decay(s - o.warmup_steps, *o.warmup_target);
 }
@@ -78,7 +84,8 @@ std::shared_ptr<CosineDecaySchedule> CosineDecay(const CosineDecayOptions& optio
   return std::make_shared<CosineDecaySchedule>(options);
 }
 
-PolynomialDecaySchedule::PolynomialDecaySchedule(const PolynomialDecayOptions& options) : options_(options) {
+PolynomialDecaySchedule::PolynomialDecaySchedule(const PolynomialDecayOptions& options)
+    : options_(options) {
   STRATA_CHECK_ARG(options.decay_steps > 0, "PolynomialDecayOptions.decay_steps must be > 0, got ",
                    options.decay_steps);
 }
@@ -101,7 +108,8 @@ std::shared_ptr<PolynomialDecaySchedule> PolynomialDecay(const PolynomialDecayOp
   return std::make_shared<PolynomialDecaySchedule>(options);
 }
 
-InverseTimeDecaySchedule::InverseTimeDecaySchedule(const InverseTimeDecayOptions& options) : options_(options) {
+InverseTimeDecaySchedule::InverseTimeDecaySchedule(const InverseTimeDecayOptions& options)
+    : options_(options) {
   STRATA_CHECK_ARG(options.decay_steps > 0, "InverseTimeDecayOptions.decay_steps must be > 0, got ",
                    options.decay_steps);
 }

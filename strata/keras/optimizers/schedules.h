@@ -4,12 +4,14 @@
 // `iterations` before each step (0 for the first).
 //
 //   auto lr = keras::optimizers::schedules::ExponentialDecay(
-//       {.initial_learning_rate = 0.1, .decay_steps = 1000, .decay_rate = 0.96, .staircase = true});
+//       {.initial_learning_rate = 0.1, .decay_steps = 1000, .decay_rate = 0.96, .staircase =
+//       true});
 //   auto opt = keras::optimizers::SGD({.learning_rate = lr});
 //   (*lr)(2500);                                      // 0.1 * 0.96^2
 //   auto pw = keras::optimizers::schedules::PiecewiseConstantDecay({100, 110}, {1.0, 0.5, 0.1});
 //   auto cos = keras::optimizers::schedules::CosineDecay(
-//       {.initial_learning_rate = 0.0, .decay_steps = 1000, .warmup_target = 0.1, .warmup_steps = 100});
+//       {.initial_learning_rate = 0.0, .decay_steps = 1000, .warmup_target = 0.1, .warmup_steps =
+//       100});
 //
 // The formulas are Keras 2.13's, computed in double (Keras computes in the
 // dtype of initial_learning_rate, float32 for a Python float; the optimizer
@@ -28,8 +30,8 @@ namespace strata::keras::optimizers::schedules {
 // keras.optimizers.schedules.ExponentialDecay arguments (Keras's order).
 struct ExponentialDecayOptions {
   double initial_learning_rate = 0.0;
-  double decay_steps = 0.0;   // > 0 (required)
-  double decay_rate = 0.0;    // required
+  double decay_steps = 0.0;  // > 0 (required)
+  double decay_rate = 0.0;   // required
   bool staircase = false;
   std::string name = "";
 };
@@ -67,15 +69,14 @@ class PiecewiseConstantDecaySchedule : public LearningRateSchedule {
   std::string name_;
 };
 
-std::shared_ptr<PiecewiseConstantDecaySchedule> PiecewiseConstantDecay(std::vector<int64_t> boundaries,
-                                                                       std::vector<double> values,
-                                                                       std::string name = "");
+std::shared_ptr<PiecewiseConstantDecaySchedule> PiecewiseConstantDecay(
+    std::vector<int64_t> boundaries, std::vector<double> values, std::string name = "");
 
 // keras.optimizers.schedules.CosineDecay arguments (Keras 2.13's order).
 struct CosineDecayOptions {
   double initial_learning_rate = 0.0;
-  double decay_steps = 0.0;   // > 0 (required)
-  double alpha = 0.0;         // the final rate as a fraction of the decayed-from rate
+  double decay_steps = 0.0;  // > 0 (required)
+  double alpha = 0.0;        // the final rate as a fraction of the decayed-from rate
   std::string name = "";
   std::optional<double> warmup_target = std::nullopt;
   double warmup_steps = 0.0;
@@ -103,7 +104,7 @@ std::shared_ptr<CosineDecaySchedule> CosineDecay(const CosineDecayOptions& optio
 // keras.optimizers.schedules.PolynomialDecay arguments (Keras's order).
 struct PolynomialDecayOptions {
   double initial_learning_rate = 0.0;
-  double decay_steps = 0.0;   // > 0 (required)
+  double decay_steps = 0.0;  // > 0 (required)
   double end_learning_rate = 0.0001;
   double power = 1.0;
   bool cycle = false;
@@ -129,8 +130,8 @@ std::shared_ptr<PolynomialDecaySchedule> PolynomialDecay(const PolynomialDecayOp
 // keras.optimizers.schedules.InverseTimeDecay arguments (Keras's order).
 struct InverseTimeDecayOptions {
   double initial_learning_rate = 0.0;
-  double decay_steps = 0.0;   // > 0 (required)
-  double decay_rate = 0.0;    // required
+  double decay_steps = 0.0;  // > 0 (required)
+  double decay_rate = 0.0;   // required
   bool staircase = false;
   std::string name = "";
 };

@@ -13,7 +13,8 @@ namespace {
 namespace sch = keras::optimizers::schedules;
 
 TEST(ExponentialDecay, ContinuousAndStaircase) {
-  auto smooth = sch::ExponentialDecay({.initial_learning_rate = 0.1, .decay_steps = 10, .decay_rate = 0.5});
+  auto smooth =
+      sch::ExponentialDecay({.initial_learning_rate = 0.1, .decay_steps = 10, .decay_rate = 0.5});
   EXPECT_DOUBLE_EQ((*smooth)(0), 0.1);
   EXPECT_DOUBLE_EQ((*smooth)(10), 0.05);
   EXPECT_DOUBLE_EQ((*smooth)(5), 0.1 * std::sqrt(0.5));
@@ -24,8 +25,9 @@ TEST(ExponentialDecay, ContinuousAndStaircase) {
   EXPECT_DOUBLE_EQ((*stairs)(10), 0.05);
   EXPECT_DOUBLE_EQ((*stairs)(19), 0.05);
   EXPECT_DOUBLE_EQ((*stairs)(25), 0.025);
-  EXPECT_THROW(sch::ExponentialDecay({.initial_learning_rate = 0.1, .decay_steps = 0, .decay_rate = 0.5}),
-               InvalidArgumentError);
+  EXPECT_THROW(
+      sch::ExponentialDecay({.initial_learning_rate = 0.1, .decay_steps = 0, .decay_rate = 0.5}),
+      InvalidArgumentError);
 }
 
 TEST(PiecewiseConstantDecay, BoundariesBelongToTheEarlierInterval) {
@@ -60,12 +62,13 @@ TEST(CosineDecay, LinearWarmupThenDecayFromTheTarget) {
   EXPECT_DOUBLE_EQ((*cos)(0), 0.0);
   EXPECT_DOUBLE_EQ((*cos)(1), 0.25);
   EXPECT_DOUBLE_EQ((*cos)(3), 0.75);
-  EXPECT_DOUBLE_EQ((*cos)(4), 1.0);   // decay starts at the target
+  EXPECT_DOUBLE_EQ((*cos)(4), 1.0);    // decay starts at the target
   EXPECT_NEAR((*cos)(9), 0.5, 1e-15);  // 5 of 10 decay steps
   EXPECT_NEAR((*cos)(14), 0.0, 1e-15);
   EXPECT_NEAR((*cos)(100), 0.0, 1e-15);
-  EXPECT_THROW(sch::CosineDecay({.initial_learning_rate = 0.1, .decay_steps = 10, .warmup_steps = -1}),
-               InvalidArgumentError);
+  EXPECT_THROW(
+      sch::CosineDecay({.initial_learning_rate = 0.1, .decay_steps = 10, .warmup_steps = -1}),
+      InvalidArgumentError);
 }
 
 }  // namespace
@@ -75,7 +78,8 @@ namespace strata::keras {
 namespace {
 
 TEST(PolynomialDecay, LinearByDefaultAndHoldsTheEndRate) {
-  auto poly = sch::PolynomialDecay({.initial_learning_rate = 0.1, .decay_steps = 10, .end_learning_rate = 0.01});
+  auto poly = sch::PolynomialDecay(
+      {.initial_learning_rate = 0.1, .decay_steps = 10, .end_learning_rate = 0.01});
   EXPECT_DOUBLE_EQ((*poly)(0), 0.1);
   EXPECT_NEAR((*poly)(5), 0.055, 1e-15);
   EXPECT_NEAR((*poly)(10), 0.01, 1e-15);
@@ -89,21 +93,23 @@ TEST(PolynomialDecay, CycleRestartsOverGrowingMultiplesOfDecaySteps) {
   auto poly = sch::PolynomialDecay(
       {.initial_learning_rate = 1.0, .decay_steps = 10, .end_learning_rate = 0.0, .cycle = true});
   EXPECT_DOUBLE_EQ((*poly)(0), 1.0);
-  EXPECT_NEAR((*poly)(10), 0.0, 1e-15);    // ceil(1) = 1: 1 - 10/10
-  EXPECT_NEAR((*poly)(15), 0.25, 1e-15);   // ceil(1.5) = 2: 1 - 15/20
+  EXPECT_NEAR((*poly)(10), 0.0, 1e-15);   // ceil(1) = 1: 1 - 10/10
+  EXPECT_NEAR((*poly)(15), 0.25, 1e-15);  // ceil(1.5) = 2: 1 - 15/20
   EXPECT_NEAR((*poly)(25), 1.0 - 25.0 / 30.0, 1e-15);
 }
 
 TEST(InverseTimeDecay, ContinuousAndStaircase) {
-  auto inv = sch::InverseTimeDecay({.initial_learning_rate = 0.1, .decay_steps = 1.0, .decay_rate = 0.5});
+  auto inv =
+      sch::InverseTimeDecay({.initial_learning_rate = 0.1, .decay_steps = 1.0, .decay_rate = 0.5});
   EXPECT_DOUBLE_EQ((*inv)(0), 0.1);
   EXPECT_DOUBLE_EQ((*inv)(2), 0.05);
   auto stairs = sch::InverseTimeDecay(
       {.initial_learning_rate = 0.1, .decay_steps = 10, .decay_rate = 1.0, .staircase = true});
   EXPECT_DOUBLE_EQ((*stairs)(9), 0.1);
   EXPECT_DOUBLE_EQ((*stairs)(10), 0.05);
-  EXPECT_THROW(sch::InverseTimeDecay({.initial_learning_rate = 0.1, .decay_steps = -1, .decay_rate = 1}),
-               InvalidArgumentError);
+  EXPECT_THROW(
+      sch::InverseTimeDecay({.initial_learning_rate = 0.1, .decay_steps = -1, .decay_rate = 1}),
+      InvalidArgumentError);
 }
 
 }  // namespace

@@ -10,12 +10,15 @@ namespace strata::keras::optimizers {
 
 SGDOptimizer::SGDOptimizer(const SGDOptions& o)
     : Optimizer("SGD", o.learning_rate,
-                {.weight_decay = o.weight_decay, .clipnorm = o.clipnorm, .clipvalue = o.clipvalue,
-                 .global_clipnorm = o.global_clipnorm, .name = o.name}),
+                {.weight_decay = o.weight_decay,
+                 .clipnorm = o.clipnorm,
+                 .clipvalue = o.clipvalue,
+                 .global_clipnorm = o.global_clipnorm,
+                 .name = o.name}),
       momentum_(o.momentum),
       nesterov_(o.nesterov) {
-  STRATA_CHECK_ARG(o.momentum >= 0.0 && o.momentum <= 1.0, "SGDOptions.momentum must be between [0, 1], got ",
-                   o.momentum);
+  STRATA_CHECK_ARG(o.momentum >= 0.0 && o.momentum <= 1.0,
+                   "SGDOptions.momentum must be between [0, 1], got ", o.momentum);
 }
 
 void SGDOptimizer::build_slots(const std::vector<Variable>& var_list) {
@@ -23,7 +26,8 @@ void SGDOptimizer::build_slots(const std::vector<Variable>& var_list) {
   for (const Variable& v : var_list) add_variable_from_reference(v, "m");
 }
 
-void SGDOptimizer::update_step(const Tensor& gradient, const Variable& variable, double learning_rate) {
+void SGDOptimizer::update_step(const Tensor& gradient, const Variable& variable,
+                               double learning_rate) {
   const Variable& m = slot(variable, "m");
   Tensor lr_g = gradient * learning_rate;
   Tensor new_m = m.value() * momentum_ - lr_g;
@@ -35,6 +39,8 @@ void SGDOptimizer::update_step(const Tensor& gradient, const Variable& variable,
   }
 }
 
-std::shared_ptr<SGDOptimizer> SGD(const SGDOptions& options) { return std::make_shared<SGDOptimizer>(options); }
+std::shared_ptr<SGDOptimizer> SGD(const SGDOptions& options) {
+  return std::make_shared<SGDOptimizer>(options);
+}
 
 }  // namespace strata::keras::optimizers

@@ -21,7 +21,7 @@ namespace strata::keras::optimizers {
 // keras.optimizers.SGD arguments, in Keras's order, with Keras's defaults.
 struct SGDOptions {
   LearningRate learning_rate = 0.01;
-  double momentum = 0.0;   // in [0, 1]
+  double momentum = 0.0;  // in [0, 1]
   bool nesterov = false;
   // OptimizerArgs (see optimizer.h)
   std::optional<double> weight_decay = std::nullopt;

@@ -49,8 +49,8 @@ decltype(auto) dispatch_arithmetic(DType d, const char* who, Fn&& fn) {
     case DType::uint8: return fn(uint8_t{});
     default: break;
   }
-  throw InvalidArgumentError(str_cat(who, ": expected a numeric (non-bool) tensor, got dtype ",
-                                     dtype_name(d)));
+  throw InvalidArgumentError(
+      str_cat(who, ": expected a numeric (non-bool) tensor, got dtype ", dtype_name(d)));
 }
 
 template <typename Fn>
@@ -60,8 +60,8 @@ decltype(auto) dispatch_floating(DType d, const char* who, Fn&& fn) {
     case DType::float64: return fn(double{});
     default: break;
   }
-  throw InvalidArgumentError(str_cat(who, ": expected a floating-point tensor (float32 or float64), got dtype ",
-                                     dtype_name(d)));
+  throw InvalidArgumentError(str_cat(
+      who, ": expected a floating-point tensor (float32 or float64), got dtype ", dtype_name(d)));
 }
 
 // Row-major element strides of `dims`.
