@@ -40,11 +40,13 @@ Tensor labels_of(int64_t classes) {
   return constant(v, {kBatch});
 }
 
-Tensor dense(const Tensor& x, const Variable& w, const Variable& b) { return matmul(x, w.value()) + b.value(); }
+Tensor dense(const Tensor& x, const Variable& w, const Variable& b) {
+  return matmul(x, w.value()) + b.value();
+}
 
 Model mlp() {
   Model m;
-  m.vars = {weight({784, 512}, 1, 0.05), weight({512}, 2, 0.01), weight({512, 256}, 3, 0.05),
+  m.vars = {weight({784, 512}, 1, 0.05), weight({512}, 2, 0.01),     weight({512, 256}, 3, 0.05),
             weight({256}, 4, 0.01),      weight({256, 10}, 5, 0.05), weight({10}, 6, 0.01)};
   const Tensor x = cast(testing::random_uniform({kBatch, 784}, 0, 1, 7), DType::float32);
   const Tensor y = labels_of(10);
@@ -59,9 +61,10 @@ Model mlp() {
 
 Model cnn() {
   Model m;
-  m.vars = {weight({3, 3, 1, 32}, 11, 0.1), weight({32}, 12, 0.01), weight({3, 3, 32, 64}, 13, 0.05),
-            weight({64}, 14, 0.01),         weight({1600, 128}, 15, 0.03), weight({128}, 16, 0.01),
-            weight({128, 10}, 17, 0.05),    weight({10}, 18, 0.01)};
+  m.vars = {weight({3, 3, 1, 32}, 11, 0.1),   weight({32}, 12, 0.01),
+            weight({3, 3, 32, 64}, 13, 0.05), weight({64}, 14, 0.01),
+            weight({1600, 128}, 15, 0.03),    weight({128}, 16, 0.01),
+            weight({128, 10}, 17, 0.05),      weight({10}, 18, 0.01)};
   const Tensor x = cast(testing::random_uniform({kBatch, 28, 28, 1}, 0, 1, 19), DType::float32);
   const Tensor y = labels_of(10);
   auto v = m.vars;

@@ -105,8 +105,8 @@ void BM_StreamAdd(benchmark::State& state) {
     rate = stream_add_rate(n, bytes, 5);
     state.SetIterationTime(static_cast<double>(n + 1) * bytes / rate);
   }
-  state.counters["traffic"] = benchmark::Counter(rate, benchmark::Counter::kDefaults,
-                                                 benchmark::Counter::kIs1024);
+  state.counters["traffic"] =
+      benchmark::Counter(rate, benchmark::Counter::kDefaults, benchmark::Counter::kIs1024);
 }
 BENCHMARK(BM_StreamAdd)->ArgsProduct({{2, 4}, {1, 64}})->UseManualTime()->Iterations(3);
 
@@ -141,7 +141,10 @@ void BM_LocalAllReduce(benchmark::State& state) {
   state.counters["of_stream"] = C((n + 1) * bytes * iters / stream, C::kIsRate);
   state.SetLabel(std::to_string(n) + " ranks");
 }
-BENCHMARK(BM_LocalAllReduce)->ArgsProduct({{2, 4}, {1, 64}})->UseRealTime()->MeasureProcessCPUTime();
+BENCHMARK(BM_LocalAllReduce)
+    ->ArgsProduct({{2, 4}, {1, 64}})
+    ->UseRealTime()
+    ->MeasureProcessCPUTime();
 
 // Two GlooCollectives on threads over loopback; the benchmark thread is rank 0.
 void BM_GlooAllReduce(benchmark::State& state) {
@@ -166,7 +169,8 @@ void BM_GlooAllReduce(benchmark::State& state) {
   group.all_reduce(0, payload(bytes, 1.f), sc::ReduceOp::SUM);
   helper.join();
   using C = benchmark::Counter;
-  state.counters["algbw"] = C(bytes * static_cast<double>(state.iterations()), C::kIsRate, C::kIs1024);
+  state.counters["algbw"] =
+      C(bytes * static_cast<double>(state.iterations()), C::kIsRate, C::kIs1024);
 }
 BENCHMARK(BM_GlooAllReduce)->Arg(1)->Arg(64)->UseRealTime()->MeasureProcessCPUTime();
 
@@ -212,8 +216,8 @@ void BM_RawGlooAllReduce(benchmark::State& state) {
     gloo::AllreduceOptions opts(c);
     opts.setInput(in.data(), count);
     opts.setOutput(out.data(), count);
-    opts.setReduceFunction(static_cast<void (*)(void*, const void*, const void*, size_t)>(
-        &gloo::sum<float>));
+    opts.setReduceFunction(
+        static_cast<void (*)(void*, const void*, const void*, size_t)>(&gloo::sum<float>));
     gloo::allreduce(opts);
   };
   std::jthread helper([&] {

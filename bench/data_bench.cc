@@ -36,7 +36,8 @@ Element fashion_mnist_like(strata::DType image_dtype) {
 // One epoch per iteration; reports examples/s.
 void run_pipeline(benchmark::State& state, strata::DType dtype) {
   const Element data = fashion_mnist_like(dtype);
-  auto ds = Dataset::from_tensor_slices(data).shuffle(10000, {.seed = 1}).batch(128).prefetch(AUTOTUNE);
+  auto ds =
+      Dataset::from_tensor_slices(data).shuffle(10000, {.seed = 1}).batch(128).prefetch(AUTOTUNE);
   int64_t examples = 0;
   for (auto _ : state) {
     for (const Element& e : ds) {
@@ -44,7 +45,8 @@ void run_pipeline(benchmark::State& state, strata::DType dtype) {
       benchmark::DoNotOptimize(e[0].raw_data());
     }
   }
-  state.counters["examples/s"] = benchmark::Counter(static_cast<double>(examples), benchmark::Counter::kIsRate);
+  state.counters["examples/s"] =
+      benchmark::Counter(static_cast<double>(examples), benchmark::Counter::kIsRate);
 }
 
 void BM_PipelineUint8(benchmark::State& state) { run_pipeline(state, strata::uint8); }
@@ -58,19 +60,22 @@ void BM_PipelineParallelMap(benchmark::State& state) {
   auto ds = Dataset::from_tensor_slices(data)
                 .shuffle(10000, {.seed = 1})
                 .batch(128)
-                .map([](const Element& e) {
-                  Tensor f = Tensor::allocate(strata::float32, e[0].shape());
-                  const uint8_t* s = e[0].data<uint8_t>();
-                  float* d = f.mutable_data<float>();
-                  for (int64_t i = 0; i < e[0].num_elements(); ++i) d[i] = s[i] * (1.f / 255.f);
-                  return Element{f, e[1]};
-                }, {.num_parallel_calls = AUTOTUNE})
+                .map(
+                    [](const Element& e) {
+                      Tensor f = Tensor::allocate(strata::float32, e[0].shape());
+                      const uint8_t* s = e[0].data<uint8_t>();
+                      float* d = f.mutable_data<float>();
+                      for (int64_t i = 0; i < e[0].num_elements(); ++i) d[i] = s[i] * (1.f / 255.f);
+                      return Element{f, e[1]};
+                    },
+                    {.num_parallel_calls = AUTOTUNE})
                 .prefetch(AUTOTUNE);
   int64_t examples = 0;
   for (auto _ : state) {
     for (const Element& e : ds) examples += e[0].shape().dim(0);
   }
-  state.counters["examples/s"] = benchmark::Counter(static_cast<double>(examples), benchmark::Counter::kIsRate);
+  state.counters["examples/s"] =
+      benchmark::Counter(static_cast<double>(examples), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_PipelineParallelMap)->Unit(benchmark::kMillisecond)->UseRealTime();
 

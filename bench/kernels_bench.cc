@@ -59,7 +59,8 @@ void BM_StrataMatMul(benchmark::State& state) {
 void BM_CblasSgemm(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
   const bool ta = state.range(3) != 0;
-  const std::vector<float> a = random_f32(ta ? TensorShape{k, m} : TensorShape{m, k}, 1).to_vector<float>();
+  const std::vector<float> a =
+      random_f32(ta ? TensorShape{k, m} : TensorShape{m, k}, 1).to_vector<float>();
   const std::vector<float> b = random_f32({k, n}, 2).to_vector<float>();
   std::vector<float> c(static_cast<size_t>(m * n));
   openblas_set_num_threads(static_cast<int>(state.range(4)));
@@ -78,8 +79,11 @@ void BM_CblasSgemm(benchmark::State& state) {
 void gemm_args(benchmark::internal::Benchmark* b) {
   // 512^3; the MLP 784-512-256-10 at batch 128; and its first-layer weight
   // gradient x^T * g ([784, 128] x [128, 512]).
-  const std::vector<std::vector<int64_t>> shapes = {
-      {512, 512, 512, 0}, {128, 784, 512, 0}, {128, 512, 256, 0}, {128, 256, 10, 0}, {784, 128, 512, 1}};
+  const std::vector<std::vector<int64_t>> shapes = {{512, 512, 512, 0},
+                                                    {128, 784, 512, 0},
+                                                    {128, 512, 256, 0},
+                                                    {128, 256, 10, 0},
+                                                    {784, 128, 512, 1}};
   for (int threads : {1, 2})
     for (const auto& s : shapes) b->Args({s[0], s[1], s[2], s[3], threads});
   b->ArgNames({"m", "k", "n", "ta", "threads"});
@@ -111,7 +115,10 @@ void BM_Add16MiB(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(add(a, b));
   state.SetBytesProcessed(state.iterations() * kElems * static_cast<int64_t>(sizeof(float)));
 }
-BENCHMARK(BM_Add16MiB)->ArgsProduct({{0, 1}, {1, 2}})->ArgNames({"row_broadcast", "threads"})->UseRealTime();
+BENCHMARK(BM_Add16MiB)
+    ->ArgsProduct({{0, 1}, {1, 2}})
+    ->ArgNames({"row_broadcast", "threads"})
+    ->UseRealTime();
 
 // --- softmax over rows: args rows, cols, threads ---
 

@@ -38,7 +38,8 @@ void configure_devices() {
   c[0].num_threads = 1;
   c[1].num_threads = 1;
   c[2].num_threads = 2;
-  strata::config::set_logical_device_configuration(strata::config::list_physical_devices("CPU")[0], c);
+  strata::config::set_logical_device_configuration(strata::config::list_physical_devices("CPU")[0],
+                                                   c);
 }
 
 struct Weights {
@@ -47,7 +48,8 @@ struct Weights {
   explicit Weights(int64_t size) {
     images = strata::random::uniform({kBatch, size, size, 3}, {.seed = 1});
     for (int l = 0; l < kLayers; ++l) {
-      filters.push_back(strata::random::normal({3, 3, l == 0 ? 3 : 32, 32}, {.stddev = 0.1, .seed = 2 + static_cast<uint64_t>(l)}));
+      filters.push_back(strata::random::normal(
+          {3, 3, l == 0 ? 3 : 32, 32}, {.stddev = 0.1, .seed = 2 + static_cast<uint64_t>(l)}));
     }
   }
 };
@@ -80,8 +82,10 @@ std::vector<Tensor> step_plain(const Weights& w) {
 }
 
 // The same step, spatially partitioned.
-std::vector<Tensor> step_sharded(const Weights& w, const std::vector<const strata::Device*>& devices) {
-  const tpu::Sharding split = tpu::Sharding::split_to_logical_devices(w.images.shape(), {1, 2, 1, 1}, 2);
+std::vector<Tensor> step_sharded(const Weights& w,
+                                 const std::vector<const strata::Device*>& devices) {
+  const tpu::Sharding split =
+      tpu::Sharding::split_to_logical_devices(w.images.shape(), {1, 2, 1, 1}, 2);
   std::vector<sh::ShardedTensor> inputs, outputs;
   sh::ShardedTensor x = sh::shard(w.images, split, devices);
   for (int l = 0; l < kLayers; ++l) {
@@ -110,7 +114,11 @@ void BM_ConvStack_OneDevice(benchmark::State& state) {
   for (auto _ : state) benchmark::DoNotOptimize(step_plain(w));
   state.SetLabel("1 device x " + std::to_string(device.num_threads()) + " thread(s)");
 }
-BENCHMARK(BM_ConvStack_OneDevice)->Args({512, 1})->Args({512, 2})->Unit(benchmark::kMillisecond)->UseRealTime();
+BENCHMARK(BM_ConvStack_OneDevice)
+    ->Args({512, 1})
+    ->Args({512, 2})
+    ->Unit(benchmark::kMillisecond)
+    ->UseRealTime();
 
 void BM_ConvStack_TwoLogicalDevices(benchmark::State& state) {
   configure_devices();

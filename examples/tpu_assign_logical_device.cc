@@ -5,8 +5,9 @@
 // the default) or four (the experimental_assign_to_logical_device example,
 // `tpu_assign_logical_device 4`).
 //
-//   STRATA_CPU_DEVICES=2 build/examples/tpu_assign_logical_device      # 2 logical devices x 1 replica
-//   STRATA_CPU_DEVICES=8 build/examples/tpu_assign_logical_device 4    # 2 logical devices x 4 replicas
+//   STRATA_CPU_DEVICES=2 build/examples/tpu_assign_logical_device      # 2 logical devices x 1
+//   replica STRATA_CPU_DEVICES=8 build/examples/tpu_assign_logical_device 4    # 2 logical devices
+//   x 4 replicas
 #include <iostream>
 #include <string>
 #include <vector>
@@ -41,9 +42,11 @@ int main(int argc, char** argv) {
     const float id = static_cast<float>(ctx.input_pipeline_id());
     tf::Tensor features = tf::fill({8, 3}, tf::constant(id + 1.f));
     tf::Tensor labels = tf::zeros({8}, tf::DType::int64);
-    return tf::data::Dataset::from_tensor_slices({features, labels}).batch(2, /*drop_remainder=*/true);
+    return tf::data::Dataset::from_tensor_slices({features, labels})
+        .batch(2, /*drop_remainder=*/true);
   };
-  sd::DistributedDataset dist_dataset = strategy.experimental_distribute_datasets_from_function(dataset_fn);
+  sd::DistributedDataset dist_dataset =
+      strategy.experimental_distribute_datasets_from_function(dataset_fn);
   sd::DistributedIterator iterator = dist_dataset.iter();
 
   auto step_fn = [&](const tf::data::Element& inputs) {
@@ -58,8 +61,8 @@ int main(int argc, char** argv) {
   for (int r = 0; r < strategy.num_replicas_in_sync(); ++r) {
     const tf::Tensor& t = out.values()[static_cast<size_t>(r)];
     std::cout << "replica " << r << " on " << t.device() << ": " << t << "\n";
-    expect(t.device() == strategy.logical_devices(r)[0]->name(), "replica " + std::to_string(r) +
-                                                                     ": output on its logical device 0");
+    expect(t.device() == strategy.logical_devices(r)[0]->name(),
+           "replica " + std::to_string(r) + ": output on its logical device 0");
     expect(t.shape() == tf::TensorShape({2, 3}), "per-replica batch of 2");
     expect(tpu::sharding_of(t) != nullptr && tpu::sharding_of(t)->is_maximal() &&
                tpu::sharding_of(t)->maximal_device() == 0,
@@ -68,7 +71,8 @@ int main(int argc, char** argv) {
   }
   // The assignment's bounds are TF's.
   try {
-    strategy.run([&] { return strategy.experimental_assign_to_logical_device(tf::constant(1.f), 2); });
+    strategy.run(
+        [&] { return strategy.experimental_assign_to_logical_device(tf::constant(1.f), 2); });
     expect(false, "logical device 2 of 2 is out of range");
   } catch (const tf::InvalidArgumentError& e) {
     std::cout << "InvalidArgumentError: " << e.what() << "\n";

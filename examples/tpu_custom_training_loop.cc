@@ -30,7 +30,10 @@ void expect(bool ok, const char* what) {
 
 int main() {
   tpu::Topology topology = tpu::initialize_tpu_system();
-  std::cout << "TPU system: mesh " << tf::TensorShape(std::vector<int64_t>(topology.mesh_shape().begin(), topology.mesh_shape().end())) << "\n";
+  std::cout << "TPU system: mesh "
+            << tf::TensorShape(
+                   std::vector<int64_t>(topology.mesh_shape().begin(), topology.mesh_shape().end()))
+            << "\n";
   sd::TPUStrategy strategy;
   std::cout << "replicas in sync: " << strategy.num_replicas_in_sync() << "\n";
 
@@ -51,7 +54,8 @@ int main() {
     tf::Tensor y = tf::random::uniform_int({2, 1}, 0, 2, {.seed = 2});
     return tf::data::Dataset::from_tensor_slices({x, y}).repeat().batch(1, /*drop_remainder=*/true);
   };
-  sd::DistributedDataset dist_dataset = strategy.experimental_distribute_datasets_from_function(dataset_fn);
+  sd::DistributedDataset dist_dataset =
+      strategy.experimental_distribute_datasets_from_function(dataset_fn);
   sd::DistributedIterator iterator = dist_dataset.iter();
 
   auto step_fn = [&](const tf::data::Element& inputs) {
@@ -59,8 +63,8 @@ int main() {
     const tf::Tensor& labels = inputs[1];
     tf::GradientTape tape;
     tf::Tensor logits = (*model)(features, /*training=*/true);
-    tf::Tensor loss = tf::reduce_mean(keras::losses::sparse_categorical_crossentropy(
-        labels, tf::softmax(logits)));
+    tf::Tensor loss = tf::reduce_mean(
+        keras::losses::sparse_categorical_crossentropy(labels, tf::softmax(logits)));
     std::vector<tf::Tensor> grads = tape.gradient(loss, model->trainable_variables());
     // TF's apply_gradients sums the replicas' gradients (an all-reduce) and
     // applies the same update on every replica. The optimizer's own
@@ -71,15 +75,19 @@ int main() {
                                {.skip_gradients_aggregation = true});
     return loss;
   };
-  auto train_step = [&](sd::DistributedIterator& it) { return strategy.run(step_fn, it.get_next()); };
+  auto train_step = [&](sd::DistributedIterator& it) {
+    return strategy.run(step_fn, it.get_next());
+  };
 
-  std::vector<float> kernel_before = model->trainable_variables().empty()
-                                         ? std::vector<float>{}
-                                         : model->trainable_variables()[0].value().to_vector<float>();
+  std::vector<float> kernel_before =
+      model->trainable_variables().empty()
+          ? std::vector<float>{}
+          : model->trainable_variables()[0].value().to_vector<float>();
   double first_loss = 0, last_loss = 0;
   for (int step = 0; step < 30; ++step) {
     sd::PerReplica<tf::Tensor> losses = train_step(iterator);
-    const double loss = strategy.reduce(sd::ReduceOp::MEAN, losses, std::nullopt).scalar_as_double();
+    const double loss =
+        strategy.reduce(sd::ReduceOp::MEAN, losses, std::nullopt).scalar_as_double();
     if (step == 0) first_loss = loss;
     last_loss = loss;
     if (step % 10 == 0) std::cout << "step " << step << ": loss " << loss << "\n";
@@ -89,9 +97,11 @@ int main() {
   // The mirrored weights stay identical on every replica and moved.
   for (const tf::Variable& v : model->trainable_variables()) {
     std::vector<tf::Variable> copies = sd::distributed_components(v);
-    expect(copies.size() == static_cast<size_t>(strategy.num_replicas_in_sync()), "one copy per replica");
+    expect(copies.size() == static_cast<size_t>(strategy.num_replicas_in_sync()),
+           "one copy per replica");
     for (const tf::Variable& c : copies) {
-      expect(c.value().to_vector<float>() == copies[0].value().to_vector<float>(), "mirrored copies agree");
+      expect(c.value().to_vector<float>() == copies[0].value().to_vector<float>(),
+             "mirrored copies agree");
     }
   }
   expect(kernel_before.empty() ||

@@ -36,7 +36,7 @@ struct Model {
     sh::ShardedTensor h = sh::relu(sh::conv2d(x, w1, {.padding = "SAME"}));
     h = sh::avg_pool2d(h, {2, 2}, {2, 2}, "VALID");
     h = sh::relu(sh::conv2d(h, w2, {.strides = {2, 2}, .padding = "SAME"}));
-    return sh::reduce_mean(h, {.axis = {1, 2}});   // local means + cross-shard combine
+    return sh::reduce_mean(h, {.axis = {1, 2}});  // local means + cross-shard combine
   }
   tf::Tensor operator()(const tf::Tensor& x) const {
     tf::Tensor h = tf::relu(tf::nn::conv2d(x, w1, {.padding = "SAME"}));
@@ -59,7 +59,10 @@ double relative_error(const tf::Tensor& a, const tf::Tensor& b) {
 
 int main() {
   tpu::Topology topology = tpu::initialize_tpu_system();
-  std::cout << "mesh " << tf::TensorShape(std::vector<int64_t>(topology.mesh_shape().begin(), topology.mesh_shape().end())) << "\n";
+  std::cout << "mesh "
+            << tf::TensorShape(
+                   std::vector<int64_t>(topology.mesh_shape().begin(), topology.mesh_shape().end()))
+            << "\n";
   tpu::DeviceAssignment device_assignment = tpu::DeviceAssignment::build(
       topology, {.computation_shape = {1, 2, 2, 2}, .num_replicas = 1});
   sd::TPUStrategy strategy(device_assignment);
@@ -67,8 +70,8 @@ int main() {
   const Model model;
 
   tf::Tensor images = tf::random::uniform({2, 32, 32, 3}, {.seed = 13});
-  sd::DistributedDataset dist_dataset =
-      strategy.experimental_distribute_dataset(tf::data::Dataset::from_tensor_slices({images}).batch(2));
+  sd::DistributedDataset dist_dataset = strategy.experimental_distribute_dataset(
+      tf::data::Dataset::from_tensor_slices({images}).batch(2));
   sd::DistributedIterator iterator = dist_dataset.iter();
 
   sh::reset_fallback_counts();
@@ -80,14 +83,17 @@ int main() {
   };
   sd::PerReplica<sh::ShardedTensor> out = strategy.run(step_fn, iterator.get_next());
   const sh::ShardedTensor& output = out.values()[0];
-  std::cout << "output sharding " << output.sharding().to_string() << ", shape " << output.shape() << "\n";
+  std::cout << "output sharding " << output.sharding().to_string() << ", shape " << output.shape()
+            << "\n";
   for (int d = 0; d < 8; ++d) {
     std::cout << "logical device " << d << " -> " << output.shard(d).device() << "\n";
   }
   const double err = relative_error(sh::unshard(output), model(images));
   std::cout << "relative error vs unpartitioned: " << err << "\n";
   expect(err <= 1e-5, "equal to the unpartitioned model");
-  expect(sh::fallback_count("conv2d") + sh::fallback_count("avg_pool2d") + sh::fallback_count("reduce_mean") == 0,
+  expect(sh::fallback_count("conv2d") + sh::fallback_count("avg_pool2d") +
+                 sh::fallback_count("reduce_mean") ==
+             0,
          "no op needed the gather fallback");
   tpu::shutdown_tpu_system();
   return failures == 0 ? 0 : 1;

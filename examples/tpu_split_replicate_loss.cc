@@ -35,7 +35,7 @@ struct Model {
   tf::Tensor operator()(const sh::ShardedTensor& images) const {
     sh::ShardedTensor h = sh::relu(sh::add(sh::conv2d(images, w1, {.padding = "SAME"}), b1));
     h = sh::max_pool2d(h, {2, 2}, {2, 2}, "VALID");
-    tf::Tensor flat = sh::unshard(sh::reshape(h, {images.shape()[0], -1}));   // gathers
+    tf::Tensor flat = sh::unshard(sh::reshape(h, {images.shape()[0], -1}));  // gathers
     return tf::matmul(flat, w2);
   }
   tf::Tensor operator()(const tf::Tensor& images) const {
@@ -55,8 +55,8 @@ int main() {
   tpu::DeviceAssignment device_assignment = tpu::DeviceAssignment::build(
       topology, {.computation_shape = {2, 2, 1, 2}, .num_replicas = 1});
   sd::TPUStrategy strategy(device_assignment);
-  std::cout << strategy.num_replicas_in_sync() << " replica x " << strategy.num_logical_devices_per_replica()
-            << " logical devices\n";
+  std::cout << strategy.num_replicas_in_sync() << " replica x "
+            << strategy.num_logical_devices_per_replica() << " logical devices\n";
   const Model model;
 
   tf::Tensor images = tf::random::uniform({4, 16, 16, 3}, {.seed = 4});
@@ -67,16 +67,18 @@ int main() {
 
   sh::reset_fallback_counts();
   auto step_fn = [&](const tf::data::Element& inputs) {
-    tf::Tensor batch_images = strategy.experimental_split_to_logical_devices(inputs[0], {1, 2, 4, 1});
+    tf::Tensor batch_images =
+        strategy.experimental_split_to_logical_devices(inputs[0], {1, 2, 4, 1});
     // model() runs on the 8 logical devices with the images split 2 * 4 ways.
     tf::Tensor output = model(sh::shard(strategy, batch_images));
     // For the loss, all logical devices share the same logits and labels.
     sh::ShardedTensor batch_labels =
         sh::shard(strategy, strategy.experimental_replicate_to_logical_devices(inputs[1]));
-    sh::ShardedTensor logits = sh::shard(strategy, strategy.experimental_replicate_to_logical_devices(output));
+    sh::ShardedTensor logits =
+        sh::shard(strategy, strategy.experimental_replicate_to_logical_devices(output));
     sh::ShardedTensor loss = sh::apply_replicated(
-        {batch_labels, logits}, [](const std::vector<tf::Tensor>& t) { return loss_fn(t[0], t[1]); },
-        "loss_fn");
+        {batch_labels, logits},
+        [](const std::vector<tf::Tensor>& t) { return loss_fn(t[0], t[1]); }, "loss_fn");
     return loss;
   };
   sd::PerReplica<sh::ShardedTensor> out = strategy.run(step_fn, iterator.get_next());
@@ -87,15 +89,15 @@ int main() {
   for (int d = 0; d < loss.num_logical_devices(); ++d) {
     const double l = loss.shard(d).scalar_as_double();
     std::cout << " " << l;
-    expect(std::abs(l - expected) <= 1e-5 * std::abs(expected), "logical device " + std::to_string(d) +
-                                                                     ": the unpartitioned model's loss");
+    expect(std::abs(l - expected) <= 1e-5 * std::abs(expected),
+           "logical device " + std::to_string(d) + ": the unpartitioned model's loss");
     expect(loss.shard(d).device() == strategy.logical_devices(0)[static_cast<size_t>(d)]->name(),
            "each loss copy on its logical device");
   }
   std::cout << "\nunpartitioned loss: " << expected << "\n";
   std::cout << "fallbacks: conv2d " << sh::fallback_count("conv2d") << ", max_pool2d "
-            << sh::fallback_count("max_pool2d") << ", reshape (flatten) " << sh::fallback_count("reshape")
-            << "\n";
+            << sh::fallback_count("max_pool2d") << ", reshape (flatten) "
+            << sh::fallback_count("reshape") << "\n";
   expect(sh::fallback_count("conv2d") == 0 && sh::fallback_count("max_pool2d") == 0,
          "convolution and pooling ran spatially partitioned");
   tpu::shutdown_tpu_system();

@@ -20,8 +20,10 @@ bool looks_like_address(const std::string& s) {
 
 }  // namespace
 
-TPUClusterResolver::TPUClusterResolver(std::string tpu, TPUClusterResolverOptions options) : tpu_(std::move(tpu)) {
-  STRATA_CHECK_ARG(!options.job_name.empty(), "TPUClusterResolverOptions.job_name must not be empty");
+TPUClusterResolver::TPUClusterResolver(std::string tpu, TPUClusterResolverOptions options)
+    : tpu_(std::move(tpu)) {
+  STRATA_CHECK_ARG(!options.job_name.empty(),
+                   "TPUClusterResolverOptions.job_name must not be empty");
   task_type_ = options.job_name;
   task_id_ = 0;
   rpc_layer_ = "grpc";
@@ -47,10 +49,11 @@ TPUClusterResolver::TPUClusterResolver(std::string tpu, TPUClusterResolverOption
       if (comma == std::string::npos) comma = tpu_.size();
       std::string item = tpu_.substr(start, comma - start);
       if (item.rfind("grpc://", 0) == 0) item = item.substr(7);
-      STRATA_CHECK_ARG(looks_like_address(item),
-                       "TPUClusterResolver: expected \"\", \"local\" or comma-separated worker addresses "
-                       "(host:port or grpc://host:port), got '",
-                       tpu_, "' (Cloud TPU names cannot be resolved: Strata has no Cloud TPU API)");
+      STRATA_CHECK_ARG(
+          looks_like_address(item),
+          "TPUClusterResolver: expected \"\", \"local\" or comma-separated worker addresses "
+          "(host:port or grpc://host:port), got '",
+          tpu_, "' (Cloud TPU names cannot be resolved: Strata has no Cloud TPU API)");
       addresses.push_back(std::move(item));
       start = comma + 1;
     }
@@ -62,7 +65,8 @@ TPUClusterResolver::TPUClusterResolver(std::string tpu, TPUClusterResolverOption
   cluster_spec_ = train::ClusterSpec(std::move(jobs));
 }
 
-std::string TPUClusterResolver::master(const std::optional<std::string>& task_type, std::optional<int> task_id,
+std::string TPUClusterResolver::master(const std::optional<std::string>& task_type,
+                                       std::optional<int> task_id,
                                        const std::optional<std::string>& rpc_layer) const {
   if (local_) return "";
   const auto type = task_type ? task_type : task_type_;
@@ -73,7 +77,8 @@ std::string TPUClusterResolver::master(const std::optional<std::string>& task_ty
   const auto indices = cluster_spec_.task_indices(*type);
   STRATA_CHECK_ARG(std::find(indices.begin(), indices.end(), id) != indices.end(),
                    "No TPUs with the specified names exist. (task ", id, " of job '", *type, "')");
-  return format_master_url(cluster_spec_.task_address(*type, id), rpc_layer ? rpc_layer : rpc_layer_);
+  return format_master_url(cluster_spec_.task_address(*type, id),
+                           rpc_layer ? rpc_layer : rpc_layer_);
 }
 
 }  // namespace strata::distribute::cluster_resolver

@@ -45,8 +45,9 @@ TEST(TPUClusterResolver, EmptyNameResolvesAPodFromTfConfig) {
 }
 
 TEST(TPUClusterResolver, CoordinatorIsItsOwnJob) {
-  TPUClusterResolver r("h0:1,h1:1", {.job_name = "tpu_worker", .coordinator_name = "coordinator",
-                                     .coordinator_address = "c:2"});
+  TPUClusterResolver r(
+      "h0:1,h1:1",
+      {.job_name = "tpu_worker", .coordinator_name = "coordinator", .coordinator_address = "c:2"});
   EXPECT_THAT(r.cluster_spec().jobs(), ElementsAre("tpu_worker", "coordinator"));
   EXPECT_EQ(r.task_type(), "tpu_worker");
   EXPECT_EQ(r.master("coordinator", 0), "grpc://c:2");

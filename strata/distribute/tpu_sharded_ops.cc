@@ -54,7 +54,8 @@ class ShardRecorder final : public OpRecorder {
   }
   void record(OpKind kind, std::span<const Tensor> inputs, std::span<const Tensor> outputs,
               const OpAttrs& attrs) override {
-    records_.push_back({kind, {inputs.begin(), inputs.end()}, {outputs.begin(), outputs.end()}, attrs});
+    records_.push_back(
+        {kind, {inputs.begin(), inputs.end()}, {outputs.begin(), outputs.end()}, attrs});
     for (const Tensor& t : outputs) produced_.insert(t.id());
   }
   // Hands every buffered op to each target tracking one of its inputs, as
@@ -62,9 +63,9 @@ class ShardRecorder final : public OpRecorder {
   void replay() const {
     for (const Record& rec : records_) {
       for (OpRecorder* r : *targets_) {
-        const bool tracked = std::any_of(rec.inputs.begin(), rec.inputs.end(), [&](const Tensor& t) {
-          return t.defined() && r->is_tracking(t);
-        });
+        const bool tracked =
+            std::any_of(rec.inputs.begin(), rec.inputs.end(),
+                        [&](const Tensor& t) { return t.defined() && r->is_tracking(t); });
         if (tracked) r->record(rec.kind, rec.inputs, rec.outputs, rec.attrs);
       }
     }
@@ -84,7 +85,8 @@ class ShardRecorder final : public OpRecorder {
 // Runs fn(d) for every logical device d in `which`, each under a DeviceScope of
 // devices[d], in parallel (the caller runs the first). result[d] for the others
 // stays undefined. Rethrows the first error after every thread has joined.
-std::vector<Tensor> run_shards(const std::vector<const Device*>& devices, const std::vector<int>& which,
+std::vector<Tensor> run_shards(const std::vector<const Device*>& devices,
+                               const std::vector<int>& which,
                                const std::function<Tensor(int)>& fn) {
   std::vector<Tensor> out(devices.size());
   if (which.size() == 1) {
@@ -132,8 +134,8 @@ std::vector<int> holders(const tpu::Sharding& s) {
   return which;
 }
 
-ShardedTensor make(const tpu::Sharding& sharding, const TensorShape& shape, std::vector<Tensor> shards,
-                   const std::vector<const Device*>& devices) {
+ShardedTensor make(const tpu::Sharding& sharding, const TensorShape& shape,
+                   std::vector<Tensor> shards, const std::vector<const Device*>& devices) {
   return ShardedTensor(sharding, shape, std::move(shards), devices);
 }
 
@@ -174,7 +176,8 @@ ShardedTensor fallback(const std::string& name, const std::vector<ShardedTensor>
 
 std::vector<int64_t> hw(const std::vector<int64_t>& v, const char* what) {
   if (v.size() == 2) return v;
-  STRATA_CHECK_ARG(v.size() == 4, "sharded: expected ", what, " of length 2 or 4, got length ", v.size());
+  STRATA_CHECK_ARG(v.size() == 4, "sharded: expected ", what, " of length 2 or 4, got length ",
+                   v.size());
   return {v[1], v[2]};
 }
 
@@ -219,7 +222,8 @@ Tensor window(const ShardedTensor& x, int d, int64_t r0, int64_t r1, int64_t c0,
       s.is_tiled() ? s.tile_index(d) : std::vector<int64_t>{0, 0, 0, 0};
   const int64_t lo_r = std::max<int64_t>(r0, 0), hi_r = std::min(r1, H);
   const int64_t lo_c = std::max<int64_t>(c0, 0), hi_c = std::min(c1, W);
-  STRATA_CHECK_ARG(lo_r < hi_r && lo_c < hi_c, "sharded: an output window lies entirely in the padding");
+  STRATA_CHECK_ARG(lo_r < hi_r && lo_c < hi_c,
+                   "sharded: an output window lies entirely in the padding");
   std::vector<Tensor> rows;
   for (int64_t i = lo_r / th; i <= (hi_r - 1) / th; ++i) {
     std::vector<Tensor> cols;
@@ -257,15 +261,18 @@ struct Plan {
     int64_t r0, r1, c0, c1;
   };
   Window window_of(const tpu::Sharding& s, int d) const {
-    const std::vector<int64_t> index = s.is_tiled() ? s.tile_index(d) : std::vector<int64_t>{0, 0, 0, 0};
+    const std::vector<int64_t> index =
+        s.is_tiled() ? s.tile_index(d) : std::vector<int64_t>{0, 0, 0, 0};
     const int64_t o_r = index[1] * oth, o_c = index[2] * otw;
-    return {o_r * gh.stride - gh.pad_before, (o_r + oth - 1) * gh.stride - gh.pad_before + gh.window,
-            o_c * gw.stride - gw.pad_before, (o_c + otw - 1) * gw.stride - gw.pad_before + gw.window};
+    return {
+        o_r * gh.stride - gh.pad_before, (o_r + oth - 1) * gh.stride - gh.pad_before + gh.window,
+        o_c * gw.stride - gw.pad_before, (o_c + otw - 1) * gw.stride - gw.pad_before + gw.window};
   }
 };
 
 std::optional<Plan> plan_for(const ShardedTensor& x, Windowed kind, const Tensor& filters,
-                             const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides0,
+                             const std::vector<int64_t>& ksize,
+                             const std::vector<int64_t>& strides0,
                              const std::vector<int64_t>& dilations0, const std::string& padding) {
   const tpu::Sharding& s = x.sharding();
   if (x.rank() != 4 || parts(s, 3) != 1) return std::nullopt;
@@ -278,8 +285,10 @@ std::optional<Plan> plan_for(const ShardedTensor& x, Windowed kind, const Tensor
   } else {
     p.k = hw(ksize, "ksize");
   }
-  std::optional<Geometry> gh = geometry(x.shape()[1], p.k[0], p.strides[0], p.dilations[0], padding);
-  std::optional<Geometry> gw = geometry(x.shape()[2], p.k[1], p.strides[1], p.dilations[1], padding);
+  std::optional<Geometry> gh =
+      geometry(x.shape()[1], p.k[0], p.strides[0], p.dilations[0], padding);
+  std::optional<Geometry> gw =
+      geometry(x.shape()[2], p.k[1], p.strides[1], p.dilations[1], padding);
   if (!gh || !gw) return std::nullopt;
   if (gh->out % parts(s, 1) != 0 || gw->out % parts(s, 2) != 0) return std::nullopt;
   p.gh = *gh;
@@ -301,15 +310,17 @@ std::optional<ShardedTensor> spatial(const ShardedTensor& x, Windowed kind, cons
   const std::vector<int64_t>& strides = plan->strides;
   const int64_t channels = kind == Windowed::Conv ? filters.shape()[3] : x.shape()[3];
   const TensorShape out_shape({x.shape()[0], plan->gh.out, plan->gw.out, channels});
-  const nn::Conv2DOptions valid_conv{.strides = strides, .padding = "VALID", .dilations = plan->dilations};
+  const nn::Conv2DOptions valid_conv{
+      .strides = strides, .padding = "VALID", .dilations = plan->dilations};
   std::vector<Tensor> shards = run_shards(x.devices(), holders(s), [&](int d) {
     const auto [r0, r1, c0, c1] = plan->window_of(s, d);
     switch (kind) {
       case Windowed::Conv:
         return nn::conv2d(window(x, d, r0, r1, c0, c1, 0.0), filters, valid_conv);
       case Windowed::MaxPool:
-        return nn::max_pool2d(window(x, d, r0, r1, c0, c1, -std::numeric_limits<double>::infinity()),
-                              k, strides, "VALID");
+        return nn::max_pool2d(
+            window(x, d, r0, r1, c0, c1, -std::numeric_limits<double>::infinity()), k, strides,
+            "VALID");
       case Windowed::AvgPool: {
         std::pair<int64_t, int64_t> extent;
         Tensor patch = window(x, d, r0, r1, c0, c1, 0.0, &extent);
@@ -338,7 +349,8 @@ Tensor broadcast_tile(const Tensor& b, const tpu::Sharding& s, const TensorShape
   const int offset = full.rank() - b.rank();
   const std::vector<int64_t> at = s.shard_offset(full, d);
   const TensorShape tile = s.shard_shape(full);
-  std::vector<int64_t> begin(static_cast<size_t>(b.rank()), 0), size(static_cast<size_t>(b.rank()), -1);
+  std::vector<int64_t> begin(static_cast<size_t>(b.rank()), 0),
+      size(static_cast<size_t>(b.rank()), -1);
   bool sliced = false;
   for (int i = 0; i < b.rank(); ++i) {
     const int fi = i + offset;
@@ -366,18 +378,20 @@ bool broadcasts_into(const TensorShape& b, const TensorShape& a) {
 
 ShardedTensor::ShardedTensor(tpu::Sharding sharding, TensorShape shape, std::vector<Tensor> shards,
                              std::vector<const Device*> devices)
-    : sharding_(std::move(sharding)), shape_(std::move(shape)), shards_(std::move(shards)),
+    : sharding_(std::move(sharding)),
+      shape_(std::move(shape)),
+      shards_(std::move(shards)),
       devices_(std::move(devices)) {
   const size_t n = static_cast<size_t>(sharding_.num_logical_devices());
   STRATA_CHECK_ARG(shards_.size() == n && devices_.size() == n, "ShardedTensor: expected ", n,
-                   " shards and devices for sharding ", sharding_.to_string(), ", got ", shards_.size(),
-                   " shards and ", devices_.size(), " devices");
+                   " shards and devices for sharding ", sharding_.to_string(), ", got ",
+                   shards_.size(), " shards and ", devices_.size(), " devices");
   sharding_.check_shape(shape_);
   const TensorShape tile = sharding_.shard_shape(shape_);
   for (size_t d = 0; d < n; ++d) {
     if (!sharding_.holds_shard(static_cast<int>(d))) continue;
-    STRATA_CHECK_ARG(shards_[d].defined() && shards_[d].shape() == tile, "ShardedTensor: expected shard ",
-                     d, " of shape ", tile, ", got ",
+    STRATA_CHECK_ARG(shards_[d].defined() && shards_[d].shape() == tile,
+                     "ShardedTensor: expected shard ", d, " of shape ", tile, ", got ",
                      shards_[d].defined() ? shards_[d].shape().to_string() : std::string("none"));
     STRATA_CHECK_ARG(devices_[d] != nullptr, "ShardedTensor: device ", d, " is null");
   }
@@ -392,7 +406,8 @@ const Tensor& ShardedTensor::shard(int logical_device) const {
                    "ShardedTensor::shard: expected a logical device in [0, ", num_logical_devices(),
                    "), got ", logical_device);
   STRATA_CHECK_ARG(sharding_.holds_shard(logical_device), "ShardedTensor::shard: logical device ",
-                   logical_device, " holds no shard of a tensor with sharding ", sharding_.to_string());
+                   logical_device, " holds no shard of a tensor with sharding ",
+                   sharding_.to_string());
   return shards_[static_cast<size_t>(logical_device)];
 }
 
@@ -418,9 +433,10 @@ ShardedTensor shard(const Tensor& full, const tpu::Sharding& sharding,
 
 ShardedTensor shard(const TPUStrategy& strategy, const Tensor& annotated) {
   ReplicaContext* ctx = get_replica_context();
-  STRATA_CHECK(FAILED_PRECONDITION, ctx != nullptr && &ctx->strategy() == &strategy,
-               "sharded::shard: expected to be called in a replica context of this TPUStrategy (inside "
-               "strategy.run(fn))");
+  STRATA_CHECK(
+      FAILED_PRECONDITION, ctx != nullptr && &ctx->strategy() == &strategy,
+      "sharded::shard: expected to be called in a replica context of this TPUStrategy (inside "
+      "strategy.run(fn))");
   const std::vector<const Device*>& devices = strategy.logical_devices(ctx->local_replica_id());
   const tpu::Sharding* s = tpu::sharding_of(annotated);
   return shard(annotated,
@@ -456,7 +472,8 @@ ShardedTensor reshard(const ShardedTensor& x, const tpu::Sharding& sharding) {
 
 // --- element-wise --------------------------------------------------------------------
 
-ShardedTensor unary(const ShardedTensor& x, Tensor (*op)(const Tensor&), const std::string& /*name*/) {
+ShardedTensor unary(const ShardedTensor& x, Tensor (*op)(const Tensor&),
+                    const std::string& /*name*/) {
   std::vector<Tensor> shards =
       run_shards(x.devices(), holders(x.sharding()), [&](int d) { return op(x.shard(d)); });
   return make(x.sharding(), x.shape(), std::move(shards), x.devices());
@@ -464,10 +481,11 @@ ShardedTensor unary(const ShardedTensor& x, Tensor (*op)(const Tensor&), const s
 
 ShardedTensor relu(const ShardedTensor& x) { return unary(x, &strata::relu, "relu"); }
 
-ShardedTensor binary(const ShardedTensor& a, const Tensor& b, Tensor (*op)(const Tensor&, const Tensor&),
-                     const std::string& name) {
+ShardedTensor binary(const ShardedTensor& a, const Tensor& b,
+                     Tensor (*op)(const Tensor&, const Tensor&), const std::string& name) {
   if (!broadcasts_into(b.shape(), a.shape())) {
-    const ShardedTensor bb = shard(b, tpu::Sharding::replicated(a.num_logical_devices()), a.devices());
+    const ShardedTensor bb =
+        shard(b, tpu::Sharding::replicated(a.num_logical_devices()), a.devices());
     return fallback(name, {a, bb}, [&](const std::vector<Tensor>& t) { return op(t[0], t[1]); });
   }
   std::vector<Tensor> shards = run_shards(a.devices(), holders(a.sharding()), [&](int d) {
@@ -493,8 +511,12 @@ ShardedTensor binary(const ShardedTensor& a, const ShardedTensor& b,
   return fallback(name, {a, b}, [&](const std::vector<Tensor>& t) { return op(t[0], t[1]); });
 }
 
-ShardedTensor add(const ShardedTensor& a, const ShardedTensor& b) { return binary(a, b, &strata::add, "add"); }
-ShardedTensor add(const ShardedTensor& a, const Tensor& b) { return binary(a, b, &strata::add, "add"); }
+ShardedTensor add(const ShardedTensor& a, const ShardedTensor& b) {
+  return binary(a, b, &strata::add, "add");
+}
+ShardedTensor add(const ShardedTensor& a, const Tensor& b) {
+  return binary(a, b, &strata::add, "add");
+}
 ShardedTensor subtract(const ShardedTensor& a, const ShardedTensor& b) {
   return binary(a, b, &strata::subtract, "subtract");
 }
@@ -513,16 +535,18 @@ ShardedTensor apply_replicated(const std::vector<ShardedTensor>& inputs,
   const tpu::Sharding replicated = tpu::Sharding::replicated(n);
   std::vector<ShardedTensor> copies;
   for (const ShardedTensor& x : inputs) {
-    STRATA_CHECK_ARG(x.num_logical_devices() == n, "sharded::apply_replicated: expected inputs over ", n,
+    STRATA_CHECK_ARG(x.num_logical_devices() == n,
+                     "sharded::apply_replicated: expected inputs over ", n,
                      " logical devices, got one over ", x.num_logical_devices());
     if (!x.sharding().is_replicated()) count_fallback(name);
     copies.push_back(reshard(x, replicated));
   }
-  std::vector<Tensor> shards = run_shards(inputs.front().devices(), holders(replicated), [&](int d) {
-    std::vector<Tensor> local;
-    for (const ShardedTensor& x : copies) local.push_back(x.shard(d));
-    return fn(local);
-  });
+  std::vector<Tensor> shards =
+      run_shards(inputs.front().devices(), holders(replicated), [&](int d) {
+        std::vector<Tensor> local;
+        for (const ShardedTensor& x : copies) local.push_back(x.shard(d));
+        return fn(local);
+      });
   const TensorShape shape = shards.front().shape();
   return make(replicated, shape, std::move(shards), inputs.front().devices());
 }
@@ -540,7 +564,8 @@ ShardedTensor matmul(const ShardedTensor& a, const Tensor& b) {
           run_shards(a.devices(), holders(s), [&](int d) { return strata::matmul(a.shard(d), b); });
       return make(s, TensorShape({a.shape()[0], b.shape()[1]}), std::move(shards), a.devices());
     }
-    return fallback("matmul", {a, shard(b, tpu::Sharding::replicated(a.num_logical_devices()), a.devices())},
+    return fallback("matmul",
+                    {a, shard(b, tpu::Sharding::replicated(a.num_logical_devices()), a.devices())},
                     plain);
   }
   const int64_t pm = parts(s, 0), pk = parts(s, 1);
@@ -558,11 +583,13 @@ ShardedTensor matmul(const ShardedTensor& a, const Tensor& b) {
     std::vector<Tensor> partial = run_shards(a.devices(), holders(s), [&](int d) {
       return strata::matmul(a.shard(d), slice(b, {d * kt, 0}, {kt, -1}));
     });
-    std::vector<Tensor> shards = run_shards(a.devices(), holders(s), [&](int) { return add_n(partial); });
+    std::vector<Tensor> shards =
+        run_shards(a.devices(), holders(s), [&](int) { return add_n(partial); });
     return make(tpu::Sharding::replicated(a.num_logical_devices()), out_shape, std::move(shards),
                 a.devices());
   }
-  return fallback("matmul", {a, shard(b, tpu::Sharding::replicated(a.num_logical_devices()), a.devices())},
+  return fallback("matmul",
+                  {a, shard(b, tpu::Sharding::replicated(a.num_logical_devices()), a.devices())},
                   plain);
 }
 
@@ -570,7 +597,8 @@ namespace {
 
 ShardedTensor reduce(const ShardedTensor& x, const ReduceOptions& o, bool mean) {
   const tpu::Sharding& s = x.sharding();
-  Tensor (*local)(const Tensor&, const ReduceOptions&) = mean ? &strata::reduce_mean : &strata::reduce_sum;
+  Tensor (*local)(const Tensor&, const ReduceOptions&) =
+      mean ? &strata::reduce_mean : &strata::reduce_sum;
   std::vector<int64_t> axes = o.axis;
   if (axes.empty()) {
     for (int i = 0; i < x.rank(); ++i) axes.push_back(i);
@@ -603,14 +631,15 @@ ShardedTensor reduce(const ShardedTensor& x, const ReduceOptions& o, bool mean) 
     std::vector<Tensor> shards =
         run_shards(x.devices(), holders(s), [&](int d) { return local(x.shard(d), full_axes); });
     // No split dimension is reduced, so a tiled layout keeps its splits.
-    const tpu::Sharding out_s = s.is_tiled() && !out_parts.empty() ? tpu::Sharding::tiled(out_parts) : s;
+    const tpu::Sharding out_s =
+        s.is_tiled() && !out_parts.empty() ? tpu::Sharding::tiled(out_parts) : s;
     return make(out_s, out_shape, std::move(shards), x.devices());
   }
   if (all_split_reduced) {
     // Local sums, then the cross-shard sum on every device (all-reduce).
     const ReduceOptions sum_axes{.axis = axes, .keepdims = o.keepdims};
-    std::vector<Tensor> partial = run_shards(x.devices(), holders(s),
-                                             [&](int d) { return strata::reduce_sum(x.shard(d), sum_axes); });
+    std::vector<Tensor> partial = run_shards(
+        x.devices(), holders(s), [&](int d) { return strata::reduce_sum(x.shard(d), sum_axes); });
     int64_t count = 1;
     for (int64_t a : axes) count *= x.shape()[static_cast<int>(a)];
     std::vector<Tensor> shards = run_shards(x.devices(), holders(s), [&](int) {
@@ -647,11 +676,12 @@ ShardedTensor reshape(const ShardedTensor& x, const std::vector<int64_t>& shape0
       known *= shape[i];
     }
   }
-  if (unknown >= 0 && known > 0) shape[static_cast<size_t>(unknown)] = x.shape().num_elements() / known;
+  if (unknown >= 0 && known > 0)
+    shape[static_cast<size_t>(unknown)] = x.shape().num_elements() / known;
   auto plain = [&](const std::vector<Tensor>& t) { return strata::reshape(t[0], shape0); };
   if (!s.is_tiled()) {
-    std::vector<Tensor> shards =
-        run_shards(x.devices(), holders(s), [&](int d) { return strata::reshape(x.shard(d), shape0); });
+    std::vector<Tensor> shards = run_shards(
+        x.devices(), holders(s), [&](int d) { return strata::reshape(x.shard(d), shape0); });
     return make(s, TensorShape(shape), std::move(shards), x.devices());
   }
   int last = -1;
@@ -659,7 +689,8 @@ ShardedTensor reshape(const ShardedTensor& x, const std::vector<int64_t>& shape0
     if (parts(s, i) > 1) last = i;
   }
   bool survives = static_cast<int>(shape.size()) > last;
-  for (int i = 0; survives && i <= last; ++i) survives = shape[static_cast<size_t>(i)] == x.shape()[i];
+  for (int i = 0; survives && i <= last; ++i)
+    survives = shape[static_cast<size_t>(i)] == x.shape()[i];
   if (!survives) return fallback("reshape", {x}, plain);
   const TensorShape tile = s.shard_shape(x.shape());
   std::vector<int64_t> tile_shape = shape, out_parts(shape.size(), 1);
@@ -667,29 +698,32 @@ ShardedTensor reshape(const ShardedTensor& x, const std::vector<int64_t>& shape0
     tile_shape[static_cast<size_t>(i)] = tile[i];
     out_parts[static_cast<size_t>(i)] = parts(s, i);
   }
-  std::vector<Tensor> shards =
-      run_shards(x.devices(), holders(s), [&](int d) { return strata::reshape(x.shard(d), tile_shape); });
+  std::vector<Tensor> shards = run_shards(
+      x.devices(), holders(s), [&](int d) { return strata::reshape(x.shard(d), tile_shape); });
   return make(tpu::Sharding::tiled(out_parts), TensorShape(shape), std::move(shards), x.devices());
 }
 
 // --- windowed ops ----------------------------------------------------------------------------
 
-ShardedTensor conv2d(const ShardedTensor& x, const Tensor& filters, const nn::Conv2DOptions& options) {
+ShardedTensor conv2d(const ShardedTensor& x, const Tensor& filters,
+                     const nn::Conv2DOptions& options) {
   std::optional<ShardedTensor> out =
       spatial(x, Windowed::Conv, filters, {}, options.strides, options.dilations, options.padding);
   if (out) return *out;
-  const ShardedTensor f = shard(filters, tpu::Sharding::replicated(x.num_logical_devices()), x.devices());
+  const ShardedTensor f =
+      shard(filters, tpu::Sharding::replicated(x.num_logical_devices()), x.devices());
   return fallback("conv2d", {x, f},
                   [&](const std::vector<Tensor>& t) { return nn::conv2d(t[0], t[1], options); });
 }
 
-Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters, const ShardedTensor& dy,
-                                 const nn::Conv2DOptions& options) {
+Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters,
+                                 const ShardedTensor& dy, const nn::Conv2DOptions& options) {
   const tpu::Sharding& s = x.sharding();
   std::optional<Plan> plan =
       plan_for(x, Windowed::Conv, filters, {}, options.strides, options.dilations, options.padding);
   const TensorShape out_shape =
-      plan ? TensorShape({x.shape()[0], plan->gh.out, plan->gw.out, filters.shape()[3]}) : TensorShape();
+      plan ? TensorShape({x.shape()[0], plan->gh.out, plan->gw.out, filters.shape()[3]})
+           : TensorShape();
   if (!plan || !(dy.sharding() == s) || !(dy.shape() == out_shape)) {
     count_fallback("conv2d_gradients");
     const Device* device = x.devices().front();
@@ -697,10 +731,12 @@ Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters, 
     DeviceScope scope(*device);
     Conv2DGradients g;
     g.filters = nn::conv2d_backprop_filter(full_x, filters.shape(), full_dy, options);
-    g.input = shard(nn::conv2d_backprop_input(full_x.shape(), filters, full_dy, options), s, x.devices());
+    g.input =
+        shard(nn::conv2d_backprop_input(full_x.shape(), filters, full_dy, options), s, x.devices());
     return g;
   }
-  const nn::Conv2DOptions valid{.strides = plan->strides, .padding = "VALID", .dilations = plan->dilations};
+  const nn::Conv2DOptions valid{
+      .strides = plan->strides, .padding = "VALID", .dilations = plan->dilations};
   const std::vector<int> which = holders(s);
   // Per device: the filter gradient of its window and the gradient of its
   // window (own tile plus halo), in parallel.
@@ -708,7 +744,8 @@ Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters, 
   std::vector<Tensor> d_filters = run_shards(x.devices(), which, [&](int d) {
     const auto [r0, r1, c0, c1] = plan->window_of(s, d);
     Tensor patch = window(x, d, r0, r1, c0, c1, 0.0);
-    d_patch[static_cast<size_t>(d)] = nn::conv2d_backprop_input(patch.shape(), filters, dy.shard(d), valid);
+    d_patch[static_cast<size_t>(d)] =
+        nn::conv2d_backprop_input(patch.shape(), filters, dy.shard(d), valid);
     return nn::conv2d_backprop_filter(patch, filters.shape(), dy.shard(d), valid);
   });
   // The reverse halo exchange: each device sums the parts of every window
@@ -716,11 +753,13 @@ Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters, 
   const int64_t th = x.shape()[1] / parts(s, 1), tw = x.shape()[2] / parts(s, 2);
   Conv2DGradients g;
   std::vector<Tensor> dx = run_shards(x.devices(), which, [&](int e) {
-    const std::vector<int64_t> ei = s.is_tiled() ? s.tile_index(e) : std::vector<int64_t>{0, 0, 0, 0};
+    const std::vector<int64_t> ei =
+        s.is_tiled() ? s.tile_index(e) : std::vector<int64_t>{0, 0, 0, 0};
     const int64_t e_r0 = ei[1] * th, e_r1 = e_r0 + th, e_c0 = ei[2] * tw, e_c1 = e_c0 + tw;
     std::vector<Tensor> parts_of_tile;
     for (int d : which) {
-      const std::vector<int64_t> di = s.is_tiled() ? s.tile_index(d) : std::vector<int64_t>{0, 0, 0, 0};
+      const std::vector<int64_t> di =
+          s.is_tiled() ? s.tile_index(d) : std::vector<int64_t>{0, 0, 0, 0};
       if (di[0] != ei[0]) continue;
       const auto [r0, r1, c0, c1] = plan->window_of(s, d);
       const int64_t a = std::max(r0, e_r0), b = std::min(r1, e_r1);
@@ -749,7 +788,8 @@ Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters, 
 
 ShardedTensor max_pool2d(const ShardedTensor& x, const std::vector<int64_t>& ksize,
                          const std::vector<int64_t>& strides, const std::string& padding) {
-  std::optional<ShardedTensor> out = spatial(x, Windowed::MaxPool, Tensor(), ksize, strides, {1, 1}, padding);
+  std::optional<ShardedTensor> out =
+      spatial(x, Windowed::MaxPool, Tensor(), ksize, strides, {1, 1}, padding);
   if (out) return *out;
   return fallback("max_pool2d", {x}, [&](const std::vector<Tensor>& t) {
     return nn::max_pool2d(t[0], ksize, strides, padding);
@@ -758,7 +798,8 @@ ShardedTensor max_pool2d(const ShardedTensor& x, const std::vector<int64_t>& ksi
 
 ShardedTensor avg_pool2d(const ShardedTensor& x, const std::vector<int64_t>& ksize,
                          const std::vector<int64_t>& strides, const std::string& padding) {
-  std::optional<ShardedTensor> out = spatial(x, Windowed::AvgPool, Tensor(), ksize, strides, {1, 1}, padding);
+  std::optional<ShardedTensor> out =
+      spatial(x, Windowed::AvgPool, Tensor(), ksize, strides, {1, 1}, padding);
   if (out) return *out;
   return fallback("avg_pool2d", {x}, [&](const std::vector<Tensor>& t) {
     return nn::avg_pool2d(t[0], ksize, strides, padding);

@@ -152,8 +152,8 @@ struct Conv2DGradients {
   ShardedTensor input;
   Tensor filters;
 };
-Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters, const ShardedTensor& dy,
-                                 const nn::Conv2DOptions& options = {});
+Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters,
+                                 const ShardedTensor& dy, const nn::Conv2DOptions& options = {});
 ShardedTensor max_pool2d(const ShardedTensor& x, const std::vector<int64_t>& ksize,
                          const std::vector<int64_t>& strides, const std::string& padding = "VALID");
 ShardedTensor avg_pool2d(const ShardedTensor& x, const std::vector<int64_t>& ksize,

@@ -89,7 +89,8 @@ TEST_F(ShardedOpsTest, ShardPlacesOneTilePerLogicalDeviceAndUnshardRestoresTheTe
 TEST_F(ShardedOpsTest, ShardsRunOnTheirOwnDevicesInParallelThreads) {
   ShardedTensor s = sharded(randn({1, 4, 4, 2}, 2), {1, 2, 2, 1});
   ShardedTensor y = relu(s);
-  for (int d = 0; d < 4; ++d) EXPECT_EQ(y.shard(d).device(), local_devices()[static_cast<size_t>(d)]->name());
+  for (int d = 0; d < 4; ++d)
+    EXPECT_EQ(y.shard(d).device(), local_devices()[static_cast<size_t>(d)]->name());
 }
 
 struct ConvCase {
@@ -102,15 +103,17 @@ struct ConvCase {
 
 TEST_F(ShardedOpsTest, Conv2dWithHaloExchangeEqualsTheUnpartitionedConvolution) {
   const std::vector<ConvCase> cases = {
-      {{1, 2, 2, 1}, 16, 3, 1, "SAME"},  {{1, 2, 2, 1}, 16, 3, 1, "VALID"},
-      {{1, 2, 2, 1}, 16, 3, 2, "SAME"},  {{1, 2, 2, 1}, 18, 3, 2, "VALID"},
-      {{1, 2, 4, 1}, 16, 3, 1, "SAME"},  {{1, 2, 4, 1}, 16, 5, 2, "SAME"},
-      {{2, 2, 1, 1}, 12, 3, 1, "SAME"},  {{1, 4, 2, 1}, 12, 5, 1, "VALID"},  {{1, 4, 1, 1}, 8, 7, 1, "SAME"},
-      {{1, 1, 2, 1}, 16, 7, 1, "SAME"},  {{1, 2, 1, 1}, 16, 4, 2, "SAME"},
+      {{1, 2, 2, 1}, 16, 3, 1, "SAME"}, {{1, 2, 2, 1}, 16, 3, 1, "VALID"},
+      {{1, 2, 2, 1}, 16, 3, 2, "SAME"}, {{1, 2, 2, 1}, 18, 3, 2, "VALID"},
+      {{1, 2, 4, 1}, 16, 3, 1, "SAME"}, {{1, 2, 4, 1}, 16, 5, 2, "SAME"},
+      {{2, 2, 1, 1}, 12, 3, 1, "SAME"}, {{1, 4, 2, 1}, 12, 5, 1, "VALID"},
+      {{1, 4, 1, 1}, 8, 7, 1, "SAME"},  {{1, 1, 2, 1}, 16, 7, 1, "SAME"},
+      {{1, 2, 1, 1}, 16, 4, 2, "SAME"},
   };
   for (const ConvCase& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "parts " << TensorShape(c.parts) << " size " << c.size << " k "
-                                      << c.k << " stride " << c.stride << " " << c.padding);
+    SCOPED_TRACE(::testing::Message()
+                 << "parts " << TensorShape(c.parts) << " size " << c.size << " k " << c.k
+                 << " stride " << c.stride << " " << c.padding);
     Tensor x = randn({2, c.size, c.size, 3}, 3);
     Tensor w = randn({c.k, c.k, 3, 4}, 4);
     const nn::Conv2DOptions o{.strides = {c.stride, c.stride}, .padding = c.padding};
@@ -124,13 +127,14 @@ TEST_F(ShardedOpsTest, Conv2dWithHaloExchangeEqualsTheUnpartitionedConvolution) 
 
 TEST_F(ShardedOpsTest, ParallelConv2dGradientsEqualTheUnpartitionedBackprops) {
   const std::vector<ConvCase> cases = {
-      {{1, 2, 1, 1}, 16, 3, 1, "SAME"}, {{1, 2, 2, 1}, 16, 3, 2, "SAME"},
+      {{1, 2, 1, 1}, 16, 3, 1, "SAME"},  {{1, 2, 2, 1}, 16, 3, 2, "SAME"},
       {{1, 2, 4, 1}, 20, 5, 1, "VALID"}, {{2, 2, 1, 1}, 18, 3, 2, "VALID"},
       {{1, 4, 1, 1}, 8, 7, 1, "SAME"},
   };
   for (const ConvCase& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "parts " << TensorShape(c.parts) << " size " << c.size << " k "
-                                      << c.k << " stride " << c.stride << " " << c.padding);
+    SCOPED_TRACE(::testing::Message()
+                 << "parts " << TensorShape(c.parts) << " size " << c.size << " k " << c.k
+                 << " stride " << c.stride << " " << c.padding);
     Tensor x = randn({2, c.size, c.size, 3}, 61);
     Tensor w = randn({c.k, c.k, 3, 4}, 62);
     const nn::Conv2DOptions o{.strides = {c.stride, c.stride}, .padding = c.padding};
@@ -140,7 +144,8 @@ TEST_F(ShardedOpsTest, ParallelConv2dGradientsEqualTheUnpartitionedBackprops) {
     Conv2DGradients g = conv2d_gradients(sx, w, shard(dy, sx.sharding(), sx.devices()), o);
     EXPECT_EQ(fallback_count("conv2d_gradients"), 0);
     EXPECT_EQ(g.input.sharding(), sx.sharding());
-    EXPECT_LE(relative_error(unshard(g.input), nn::conv2d_backprop_input(x.shape(), w, dy, o)), 1e-5);
+    EXPECT_LE(relative_error(unshard(g.input), nn::conv2d_backprop_input(x.shape(), w, dy, o)),
+              1e-5);
     EXPECT_LE(relative_error(g.filters, nn::conv2d_backprop_filter(x, w.shape(), dy, o)), 1e-5);
   }
 }
@@ -170,8 +175,9 @@ TEST_F(ShardedOpsTest, PoolingWithHaloExchangeEqualsTheUnpartitionedPools) {
       {{1, 4, 2, 1}, 8, 3, 1, "SAME"},
   };
   for (const PoolCase& c : cases) {
-    SCOPED_TRACE(::testing::Message() << "parts " << TensorShape(c.parts) << " size " << c.size << " k "
-                                      << c.k << " stride " << c.stride << " " << c.padding);
+    SCOPED_TRACE(::testing::Message()
+                 << "parts " << TensorShape(c.parts) << " size " << c.size << " k " << c.k
+                 << " stride " << c.stride << " " << c.padding);
     Tensor x = randn({2, c.size, c.size, 3}, 9);
     reset_fallback_counts();
     ShardedTensor sx = sharded(x, c.parts);
@@ -191,9 +197,11 @@ TEST_F(ShardedOpsTest, ElementwiseOpsRunShardWiseWithBroadcastOperands) {
   ShardedTensor sa = sharded(a, {1, 2, 2, 1}), sb = sharded(b, {1, 2, 2, 1});
   EXPECT_EQ(unshard(add(sa, sb)).to_vector<float>(), strata::add(a, b).to_vector<float>());
   EXPECT_EQ(unshard(add(sa, bias)).to_vector<float>(), strata::add(a, bias).to_vector<float>());
-  EXPECT_EQ(unshard(multiply(sa, row)).to_vector<float>(), strata::multiply(a, row).to_vector<float>());
+  EXPECT_EQ(unshard(multiply(sa, row)).to_vector<float>(),
+            strata::multiply(a, row).to_vector<float>());
   ShardedTensor rep = shard(b, tpu::Sharding::replicated(4), devices(4));
-  EXPECT_EQ(unshard(subtract(sa, rep)).to_vector<float>(), strata::subtract(a, b).to_vector<float>());
+  EXPECT_EQ(unshard(subtract(sa, rep)).to_vector<float>(),
+            strata::subtract(a, b).to_vector<float>());
   EXPECT_EQ(unshard(relu(sa)).to_vector<float>(), strata::relu(a).to_vector<float>());
   EXPECT_EQ(fallback_count("add") + fallback_count("multiply") + fallback_count("subtract"), 0);
   // Different tilings: the fallback, still correct.
@@ -230,8 +238,9 @@ TEST_F(ShardedOpsTest, ReductionsCombineLocalResultsAcrossShards) {
             1e-6);
   EXPECT_EQ(fallback_count("reduce_sum") + fallback_count("reduce_mean"), 0);
   // Reducing one split dimension but not another has no rule.
-  EXPECT_LE(relative_error(unshard(reduce_sum(s, {.axis = {2}})), strata::reduce_sum(x, {.axis = {2}})),
-            1e-6);
+  EXPECT_LE(
+      relative_error(unshard(reduce_sum(s, {.axis = {2}})), strata::reduce_sum(x, {.axis = {2}})),
+      1e-6);
   EXPECT_EQ(fallback_count("reduce_sum"), 1);
 }
 
@@ -357,7 +366,8 @@ TEST_P(CnnModelParallelTest, ForwardGradientsAndTwentySgdStepsEqualTheUnpartitio
   }
   const double start = loss_of(Cnn(DType::float64).forward(images64), labels).scalar_as_double();
   const double end_plain = loss_of(plain64.forward(images64), labels).scalar_as_double();
-  const double end_parallel = loss_of(parallel64.forward(sharded(images64, parts)), labels).scalar_as_double();
+  const double end_parallel =
+      loss_of(parallel64.forward(sharded(images64, parts)), labels).scalar_as_double();
   EXPECT_LT(end_plain, start);
   EXPECT_LE(std::abs(end_parallel - end_plain), 1e-5 * std::abs(end_plain));
 }
@@ -369,10 +379,12 @@ INSTANTIATE_TEST_SUITE_P(ImageSplits, CnnModelParallelTest,
 TEST_F(ShardedOpsTest, DenseModelWithASplitContractionEqualsTheUnpartitionedModel) {
   Tensor x = randn({6, 16}, 41);
   Tensor labels = random::uniform_int({6}, 0, 4, {.seed = 42});
-  Variable w1(multiply(randn({16, 8}, 43), constant(0.3f))), w2(multiply(randn({8, 4}, 44), constant(0.3f)));
+  Variable w1(multiply(randn({16, 8}, 43), constant(0.3f))),
+      w2(multiply(randn({8, 4}, 44), constant(0.3f)));
   auto run = [&](bool split) {
     GradientTape tape;
-    Tensor h = split ? unshard(matmul(sharded(x, {1, 4}), w1.value())) : strata::matmul(x, w1.value());
+    Tensor h =
+        split ? unshard(matmul(sharded(x, {1, 4}), w1.value())) : strata::matmul(x, w1.value());
     Tensor logits = strata::matmul(strata::relu(h), w2.value());
     Tensor loss = loss_of(logits, labels);
     std::vector<Tensor> g = tape.gradient(loss, std::vector<Variable>{w1, w2});
@@ -386,11 +398,12 @@ TEST_F(ShardedOpsTest, DenseModelWithASplitContractionEqualsTheUnpartitionedMode
 
 TEST_F(ShardedOpsTest, ShardOfAnAnnotatedTensorUsesTheReplicasLogicalDevices) {
   tpu::Topology topology = tpu::initialize_tpu_system();
-  TPUStrategy strategy(
-      tpu::DeviceAssignment::build(topology, {.computation_shape = {1, 1, 1, 2}, .num_replicas = 4}));
+  TPUStrategy strategy(tpu::DeviceAssignment::build(
+      topology, {.computation_shape = {1, 1, 1, 2}, .num_replicas = 4}));
   Tensor images = randn({2, 8, 8, 3}, 51);
   PerReplica<std::vector<std::string>> placed = strategy.run([&] {
-    ShardedTensor s = shard(strategy, strategy.experimental_split_to_logical_devices(images, {1, 2, 1, 1}));
+    ShardedTensor s =
+        shard(strategy, strategy.experimental_split_to_logical_devices(images, {1, 2, 1, 1}));
     ShardedTensor unannotated = shard(strategy, images);
     EXPECT_TRUE(unannotated.sharding().is_maximal());
     return std::vector<std::string>{s.shard(0).device(), s.shard(1).device()};

@@ -39,8 +39,7 @@ TPUStrategy::TPUStrategy(Placement placement, bool spmd)
   set_extended(std::make_unique<DeviceListExtended>(*this, devices()));
 }
 
-TPUStrategy::Placement TPUStrategy::place(
-    std::optional<tpu::DeviceAssignment> device_assignment) {
+TPUStrategy::Placement TPUStrategy::place(std::optional<tpu::DeviceAssignment> device_assignment) {
   std::optional<tpu::Topology> topology = tpu::initialized_topology();
   STRATA_CHECK(FAILED_PRECONDITION, topology.has_value(), kNotInitialized);
   if (!device_assignment.has_value()) {
@@ -48,11 +47,13 @@ TPUStrategy::Placement TPUStrategy::place(
   }
   STRATA_CHECK_ARG(device_assignment->topology() == *topology,
                    "TPUStrategy: expected a device assignment over the initialized TPU system's "
-                   "topology (mesh shape ", topology->mesh_shape(),
-                   "), got one over mesh shape ", device_assignment->topology().mesh_shape());
+                   "topology (mesh shape ",
+                   topology->mesh_shape(), "), got one over mesh shape ",
+                   device_assignment->topology().mesh_shape());
   STRATA_CHECK(UNIMPLEMENTED, topology->num_tasks() == 1,
                "TPUStrategy: multi-host TPU pods are not supported yet; expected a topology of "
-               "one task, got ", topology->num_tasks(), " tasks");
+               "one task, got ",
+               topology->num_tasks(), " tasks");
   TPUStrategy::Placement p{*device_assignment, {}, {}};
   for (int r = 0; r < p.assignment.num_replicas(); ++r) {
     std::vector<const Device*> cores;
@@ -81,22 +82,25 @@ void TPUStrategy::run_on_replicas(const std::function<void(int)>& body) {
 
 int TPUStrategy::calling_replica(const char* method) const {
   ReplicaContext* ctx = get_replica_context();
-  STRATA_CHECK(FAILED_PRECONDITION, ctx != nullptr && &ctx->strategy() == this,
-               "TPUStrategy.", method,
-               ": expected to be called in a replica context of this TPUStrategy (inside "
-               "strategy.run(fn)), got ",
-               ctx == nullptr ? "a cross-replica context" : "the replica context of another strategy");
+  STRATA_CHECK(
+      FAILED_PRECONDITION, ctx != nullptr && &ctx->strategy() == this, "TPUStrategy.", method,
+      ": expected to be called in a replica context of this TPUStrategy (inside "
+      "strategy.run(fn)), got ",
+      ctx == nullptr ? "a cross-replica context" : "the replica context of another strategy");
   return ctx->local_replica_id();
 }
 
 Tensor TPUStrategy::experimental_assign_to_logical_device(const Tensor& t,
                                                           int logical_device_id) const {
   int local = calling_replica("experimental_assign_to_logical_device");
-  STRATA_CHECK_ARG(!spmd_,
-                   "Cannot assign a tensor to a logical device in SPMD mode. To disable SPMD, "
-                   "Please construct the TPUStrategy with `experimental_spmd_xla_partitioning=False`");
-  tpu::Sharding sharding = tpu::Sharding::maximal(logical_device_id, num_logical_devices_per_replica());
-  const Device& device = *logical_devices_[static_cast<size_t>(local)][static_cast<size_t>(logical_device_id)];
+  STRATA_CHECK_ARG(
+      !spmd_,
+      "Cannot assign a tensor to a logical device in SPMD mode. To disable SPMD, "
+      "Please construct the TPUStrategy with `experimental_spmd_xla_partitioning=False`");
+  tpu::Sharding sharding =
+      tpu::Sharding::maximal(logical_device_id, num_logical_devices_per_replica());
+  const Device& device =
+      *logical_devices_[static_cast<size_t>(local)][static_cast<size_t>(logical_device_id)];
   // Moving the value is TF's annotation op (an identity): recorded, so that a
   // tape's gradients flow back through the assignment.
   Tensor placed = t.on_device(device);

@@ -58,9 +58,9 @@ class TPUStrategy : public ReplicatedStrategy {
   // without an initialised system). InvalidArgumentError if the assignment's
   // topology is not the initialised system's; UnimplementedError for a
   // multi-task topology; NotFoundError if a core has no backing device.
-  explicit TPUStrategy(std::optional<tpu::experimental::DeviceAssignment> device_assignment =
-                           std::nullopt,
-                       bool experimental_spmd_xla_partitioning = false);
+  explicit TPUStrategy(
+      std::optional<tpu::experimental::DeviceAssignment> device_assignment = std::nullopt,
+      bool experimental_spmd_xla_partitioning = false);
 
   std::string name() const override { return "TPUStrategy"; }
 

@@ -146,8 +146,7 @@ TEST_F(TPUStrategyTest, OneReplicaOfEightLogicalDevicesOnA1x2x2x2MeshSplitsImage
   ::setenv("STRATA_TPU_TOPOLOGY", "1x2x2x2", 1);
   tpu::Topology topology = tpu::initialize_tpu_system();
   ::unsetenv("STRATA_TPU_TOPOLOGY");
-  TPUStrategy strategy(
-      tpu::DeviceAssignment::build(topology, {.computation_shape = {1, 2, 2, 2}}));
+  TPUStrategy strategy(tpu::DeviceAssignment::build(topology, {.computation_shape = {1, 2, 2, 2}}));
   EXPECT_EQ(strategy.num_replicas_in_sync(), 1);
   EXPECT_EQ(strategy.num_logical_devices_per_replica(), 8);
   // Logical core k on the k / 2-th chip of the (y, z) ring (0,0) (1,0) (1,1) (0,1);
@@ -170,18 +169,19 @@ TEST_F(TPUStrategyTest, OneReplicaOfEightLogicalDevicesOnA1x2x2x2MeshSplitsImage
 TEST_F(TPUStrategyTest, AnAssignmentOverAnotherTopologyIsInvalid) {
   tpu::initialize_tpu_system();
   tpu::Topology other = tpu::local_topology("1x2x2x2", 8);
-  expect_error_containing([&] { TPUStrategy strategy(two_cores_per_replica(other)); },
-                          ErrorCode::INVALID_ARGUMENT,
-                          "expected a device assignment over the initialized TPU system's topology");
+  expect_error_containing(
+      [&] { TPUStrategy strategy(two_cores_per_replica(other)); }, ErrorCode::INVALID_ARGUMENT,
+      "expected a device assignment over the initialized TPU system's topology");
 }
 
 TEST_F(TPUStrategyTest, RunExecutesEachReplicaOnItsLogicalDeviceZeroWithItsReplicaId) {
   tpu::Topology topology = tpu::initialize_tpu_system();
   TPUStrategy strategy(two_cores_per_replica(topology));
-  PerReplica<std::string> devices = strategy.run(
-      [] { return constant(1.f).device(); }, std::tuple{},
-      RunOptions{.experimental_enable_dynamic_batch_size = false});
-  PerReplica<int> ids = strategy.run([] { return get_replica_context()->replica_id_in_sync_group(); });
+  PerReplica<std::string> devices =
+      strategy.run([] { return constant(1.f).device(); }, std::tuple{},
+                   RunOptions{.experimental_enable_dynamic_batch_size = false});
+  PerReplica<int> ids =
+      strategy.run([] { return get_replica_context()->replica_id_in_sync_group(); });
   PerReplica<std::thread::id> threads = strategy.run([] { return std::this_thread::get_id(); });
   EXPECT_EQ(devices.values(), (std::vector<std::string>{cpu(0), cpu(2), cpu(6), cpu(4)}));
   EXPECT_EQ(ids.values(), (std::vector<int>{0, 1, 2, 3}));
@@ -228,27 +228,33 @@ TEST_F(TPUStrategyTest, AssignToALogicalDeviceOutOfRangeIsInvalid) {
   TPUStrategy strategy(two_cores_per_replica(topology));
   for (int bad : {2, -1}) {
     expect_error_containing(
-        [&] { strategy.run([&] { strategy.experimental_assign_to_logical_device(constant(1.f), bad); }); },
+        [&] {
+          strategy.run([&] { strategy.experimental_assign_to_logical_device(constant(1.f), bad); });
+        },
         ErrorCode::INVALID_ARGUMENT,
         "`logical_core_id` to assign must be lower then total number of logical devices per "
-        "replica. Received logical device id " + std::to_string(bad) +
-            " but there are only total of 2 logical devices in replica.");
+        "replica. Received logical device id " +
+            std::to_string(bad) + " but there are only total of 2 logical devices in replica.");
   }
 }
 
 TEST_F(TPUStrategyTest, AssignToLogicalDeviceIsForbiddenInSpmdMode) {
   tpu::Topology topology = tpu::initialize_tpu_system();
-  TPUStrategy strategy(two_cores_per_replica(topology), /*experimental_spmd_xla_partitioning=*/true);
+  TPUStrategy strategy(two_cores_per_replica(topology),
+                       /*experimental_spmd_xla_partitioning=*/true);
   expect_error_containing(
-      [&] { strategy.run([&] { strategy.experimental_assign_to_logical_device(constant(1.f), 0); }); },
+      [&] {
+        strategy.run([&] { strategy.experimental_assign_to_logical_device(constant(1.f), 0); });
+      },
       ErrorCode::INVALID_ARGUMENT, "Cannot assign a tensor to a logical device in SPMD mode");
 }
 
 TEST_F(TPUStrategyTest, ReplicateToLogicalDevicesAnnotatesReplicatedAndKeepsTheValue) {
   tpu::Topology topology = tpu::initialize_tpu_system();
   TPUStrategy strategy(two_cores_per_replica(topology));
-  PerReplica<Tensor> out = strategy.run(
-      [&] { return strategy.experimental_replicate_to_logical_devices(constant({3.f, 4.f})); });
+  PerReplica<Tensor> out = strategy.run([&] {
+    return strategy.experimental_replicate_to_logical_devices(constant({3.f, 4.f}));
+  });
   for (int r = 0; r < 4; ++r) {
     const Tensor& t = out.values()[r];
     EXPECT_EQ(t.to_vector<float>(), (std::vector<float>{3.f, 4.f}));
@@ -285,11 +291,18 @@ TEST_F(TPUStrategyTest, SplitToLogicalDevicesValidatesRankDivisibilityAndProduct
   expect_error_containing([&] { split({2}); }, ErrorCode::INVALID_ARGUMENT,
                           "Length of `partition_dimensions` must equal to the rank of "
                           "`tensor.shape`");
-  expect_error_containing([&] { split({1, 2}); }, ErrorCode::INVALID_ARGUMENT,
-                          "must be divisible by corresponding value");
-  expect_error_containing([&] { split({1, 1}); }, ErrorCode::INVALID_ARGUMENT,
-                          "The product of `partition_dimensions` should be the same as the "
-                          "number of logical devices");
+  expect_error_containing(
+      [&] {
+        split({1, 2});
+      },
+      ErrorCode::INVALID_ARGUMENT, "must be divisible by corresponding value");
+  expect_error_containing(
+      [&] {
+        split({1, 1});
+      },
+      ErrorCode::INVALID_ARGUMENT,
+      "The product of `partition_dimensions` should be the same as the "
+      "number of logical devices");
 }
 
 TEST_F(TPUStrategyTest, LogicalDeviceApisOutsideAReplicaOfThisStrategyAreFailedPreconditions) {

@@ -39,14 +39,19 @@ std::optional<Data> load(const std::vector<int64_t>& example_shape) {
 }
 
 // The best test accuracy over the epochs ("within N epochs"), checked against evaluate's.
-double train_and_evaluate(const std::shared_ptr<SequentialModel>& model, const Data& d, int epochs) {
+double train_and_evaluate(const std::shared_ptr<SequentialModel>& model, const Data& d,
+                          int epochs) {
   model->summary();
   model->compile({.optimizer = optimizers::Adam({.learning_rate = 1e-3}),
                   .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
                   .metrics = {"accuracy"}});
-  History h = model->fit(d.x_train, d.y_train, {.batch_size = 128, .epochs = epochs, .verbose = 2,
-                                                .validation_data = {{d.x_test, d.y_test}}});
-  const double last = model->evaluate(d.x_test, d.y_test, {.batch_size = 500, .verbose = 0}).at("accuracy");
+  History h = model->fit(d.x_train, d.y_train,
+                         {.batch_size = 128,
+                          .epochs = epochs,
+                          .verbose = 2,
+                          .validation_data = {{d.x_test, d.y_test}}});
+  const double last =
+      model->evaluate(d.x_test, d.y_test, {.batch_size = 500, .verbose = 0}).at("accuracy");
   EXPECT_NEAR(h.history["val_accuracy"].back(), last, 1e-6);
   double best = 0;
   for (double a : h.history["val_accuracy"]) best = std::max(best, a);
@@ -64,13 +69,11 @@ TEST(FashionMnistSlowTest, MlpReaches88PercentWithinTenEpochs) {
 TEST(FashionMnistSlowTest, CnnReaches91Percent) {
   std::optional<Data> d = load({28, 28, 1});
   if (!d) GTEST_SKIP() << "dataset-fashion-mnist not installed";
-  auto model = Sequential({layers::Conv2D(32, {3, 3}, {.activation = "relu", .input_shape = {28, 28, 1}}),
-                           layers::MaxPooling2D({2, 2}),
-                           layers::Conv2D(64, {3, 3}, {.activation = "relu"}),
-                           layers::MaxPooling2D({2, 2}),
-                           layers::Flatten(),
-                           layers::Dense(128, {.activation = "relu"}),
-                           layers::Dense(10)});
+  auto model =
+      Sequential({layers::Conv2D(32, {3, 3}, {.activation = "relu", .input_shape = {28, 28, 1}}),
+                  layers::MaxPooling2D({2, 2}), layers::Conv2D(64, {3, 3}, {.activation = "relu"}),
+                  layers::MaxPooling2D({2, 2}), layers::Flatten(),
+                  layers::Dense(128, {.activation = "relu"}), layers::Dense(10)});
   EXPECT_GE(train_and_evaluate(model, *d, 10), 0.91);
 }
 

@@ -9,9 +9,8 @@
 //   model->compile({.optimizer = keras::optimizers::Adam({}),
 //                   .loss = keras::losses::SparseCategoricalCrossentropy({.from_logits = true}),
 //                   .metrics = {"accuracy"}});
-//   keras::History h = model->fit(x_train, y_train, {.epochs = 5, .validation_data = {{x_test, y_test}}});
-//   model->evaluate(x_test, y_test);
-//   model->save_weights("/tmp/fmnist.weights");
+//   keras::History h = model->fit(x_train, y_train, {.epochs = 5, .validation_data = {{x_test,
+//   y_test}}}); model->evaluate(x_test, y_test); model->save_weights("/tmp/fmnist.weights");
 //
 // Objects with identity (layers, models, optimizers, losses, metrics,
 // callbacks) come from factories named like the Python classes and are

@@ -21,7 +21,8 @@ class ScaleShift : public Layer {
     ++builds;
     const TensorShape features{input_shape.dim(input_shape.rank() - 1)};
     scale_ = add_weight("scale", features, {.initializer = initializers::ones()});
-    shift_ = add_weight("shift", features, {.initializer = initializers::zeros(), .trainable = false});
+    shift_ =
+        add_weight("shift", features, {.initializer = initializers::zeros(), .trainable = false});
   }
   Tensor call(const Tensor& x, bool) override { return x * scale_.value() + shift_.value(); }
 
@@ -85,7 +86,8 @@ TEST(LayerTest, SetWeightsChecksEverythingBeforeAssigning) {
   EXPECT_EQ(layer.get_weights()[0].to_vector<float>(), before[0].to_vector<float>());
   EXPECT_THROW(layer.set_weights({strata::constant({5.f, 6.f}, {2})}), InvalidArgumentError);
   layer.set_weights({strata::constant({5.f, 6.f}, {2}), strata::constant({1.f, 1.f}, {2})});
-  EXPECT_EQ(layer(strata::constant({1.f, 1.f}, {1, 2})).to_vector<float>(), (std::vector<float>{6, 7}));
+  EXPECT_EQ(layer(strata::constant({1.f, 1.f}, {1, 2})).to_vector<float>(),
+            (std::vector<float>{6, 7}));
 }
 
 TEST(LayerTest, RejectsBadInputShapeAndUndefinedInput) {

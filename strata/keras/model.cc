@@ -27,16 +27,19 @@ LossSpec::LossSpec(LossFunction fn) : name_("loss"), per_example_(std::move(fn))
   STRATA_CHECK_ARG(per_example_ != nullptr, "compile: the loss function is empty");
 }
 
-Tensor LossSpec::operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) const {
+Tensor LossSpec::operator()(const Tensor& y_true, const Tensor& y_pred,
+                            const Tensor& sample_weight) const {
   if (weighted_) return weighted_(y_true, y_pred, sample_weight);
-  STRATA_CHECK(FAILED_PRECONDITION, per_example_ != nullptr, "loss: no loss was given to compile()");
+  STRATA_CHECK(FAILED_PRECONDITION, per_example_ != nullptr,
+               "loss: no loss was given to compile()");
   // Keras's LossFunctionWrapper with reduction AUTO: sum / number of elements.
   return losses::compute_weighted_loss(per_example_(y_true, y_pred), sample_weight,
                                        losses::Reduction::SUM_OVER_BATCH_SIZE);
 }
 
 Verbosity::Verbosity(const char* level) : level_(kAuto) {
-  STRATA_CHECK_ARG(std::string(level) == "auto", "verbose: expected 0, 1, 2 or \"auto\", got \"", level, "\"");
+  STRATA_CHECK_ARG(std::string(level) == "auto", "verbose: expected 0, 1, 2 or \"auto\", got \"",
+                   level, "\"");
 }
 
 // --- the per-step input: one batch, or one per replica ----------------------------
@@ -86,7 +89,8 @@ struct Unpacked {
 // Keras's data_adapter.unpack_x_y_sample_weight.
 Unpacked unpack(const data::Element& data, const char* who) {
   STRATA_CHECK_ARG(!data.empty() && data.size() <= 3, who,
-                   ": expected data = {x}, {x, y} or {x, y, sample_weight}, got ", data.size(), " components");
+                   ": expected data = {x}, {x, y} or {x, y, sample_weight}, got ", data.size(),
+                   " components");
   Unpacked u;
   u.x = data[0];
   if (data.size() > 1) u.y = data[1];
@@ -120,9 +124,11 @@ Tensor epoch_permutation(int64_t n, bool shuffle, uint64_t seed, int epoch) {
 }
 
 // Batches of (x[, y]) in the order `perm`, gathered per batch.
-data::Dataset batches_in_order(const Tensor& perm, const std::vector<Tensor>& components, int64_t batch_size) {
-  return data::Dataset::from_tensor_slices({perm}).batch(batch_size).map(
-      [components](const data::Element& e) {
+data::Dataset batches_in_order(const Tensor& perm, const std::vector<Tensor>& components,
+                               int64_t batch_size) {
+  return data::Dataset::from_tensor_slices({perm})
+      .batch(batch_size)
+      .map([components](const data::Element& e) {
         data::Element out;
         for (const Tensor& c : components) out.push_back(strata::gather(c, e[0]));
         return out;
@@ -134,13 +140,13 @@ void check_same_length(const Tensor& x, const Tensor& y, const char* who) {
                    x.defined() ? x.shape().to_string() : std::string("an undefined tensor"));
   if (y.defined()) {
     STRATA_CHECK_ARG(y.rank() >= 1 && y.shape()[0] == x.shape()[0], who,
-                     ": x and y must have the same number of examples, got x ", x.shape().to_string(), " and y ",
-                     y.shape().to_string());
+                     ": x and y must have the same number of examples, got x ",
+                     x.shape().to_string(), " and y ", y.shape().to_string());
   }
 }
 
 int64_t resolve_batch_size(std::optional<int64_t> batch_size, const char* who) {
-  const int64_t b = batch_size.value_or(32);   // Keras's default
+  const int64_t b = batch_size.value_or(32);  // Keras's default
   STRATA_CHECK_ARG(b > 0, who, ": batch_size must be positive, got ", b);
   return b;
 }
@@ -155,17 +161,20 @@ Model::Model(std::string class_name, const std::string& default_name, const Laye
 Model::~Model() = default;
 
 TensorShape Model::compute_output_shape(const TensorShape& input_shape) const {
-  STRATA_CHECK(UNIMPLEMENTED, false, "Model '", name(), "' (", class_name(),
-               "): compute_output_shape is not known for a subclassed model; override it (input shape ",
-               input_shape.to_string(), ")");
+  STRATA_CHECK(
+      UNIMPLEMENTED, false, "Model '", name(), "' (", class_name(),
+      "): compute_output_shape is not known for a subclassed model; override it (input shape ",
+      input_shape.to_string(), ")");
   return input_shape;
 }
 
 void Model::compile(const CompileOptions& options) {
-  STRATA_CHECK_ARG(options.steps_per_execution >= 1, "compile: steps_per_execution must be >= 1, got ",
-                   options.steps_per_execution);
-  STRATA_CHECK_ARG(options.loss_weights.size() <= 1, "compile: the model has one output, so loss_weights takes "
-                   "at most one value, got ", options.loss_weights.size());
+  STRATA_CHECK_ARG(options.steps_per_execution >= 1,
+                   "compile: steps_per_execution must be >= 1, got ", options.steps_per_execution);
+  STRATA_CHECK_ARG(options.loss_weights.size() <= 1,
+                   "compile: the model has one output, so loss_weights takes "
+                   "at most one value, got ",
+                   options.loss_weights.size());
   // Metrics are created under the model's strategy (Keras compiles in its scope).
   std::optional<distribute::StrategyScope> scope;
   if (!strategy_->is_default()) scope.emplace(*strategy_);
@@ -175,13 +184,14 @@ void Model::compile(const CompileOptions& options) {
   steps_per_execution_ = options.steps_per_execution;
   seed_ = options.seed;
   loss_tracker_ = metrics::Mean({.name = "loss"});
-  compiled_metrics_ = std::make_unique<internal::CompiledMetrics>(options.metrics, options.weighted_metrics);
+  compiled_metrics_ =
+      std::make_unique<internal::CompiledMetrics>(options.metrics, options.weighted_metrics);
   compiled_ = true;
 }
 
 void Model::check_compiled(const char* who) const {
-  STRATA_CHECK(FAILED_PRECONDITION, compiled_, "Model '", name(), "': you must compile your model before ",
-               who, " (call model->compile(...))");
+  STRATA_CHECK(FAILED_PRECONDITION, compiled_, "Model '", name(),
+               "': you must compile your model before ", who, " (call model->compile(...))");
 }
 
 std::vector<metrics::MetricPtr> Model::metrics() const {
@@ -208,29 +218,34 @@ Logs Model::get_metrics_result() const {
   return logs;
 }
 
-Tensor Model::compute_loss(const Tensor&, const Tensor& y, const Tensor& y_pred, const Tensor& sample_weight) {
+Tensor Model::compute_loss(const Tensor&, const Tensor& y, const Tensor& y_pred,
+                           const Tensor& sample_weight) {
   STRATA_CHECK(FAILED_PRECONDITION, loss_.defined(), "Model '", name(),
                "': no loss to optimize; compile with a loss (compile({.loss = ...}))");
   Tensor value = loss_(y, y_pred, sample_weight);
   STRATA_CHECK_ARG(value.defined() && value.num_elements() == 1, "Model '", name(),
                    "': the loss must be a scalar, got shape ", value.shape().to_string());
   if (value.rank() != 0) value = strata::reshape(value, {});
-  if (loss_weight_ != 1.0) value = strata::multiply(value, strata::cast(strata::constant(loss_weight_), value.dtype()));
+  if (loss_weight_ != 1.0)
+    value = strata::multiply(value, strata::cast(strata::constant(loss_weight_), value.dtype()));
   // Keras's loss tracker: the unscaled loss weighted by the batch size.
   const double batch = y_pred.rank() > 0 ? double(y_pred.shape()[0]) : 1.0;
-  loss_tracker_->update_state(strata::constant(float(value.scalar_as_double())), strata::constant(float(batch)));
+  loss_tracker_->update_state(strata::constant(float(value.scalar_as_double())),
+                              strata::constant(float(batch)));
   // Keras's scale_loss_for_distribution: with N replicas in sync, a mean loss
   // is divided by N so that summing the replicas' gradients gives the mean's.
   if (loss_.scaled_for_distribution()) {
     if (const distribute::ReplicaContext* rc = distribute::get_replica_context()) {
       const int n = rc->num_replicas_in_sync();
-      if (n > 1) value = strata::divide(value, strata::cast(strata::constant(double(n)), value.dtype()));
+      if (n > 1)
+        value = strata::divide(value, strata::cast(strata::constant(double(n)), value.dtype()));
     }
   }
   return value;
 }
 
-Logs Model::compute_metrics(const Tensor&, const Tensor& y, const Tensor& y_pred, const Tensor& sample_weight) {
+Logs Model::compute_metrics(const Tensor&, const Tensor& y, const Tensor& y_pred,
+                            const Tensor& sample_weight) {
   if (y.defined()) compiled_metrics_->update_state(y, y_pred, sample_weight);
   return get_metrics_result();
 }
@@ -273,7 +288,8 @@ void Model::prepare_distributed_step(const data::Element& first_batch, bool trai
   const Tensor& x = first_batch.at(0);
   std::optional<TensorShape> out_shape;
   if (!built()) out_shape = predict_step({x}).shape();
-  if (training && optimizer_ != nullptr && !optimizer_->built()) optimizer_->build(trainable_variables());
+  if (training && optimizer_ != nullptr && !optimizer_->built())
+    optimizer_->build(trainable_variables());
   if (compiled_metrics_->built() || first_batch.size() < 2) return;
   if (!out_shape) {
     try {
@@ -297,8 +313,11 @@ Logs Model::merge_replica_logs(const distribute::PerReplica<Logs>& per_replica) 
     }
     // A value the step computed itself (not a model metric): the replicas' mean.
     std::vector<Tensor> parts;
-    for (const Logs& l : per_replica.values()) parts.push_back(strata::constant(l.get(key).value_or(0.0)));
-    out.set(key, strategy_->reduce(distribute::ReduceOp::MEAN, distribute::PerReplica<Tensor>(parts), std::nullopt)
+    for (const Logs& l : per_replica.values())
+      parts.push_back(strata::constant(l.get(key).value_or(0.0)));
+    out.set(key, strategy_
+                     ->reduce(distribute::ReduceOp::MEAN, distribute::PerReplica<Tensor>(parts),
+                              std::nullopt)
                      .scalar_as_double());
   }
   return out;
@@ -307,20 +326,23 @@ Logs Model::merge_replica_logs(const distribute::PerReplica<Logs>& per_replica) 
 Logs Model::run_train_step(const internal::StepInput& in) {
   if (in.local) return train_step(*in.local);
   prepare_distributed_step(in.per_replica->component(0), /*training=*/true);
-  auto logs = strategy_->run([this](const data::Element& e) { return train_step(e); }, *in.per_replica);
+  auto logs =
+      strategy_->run([this](const data::Element& e) { return train_step(e); }, *in.per_replica);
   return merge_replica_logs(logs);
 }
 
 Logs Model::run_test_step(const internal::StepInput& in) {
   if (in.local) return test_step(*in.local);
   prepare_distributed_step(in.per_replica->component(0), /*training=*/false);
-  auto logs = strategy_->run([this](const data::Element& e) { return test_step(e); }, *in.per_replica);
+  auto logs =
+      strategy_->run([this](const data::Element& e) { return test_step(e); }, *in.per_replica);
   return merge_replica_logs(logs);
 }
 
 Tensor Model::run_predict_step(const internal::StepInput& in) {
   if (in.local) return predict_step(*in.local);
-  auto outs = strategy_->run([this](const data::Element& e) { return predict_step(e); }, *in.per_replica);
+  auto outs =
+      strategy_->run([this](const data::Element& e) { return predict_step(e); }, *in.per_replica);
   // Keras's "concat" reduction: replica i holds the i-th slice of the global batch.
   std::vector<Tensor> parts = strategy_->experimental_local_results(outs);
   return parts.size() == 1 ? parts[0] : strata::concat(parts, 0);
@@ -337,7 +359,8 @@ void Model::resume_at_epoch(int epoch) {
 
 namespace {
 
-callbacks::CallbackList make_callbacks(Model* model, const std::vector<callbacks::CallbackPtr>& user, int verbose,
+callbacks::CallbackList make_callbacks(Model* model,
+                                       const std::vector<callbacks::CallbackPtr>& user, int verbose,
                                        int epochs, std::optional<int64_t> steps) {
   callbacks::CallbackParams params{.verbose = verbose, .epochs = epochs, .steps = steps};
   callbacks::CallbackList list({}, model, params);
@@ -353,23 +376,27 @@ callbacks::CallbackList make_callbacks(Model* model, const std::vector<callbacks
 
 }  // namespace
 
-History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dataset, const FitOptions& options,
-                        const ValidationData& validation, const std::function<data::Dataset()>& validation_dataset,
+History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dataset,
+                        const FitOptions& options, const ValidationData& validation,
+                        const std::function<data::Dataset()>& validation_dataset,
                         std::optional<int64_t> steps_hint) {
   check_compiled("training");
   STRATA_CHECK(FAILED_PRECONDITION, optimizer_ != nullptr, "Model '", name(),
                "': compile with an optimizer before fit (compile({.optimizer = ...}))");
   STRATA_CHECK_ARG(options.epochs >= 0, "fit: epochs must be >= 0, got ", options.epochs);
-  STRATA_CHECK_ARG(options.initial_epoch >= 0, "fit: initial_epoch must be >= 0, got ", options.initial_epoch);
-  STRATA_CHECK_ARG(options.validation_freq >= 1, "fit: validation_freq must be >= 1, got ", options.validation_freq);
-  STRATA_CHECK_ARG(!options.steps_per_epoch || *options.steps_per_epoch > 0, "fit: steps_per_epoch must be > 0, got ",
-                   options.steps_per_epoch.value_or(0));
+  STRATA_CHECK_ARG(options.initial_epoch >= 0, "fit: initial_epoch must be >= 0, got ",
+                   options.initial_epoch);
+  STRATA_CHECK_ARG(options.validation_freq >= 1, "fit: validation_freq must be >= 1, got ",
+                   options.validation_freq);
+  STRATA_CHECK_ARG(!options.steps_per_epoch || *options.steps_per_epoch > 0,
+                   "fit: steps_per_epoch must be > 0, got ", options.steps_per_epoch.value_or(0));
   const int verbose = options.verbose.resolve();
   std::optional<distribute::StrategyScope> scope;
   if (!strategy_->is_default()) scope.emplace(*strategy_);
 
-  callbacks::CallbackList cbs = make_callbacks(this, options.callbacks, verbose, options.epochs,
-                                                  options.steps_per_epoch ? options.steps_per_epoch : steps_hint);
+  callbacks::CallbackList cbs =
+      make_callbacks(this, options.callbacks, verbose, options.epochs,
+                     options.steps_per_epoch ? options.steps_per_epoch : steps_hint);
   auto history = std::make_shared<callbacks::HistoryCallback>();
   cbs.append(history);
 
@@ -381,13 +408,14 @@ History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dat
   const int initial_epoch = resume_epoch_.value_or(options.initial_epoch);
   resume_epoch_.reset();
 
-  std::optional<internal::StepStream> stream;   // kept across epochs with steps_per_epoch
+  std::optional<internal::StepStream> stream;  // kept across epochs with steps_per_epoch
   Logs training_logs;
   for (int epoch = initial_epoch; epoch < options.epochs; ++epoch) {
     reset_metrics();
     Logs epoch_logs;
     cbs.on_epoch_begin(epoch, epoch_logs);
-    if (!options.steps_per_epoch || !stream) stream.emplace(distributed_strategy_or_null(), epoch_dataset(epoch));
+    if (!options.steps_per_epoch || !stream)
+      stream.emplace(distributed_strategy_or_null(), epoch_dataset(epoch));
     int64_t step = 0;
     Logs step_logs;
     bool ran_dry = false;
@@ -419,7 +447,8 @@ History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dat
       if (stop_training) break;
     }
     if (ran_dry) {
-      std::cerr << "WARNING: Your input ran out of data; interrupting training. Make sure that your dataset can "
+      std::cerr << "WARNING: Your input ran out of data; interrupting training. Make sure that "
+                   "your dataset can "
                    "generate at least `steps_per_epoch * epochs` batches ("
                 << options.steps_per_epoch.value_or(0) * options.epochs << " batches).\n";
       stop_training = true;
@@ -441,16 +470,19 @@ History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dat
 }
 
 History Model::fit(const data::Dataset& dataset, const FitOptions& options) {
-  STRATA_CHECK_ARG(options.validation_split == 0.0,
-                   "fit: validation_split is only supported for in-memory tensors, not datasets (got ",
-                   options.validation_split, ")");
+  STRATA_CHECK_ARG(
+      options.validation_split == 0.0,
+      "fit: validation_split is only supported for in-memory tensors, not datasets (got ",
+      options.validation_split, ")");
   const ValidationData& v = options.validation_data;
   const int64_t val_batch = resolve_batch_size(options.validation_batch_size, "fit");
-  return fit_impl([&](int) { return dataset; }, options, v, [&]() {
-    if (v.dataset()) return *v.dataset();
-    check_same_length(v.x(), v.y(), "fit(validation_data)");
-    return data::Dataset::from_tensor_slices({v.x(), v.y()}).batch(val_batch);
-  }, std::nullopt);
+  return fit_impl([&](int) { return dataset; }, options, v,
+                  [&]() {
+                    if (v.dataset()) return *v.dataset();
+                    check_same_length(v.x(), v.y(), "fit(validation_data)");
+                    return data::Dataset::from_tensor_slices({v.x(), v.y()}).batch(val_batch);
+                  },
+                  std::nullopt);
 }
 
 History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options) {
@@ -461,24 +493,29 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options) 
   Tensor x_train = x, y_train = y;
   ValidationData validation = options.validation_data;
   if (options.validation_split > 0.0) {
-    STRATA_CHECK_ARG(!validation.has_value(), "fit: give validation_split or validation_data, not both");
+    STRATA_CHECK_ARG(!validation.has_value(),
+                     "fit: give validation_split or validation_data, not both");
     // Keras's train_validation_split: the last fraction, before any shuffling.
     const int64_t n = x.shape()[0];
     const int64_t split = int64_t(double(n) * (1.0 - options.validation_split));
-    STRATA_CHECK_ARG(split > 0 && split < n, "fit: validation_split=", options.validation_split, " of ", n,
-                     " examples leaves an empty training or validation set");
+    STRATA_CHECK_ARG(split > 0 && split < n, "fit: validation_split=", options.validation_split,
+                     " of ", n, " examples leaves an empty training or validation set");
     x_train = x.slice_rows(0, split);
     y_train = y.slice_rows(0, split);
-    validation = ValidationData(std::pair<Tensor, Tensor>{x.slice_rows(split, n), y.slice_rows(split, n)});
+    validation =
+        ValidationData(std::pair<Tensor, Tensor>{x.slice_rows(split, n), y.slice_rows(split, n)});
   }
   const int64_t n = x_train.shape()[0];
-  const int64_t val_batch = options.validation_batch_size ? resolve_batch_size(options.validation_batch_size, "fit")
-                                                          : batch_size;
+  const int64_t val_batch = options.validation_batch_size
+                                ? resolve_batch_size(options.validation_batch_size, "fit")
+                                : batch_size;
   return fit_impl(
       [&](int epoch) {
-        return batches_in_order(epoch_permutation(n, options.shuffle, seed_, epoch), {x_train, y_train}, batch_size);
+        return batches_in_order(epoch_permutation(n, options.shuffle, seed_, epoch),
+                                {x_train, y_train}, batch_size);
       },
-      options, validation, [&]() {
+      options, validation,
+      [&]() {
         if (validation.dataset()) return *validation.dataset();
         check_same_length(validation.x(), validation.y(), "fit(validation_data)");
         return data::Dataset::from_tensor_slices({validation.x(), validation.y()}).batch(val_batch);
@@ -486,7 +523,8 @@ History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options) 
       (n + batch_size - 1) / batch_size);
 }
 
-Logs Model::evaluate_impl(const data::Dataset& dataset, std::optional<int64_t> steps, callbacks::CallbackList& cbs) {
+Logs Model::evaluate_impl(const data::Dataset& dataset, std::optional<int64_t> steps,
+                          callbacks::CallbackList& cbs) {
   check_compiled("evaluate");
   STRATA_CHECK_ARG(!steps || *steps > 0, "evaluate: steps must be > 0, got ", steps.value_or(0));
   reset_metrics();
@@ -526,7 +564,8 @@ Logs Model::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& op
 }
 
 Tensor Model::predict(const data::Dataset& dataset, const PredictOptions& options) {
-  STRATA_CHECK_ARG(!options.steps || *options.steps > 0, "predict: steps must be > 0, got ", options.steps.value_or(0));
+  STRATA_CHECK_ARG(!options.steps || *options.steps > 0, "predict: steps must be > 0, got ",
+                   options.steps.value_or(0));
   std::optional<distribute::StrategyScope> scope;
   if (!strategy_->is_default()) scope.emplace(*strategy_);
   callbacks::CallbackList cbs =
@@ -546,7 +585,8 @@ Tensor Model::predict(const data::Dataset& dataset, const PredictOptions& option
     ++step;
   }
   cbs.on_predict_end(logs);
-  STRATA_CHECK_ARG(!outputs.empty(), "predict: the dataset yielded no batches (Keras: Unexpected result of "
+  STRATA_CHECK_ARG(!outputs.empty(),
+                   "predict: the dataset yielded no batches (Keras: Unexpected result of "
                    "`predict_function` (Empty batch_outputs))");
   return outputs.size() == 1 ? outputs[0] : strata::concat(outputs, 0);
 }

@@ -75,14 +75,14 @@ namespace strata::distribute {
 class Strategy;
 template <typename T>
 class PerReplica;
-}
+}  // namespace strata::distribute
 
 namespace strata::keras {
 
 // keras.callbacks.History's contents: fit's return value.
 struct History {
-  std::vector<int> epoch = {};                                   // epochs run (0-based)
-  std::map<std::string, std::vector<double>> history = {};       // name -> one value per epoch
+  std::vector<int> epoch = {};                              // epochs run (0-based)
+  std::map<std::string, std::vector<double>> history = {};  // name -> one value per epoch
   callbacks::CallbackParams params = {};
 };
 
@@ -100,24 +100,31 @@ class LossSpec {
  public:
   LossSpec() = default;
   LossSpec(const char* name) : LossSpec(std::string(name)) {}  // NOLINT: as Keras
-  LossSpec(const std::string& name);                            // NOLINT
-  LossSpec(LossFunction fn);                                    // NOLINT
-  LossSpec(Tensor (*fn)(const Tensor&, const Tensor&))          // NOLINT
+  LossSpec(const std::string& name);                           // NOLINT
+  LossSpec(LossFunction fn);                                   // NOLINT
+  LossSpec(Tensor (*fn)(const Tensor&, const Tensor&))         // NOLINT
       : LossSpec(LossFunction(fn)) {}
   template <typename L>
-    requires requires(L& l, const Tensor& t) { { l(t, t) } -> std::convertible_to<Tensor>; }
+  requires requires(L& l, const Tensor& t) {
+    { l(t, t) } -> std::convertible_to<Tensor>;
+  }
   LossSpec(std::shared_ptr<L> loss) {  // NOLINT
     name_ = loss_object_name(*loss);
     // compile's loop scales a mean loss for distribution itself (compute_loss),
     // so the loss object may reduce by the per-replica batch (Keras's
     // _allow_sum_over_batch_size).
-    if constexpr (requires(L& l) { l.set_allow_sum_over_batch_size(true); }) loss->set_allow_sum_over_batch_size(true);
-    if constexpr (requires(L& l) { { l.reduction() } -> std::convertible_to<losses::Reduction>; }) {
+    if constexpr (requires(L & l) { l.set_allow_sum_over_batch_size(true); })
+      loss->set_allow_sum_over_batch_size(true);
+    if constexpr (requires(L & l) {
+                    { l.reduction() } -> std::convertible_to<losses::Reduction>;
+                  }) {
       reduction_ = loss->reduction();
     } else {
       reduction_ = losses::Reduction::SUM_OVER_BATCH_SIZE;
     }
-    if constexpr (requires(L& l, const Tensor& t) { { l(t, t, t) } -> std::convertible_to<Tensor>; }) {
+    if constexpr (requires(L & l, const Tensor& t) {
+                    { l(t, t, t) } -> std::convertible_to<Tensor>;
+                  }) {
       weighted_ = [loss](const Tensor& y, const Tensor& p, const Tensor& w) -> Tensor {
         return w.defined() ? (*loss)(y, p, w) : (*loss)(y, p);
       };
@@ -137,13 +144,16 @@ class LossSpec {
   losses::Reduction reduction() const noexcept { return reduction_; }
   // Whether Keras scales this loss under a strategy (AUTO / SUM_OVER_BATCH_SIZE).
   bool scaled_for_distribution() const noexcept {
-    return reduction_ == losses::Reduction::AUTO || reduction_ == losses::Reduction::SUM_OVER_BATCH_SIZE;
+    return reduction_ == losses::Reduction::AUTO ||
+           reduction_ == losses::Reduction::SUM_OVER_BATCH_SIZE;
   }
 
  private:
   template <typename L>
   static std::string loss_object_name(const L& loss) {
-    if constexpr (requires { { loss.name() } -> std::convertible_to<std::string>; }) {
+    if constexpr (requires {
+                    { loss.name() } -> std::convertible_to<std::string>;
+                  }) {
       return std::string(loss.name());
     } else {
       return "loss";
@@ -160,11 +170,11 @@ class LossSpec {
 // "mse", "mae", ...) or a metric object.
 class MetricSpec {
  public:
-  MetricSpec(const char* name) : name_(name) {}           // NOLINT: as Keras
+  MetricSpec(const char* name) : name_(name) {}             // NOLINT: as Keras
   MetricSpec(std::string name) : name_(std::move(name)) {}  // NOLINT
   template <typename M>
-    requires std::is_base_of_v<metrics::Metric, M>
-  MetricSpec(std::shared_ptr<M> metric) : metric_(std::move(metric)) {}  // NOLINT
+  requires std::is_base_of_v<metrics::Metric, M> MetricSpec(std::shared_ptr<M> metric)
+      : metric_(std::move(metric)) {}  // NOLINT
   const std::string& name() const noexcept { return name_; }
   const metrics::MetricPtr& metric() const noexcept { return metric_; }
 
@@ -175,8 +185,8 @@ class MetricSpec {
 
 // keras.Model.compile arguments, in Keras's order.
 struct CompileOptions {
-  optimizers::OptimizerPtr optimizer = nullptr;   // required for fit
-  LossSpec loss = {};                             // required for fit/evaluate
+  optimizers::OptimizerPtr optimizer = nullptr;  // required for fit
+  LossSpec loss = {};                            // required for fit/evaluate
   std::vector<MetricSpec> metrics = {};
   // One weight for the single output's loss (Keras's list form); empty = 1.
   std::vector<double> loss_weights = {};
@@ -194,7 +204,7 @@ struct CompileOptions {
 class Verbosity {
  public:
   Verbosity(int level = kAuto) : level_(level) {}  // NOLINT: as Keras
-  Verbosity(const char* level);                     // NOLINT: "auto"
+  Verbosity(const char* level);                    // NOLINT: "auto"
   static constexpr int kAuto = -1;
   // The effective level: 0, 1 or 2.
   int resolve() const noexcept { return level_ == kAuto ? 1 : level_; }
@@ -209,7 +219,8 @@ class ValidationData {
  public:
   ValidationData() = default;
   ValidationData(data::Dataset dataset) : dataset_(std::move(dataset)) {}  // NOLINT
-  ValidationData(std::pair<Tensor, Tensor> xy) : x_(xy.first), y_(xy.second), tensors_(true) {}  // NOLINT
+  ValidationData(std::pair<Tensor, Tensor> xy)
+      : x_(xy.first), y_(xy.second), tensors_(true) {}  // NOLINT
   bool has_value() const noexcept { return dataset_.has_value() || tensors_; }
   const std::optional<data::Dataset>& dataset() const noexcept { return dataset_; }
   const Tensor& x() const noexcept { return x_; }
@@ -223,13 +234,14 @@ class ValidationData {
 
 // keras.Model.fit arguments, in Keras's order (x and y are positional).
 struct FitOptions {
-  std::optional<int64_t> batch_size = std::nullopt;   // in-memory data: default 32; ignored for datasets
+  std::optional<int64_t> batch_size =
+      std::nullopt;  // in-memory data: default 32; ignored for datasets
   int epochs = 1;
   Verbosity verbose = {};
   std::vector<callbacks::CallbackPtr> callbacks = {};
-  double validation_split = 0.0;                      // in-memory data only: the last fraction
+  double validation_split = 0.0;  // in-memory data only: the last fraction
   ValidationData validation_data = {};
-  bool shuffle = true;                                // in-memory data only
+  bool shuffle = true;  // in-memory data only
   int initial_epoch = 0;
   std::optional<int64_t> steps_per_epoch = std::nullopt;
   std::optional<int64_t> validation_steps = std::nullopt;
@@ -290,9 +302,11 @@ class Model : public Layer {
   virtual Logs test_step(const data::Element& data);
   virtual Tensor predict_step(const data::Element& data);
   // The total loss (scaled for distribution, see above); updates the loss tracker.
-  virtual Tensor compute_loss(const Tensor& x, const Tensor& y, const Tensor& y_pred, const Tensor& sample_weight);
+  virtual Tensor compute_loss(const Tensor& x, const Tensor& y, const Tensor& y_pred,
+                              const Tensor& sample_weight);
   // Updates the compiled metrics; returns get_metrics_result().
-  virtual Logs compute_metrics(const Tensor& x, const Tensor& y, const Tensor& y_pred, const Tensor& sample_weight);
+  virtual Logs compute_metrics(const Tensor& x, const Tensor& y, const Tensor& y_pred,
+                               const Tensor& sample_weight);
 
   // The loss tracker then the compiled metrics (Keras's model.metrics).
   std::vector<metrics::MetricPtr> metrics() const;
@@ -320,7 +334,7 @@ class Model : public Layer {
   // The History of the last fit.
   const History& history() const noexcept { return history_; }
 
- // BackupAndRestore: called from on_train_begin, makes fit continue at `epoch`.
+  // BackupAndRestore: called from on_train_begin, makes fit continue at `epoch`.
   void resume_at_epoch(int epoch);
 
  private:
@@ -332,10 +346,12 @@ class Model : public Layer {
   Logs run_train_step(const internal::StepInput& in);
   Logs run_test_step(const internal::StepInput& in);
   Tensor run_predict_step(const internal::StepInput& in);
-  History fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dataset, const FitOptions& options,
-                   const ValidationData& validation, const std::function<data::Dataset()>& validation_dataset,
+  History fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dataset,
+                   const FitOptions& options, const ValidationData& validation,
+                   const std::function<data::Dataset()>& validation_dataset,
                    std::optional<int64_t> steps_hint);
-  Logs evaluate_impl(const data::Dataset& dataset, std::optional<int64_t> steps, callbacks::CallbackList& cbs);
+  Logs evaluate_impl(const data::Dataset& dataset, std::optional<int64_t> steps,
+                     callbacks::CallbackList& cbs);
 
   distribute::Strategy* strategy_;
   bool compiled_ = false;

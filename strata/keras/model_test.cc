@@ -26,14 +26,17 @@
 namespace strata::keras {
 namespace {
 
-std::vector<float> values(const Tensor& t) { return strata::cast(t, DType::float32).to_vector<float>(); }
+std::vector<float> values(const Tensor& t) {
+  return strata::cast(t, DType::float32).to_vector<float>();
+}
 
 void expect_near(const std::vector<Tensor>& a, const std::vector<Tensor>& b, double tol) {
   ASSERT_EQ(a.size(), b.size());
   for (size_t i = 0; i < a.size(); ++i) {
     const std::vector<float> va = values(a[i]), vb = values(b[i]);
     ASSERT_EQ(va.size(), vb.size());
-    for (size_t j = 0; j < va.size(); ++j) EXPECT_NEAR(va[j], vb[j], tol) << "weight " << i << " element " << j;
+    for (size_t j = 0; j < va.size(); ++j)
+      EXPECT_NEAR(va[j], vb[j], tol) << "weight " << i << " element " << j;
   }
 }
 
@@ -77,8 +80,12 @@ TEST(ModelSummaryTest, UsesThousandsSeparatorsAndCountsFrozenLayers) {
   hidden->set_trainable(false);
   std::ostringstream out;
   model->summary(out);
-  EXPECT_THAT(out.str(), ::testing::HasSubstr(" flatten (Flatten)           (None, 784)               0         \n"));
-  EXPECT_THAT(out.str(), ::testing::HasSubstr(" dense (Dense)               (None, 128)               100,480   \n"));
+  EXPECT_THAT(
+      out.str(),
+      ::testing::HasSubstr(" flatten (Flatten)           (None, 784)               0         \n"));
+  EXPECT_THAT(
+      out.str(),
+      ::testing::HasSubstr(" dense (Dense)               (None, 128)               100,480   \n"));
   EXPECT_THAT(out.str(), ::testing::HasSubstr("Total params: 101,770\nTrainable params: 1,290\n"
                                               "Non-trainable params: 100,480\n"));
 }
@@ -123,10 +130,13 @@ TEST(ModelFitTest, LinearRegressionConverges) {
 
 TEST(ModelFitTest, FitEqualsHandRolledGradientTapeLoop) {
   auto [x, y] = classification_data();
-  auto fitted = Sequential({layers::Dense(5, {.activation = "relu", .input_shape = {4}}), layers::Dense(3)});
-  auto manual = Sequential({layers::Dense(5, {.activation = "relu", .input_shape = {4}}), layers::Dense(3)});
+  auto fitted =
+      Sequential({layers::Dense(5, {.activation = "relu", .input_shape = {4}}), layers::Dense(3)});
+  auto manual =
+      Sequential({layers::Dense(5, {.activation = "relu", .input_shape = {4}}), layers::Dense(3)});
   manual->set_weights(fitted->get_weights());
-  fitted->compile({.optimizer = optimizers::SGD({.learning_rate = 0.5}), .loss = LossFunction(sparse_xent_from_logits)});
+  fitted->compile({.optimizer = optimizers::SGD({.learning_rate = 0.5}),
+                   .loss = LossFunction(sparse_xent_from_logits)});
   History h = fitted->fit(x, y, {.batch_size = 8, .epochs = 3, .verbose = 0, .shuffle = false});
 
   auto opt = optimizers::SGD({.learning_rate = 0.5});
@@ -145,7 +155,8 @@ TEST(ModelFitTest, FitEqualsHandRolledGradientTapeLoop) {
   }
   expect_near(fitted->get_weights(), manual->get_weights(), 1e-6);
   ASSERT_EQ(h.history["loss"].size(), 3u);
-  for (int e = 0; e < 3; ++e) EXPECT_NEAR(h.history["loss"][e], epoch_loss[e], 1e-5) << "epoch " << e;
+  for (int e = 0; e < 3; ++e)
+    EXPECT_NEAR(h.history["loss"][e], epoch_loss[e], 1e-5) << "epoch " << e;
   EXPECT_EQ(fitted->optimizer()->iterations(), 12);
 }
 
@@ -185,9 +196,11 @@ class IdentityModel : public Model {
 
 TEST(ModelCompileTest, AccuracyResolvesFromShapesAsKeras) {
   auto model = std::make_shared<IdentityModel>();
-  model->compile({.loss = LossFunction([](const Tensor&, const Tensor& p) { return strata::zeros({p.shape()[0]}); }),
+  model->compile({.loss = LossFunction(
+                      [](const Tensor&, const Tensor& p) { return strata::zeros({p.shape()[0]}); }),
                   .metrics = {"accuracy"}});
-  Tensor logits = strata::constant({0.1f, 0.8f, 0.1f, 0.9f, 0.05f, 0.05f, 0.2f, 0.2f, 0.6f, 0.3f, 0.3f, 0.4f}, {4, 3});
+  Tensor logits = strata::constant(
+      {0.1f, 0.8f, 0.1f, 0.9f, 0.05f, 0.05f, 0.2f, 0.2f, 0.6f, 0.3f, 0.3f, 0.4f}, {4, 3});
   // Sparse labels (rank 1 < 2): predicted classes 1, 0, 2, 2.
   Tensor sparse = strata::constant<int64_t>({1, 0, 1, 2}, {4});
   EXPECT_NEAR(model->evaluate(logits, sparse, {.verbose = 0}).at("accuracy"), 0.75, 1e-6);
@@ -213,7 +226,8 @@ TEST(ModelFitTest, HistoryHoldsLossMetricsAndValidationPerEpoch) {
   model->compile({.optimizer = optimizers::SGD({.learning_rate = 0.1}),
                   .loss = LossFunction(sparse_xent_from_logits),
                   .metrics = {"accuracy"}});
-  History h = model->fit(x, y, {.batch_size = 8, .epochs = 3, .verbose = 0, .validation_split = 0.25});
+  History h =
+      model->fit(x, y, {.batch_size = 8, .epochs = 3, .verbose = 0, .validation_split = 0.25});
   EXPECT_EQ(h.epoch, (std::vector<int>{0, 1, 2}));
   std::vector<std::string> keys;
   for (const auto& [k, v] : h.history) keys.push_back(k);
@@ -223,15 +237,17 @@ TEST(ModelFitTest, HistoryHoldsLossMetricsAndValidationPerEpoch) {
   Logs r = model->evaluate(x.slice_rows(24, 32), y.slice_rows(24, 32), {.verbose = 0});
   EXPECT_NEAR(h.history["val_loss"].back(), r.at("loss"), 1e-6);
   EXPECT_NEAR(h.history["val_accuracy"].back(), r.at("accuracy"), 1e-6);
-  EXPECT_EQ(model->optimizer()->iterations(), 9);   // 24 training examples / 8, 3 epochs
+  EXPECT_EQ(model->optimizer()->iterations(), 9);  // 24 training examples / 8, 3 epochs
   EXPECT_EQ(model->history().epoch.size(), 3u);
 }
 
 TEST(ModelFitTest, ShuffleOrderIsReproducibleAndDiffersPerEpoch) {
   auto [x, y] = classification_data();
   auto run = [&](uint64_t seed) {
-    auto model = Sequential({layers::Dense(3, {.kernel_initializer = initializers::zeros(), .input_shape = {4}})});
-    model->compile({.optimizer = optimizers::SGD({.learning_rate = 0.3}), .loss = LossFunction(sparse_xent_from_logits),
+    auto model = Sequential(
+        {layers::Dense(3, {.kernel_initializer = initializers::zeros(), .input_shape = {4}})});
+    model->compile({.optimizer = optimizers::SGD({.learning_rate = 0.3}),
+                    .loss = LossFunction(sparse_xent_from_logits),
                     .seed = seed});
     model->fit(x, y, {.batch_size = 4, .epochs = 2, .verbose = 0});
     return model->get_weights();
@@ -244,12 +260,15 @@ TEST(ModelFitTest, ShuffleOrderIsReproducibleAndDiffersPerEpoch) {
 TEST(ModelFitTest, StepsPerEpochAndStepsPerExecutionGroupBatchHooks) {
   auto [x, y] = classification_data(8);
   auto model = Sequential({layers::Dense(3, {.input_shape = {4}})});
-  model->compile({.optimizer = optimizers::SGD({}), .loss = LossFunction(sparse_xent_from_logits),
+  model->compile({.optimizer = optimizers::SGD({}),
+                  .loss = LossFunction(sparse_xent_from_logits),
                   .steps_per_execution = 2});
   std::vector<int64_t> batch_ends;
-  auto record = callbacks::LambdaCallback({.on_batch_end = [&](int64_t b, Logs&) { batch_ends.push_back(b); }});
+  auto record = callbacks::LambdaCallback(
+      {.on_batch_end = [&](int64_t b, Logs&) { batch_ends.push_back(b); }});
   auto ds = data::Dataset::from_tensor_slices({x, y}).batch(2).repeat();
-  History h = model->fit(ds, {.epochs = 2, .verbose = 0, .callbacks = {record}, .steps_per_epoch = 4});
+  History h =
+      model->fit(ds, {.epochs = 2, .verbose = 0, .callbacks = {record}, .steps_per_epoch = 4});
   EXPECT_EQ(batch_ends, (std::vector<int64_t>{1, 3, 1, 3}));
   EXPECT_EQ(model->optimizer()->iterations(), 8);
   EXPECT_EQ(h.epoch.size(), 2u);
@@ -259,7 +278,7 @@ TEST(ModelFitTest, DatasetRunningDryWithStepsPerEpochStopsTraining) {
   auto [x, y] = classification_data(8);
   auto model = Sequential({layers::Dense(3, {.input_shape = {4}})});
   model->compile({.optimizer = optimizers::SGD({}), .loss = LossFunction(sparse_xent_from_logits)});
-  auto ds = data::Dataset::from_tensor_slices({x, y}).batch(2);   // 4 batches only
+  auto ds = data::Dataset::from_tensor_slices({x, y}).batch(2);  // 4 batches only
   History h = model->fit(ds, {.epochs = 5, .verbose = 0, .steps_per_epoch = 3});
   EXPECT_EQ(h.epoch, (std::vector<int>{0, 1}));
   EXPECT_EQ(model->optimizer()->iterations(), 4);
@@ -296,9 +315,9 @@ TEST(ModelFitTest, SubclassedModelCanOverrideTrainStep) {
 TEST(ModelFitTest, ErrorsNameTheProblem) {
   auto model = Sequential({layers::Dense(1, {.input_shape = {2}})});
   Tensor x = strata::ones({4, 2}), y = strata::ones({3, 1});
-  EXPECT_THROW(model->fit(x, strata::ones({4, 1})), FailedPreconditionError);   // not compiled
+  EXPECT_THROW(model->fit(x, strata::ones({4, 1})), FailedPreconditionError);  // not compiled
   model->compile({.optimizer = optimizers::SGD({}), .loss = "mse"});
-  EXPECT_THROW(model->fit(x, y, {.verbose = 0}), InvalidArgumentError);         // 4 vs 3 examples
+  EXPECT_THROW(model->fit(x, y, {.verbose = 0}), InvalidArgumentError);  // 4 vs 3 examples
   EXPECT_THROW(model->fit(x, strata::ones({4, 1}), {.batch_size = 0}), InvalidArgumentError);
   EXPECT_THROW(model->fit(data::Dataset::from_tensor_slices({x, strata::ones({4, 1})}).batch(2),
                           {.validation_split = 0.5}),
@@ -309,14 +328,16 @@ TEST(ModelFitTest, ErrorsNameTheProblem) {
 TEST(ModelProgressTest, VerboseTwoPrintsOneLinePerEpoch) {
   auto [x, y] = classification_data(8);
   auto model = Sequential({layers::Dense(3, {.input_shape = {4}})});
-  model->compile({.optimizer = optimizers::SGD({}), .loss = LossFunction(sparse_xent_from_logits),
+  model->compile({.optimizer = optimizers::SGD({}),
+                  .loss = LossFunction(sparse_xent_from_logits),
                   .metrics = {"accuracy"}});
   std::ostringstream out;
   auto bar = callbacks::ProgbarLogger({.out = &out, .dynamic_display = false});
   model->fit(x, y, {.batch_size = 4, .epochs = 2, .verbose = 2, .callbacks = {bar}});
   // Values print as Keras's "%.4f", or "%.4e" at or below 1e-3 (an accuracy of 0).
   const std::string value = "\\d+\\.\\d{4}(e[+-]\\d+)?";
-  const std::string epoch_line = "2/2 - \\d+s - loss: " + value + " - accuracy: " + value + " - \\d+(us|ms|s)/step\n";
+  const std::string epoch_line =
+      "2/2 - \\d+s - loss: " + value + " - accuracy: " + value + " - \\d+(us|ms|s)/step\n";
   const std::regex line("Epoch 1/2\n" + epoch_line + "Epoch 2/2\n" + epoch_line);
   EXPECT_TRUE(std::regex_match(out.str(), line)) << out.str();
 }
@@ -326,10 +347,14 @@ TEST(ModelProgressTest, VerboseOneDrawsABarLiveOnATerminalAndOnceOtherwise) {
   auto model = Sequential({layers::Dense(3, {.input_shape = {4}})});
   model->compile({.optimizer = optimizers::SGD({}), .loss = LossFunction(sparse_xent_from_logits)});
   std::ostringstream plain;
-  model->fit(x, y, {.batch_size = 4, .epochs = 1, .verbose = 1,
-                    .callbacks = {callbacks::ProgbarLogger({.out = &plain, .dynamic_display = false})}});
-  EXPECT_TRUE(std::regex_match(plain.str(), std::regex("2/2 \\[={30}\\] - \\d+s \\d+(us|ms|s)/step - loss: "
-                                                       "\\d+\\.\\d{4}\n")))
+  model->fit(x, y,
+             {.batch_size = 4,
+              .epochs = 1,
+              .verbose = 1,
+              .callbacks = {callbacks::ProgbarLogger({.out = &plain, .dynamic_display = false})}});
+  EXPECT_TRUE(
+      std::regex_match(plain.str(), std::regex("2/2 \\[={30}\\] - \\d+s \\d+(us|ms|s)/step - loss: "
+                                               "\\d+\\.\\d{4}\n")))
       << plain.str();
   std::ostringstream tty;
   Progbar bar(4, {.interval = 0, .out = &tty, .dynamic_display = true});
@@ -349,8 +374,10 @@ void expect_strategy_fit_matches_default(distribute::Strategy& strategy) {
   auto reference = Sequential({layers::Dense(3, {.input_shape = {4}})});
   const std::vector<Tensor> init = reference->get_weights();
   reference->compile({.optimizer = optimizers::SGD({.learning_rate = 0.2, .momentum = 0.5}),
-                      .loss = LossFunction(sparse_xent_from_logits), .metrics = {"accuracy"}});
-  History ref = reference->fit(x, y, {.batch_size = 8, .epochs = 2, .verbose = 0, .validation_data = {{x, y}}});
+                      .loss = LossFunction(sparse_xent_from_logits),
+                      .metrics = {"accuracy"}});
+  History ref = reference->fit(
+      x, y, {.batch_size = 8, .epochs = 2, .verbose = 0, .validation_data = {{x, y}}});
 
   std::shared_ptr<SequentialModel> model;
   {
@@ -359,14 +386,17 @@ void expect_strategy_fit_matches_default(distribute::Strategy& strategy) {
     model->set_weights(init);
     // A Loss object (mean reduction): compile allows it under the strategy and scales it.
     model->compile({.optimizer = optimizers::SGD({.learning_rate = 0.2, .momentum = 0.5}),
-                    .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}), .metrics = {"accuracy"}});
+                    .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                    .metrics = {"accuracy"}});
   }
   EXPECT_EQ(&model->distribute_strategy(), &strategy);
-  History h = model->fit(x, y, {.batch_size = 8, .epochs = 2, .verbose = 0, .validation_data = {{x, y}}});
+  History h =
+      model->fit(x, y, {.batch_size = 8, .epochs = 2, .verbose = 0, .validation_data = {{x, y}}});
   expect_near(model->get_weights(), reference->get_weights(), 1e-6);
   for (const std::string k : {"loss", "accuracy", "val_loss", "val_accuracy"}) {
     ASSERT_EQ(h.history[k].size(), 2u) << k;
-    for (int e = 0; e < 2; ++e) EXPECT_NEAR(h.history[k][e], ref.history[k][e], 1e-5) << k << " epoch " << e;
+    for (int e = 0; e < 2; ++e)
+      EXPECT_NEAR(h.history[k][e], ref.history[k][e], 1e-5) << k << " epoch " << e;
   }
   Tensor p = model->predict(x, {.batch_size = 8, .verbose = 0});
   expect_near({p}, {reference->predict(x, {.batch_size = 8, .verbose = 0})}, 1e-6);

@@ -81,7 +81,8 @@ void Progbar::update(int64_t current, const Logs& values, std::optional<bool> fi
       const double eta = per_unit * double(*target_ - current);
       char buf[64];
       if (eta > 3600) {
-        std::snprintf(buf, sizeof(buf), "%d:%02d:%02d", int(eta) / 3600, (int(eta) % 3600) / 60, int(eta) % 60);
+        std::snprintf(buf, sizeof(buf), "%d:%02d:%02d", int(eta) / 3600, (int(eta) % 3600) / 60,
+                      int(eta) % 60);
       } else if (eta > 60) {
         std::snprintf(buf, sizeof(buf), "%d:%02d", int(eta) / 60, int(eta) % 60);
       } else {
@@ -103,8 +104,10 @@ void Progbar::update(int64_t current, const Logs& values, std::optional<bool> fi
     out_->flush();
   } else if (options_.verbose == 2 && finalize) {
     const int digits = target_ ? num_digits(*target_) : 7;
-    std::string line = padded(current, digits) + "/" + (target_ ? std::to_string(*target_) : std::string("Unknown"));
-    line += printf_string(" - %.0fs", now) + metrics + " -" + format_time(per_unit, options_.unit_name);
+    std::string line = padded(current, digits) + "/" +
+                       (target_ ? std::to_string(*target_) : std::string("Unknown"));
+    line +=
+        printf_string(" - %.0fs", now) + metrics + " -" + format_time(per_unit, options_.unit_name);
     *out_ << line << '\n';
     out_->flush();
   }

@@ -27,7 +27,7 @@ namespace strata::keras {
 struct ProgbarOptions {
   int width = 30;
   int verbose = 1;
-  double interval = 0.05;   // seconds between redraws
+  double interval = 0.05;  // seconds between redraws
   std::string unit_name = "step";
   // Output stream; nullptr = std::cout.
   std::ostream* out = nullptr;
@@ -41,7 +41,8 @@ class Progbar {
   explicit Progbar(std::optional<int64_t> target, const ProgbarOptions& options = {});
   // Shows progress at step `current` with these values; `finalize` ends the line
   // (defaults to current >= target).
-  void update(int64_t current, const Logs& values = {}, std::optional<bool> finalize = std::nullopt);
+  void update(int64_t current, const Logs& values = {},
+              std::optional<bool> finalize = std::nullopt);
 
   // Keras's time formatting: " 3ms/step", " 12us/step", " 2s/step".
   static std::string format_time(double seconds_per_unit, const std::string& unit_name);

@@ -21,19 +21,23 @@ TensorShape with_batch(const std::vector<int64_t>& example_shape) {
 
 }  // namespace
 
-SequentialModel::SequentialModel(const std::vector<LayerPtr>& layers, const SequentialOptions& options)
+SequentialModel::SequentialModel(const std::vector<LayerPtr>& layers,
+                                 const SequentialOptions& options)
     : Model("Sequential", "sequential", sequential_args(options)) {
   for (const LayerPtr& layer : layers) add(layer);
 }
 
-std::shared_ptr<SequentialModel> Sequential(const std::vector<LayerPtr>& layers, const SequentialOptions& options) {
+std::shared_ptr<SequentialModel> Sequential(const std::vector<LayerPtr>& layers,
+                                            const SequentialOptions& options) {
   return std::make_shared<SequentialModel>(layers, options);
 }
 
 void SequentialModel::add(LayerPtr layer) {
-  STRATA_CHECK_ARG(layer != nullptr, "Sequential '", name(), "': add() expected a layer, got nullptr");
+  STRATA_CHECK_ARG(layer != nullptr, "Sequential '", name(),
+                   "': add() expected a layer, got nullptr");
   for (const LayerPtr& l : stack_) {
-    STRATA_CHECK_ARG(l != layer, "Sequential '", name(), "': layer '", layer->name(), "' is already in the model");
+    STRATA_CHECK_ARG(l != layer, "Sequential '", name(), "': layer '", layer->name(),
+                     "' is already in the model");
   }
   if (stack_.empty() && !built() && layer->declared_input_shape()) {
     stack_.push_back(track_layer(layer));

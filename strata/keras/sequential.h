@@ -26,12 +26,13 @@
 namespace strata::keras {
 
 struct SequentialOptions {
-  std::string name = "";   // "" = "sequential", "sequential_1", ...
+  std::string name = "";  // "" = "sequential", "sequential_1", ...
 };
 
 class SequentialModel : public Model {
  public:
-  explicit SequentialModel(const std::vector<LayerPtr>& layers = {}, const SequentialOptions& options = {});
+  explicit SequentialModel(const std::vector<LayerPtr>& layers = {},
+                           const SequentialOptions& options = {});
 
   // Appends a layer (Keras's Sequential.add). InvalidArgumentError for nullptr.
   void add(LayerPtr layer);

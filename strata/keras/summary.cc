@@ -59,13 +59,15 @@ int64_t count(const std::vector<Variable>& vars) {
 }  // namespace
 
 void print_summary(const Model& model, std::ostream& out) {
-  STRATA_CHECK_ARG(model.built(), "This model (", model.name(),
-                   ") has not yet been built. Build the model first by calling build() or by calling the model "
-                   "on a batch of data (or give the first layer an input_shape).");
+  STRATA_CHECK_ARG(
+      model.built(), "This model (", model.name(),
+      ") has not yet been built. Build the model first by calling build() or by calling the model "
+      "on a batch of data (or give the first layer an input_shape).");
   const auto* sequential = dynamic_cast<const SequentialModel*>(&model);
   std::vector<std::string> shapes;
   if (sequential != nullptr) {
-    for (const TensorShape& s : sequential->layer_output_shapes()) shapes.push_back(shape_string(s));
+    for (const TensorShape& s : sequential->layer_output_shapes())
+      shapes.push_back(shape_string(s));
   }
   out << "Model: \"" << model.name() << "\"\n";
   out << std::string(kLineLength, '_') << "\n";
@@ -74,8 +76,9 @@ void print_summary(const Model& model, std::ostream& out) {
   const auto& layers = model.layers();
   for (size_t i = 0; i < layers.size(); ++i) {
     const LayerPtr& layer = layers[i];
-    print_row(out, {layer->name() + " (" + layer->class_name() + ")", i < shapes.size() ? shapes[i] : "multiple",
-                    with_commas(layer->count_params())});
+    print_row(out,
+              {layer->name() + " (" + layer->class_name() + ")",
+               i < shapes.size() ? shapes[i] : "multiple", with_commas(layer->count_params())});
     out << std::string(kLineLength, ' ') << "\n";
   }
   out << std::string(kLineLength, '=') << "\n";

@@ -18,7 +18,7 @@ namespace {
 // catch text-mode transfers, as PNG's signature does.
 constexpr char kMagic[8] = {'\x89', 'S', 'T', 'W', '\r', '\n', '\x1a', '\n'};
 constexpr uint32_t kVersion = 1;
-constexpr size_t kHeaderBytes = 32;      // magic, version, reserved, manifest size, data size
+constexpr size_t kHeaderBytes = 32;  // magic, version, reserved, manifest size, data size
 constexpr size_t kCrcBytes = 4;
 
 void put_u32(std::string& out, uint32_t v) {
@@ -45,7 +45,8 @@ std::string little_endian_bytes(const Tensor& t, const std::string& name) {
   const size_t elem = dtype_size(t.dtype());
   std::string out(static_cast<const char*>(t.raw_data()), t.size_bytes());
   if constexpr (std::endian::native == std::endian::big) {
-    for (size_t i = 0; i < out.size(); i += elem) std::reverse(out.begin() + i, out.begin() + i + elem);
+    for (size_t i = 0; i < out.size(); i += elem)
+      std::reverse(out.begin() + i, out.begin() + i + elem);
   }
   return out;
 }
@@ -54,7 +55,8 @@ Tensor tensor_from_little_endian(DType dtype, const TensorShape& shape, const ch
   const size_t elem = dtype_size(dtype);
   std::string bytes(data, size_t(shape.num_elements()) * elem);
   if constexpr (std::endian::native == std::endian::big) {
-    for (size_t i = 0; i < bytes.size(); i += elem) std::reverse(bytes.begin() + i, bytes.begin() + i + elem);
+    for (size_t i = 0; i < bytes.size(); i += elem)
+      std::reverse(bytes.begin() + i, bytes.begin() + i + elem);
   }
   Tensor t = Tensor::allocate(dtype, shape);
   if (!bytes.empty()) std::memcpy(t.mutable_raw_data(), bytes.data(), bytes.size());
@@ -67,7 +69,8 @@ std::string local_name(const std::string& name) {
 }
 
 [[noreturn]] void data_loss(const std::string& path, uint64_t offset, const std::string& what) {
-  throw DataLossError(str_cat("weights file '", path, "': ", what, " (at byte offset ", offset, ")"));
+  throw DataLossError(
+      str_cat("weights file '", path, "': ", what, " (at byte offset ", offset, ")"));
 }
 
 std::vector<NamedTensor> named(const std::vector<Variable>& vars) {
@@ -77,19 +80,20 @@ std::vector<NamedTensor> named(const std::vector<Variable>& vars) {
 }
 
 // Checks `stored` against `vars` one for one (count, local name, shape, dtype).
-void check_matches(const std::vector<NamedTensor>& stored, const std::vector<Variable>& vars, const std::string& what,
-                   const std::string& path) {
-  STRATA_CHECK_ARG(stored.size() == vars.size(), "load_weights('", path, "'): the file has ", stored.size(), " ",
-                   what, " variables but the ", what, " has ", vars.size());
+void check_matches(const std::vector<NamedTensor>& stored, const std::vector<Variable>& vars,
+                   const std::string& what, const std::string& path) {
+  STRATA_CHECK_ARG(stored.size() == vars.size(), "load_weights('", path, "'): the file has ",
+                   stored.size(), " ", what, " variables but the ", what, " has ", vars.size());
   for (size_t i = 0; i < vars.size(); ++i) {
     const NamedTensor& s = stored[i];
     const Variable& v = vars[i];
-    STRATA_CHECK_ARG(local_name(s.name) == local_name(v.name()), "load_weights('", path, "'): ", what,
-                     " variable #", i, " is '", v.name(), "' but the file has '", s.name, "' there");
-    STRATA_CHECK_ARG(s.value.shape() == v.shape() && s.value.dtype() == v.dtype(), "load_weights('", path, "'): ",
-                     what, " variable '", v.name(), "' is ", v.shape().to_string(), " ", dtype_name(v.dtype()),
-                     " but the file's '", s.name, "' is ", s.value.shape().to_string(), " ",
-                     dtype_name(s.value.dtype()));
+    STRATA_CHECK_ARG(local_name(s.name) == local_name(v.name()), "load_weights('", path,
+                     "'): ", what, " variable #", i, " is '", v.name(), "' but the file has '",
+                     s.name, "' there");
+    STRATA_CHECK_ARG(s.value.shape() == v.shape() && s.value.dtype() == v.dtype(), "load_weights('",
+                     path, "'): ", what, " variable '", v.name(), "' is ", v.shape().to_string(),
+                     " ", dtype_name(v.dtype()), " but the file's '", s.name, "' is ",
+                     s.value.shape().to_string(), " ", dtype_name(s.value.dtype()));
   }
 }
 
@@ -138,7 +142,7 @@ void write_weights_file(const std::string& path, const WeightsFile& contents) {
   out.reserve(kHeaderBytes + kCrcBytes * 3 + m.size() + data.size());
   out.append(kMagic, sizeof(kMagic));
   put_u32(out, kVersion);
-  put_u32(out, 0);   // reserved
+  put_u32(out, 0);  // reserved
   put_u64(out, m.size());
   put_u64(out, data.size());
   put_u32(out, crc32c::mask(crc32c::value(out)));
@@ -153,16 +157,19 @@ WeightsFile read_weights_file(const std::string& path) {
   const std::string in = internal::read_file(path);
   const uint64_t size = in.size();
   if (size < kHeaderBytes + kCrcBytes) {
-    data_loss(path, size, str_cat("truncated: the file has ", size, " bytes, the header needs ",
-                                  kHeaderBytes + kCrcBytes));
+    data_loss(path, size,
+              str_cat("truncated: the file has ", size, " bytes, the header needs ",
+                      kHeaderBytes + kCrcBytes));
   }
-  if (std::memcmp(in.data(), kMagic, sizeof(kMagic)) != 0) data_loss(path, 0, "not a Strata weights file (bad magic)");
-  if (crc32c::unmask(get_u32(in, kHeaderBytes)) != crc32c::value(std::string_view(in).substr(0, kHeaderBytes))) {
+  if (std::memcmp(in.data(), kMagic, sizeof(kMagic)) != 0)
+    data_loss(path, 0, "not a Strata weights file (bad magic)");
+  if (crc32c::unmask(get_u32(in, kHeaderBytes)) !=
+      crc32c::value(std::string_view(in).substr(0, kHeaderBytes))) {
     data_loss(path, kHeaderBytes, "header checksum mismatch");
   }
   const uint32_t version = get_u32(in, 8);
-  STRATA_CHECK(UNIMPLEMENTED, version <= kVersion, "weights file '", path, "' has format version ", version,
-               "; this Strata reads version ", kVersion);
+  STRATA_CHECK(UNIMPLEMENTED, version <= kVersion, "weights file '", path, "' has format version ",
+               version, "; this Strata reads version ", kVersion);
   if (version == 0) data_loss(path, 8, "format version 0 is invalid");
   const uint64_t m_size = get_u64(in, 16);
   const uint64_t d_size = get_u64(in, 24);
@@ -170,9 +177,10 @@ WeightsFile read_weights_file(const std::string& path) {
   const uint64_t d_at = m_at + m_size + kCrcBytes;
   // Sizes come from a checksummed header, but guard the arithmetic anyway.
   if (m_size > size || d_size > size || d_at + d_size + kCrcBytes != size) {
-    data_loss(path, std::min<uint64_t>(size, m_at), str_cat("truncated or padded: the header says ",
-                                                            m_at + m_size + kCrcBytes + d_size + kCrcBytes,
-                                                            " bytes, the file has ", size));
+    data_loss(
+        path, std::min<uint64_t>(size, m_at),
+        str_cat("truncated or padded: the header says ",
+                m_at + m_size + kCrcBytes + d_size + kCrcBytes, " bytes, the file has ", size));
   }
   const std::string_view manifest_bytes = std::string_view(in).substr(m_at, m_size);
   if (crc32c::unmask(get_u32(in, m_at + m_size)) != crc32c::value(manifest_bytes)) {
@@ -194,8 +202,10 @@ WeightsFile read_weights_file(const std::string& path) {
         const TensorShape shape(e.at("shape").get<std::vector<int64_t>>());
         const uint64_t offset = e.at("offset").get<uint64_t>();
         const uint64_t bytes = e.at("size").get<uint64_t>();
-        if (bytes != uint64_t(shape.num_elements()) * dtype_size(dtype) || offset > d_size || bytes > d_size - offset) {
-          data_loss(path, d_at + offset, str_cat("manifest entry '", name, "' does not fit the data section"));
+        if (bytes != uint64_t(shape.num_elements()) * dtype_size(dtype) || offset > d_size ||
+            bytes > d_size - offset) {
+          data_loss(path, d_at + offset,
+                    str_cat("manifest entry '", name, "' does not fit the data section"));
         }
         tensors.push_back({name, tensor_from_little_endian(dtype, shape, data.data() + offset)});
       }
@@ -223,8 +233,9 @@ void save_model(const Model& model, const std::string& path) {
 void load_weights(Model& model, const std::string& path) {
   const WeightsFile f = read_weights_file(path);
   const std::vector<Variable> vars = model.weights();
-  STRATA_CHECK(FAILED_PRECONDITION, model.built() || f.model.empty(), "load_weights('", path, "'): model '",
-               model.name(), "' is not built; call it on a batch (or give an input_shape) first");
+  STRATA_CHECK(FAILED_PRECONDITION, model.built() || f.model.empty(), "load_weights('", path,
+               "'): model '", model.name(),
+               "' is not built; call it on a batch (or give an input_shape) first");
   check_matches(f.model, vars, "model", path);
   for (size_t i = 0; i < vars.size(); ++i) vars[i].assign(f.model[i].value);
 }
@@ -238,14 +249,16 @@ void save_training_state(const Model& model, const std::string& path,
 
 std::map<std::string, std::string> load_training_state(Model& model, const std::string& path) {
   const WeightsFile f = read_weights_file(path);
-  STRATA_CHECK(FAILED_PRECONDITION, model.built() || f.model.empty(), "load_training_state('", path, "'): model '",
-               model.name(), "' is not built; call it on a batch (or give an input_shape) first");
+  STRATA_CHECK(FAILED_PRECONDITION, model.built() || f.model.empty(), "load_training_state('", path,
+               "'): model '", model.name(),
+               "' is not built; call it on a batch (or give an input_shape) first");
   const std::vector<Variable> vars = model.weights();
   check_matches(f.model, vars, "model", path);
   std::vector<Variable> opt_vars = optimizer_variables(model);
   if (!f.optimizer.empty()) {
     STRATA_CHECK(FAILED_PRECONDITION, model.optimizer() != nullptr, "load_training_state('", path,
-                 "'): the file has optimizer variables but model '", model.name(), "' has no optimizer (compile it)");
+                 "'): the file has optimizer variables but model '", model.name(),
+                 "' has no optimizer (compile it)");
     if (!model.optimizer()->built()) {
       // An optimizer that has not stepped yet has no slots: create them (zeros,
       // iterations untouched), as Keras's deferred restoration would.

@@ -43,10 +43,10 @@ struct NamedTensor {
 
 // The contents of a weights file.
 struct WeightsFile {
-  std::string kind = "weights";                     // "weights", "model" or "training_state"
-  std::vector<NamedTensor> model = {};              // the model's weights(), in order
-  std::vector<NamedTensor> optimizer = {};          // the optimizer's variables(), in order
-  std::map<std::string, std::string> metadata = {}; // free-form (BackupAndRestore: "epoch")
+  std::string kind = "weights";                      // "weights", "model" or "training_state"
+  std::vector<NamedTensor> model = {};               // the model's weights(), in order
+  std::vector<NamedTensor> optimizer = {};           // the optimizer's variables(), in order
+  std::map<std::string, std::string> metadata = {};  // free-form (BackupAndRestore: "epoch")
 };
 
 // Low level: encode/decode a WeightsFile (atomic write; verified read).

@@ -22,8 +22,9 @@ namespace fs = std::filesystem;
 class WeightsIoTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("strata_weights_" + std::to_string(::getpid()) + "_" +
-                                        ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    dir_ = fs::temp_directory_path() /
+           ("strata_weights_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
     fs::remove_all(dir_);
     fs::create_directories(dir_);
   }
@@ -33,7 +34,8 @@ class WeightsIoTest : public ::testing::Test {
 };
 
 std::shared_ptr<SequentialModel> mlp(int64_t hidden = 3) {
-  return Sequential({layers::Dense(hidden, {.activation = "relu", .input_shape = {4}}), layers::Dense(2)});
+  return Sequential(
+      {layers::Dense(hidden, {.activation = "relu", .input_shape = {4}}), layers::Dense(2)});
 }
 
 void expect_equal(const std::vector<Tensor>& a, const std::vector<Tensor>& b) {
@@ -68,7 +70,7 @@ TEST_F(WeightsIoTest, FileLayoutIsTheDocumentedOne) {
            uint32_t(uint8_t(bytes[at + 2])) << 16 | uint32_t(uint8_t(bytes[at + 3])) << 24;
   };
   auto u64 = [&](size_t at) { return uint64_t(u32(at)) | uint64_t(u32(at + 4)) << 32; };
-  EXPECT_EQ(u32(8), 1u);   // version
+  EXPECT_EQ(u32(8), 1u);  // version
   const uint64_t m = u64(16), d = u64(24);
   EXPECT_EQ(bytes.size(), 32 + 4 + m + 4 + d + 4);
   EXPECT_EQ(crc32c::unmask(u32(32)), crc32c::value(bytes.substr(0, 32)));
@@ -133,8 +135,10 @@ TEST_F(WeightsIoTest, WrongShapeIsInvalidArgumentNamingTheVariableAndChangesNoth
 
 TEST_F(WeightsIoTest, SaveStoresOptimizerVariablesAndTrainingStateRestoresThem) {
   auto a = mlp();
-  a->compile({.optimizer = optimizers::SGD({.learning_rate = 0.1, .momentum = 0.9}), .loss = "mse"});
-  Tensor x = strata::random::uniform({8, 4}, {.seed = 5}), y = strata::random::uniform({8, 2}, {.seed = 6});
+  a->compile(
+      {.optimizer = optimizers::SGD({.learning_rate = 0.1, .momentum = 0.9}), .loss = "mse"});
+  Tensor x = strata::random::uniform({8, 4}, {.seed = 5}),
+         y = strata::random::uniform({8, 2}, {.seed = 6});
   a->fit(x, y, {.batch_size = 4, .epochs = 2, .verbose = 0});
   a->save(path("a.model"));
   const WeightsFile f = read_weights_file(path("a.model"));
@@ -142,12 +146,13 @@ TEST_F(WeightsIoTest, SaveStoresOptimizerVariablesAndTrainingStateRestoresThem) 
   EXPECT_EQ(f.model.size(), 4u);
   const std::vector<Variable> opt_vars = a->optimizer()->variables();
   ASSERT_EQ(f.optimizer.size(), opt_vars.size());
-  EXPECT_EQ(f.optimizer.size(), 5u);   // iterations + one momentum per weight
+  EXPECT_EQ(f.optimizer.size(), 5u);  // iterations + one momentum per weight
   EXPECT_EQ(f.optimizer[0].value.scalar_as_double(), 4.0);
 
   save_training_state(*a, path("state"), {{"epoch", "2"}});
   auto b = mlp();
-  b->compile({.optimizer = optimizers::SGD({.learning_rate = 0.1, .momentum = 0.9}), .loss = "mse"});
+  b->compile(
+      {.optimizer = optimizers::SGD({.learning_rate = 0.1, .momentum = 0.9}), .loss = "mse"});
   const auto meta = load_training_state(*b, path("state"));
   EXPECT_EQ(meta.at("epoch"), "2");
   expect_equal(b->get_weights(), a->get_weights());

@@ -7,8 +7,8 @@
 #include <unistd.h>
 
 #include <array>
-#include <cstdlib>
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <string>
@@ -62,13 +62,14 @@ class TempDir {
 };
 
 // Writes an uncompressed IDX file of unsigned bytes.
-void write_idx(const std::string& path, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data) {
+void write_idx(const std::string& path, const std::vector<uint32_t>& dims,
+               const std::vector<uint8_t>& data) {
   std::ofstream out(path, std::ios::binary);
   const char header[4] = {0, 0, 0x08, static_cast<char>(dims.size())};
   out.write(header, 4);
   for (uint32_t d : dims) {
-    const char be[4] = {static_cast<char>(d >> 24), static_cast<char>(d >> 16), static_cast<char>(d >> 8),
-                        static_cast<char>(d)};
+    const char be[4] = {static_cast<char>(d >> 24), static_cast<char>(d >> 16),
+                        static_cast<char>(d >> 8), static_cast<char>(d)};
     out.write(be, 4);
   }
   out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
@@ -109,16 +110,22 @@ TEST(Tfrecord, VerifyReportsTheFirstCorruptOffsetAndFails) {
   TempDir dir;
   write_idx(dir / "images", {2, 1, 3}, {1, 2, 3, 4, 5, 6});
   write_idx(dir / "labels", {2}, {0, 1});
-  ASSERT_EQ(run("tfrecord convert-idx " + (dir / "images") + " " + (dir / "labels") + " " + (dir / "a")).status, 0);
+  ASSERT_EQ(
+      run("tfrecord convert-idx " + (dir / "images") + " " + (dir / "labels") + " " + (dir / "a"))
+          .status,
+      0);
   std::string bytes = read_file(dir / "a");
   const size_t first_record = bytes.size() / 2;  // both records have the same size
-  bytes[first_record + 14] ^= 0x55;                // inside record 1's payload
+  bytes[first_record + 14] ^= 0x55;              // inside record 1's payload
   std::ofstream(dir / "b", std::ios::binary) << bytes;
   Result verify = run("tfrecord verify " + (dir / "a") + " " + (dir / "b"));
   EXPECT_EQ(verify.status, 1) << verify.output;
-  EXPECT_NE(verify.output.find("OK " + (dir / "a") + ": 2 records"), std::string::npos) << verify.output;
-  EXPECT_NE(verify.output.find("CORRUPT " + (dir / "b") + ": DATA_LOSS"), std::string::npos) << verify.output;
-  EXPECT_NE(verify.output.find("offset " + std::to_string(first_record)), std::string::npos) << verify.output;
+  EXPECT_NE(verify.output.find("OK " + (dir / "a") + ": 2 records"), std::string::npos)
+      << verify.output;
+  EXPECT_NE(verify.output.find("CORRUPT " + (dir / "b") + ": DATA_LOSS"), std::string::npos)
+      << verify.output;
+  EXPECT_NE(verify.output.find("offset " + std::to_string(first_record)), std::string::npos)
+      << verify.output;
   // Truncation is detected too.
   std::ofstream(dir / "c", std::ios::binary) << bytes.substr(0, bytes.size() - 3);
   EXPECT_EQ(run("tfrecord verify " + (dir / "c")).status, 1);
@@ -131,7 +138,8 @@ TEST(Tfrecord, BadInputsAreClearErrors) {
   EXPECT_NE(missing.output.find("nope"), std::string::npos) << missing.output;
   write_idx(dir / "images", {2, 1, 1}, {1, 2});
   write_idx(dir / "labels", {3}, {0, 1, 2});
-  Result mismatch = run("tfrecord convert-idx " + (dir / "images") + " " + (dir / "labels") + " " + (dir / "o"));
+  Result mismatch =
+      run("tfrecord convert-idx " + (dir / "images") + " " + (dir / "labels") + " " + (dir / "o"));
   EXPECT_EQ(mismatch.status, 2) << mismatch.output;
   EXPECT_NE(mismatch.output.find("labels [3]"), std::string::npos) << mismatch.output;
   EXPECT_EQ(run("tfrecord").status, 2);
@@ -141,7 +149,8 @@ TEST(Tfrecord, BadInputsAreClearErrors) {
 TEST(Topology, PrintsTheMeshAndTheSeedsDeviceAssignment) {
   Result r = run("topology --tpu-topology 2x2x1x2 --computation-shape 1,1,1,2 --num-replicas 4");
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("mesh [2, 2, 1, 2]: 4 replicas x 2 logical cores"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("mesh [2, 2, 1, 2]: 4 replicas x 2 logical cores"), std::string::npos)
+      << r.output;
   // Replica 0 holds both cores of chip (0, 0): logical core 0 on core 0, logical core 1 on core 1.
   EXPECT_NE(r.output.find("z=0 core=0\n     x=0    x=1\ny=0  r0:c0  r1:c0\ny=1  r3:c0  r2:c0"),
             std::string::npos)
@@ -152,14 +161,16 @@ TEST(Topology, PrintsTheMeshAndTheSeedsDeviceAssignment) {
 TEST(Topology, DefaultsToOneReplicaPerCoreOfTheLocalDevices) {
   Result r = run("topology --devices 2");
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("mesh [1, 1, 1, 2]: 2 replicas x 1 logical core"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("mesh [1, 1, 1, 2]: 2 replicas x 1 logical core"), std::string::npos)
+      << r.output;
 }
 
 TEST(Topology, InvalidShapesAreUsageErrorsNamingTheValue) {
   Result bad = run("topology --tpu-topology 2x2x");
   EXPECT_EQ(bad.status, 2);
   EXPECT_NE(bad.output.find("2x2x"), std::string::npos) << bad.output;
-  Result too_many = run("topology --tpu-topology 2x2x1x2 --computation-shape 1,1,1,2 --num-replicas 5");
+  Result too_many =
+      run("topology --tpu-topology 2x2x1x2 --computation-shape 1,1,1,2 --num-replicas 5");
   EXPECT_EQ(too_many.status, 2);
   EXPECT_NE(too_many.output.find("requested 5 replicas"), std::string::npos) << too_many.output;
   EXPECT_EQ(run("topology --computation-shape 1,2").status, 2);
@@ -169,7 +180,8 @@ TEST(Launch, GivesEachWorkerItsTaskAndPrefixesItsOutput) {
   Result r = run("launch --nproc 3 -- sh -c 'echo \"$TF_CONFIG\"'");
   ASSERT_EQ(r.status, 0) << r.output;
   for (int i = 0; i < 3; ++i) {
-    const std::string prefix = "[worker:" + std::to_string(i) + "] {\"cluster\":{\"worker\":[\"127.0.0.1:";
+    const std::string prefix =
+        "[worker:" + std::to_string(i) + "] {\"cluster\":{\"worker\":[\"127.0.0.1:";
     EXPECT_NE(r.output.find(prefix), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("\"task\":{\"index\":" + std::to_string(i) + ",\"type\":\"worker\"}"),
               std::string::npos)
@@ -179,16 +191,17 @@ TEST(Launch, GivesEachWorkerItsTaskAndPrefixesItsOutput) {
 
 TEST(Launch, AFailingWorkerStopsTheOthersAndSetsTheStatus) {
   // Worker 1 fails at once; worker 0 would otherwise run for a minute.
-  Result r = run(
-      "launch --nproc 2 --grace-seconds 1 -- sh -c "
-      "'case \"$TF_CONFIG\" in *\\\"index\\\":1*) echo dying; exit 7;; esac; exec sleep 60'");
+  Result r =
+      run("launch --nproc 2 --grace-seconds 1 -- sh -c "
+          "'case \"$TF_CONFIG\" in *\\\"index\\\":1*) echo dying; exit 7;; esac; exec sleep 60'");
   EXPECT_EQ(r.status, 7) << r.output;
   EXPECT_NE(r.output.find("[launch] worker:1 failed with status 7"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("[worker:1] dying"), std::string::npos) << r.output;
 }
 
 TEST(Launch, DevicesPerWorkerSetsTheLogicalDeviceCount) {
-  Result r = run("launch --nproc 1 --devices-per-worker 3 -- " + std::string(STRATA_CLI_PATH) + " demo");
+  Result r =
+      run("launch --nproc 1 --devices-per-worker 3 -- " + std::string(STRATA_CLI_PATH) + " demo");
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("[worker:0] device: /job:localhost/replica:0/task:0/device:CPU:2"),
             std::string::npos)
@@ -262,17 +275,23 @@ EOF
   write_executable(bench / "broken_bench", "#!/bin/sh\nexit 3\n");
   std::ofstream(peers / "needs_missing.py") << "import strata_no_such_module\n";
   // A peer speaking the JSON-lines protocol, measured only at one thread.
-  std::ofstream(peers / "rate_peer.py") << "import sys\n"
-                                           "if sys.argv[-1] == '1':\n"
-                                           "    print('{\"peer\": \"rate_peer\", \"figure\": \"BM_TrainMLP/threads:1\", "
-                                           "\"examples_per_second\": 1000}')\n";
-  Result r = run("bench --bench-dir " + bench.str() + " --peers-dir " + peers.str() + " --out " + (out / "b.json"));
+  std::ofstream(peers / "rate_peer.py")
+      << "import sys\n"
+         "if sys.argv[-1] == '1':\n"
+         "    print('{\"peer\": \"rate_peer\", \"figure\": \"BM_TrainMLP/threads:1\", "
+         "\"examples_per_second\": 1000}')\n";
+  Result r = run("bench --bench-dir " + bench.str() + " --peers-dir " + peers.str() + " --out " +
+                 (out / "b.json"));
   EXPECT_EQ(r.status, 1) << r.output;  // broken_bench failed
   EXPECT_NE(r.output.find("FAILED broken_bench: exit status 3"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("vs OpenBLAS cblas_sgemm 3 us  ratio 2.00"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("needs_missing.py: skipped (not installed: strata_no_such_module)"), std::string::npos)
+  EXPECT_NE(r.output.find("vs OpenBLAS cblas_sgemm 3 us  ratio 2.00"), std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("vs rate_peer 1000 examples/s vs strata 1500  ratio 1.50"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("needs_missing.py: skipped (not installed: strata_no_such_module)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("vs rate_peer 1000 examples/s vs strata 1500  ratio 1.50"),
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("rate_peer.py: ran"), std::string::npos) << r.output;
   const nlohmann::json j = nlohmann::json::parse(read_file(out / "b.json"));
   EXPECT_EQ(j.at("figures").size(), 4u);

@@ -29,8 +29,8 @@ struct Result {
 
 // Runs the binary; with merge_stderr the output holds both streams, else stdout only.
 Result run(const std::string& args, bool merge_stderr = true) {
-  const std::string cmd =
-      std::string(STRATA_CLI_PATH) + " " + args + (merge_stderr ? " 2>&1" : " 2>/dev/null") + " </dev/null";
+  const std::string cmd = std::string(STRATA_CLI_PATH) + " " + args +
+                          (merge_stderr ? " 2>&1" : " 2>/dev/null") + " </dev/null";
   FILE* pipe = ::popen(cmd.c_str(), "r");
   EXPECT_NE(pipe, nullptr);
   std::string out;
@@ -64,13 +64,14 @@ std::string read_file(const std::string& path) {
 
 // Plain (not gzipped) IDX; the reader detects gzip by its magic, so the
 // Debian file names work for plain files too.
-void write_idx(const std::string& path, const std::vector<uint32_t>& dims, const std::vector<uint8_t>& data) {
+void write_idx(const std::string& path, const std::vector<uint32_t>& dims,
+               const std::vector<uint8_t>& data) {
   std::ofstream out(path, std::ios::binary);
   const char header[4] = {0, 0, 0x08, static_cast<char>(dims.size())};
   out.write(header, 4);
   for (uint32_t d : dims) {
-    const char be[4] = {static_cast<char>(d >> 24), static_cast<char>(d >> 16), static_cast<char>(d >> 8),
-                        static_cast<char>(d)};
+    const char be[4] = {static_cast<char>(d >> 24), static_cast<char>(d >> 16),
+                        static_cast<char>(d >> 8), static_cast<char>(d)};
     out.write(be, 4);
   }
   out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
@@ -85,7 +86,8 @@ void write_split(const std::string& dir, const std::string& prefix, uint32_t n, 
   for (uint32_t i = 0; i < n; ++i) {
     const uint8_t k = static_cast<uint8_t>(next() >> 16) % 10;
     labels[i] = k;
-    for (int p = 0; p < 784; ++p) images[size_t{i} * 784 + p] = static_cast<uint8_t>((next() >> 24) % 64);
+    for (int p = 0; p < 784; ++p)
+      images[size_t{i} * 784 + p] = static_cast<uint8_t>((next() >> 24) % 64);
     const int r0 = (k / 4) * 7 + 3, c0 = (k % 4) * 7;
     for (int r = r0; r < r0 + 7; ++r) {
       for (int c = c0; c < c0 + 7; ++c) images[size_t{i} * 784 + r * 28 + c] = 230;
@@ -105,7 +107,8 @@ class Train : public ::testing::Test {
   // --epochs 2 unless `extra` gives its own.
   std::string quick(const std::string& extra) const {
     const bool epochs = extra.find("--epochs") != std::string::npos;
-    return "train --data-dir " + data_.str() + (epochs ? "" : " --epochs 2") + " --batch-size 32 " + extra;
+    return "train --data-dir " + data_.str() + (epochs ? "" : " --epochs 2") + " --batch-size 32 " +
+           extra;
   }
   nlohmann::json run_json(const std::string& extra) {
     Result r = run(quick(extra + " --json"), /*merge_stderr=*/false);
@@ -120,14 +123,17 @@ class Train : public ::testing::Test {
 TEST_F(Train, DefaultStrategyLearnsAndPrintsStrategyProgressAndSummary) {
   Result r = run(quick("--strategy default"));
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("strategy: default (no distribution), 1 replica on 1 device"), std::string::npos)
+  EXPECT_NE(r.output.find("strategy: default (no distribution), 1 replica on 1 device"),
+            std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("512 training, 128 test examples"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Epoch 1/2"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Epoch 2/2"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Total params: 535,818"), std::string::npos) << r.output;
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.output, m, std::regex("test accuracy ([0-9.]+), test loss ([0-9.]+)"))) << r.output;
+  ASSERT_TRUE(
+      std::regex_search(r.output, m, std::regex("test accuracy ([0-9.]+), test loss ([0-9.]+)")))
+      << r.output;
   EXPECT_GE(std::stod(m[1]), 0.9) << r.output;
   EXPECT_NE(r.output.find("trained 2 epochs (1024 examples)"), std::string::npos) << r.output;
 }
@@ -148,7 +154,8 @@ TEST_F(Train, JsonIsOneLineOfFinalMetrics) {
 TEST_F(Train, MirroredSplitsTheBatchOverTheLogicalDevices) {
   Result r = run(quick("--strategy mirrored --devices 2"));
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("strategy: MirroredStrategy, 2 replicas on 2 devices"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("strategy: MirroredStrategy, 2 replicas on 2 devices"), std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("/device:CPU:1"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("global batch 32 (16 per replica)"), std::string::npos) << r.output;
   nlohmann::json j = run_json("--strategy mirrored --devices 2");
@@ -161,15 +168,17 @@ TEST_F(Train, TpuStrategyRunsOnTheLocalMeshWithADeviceAssignment) {
   EXPECT_EQ(plain.at("replicas"), 2);
   EXPECT_GE(plain.at("test_accuracy").get<double>(), 0.9) << plain;
   // Two cores per replica on a 2x1x1x2 mesh: 2 replicas.
-  Result r = run(quick("--strategy tpu --tpu-topology 2x1x1x2 --computation-shape 1,1,1,2 --num-replicas 2"));
+  Result r = run(
+      quick("--strategy tpu --tpu-topology 2x1x1x2 --computation-shape 1,1,1,2 --num-replicas 2"));
   ASSERT_EQ(r.status, 0) << r.output;
   EXPECT_NE(r.output.find("strategy: TPUStrategy, 2 replicas"), std::string::npos) << r.output;
 }
 
 TEST_F(Train, MultiWorkerTrainsTheSameModelInTwoLaunchedProcesses) {
   TempDir logs;
-  Result r = run("launch --nproc 2 -- " + std::string(STRATA_CLI_PATH) + " " +
-                 quick("--strategy multi_worker --json --limit-examples 500 --log-dir " + logs.str()));
+  Result r =
+      run("launch --nproc 2 -- " + std::string(STRATA_CLI_PATH) + " " +
+          quick("--strategy multi_worker --json --limit-examples 500 --log-dir " + logs.str()));
   ASSERT_EQ(r.status, 0) << r.output;
   std::vector<nlohmann::json> lines;
   for (int w = 0; w < 2; ++w) {
@@ -177,7 +186,8 @@ TEST_F(Train, MultiWorkerTrainsTheSameModelInTwoLaunchedProcesses) {
     const size_t at = r.output.find(prefix);
     ASSERT_NE(at, std::string::npos) << r.output;
     const size_t begin = at + prefix.size() - 1;
-    lines.push_back(nlohmann::json::parse(r.output.substr(begin, r.output.find('\n', begin) - begin)));
+    lines.push_back(
+        nlohmann::json::parse(r.output.substr(begin, r.output.find('\n', begin) - begin)));
   }
   for (int w = 0; w < 2; ++w) {
     EXPECT_EQ(lines[w].at("task"), "worker:" + std::to_string(w)) << lines[w];
@@ -204,12 +214,14 @@ TEST_F(Train, ResumesFromTheCheckpointDir) {
   ASSERT_TRUE(fs::exists(first.at("checkpoint").get<std::string>())) << first;
   Result r = run(quick("--strategy default --checkpoint-dir " + ckpt.str() + " --epochs 3"));
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("resumed from the checkpoint after epoch 1"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find("resumed from the checkpoint after epoch 1"), std::string::npos)
+      << r.output;
   EXPECT_EQ(r.output.find("Epoch 1/3"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("Epoch 2/3"), std::string::npos) << r.output;
   EXPECT_NE(r.output.find("trained 2 epochs"), std::string::npos) << r.output;
   // A finished run trains nothing more and reports the checkpoint's accuracy.
-  nlohmann::json done = run_json("--strategy default --checkpoint-dir " + ckpt.str() + " --epochs 3");
+  nlohmann::json done =
+      run_json("--strategy default --checkpoint-dir " + ckpt.str() + " --epochs 3");
   EXPECT_EQ(done.at("resumed_from_epoch"), 3);
   EXPECT_EQ(done.at("epochs_this_run"), 0);
   EXPECT_GE(done.at("test_accuracy").get<double>(), 0.9) << done;
@@ -226,7 +238,9 @@ TEST_F(Train, LogDirHoldsTensorBoardEventsAndMetricsCsv) {
   for (const char* run_name : {"train", "validation"}) {
     int events = 0;
     for (const auto& e : fs::directory_iterator(logs / run_name)) {
-      if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 && fs::file_size(e.path()) > 0) ++events;
+      if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 &&
+          fs::file_size(e.path()) > 0)
+        ++events;
     }
     EXPECT_EQ(events, 1) << run_name;
   }
@@ -251,7 +265,8 @@ TEST_F(Train, PlotWritesSvgAndPng) {
 TEST_F(Train, TrainsFromTfrecordFilesWrittenByConvertIdx) {
   TempDir rec;
   ASSERT_EQ(run("tfrecord convert-idx " + (data_ / "train-images-idx3-ubyte.gz") + " " +
-                (data_ / "train-labels-idx1-ubyte.gz") + " " + (rec / "train.tfrecord") + " --shards 2 --compression GZIP")
+                (data_ / "train-labels-idx1-ubyte.gz") + " " + (rec / "train.tfrecord") +
+                " --shards 2 --compression GZIP")
                 .status,
             0);
   nlohmann::json j = run_json("--strategy default --tfrecord '" + (rec / "train.tfrecord-*") + "'");
@@ -273,8 +288,9 @@ TEST_F(Train, CtrlCStopsAfterTheCurrentStepAndKeepsTheLastWholeEpoch) {
     ::dup2(out[1], STDOUT_FILENO);
     ::dup2(out[1], STDERR_FILENO);
     ::close(out[0]);
-    ::execl(STRATA_CLI_PATH, STRATA_CLI_PATH, "train", "--strategy", "default", "--data-dir", data_dir.c_str(),
-            "--epochs", "1000", "--batch-size", "8", "--checkpoint-dir", ckpt_dir.c_str(), nullptr);
+    ::execl(STRATA_CLI_PATH, STRATA_CLI_PATH, "train", "--strategy", "default", "--data-dir",
+            data_dir.c_str(), "--epochs", "1000", "--batch-size", "8", "--checkpoint-dir",
+            ckpt_dir.c_str(), nullptr);
     ::_exit(127);
   }
   ::close(out[1]);
@@ -297,7 +313,9 @@ TEST_F(Train, CtrlCStopsAfterTheCurrentStepAndKeepsTheLastWholeEpoch) {
   EXPECT_NE(output.find("Ctrl-C: stopping after the current step"), std::string::npos) << output;
   // Usually epoch 3; a loaded machine may deliver the signal a little later.
   std::smatch m;
-  ASSERT_TRUE(std::regex_search(output, m, std::regex("interrupted by Ctrl-C during epoch ([0-9]+)"))) << output;
+  ASSERT_TRUE(
+      std::regex_search(output, m, std::regex("interrupted by Ctrl-C during epoch ([0-9]+)")))
+      << output;
   const int epoch = std::stoi(m[1]);
   EXPECT_GE(epoch, 3) << output;
   // The checkpoint holds the last whole epoch and is valid: the next run resumes there.
@@ -305,10 +323,12 @@ TEST_F(Train, CtrlCStopsAfterTheCurrentStepAndKeepsTheLastWholeEpoch) {
   Result resumed = run("train --strategy default --data-dir " + data_dir + " --epochs " + total +
                        " --batch-size 8 --checkpoint-dir " + ckpt_dir);
   ASSERT_EQ(resumed.status, 0) << resumed.output;
-  EXPECT_NE(resumed.output.find("resumed from the checkpoint after epoch " + std::to_string(epoch - 1)),
-            std::string::npos)
+  EXPECT_NE(
+      resumed.output.find("resumed from the checkpoint after epoch " + std::to_string(epoch - 1)),
+      std::string::npos)
       << resumed.output;
-  EXPECT_NE(resumed.output.find("Epoch " + std::to_string(epoch) + "/" + total), std::string::npos) << resumed.output;
+  EXPECT_NE(resumed.output.find("Epoch " + std::to_string(epoch) + "/" + total), std::string::npos)
+      << resumed.output;
   EXPECT_NE(resumed.output.find("trained 2 epochs"), std::string::npos) << resumed.output;
 }
 
@@ -318,8 +338,10 @@ TEST(TrainDebianData, DefaultDataLoadsWithLimitExamples) {
   }
   Result r = run("train --limit-examples 256 --epochs 1 --devices 2", /*merge_stderr=*/true);
   ASSERT_EQ(r.status, 0) << r.output;
-  EXPECT_NE(r.output.find("Fashion-MNIST (IDX) from /usr/share/datasets/fashion-mnist: 256 training, 256 test"),
-            std::string::npos)
+  EXPECT_NE(
+      r.output.find(
+          "Fashion-MNIST (IDX) from /usr/share/datasets/fashion-mnist: 256 training, 256 test"),
+      std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("MirroredStrategy, 2 replicas"), std::string::npos) << r.output;
 }
@@ -327,9 +349,10 @@ TEST(TrainDebianData, DefaultDataLoadsWithLimitExamples) {
 TEST(TrainUsage, HelpListsEveryFlagWithItsDefault) {
   Result r = run("train --help");
   ASSERT_EQ(r.status, 0) << r.output;
-  for (const char* flag : {"--model", "--strategy", "--devices", "--tpu-topology", "--computation-shape",
-                           "--num-replicas", "--epochs", "--batch-size", "--learning-rate", "--optimizer", "--seed",
-                           "--data-dir", "--tfrecord", "--checkpoint-dir", "--log-dir", "--plot", "--json"}) {
+  for (const char* flag :
+       {"--model", "--strategy", "--devices", "--tpu-topology", "--computation-shape",
+        "--num-replicas", "--epochs", "--batch-size", "--learning-rate", "--optimizer", "--seed",
+        "--data-dir", "--tfrecord", "--checkpoint-dir", "--log-dir", "--plot", "--json"}) {
     EXPECT_NE(r.output.find(flag), std::string::npos) << flag;
   }
   EXPECT_NE(r.output.find("=mlp"), std::string::npos) << r.output;
@@ -341,13 +364,14 @@ TEST(TrainUsage, BadFlagsAreOneLineUsageErrorsWithStatus2) {
     const char* args;
     const char* named;  // the message names the bad value
   };
-  for (const Case& c : {Case{"train --no-such-flag", "--no-such-flag"}, Case{"train --model resnet", "resnet"},
-                        Case{"train --strategy ps", "ps"}, Case{"train --devices 0", "--devices"},
-                        Case{"train --batch-size 0", "--batch-size"}, Case{"train --optimizer lamb", "lamb"},
-                        Case{"train --data-dir /no/such/dir", "/no/such/dir"}, Case{"train --plot c.txt", "c.txt"},
-                        Case{"train --strategy tpu --tpu-topology 2x2x", "2x2x"},
-                        Case{"train --computation-shape 1,1,1,2", "--computation-shape"},
-                        Case{"train --strategy default --devices 2", "--devices 2"}}) {
+  for (const Case& c :
+       {Case{"train --no-such-flag", "--no-such-flag"}, Case{"train --model resnet", "resnet"},
+        Case{"train --strategy ps", "ps"}, Case{"train --devices 0", "--devices"},
+        Case{"train --batch-size 0", "--batch-size"}, Case{"train --optimizer lamb", "lamb"},
+        Case{"train --data-dir /no/such/dir", "/no/such/dir"}, Case{"train --plot c.txt", "c.txt"},
+        Case{"train --strategy tpu --tpu-topology 2x2x", "2x2x"},
+        Case{"train --computation-shape 1,1,1,2", "--computation-shape"},
+        Case{"train --strategy default --devices 2", "--devices 2"}}) {
     Result r = run(c.args);
     EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
     const std::string first_line = r.output.substr(0, r.output.find('\n'));
@@ -358,8 +382,10 @@ TEST(TrainUsage, BadFlagsAreOneLineUsageErrorsWithStatus2) {
 }
 
 TEST(TrainUsage, TpuRefusesAMultiHostPodFromTfConfig) {
-  ::setenv("TF_CONFIG", R"({"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}})",
-           1);
+  ::setenv(
+      "TF_CONFIG",
+      R"({"cluster": {"worker": ["127.0.0.1:1", "127.0.0.1:2"]}, "task": {"type": "worker", "index": 0}})",
+      1);
   Result r = run("train --strategy tpu --limit-examples 64 --epochs 1");
   ::unsetenv("TF_CONFIG");
   EXPECT_EQ(r.status, 1) << r.output;

@@ -20,7 +20,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const FeatureSpecs specs = {
       {"a", VarLenFeature(FeatureDType::int64)},
       {"b", VarLenFeature(FeatureDType::string)},
-      {"c", FixedLenFeature({2}, FeatureDType::float32, FeatureValues::of(std::vector<float>{0, 0}))},
+      {"c",
+       FixedLenFeature({2}, FeatureDType::float32, FeatureValues::of(std::vector<float>{0, 0}))},
       {"d", VarLenFeature(FeatureDType::float32)},
   };
   try {

@@ -28,9 +28,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } catch (const strata::Error&) {
   }
   try {
-    auto r = FixedLengthRecordReader::from_bytes(
-        bytes, {.header_bytes = data[0] % 5, .record_bytes = 1 + data[0] % 7, .footer_bytes = data[0] % 3,
-                .compression_type = type});
+    auto r = FixedLengthRecordReader::from_bytes(bytes, {.header_bytes = data[0] % 5,
+                                                         .record_bytes = 1 + data[0] % 7,
+                                                         .footer_bytes = data[0] % 3,
+                                                         .compression_type = type});
     while (auto rec = r.read_next()) {
       if (rec->size() != static_cast<size_t>(1 + data[0] % 7)) __builtin_trap();
     }

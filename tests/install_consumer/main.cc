@@ -1,8 +1,8 @@
 // A program outside the tree, built against the installed package: tensors,
 // a mirrored variable, a Keras model and a MultiWorkerMirroredStrategy in
 // single-worker mode (which pulls in the collectives and Gloo).
-#include <strata/strata.h>
 #include <strata/keras/keras.h>
+#include <strata/strata.h>
 
 #include <iostream>
 
@@ -20,7 +20,7 @@ int main() {
     auto model = tf::keras::Sequential({tf::keras::layers::Dense(2, {.input_shape = {5}})});
     v = model->trainable_variables().front();
   }
-  std::cout << strategy.num_replicas_in_sync() << " replica(s); kernel mirrored: " << sd::is_mirrored_variable(v)
-            << "\n";
+  std::cout << strategy.num_replicas_in_sync()
+            << " replica(s); kernel mirrored: " << sd::is_mirrored_variable(v) << "\n";
   return t.num_elements() == 4 && sd::is_mirrored_variable(v) ? 0 : 1;
 }

@@ -8,8 +8,8 @@
 #include <memory>
 #include <vector>
 
-#include "strata/strata.h"
 #include "strata/keras/keras.h"
+#include "strata/strata.h"
 
 namespace strata {
 namespace {
@@ -21,8 +21,8 @@ constexpr int64_t kGlobalBatch = 64;
 constexpr int kSteps = 50;
 
 struct Data {
-  Tensor x;   // [kSteps * kGlobalBatch, 784]
-  Tensor y;   // [kSteps * kGlobalBatch] int64
+  Tensor x;  // [kSteps * kGlobalBatch, 784]
+  Tensor y;  // [kSteps * kGlobalBatch] int64
 };
 
 const Data& data() {
@@ -37,12 +37,15 @@ const Data& data() {
 
 std::shared_ptr<keras::SequentialModel> make_mlp() {
   return keras::Sequential({
-      keras::layers::Dense(512, {.activation = "relu",
-                                 .kernel_initializer = keras::initializers::glorot_uniform({.seed = 1}),
-                                 .input_shape = {784}}),
-      keras::layers::Dense(256, {.activation = "relu",
-                                 .kernel_initializer = keras::initializers::glorot_uniform({.seed = 2})}),
-      keras::layers::Dense(10, {.kernel_initializer = keras::initializers::glorot_uniform({.seed = 3})}),
+      keras::layers::Dense(512,
+                           {.activation = "relu",
+                            .kernel_initializer = keras::initializers::glorot_uniform({.seed = 1}),
+                            .input_shape = {784}}),
+      keras::layers::Dense(
+          256, {.activation = "relu",
+                .kernel_initializer = keras::initializers::glorot_uniform({.seed = 2})}),
+      keras::layers::Dense(
+          10, {.kernel_initializer = keras::initializers::glorot_uniform({.seed = 3})}),
   });
 }
 
@@ -63,7 +66,8 @@ std::vector<Tensor> weights_after_custom_loop(sd::Strategy* strategy) {
   auto step = [&](const data::Element& batch) {
     GradientTape tape;
     Tensor logits = (*model)(batch[0], /*training=*/true);
-    Tensor per_example = keras::losses::sparse_categorical_crossentropy(batch[1], logits, {.from_logits = true});
+    Tensor per_example =
+        keras::losses::sparse_categorical_crossentropy(batch[1], logits, {.from_logits = true});
     Tensor loss = nn::compute_average_loss(per_example, {.global_batch_size = kGlobalBatch});
     auto grads = tape.gradient(loss, model->trainable_variables());
     optimizer->apply_gradients(zip(grads, model->trainable_variables()));
@@ -71,7 +75,8 @@ std::vector<Tensor> weights_after_custom_loop(sd::Strategy* strategy) {
   if (strategy == nullptr) {
     for (const data::Element& batch : global_batches()) step(batch);
   } else {
-    for (const auto& batch : strategy->experimental_distribute_dataset(global_batches())) strategy->run(step, batch);
+    for (const auto& batch : strategy->experimental_distribute_dataset(global_batches()))
+      strategy->run(step, batch);
   }
   return model->get_weights();
 }

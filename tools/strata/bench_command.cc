@@ -31,7 +31,8 @@ struct Figure {
   std::string program = "";
   std::string name = "";
   double seconds = 0;  // real time per iteration (median over repetitions)
-  std::optional<double> examples_per_second = std::nullopt;  // the benchmark's counter, when it has one
+  std::optional<double> examples_per_second =
+      std::nullopt;  // the benchmark's counter, when it has one
 };
 
 struct Comparison {
@@ -101,7 +102,8 @@ std::vector<fs::path> bench_programs(const fs::path& dir) {
   std::error_code ec;
   for (const fs::directory_entry& e : fs::directory_iterator(dir, ec)) {
     const std::string name = e.path().filename().string();
-    if (e.is_regular_file() && name.size() > 6 && name.ends_with("_bench") && ::access(e.path().c_str(), X_OK) == 0) {
+    if (e.is_regular_file() && name.size() > 6 && name.ends_with("_bench") &&
+        ::access(e.path().c_str(), X_OK) == 0) {
       programs.push_back(e.path());
     }
   }
@@ -119,7 +121,8 @@ std::vector<Figure> parse_benchmark_json(const std::string& program, const std::
     const std::string name = b.at("name").get<std::string>();
     if (!runs.count(name)) order.push_back(name);
     runs[name].push_back(to_seconds(b.at("real_time").get<double>(), b.value("time_unit", "ns")));
-    if (b.contains("examples_per_second")) rates[name].push_back(b.at("examples_per_second").get<double>());
+    if (b.contains("examples_per_second"))
+      rates[name].push_back(b.at("examples_per_second").get<double>());
   }
   auto median = [](std::vector<double> v) {
     std::sort(v.begin(), v.end());
@@ -157,7 +160,8 @@ void in_program_peers(const std::vector<Figure>& figures, std::vector<Comparison
       for (const auto& [name, s] : by_name) {
         if (function(name) == "BM_Memcpy16MiB") peer = s;
       }
-      out.push_back({f.name, f.seconds, "memcpy 16 MiB (memory bandwidth)", peer, peer ? "" : "peer not measured"});
+      out.push_back({f.name, f.seconds, "memcpy 16 MiB (memory bandwidth)", peer,
+                     peer ? "" : "peer not measured"});
     }
   }
 }
@@ -178,7 +182,8 @@ std::vector<std::string> imported_modules(const fs::path& script) {
 std::vector<std::string> missing_modules(const std::vector<std::string>& modules) {
   std::vector<std::string> missing;
   for (const std::string& mod : modules) {
-    if (capture("python3 -c " + quote("import " + mod) + " >/dev/null 2>&1").status != 0) missing.push_back(mod);
+    if (capture("python3 -c " + quote("import " + mod) + " >/dev/null 2>&1").status != 0)
+      missing.push_back(mod);
   }
   return missing;
 }
@@ -188,18 +193,22 @@ void torch_conv_peer(const fs::path& script, bool quick, const std::vector<Figur
                      std::vector<Comparison>& out, std::vector<PeerStatus>& statuses) {
   const std::regex line_re(R"(layer (\d+) (forward\+backward|forward): median wall ([0-9.]+) ms)");
   for (int threads : {1, 2}) {
-    const std::string cmd = "OMP_WAIT_POLICY=PASSIVE python3 " + quote(script.string()) + " --threads " +
-                            std::to_string(threads) + (quick ? " --repetitions 1 --min-time 0.2" : "") + " 2>&1";
+    const std::string cmd = "OMP_WAIT_POLICY=PASSIVE python3 " + quote(script.string()) +
+                            " --threads " + std::to_string(threads) +
+                            (quick ? " --repetitions 1 --min-time 0.2" : "") + " 2>&1";
     const Output o = capture(cmd);
     if (o.status != 0) {
-      statuses.push_back({script.filename().string(), str_cat("failed (exit ", o.status, ") at --threads ", threads)});
+      statuses.push_back({script.filename().string(),
+                          str_cat("failed (exit ", o.status, ") at --threads ", threads)});
       return;
     }
-    for (auto it = std::sregex_iterator(o.text.begin(), o.text.end(), line_re); it != std::sregex_iterator(); ++it) {
+    for (auto it = std::sregex_iterator(o.text.begin(), o.text.end(), line_re);
+         it != std::sregex_iterator(); ++it) {
       const std::string layer = (*it)[1], kind = (*it)[2];
       const double peer_s = std::stod((*it)[3]) * 1e-3;
-      const std::string prefix = (kind == "forward" ? "BM_Conv2DForward" : "BM_Conv2DForwardBackward") +
-                                 std::string("/layer:") + layer + "/threads:" + std::to_string(threads);
+      const std::string prefix =
+          (kind == "forward" ? "BM_Conv2DForward" : "BM_Conv2DForwardBackward") +
+          std::string("/layer:") + layer + "/threads:" + std::to_string(threads);
       for (const Figure& f : figures) {
         if (f.name == prefix || f.name.starts_with(prefix + "/")) {
           out.push_back({f.name, f.seconds, "PyTorch F.conv2d " + kind, peer_s, ""});
@@ -218,11 +227,13 @@ bool json_lines_peer(const fs::path& script, bool quick, const std::vector<Figur
                      std::vector<Comparison>& out, std::vector<PeerStatus>& statuses) {
   int understood = 0;
   for (int threads : {1, 2}) {
-    const std::string cmd = "python3 " + quote(script.string()) + " --threads " + std::to_string(threads) +
+    const std::string cmd = "python3 " + quote(script.string()) + " --threads " +
+                            std::to_string(threads) +
                             (quick ? " --repetitions 1 --min-time 0.3" : "") + " 2>/dev/null";
     const Output o = capture(cmd);
     if (o.status != 0) {
-      statuses.push_back({script.filename().string(), str_cat("failed (exit ", o.status, ") at --threads ", threads)});
+      statuses.push_back({script.filename().string(),
+                          str_cat("failed (exit ", o.status, ") at --threads ", threads)});
       return true;
     }
     std::istringstream lines(o.text);
@@ -232,13 +243,15 @@ bool json_lines_peer(const fs::path& script, bool quick, const std::vector<Figur
       const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
       if (j.is_discarded() || !j.contains("figure")) continue;
       const std::string figure = j.at("figure").get<std::string>();
-      const std::string peer = j.value("peer", script.stem().string()) +
-                               (j.contains("torch") ? " (PyTorch " + j.at("torch").get<std::string>() + ")" : "");
+      const std::string peer =
+          j.value("peer", script.stem().string()) +
+          (j.contains("torch") ? " (PyTorch " + j.at("torch").get<std::string>() + ")" : "");
       for (const Figure& f : figures) {
         if (f.name != figure && !f.name.starts_with(figure + "/")) continue;
         Comparison c{f.name, f.seconds, peer};
         if (j.contains("seconds_per_step")) c.peer_seconds = j.at("seconds_per_step").get<double>();
-        if (j.contains("examples_per_second")) c.peer_rate = j.at("examples_per_second").get<double>();
+        if (j.contains("examples_per_second"))
+          c.peer_rate = j.at("examples_per_second").get<double>();
         c.figure_rate = f.examples_per_second;
         if (!c.ratio()) c.note = "no comparable measure";
         out.push_back(c);
@@ -303,9 +316,11 @@ int run_bench(const BenchOptions& o) {
       continue;
     }
     try {
-      for (Figure& f : parse_benchmark_json(p.filename().string(), out.text)) figures.push_back(std::move(f));
+      for (Figure& f : parse_benchmark_json(p.filename().string(), out.text))
+        figures.push_back(std::move(f));
     } catch (const nlohmann::json::exception& e) {
-      failures.push_back({p.filename().string(), str_cat("output is not benchmark JSON: ", e.what())});
+      failures.push_back(
+          {p.filename().string(), str_cat("output is not benchmark JSON: ", e.what())});
     }
   }
 
@@ -313,7 +328,8 @@ int run_bench(const BenchOptions& o) {
   in_program_peers(figures, comparisons);
   std::vector<PeerStatus> peers;
 #ifdef STRATA_SOURCE_DIR
-  const fs::path peers_dir = o.peers_dir.empty() ? fs::path(STRATA_SOURCE_DIR) / "bench" / "peers" : fs::path(o.peers_dir);
+  const fs::path peers_dir =
+      o.peers_dir.empty() ? fs::path(STRATA_SOURCE_DIR) / "bench" / "peers" : fs::path(o.peers_dir);
 #else
   const fs::path peers_dir = o.peers_dir;
 #endif
@@ -335,31 +351,35 @@ int run_bench(const BenchOptions& o) {
     } else {
       std::cerr << "bench: running peer " << script.filename().string() << "\n";
       if (!json_lines_peer(script, o.quick, figures, comparisons, peers)) {
-        peers.push_back({script.filename().string(), "ran, but printed no JSON line naming a figure"});
+        peers.push_back(
+            {script.filename().string(), "ran, but printed no JSON line naming a figure"});
       }
     }
   }
 
   std::ostream& out = std::cout;
-  out << "figures (" << figures.size() << " from " << programs.size() - failures.size() << " of " << programs.size()
-      << " programs in " << dir.string() << ")\n";
+  out << "figures (" << figures.size() << " from " << programs.size() - failures.size() << " of "
+      << programs.size() << " programs in " << dir.string() << ")\n";
   size_t width = 6;
   for (const Figure& f : figures) width = std::max(width, f.name.size());
   for (const Figure& f : figures) {
-    out << "  " << std::left << std::setw(static_cast<int>(width)) << f.name << "  " << human_time(f.seconds) << "\n";
+    out << "  " << std::left << std::setw(static_cast<int>(width)) << f.name << "  "
+        << human_time(f.seconds) << "\n";
   }
   out << "\ncomparisons (ratio = peer time / strata time; > 1: strata is faster)\n";
   if (comparisons.empty()) out << "  none (no figure has an installed peer)\n";
   for (const Comparison& c : comparisons) {
-    out << "  " << std::left << std::setw(static_cast<int>(width)) << c.figure << "  " << human_time(c.figure_seconds)
-        << "  vs " << c.peer << " ";
+    out << "  " << std::left << std::setw(static_cast<int>(width)) << c.figure << "  "
+        << human_time(c.figure_seconds) << "  vs " << c.peer << " ";
     if (c.ratio()) {
       if (c.figure_rate && c.peer_rate) {
-        out << std::fixed << std::setprecision(0) << *c.peer_rate << " examples/s vs strata " << *c.figure_rate;
+        out << std::fixed << std::setprecision(0) << *c.peer_rate << " examples/s vs strata "
+            << *c.figure_rate;
       } else {
         out << human_time(*c.peer_seconds);
       }
-      out << "  ratio " << std::fixed << std::setprecision(2) << *c.ratio() << std::defaultfloat << "\n";
+      out << "  ratio " << std::fixed << std::setprecision(2) << *c.ratio() << std::defaultfloat
+          << "\n";
     } else {
       out << "-  (" << c.note << ")\n";
     }
@@ -373,7 +393,8 @@ int run_bench(const BenchOptions& o) {
     nlohmann::json j;
     j["bench_dir"] = dir.string();
     j["figures"] = nlohmann::json::array();
-    for (const Figure& f : figures) j["figures"].push_back({{"program", f.program}, {"name", f.name}, {"seconds", f.seconds}});
+    for (const Figure& f : figures)
+      j["figures"].push_back({{"program", f.program}, {"name", f.name}, {"seconds", f.seconds}});
     j["comparisons"] = nlohmann::json::array();
     for (const Comparison& c : comparisons) {
       nlohmann::json e = {{"figure", c.figure}, {"seconds", c.figure_seconds}, {"peer", c.peer}};
@@ -388,9 +409,11 @@ int run_bench(const BenchOptions& o) {
       j["comparisons"].push_back(e);
     }
     j["peers"] = nlohmann::json::array();
-    for (const PeerStatus& p : peers) j["peers"].push_back({{"script", p.script}, {"status", p.status}});
+    for (const PeerStatus& p : peers)
+      j["peers"].push_back({{"script", p.script}, {"status", p.status}});
     j["failures"] = nlohmann::json::array();
-    for (const auto& [program, why] : failures) j["failures"].push_back({{"program", program}, {"error", why}});
+    for (const auto& [program, why] : failures)
+      j["failures"].push_back({{"program", program}, {"error", why}});
     write_atomically(o.out, j.dump(2) + "\n");
     out << "wrote " << o.out << "\n";
   }

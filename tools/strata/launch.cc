@@ -107,7 +107,8 @@ std::vector<int> pick_free_ports(int n) {
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     addr.sin_port = 0;
-    STRATA_CHECK(UNAVAILABLE, ::bind(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0,
+    STRATA_CHECK(UNAVAILABLE,
+                 ::bind(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0,
                  "launch: bind(127.0.0.1:0) failed: ", std::strerror(errno));
     socklen_t len = sizeof(addr);
     ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&addr), &len);
@@ -119,17 +120,19 @@ std::vector<int> pick_free_ports(int n) {
 
 int run_launch(const LaunchOptions& options) {
   STRATA_CHECK_ARG(options.nproc >= 1, "launch: --nproc must be >= 1, got ", options.nproc);
-  STRATA_CHECK_ARG(options.devices_per_worker >= 0, "launch: --devices-per-worker must be >= 0, got ",
-                   options.devices_per_worker);
+  STRATA_CHECK_ARG(options.devices_per_worker >= 0,
+                   "launch: --devices-per-worker must be >= 0, got ", options.devices_per_worker);
   STRATA_CHECK_ARG(!options.command.empty(), "launch: expected a program after --, got nothing");
 
   std::vector<std::string> addresses;
-  for (int port : pick_free_ports(options.nproc)) addresses.push_back("127.0.0.1:" + std::to_string(port));
+  for (int port : pick_free_ports(options.nproc))
+    addresses.push_back("127.0.0.1:" + std::to_string(port));
 
-  struct sigaction sa{};
+  struct sigaction sa {};
   sa.sa_handler = on_signal;
   sigemptyset(&sa.sa_mask);
-  struct sigaction old_int{}, old_term{};
+  struct sigaction old_int {
+  }, old_term{};
   sigaction(SIGINT, &sa, &old_int);
   sigaction(SIGTERM, &sa, &old_term);
 
@@ -142,13 +145,14 @@ int run_launch(const LaunchOptions& options) {
     Worker& w = workers[i];
     w.task = "worker:" + std::to_string(i);
     int out_pipe[2], err_pipe[2];
-    STRATA_CHECK(UNAVAILABLE, ::pipe(out_pipe) == 0 && ::pipe(err_pipe) == 0, "launch: pipe() failed: ",
-                 std::strerror(errno));
+    STRATA_CHECK(UNAVAILABLE, ::pipe(out_pipe) == 0 && ::pipe(err_pipe) == 0,
+                 "launch: pipe() failed: ", std::strerror(errno));
     // The child's environment: ours plus TF_CONFIG (and the device count).
     std::vector<std::string> env_strings;
     for (char** e = environ; *e != nullptr; ++e) {
       if (std::strncmp(*e, "TF_CONFIG=", 10) == 0) continue;
-      if (options.devices_per_worker > 0 && std::strncmp(*e, "STRATA_CPU_DEVICES=", 19) == 0) continue;
+      if (options.devices_per_worker > 0 && std::strncmp(*e, "STRATA_CPU_DEVICES=", 19) == 0)
+        continue;
       env_strings.emplace_back(*e);
     }
     env_strings.push_back("TF_CONFIG=" + make_tf_config(addresses, i));
@@ -180,7 +184,8 @@ int run_launch(const LaunchOptions& options) {
       }
       sigaction(SIGINT, &old_int, nullptr);
       sigaction(SIGTERM, &old_term, nullptr);
-      throw NotFoundError(str_cat("launch: cannot start '", options.command[0], "': ", std::strerror(rc)));
+      throw NotFoundError(
+          str_cat("launch: cannot start '", options.command[0], "': ", std::strerror(rc)));
     }
     w.running = true;
   }
@@ -191,8 +196,9 @@ int run_launch(const LaunchOptions& options) {
   auto stop_others = [&](int sig) {
     for (auto& w : workers)
       if (w.running) ::kill(w.pid, sig);
-    if (!stopping) kill_at = std::chrono::steady_clock::now() +
-                             std::chrono::milliseconds(static_cast<int>(options.grace_seconds * 1000));
+    if (!stopping)
+      kill_at = std::chrono::steady_clock::now() +
+                std::chrono::milliseconds(static_cast<int>(options.grace_seconds * 1000));
     stopping = true;
   };
 

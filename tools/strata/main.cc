@@ -42,12 +42,14 @@ int main(int argc, char** argv) {
   launch->add_option("--nproc", launch_options.nproc, "Number of worker processes")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
-  launch->add_option("--devices-per-worker", launch_options.devices_per_worker,
-                     "Logical CPU devices per worker (0 = the program's own choice)")
+  launch
+      ->add_option("--devices-per-worker", launch_options.devices_per_worker,
+                   "Logical CPU devices per worker (0 = the program's own choice)")
       ->capture_default_str()
       ->check(CLI::Range(0, 4096));
-  launch->add_option("--grace-seconds", launch_options.grace_seconds,
-                     "Seconds between SIGTERM and SIGKILL when stopping workers")
+  launch
+      ->add_option("--grace-seconds", launch_options.grace_seconds,
+                   "Seconds between SIGTERM and SIGKILL when stopping workers")
       ->capture_default_str();
   launch->add_option("command", launch_options.command, "-- PROGRAM ARGS...")->required();
   launch->prefix_command(false);
@@ -55,33 +57,40 @@ int main(int argc, char** argv) {
   strata::tools::TopologyOptions topology_options;
   CLI::App* topology = app.add_subcommand(
       "topology", "Print the local TPU system's mesh and a device assignment as grids");
-  topology->add_option("--tpu-topology", topology_options.tpu_topology,
-                       "Mesh shape XxYxZxC (default: from STRATA_TPU_TOPOLOGY or the devices)")
+  topology
+      ->add_option("--tpu-topology", topology_options.tpu_topology,
+                   "Mesh shape XxYxZxC (default: from STRATA_TPU_TOPOLOGY or the devices)")
       ->envname("STRATA_TPU_TOPOLOGY");
-  topology->add_option("--devices", topology_options.devices,
-                       "Logical devices to assume (default: this machine's)")
+  topology
+      ->add_option("--devices", topology_options.devices,
+                   "Logical devices to assume (default: this machine's)")
       ->check(CLI::Range(0, 4096));
-  topology->add_option("--computation-shape", topology_options.computation_shape,
-                       "Cores of one replica in x,y,z,core, e.g. 1,1,1,2")
+  topology
+      ->add_option("--computation-shape", topology_options.computation_shape,
+                   "Cores of one replica in x,y,z,core, e.g. 1,1,1,2")
       ->delimiter(',')
       ->expected(4);
-  topology->add_option("--computation-stride", topology_options.computation_stride,
-                       "Spacing of a replica's cores in x,y,z,core")
+  topology
+      ->add_option("--computation-stride", topology_options.computation_stride,
+                   "Spacing of a replica's cores in x,y,z,core")
       ->delimiter(',')
       ->expected(4);
-  topology->add_option("--num-replicas", topology_options.num_replicas,
-                       "Replicas (default: as many as fit)")
+  topology
+      ->add_option("--num-replicas", topology_options.num_replicas,
+                   "Replicas (default: as many as fit)")
       ->check(CLI::Range(0, 1 << 20));
 
   CLI::App* tfrecord = app.add_subcommand("tfrecord", "Convert, inspect and verify TFRecord files");
   tfrecord->require_subcommand(1);
   strata::tools::ConvertIdxOptions convert_options;
   CLI::App* convert = tfrecord->add_subcommand(
-      "convert-idx", "IDX images + labels -> TFRecord files of tf.Examples (image bytes, label int64)");
+      "convert-idx",
+      "IDX images + labels -> TFRecord files of tf.Examples (image bytes, label int64)");
   convert->add_option("images", convert_options.images, "IDX images file (optionally gzipped)")
       ->required();
   convert->add_option("labels", convert_options.labels, "IDX labels file")->required();
-  convert->add_option("out", convert_options.out, "Output path (a prefix when --shards > 1)")->required();
+  convert->add_option("out", convert_options.out, "Output path (a prefix when --shards > 1)")
+      ->required();
   convert->add_option("--shards", convert_options.shards, "Number of output files")
       ->capture_default_str()
       ->check(CLI::Range(1, 100000));
@@ -89,7 +98,8 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"", "ZLIB", "GZIP"}));
   std::string inspect_file, compression = "auto";
   int inspect_limit = 10;
-  CLI::App* inspect = tfrecord->add_subcommand("inspect", "Print records, decoding tf.Example features");
+  CLI::App* inspect =
+      tfrecord->add_subcommand("inspect", "Print records, decoding tf.Example features");
   inspect->add_option("file", inspect_file, "TFRecord file")->required();
   inspect->add_option("--limit", inspect_limit, "Records to show (0 = all)")
       ->capture_default_str()
@@ -107,14 +117,20 @@ int main(int argc, char** argv) {
   strata::tools::BenchOptions bench_options;
   CLI::App* bench = app.add_subcommand(
       "bench", "Run the benchmark programs and the installed peers; print figure, peer and ratio");
-  bench->add_flag("--quick", bench_options.quick, "Short runs (--benchmark_min_time=0.05, one peer repetition)");
-  bench->add_option("--bench-dir", bench_options.bench_dir,
-                    "Folder of the *_bench programs (default: build/bench beside this program)")
+  bench->add_flag("--quick", bench_options.quick,
+                  "Short runs (--benchmark_min_time=0.05, one peer repetition)");
+  bench
+      ->add_option("--bench-dir", bench_options.bench_dir,
+                   "Folder of the *_bench programs (default: build/bench beside this program)")
       ->check(CLI::ExistingDirectory);
-  bench->add_option("--peers-dir", bench_options.peers_dir, "Folder of the peer scripts (default: bench/peers)")
+  bench
+      ->add_option("--peers-dir", bench_options.peers_dir,
+                   "Folder of the peer scripts (default: bench/peers)")
       ->check(CLI::ExistingDirectory);
-  bench->add_option("--filter", bench_options.filter, "Only benchmarks matching this regex (--benchmark_filter)");
-  bench->add_option("--out", bench_options.out, "Also write the figures and comparisons as JSON here");
+  bench->add_option("--filter", bench_options.filter,
+                    "Only benchmarks matching this regex (--benchmark_filter)");
+  bench->add_option("--out", bench_options.out,
+                    "Also write the figures and comparisons as JSON here");
 
   try {
     app.parse(argc, argv);
@@ -147,7 +163,8 @@ int main(int argc, char** argv) {
       strata::tools::inspect_tfrecord(inspect_file, inspect_limit, compression, std::cout);
       return 0;
     }
-    if (verify->parsed()) return strata::tools::verify_tfrecords(verify_files, compression, std::cout) == 0 ? 0 : 1;
+    if (verify->parsed())
+      return strata::tools::verify_tfrecords(verify_files, compression, std::cout) == 0 ? 0 : 1;
     if (topology->parsed()) {
       std::cout << strata::tools::run_topology(topology_options);
       return 0;

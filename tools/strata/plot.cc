@@ -21,7 +21,8 @@ namespace {
 
 std::string lower_extension(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
-  std::transform(ext.begin(), ext.end(), ext.begin(), [](unsigned char c) { return std::tolower(c); });
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
   return ext;
 }
 
@@ -46,13 +47,14 @@ bool device_installed(const char* device) {
 struct Series {
   const char* key;
   const char* label;
-  PLINT color;   // index into colour map 0 as set below
-  PLINT style;   // 1 = solid (train), 2 = dashed (validation)
+  PLINT color;  // index into colour map 0 as set below
+  PLINT style;  // 1 = solid (train), 2 = dashed (validation)
 };
 
 // One panel: x = epochs, the series present in `history`, a legend.
-void draw_panel(const std::vector<int>& epochs, const std::map<std::string, std::vector<double>>& history,
-                const char* title, PLINT legend_position, const std::vector<Series>& series) {
+void draw_panel(const std::vector<int>& epochs,
+                const std::map<std::string, std::vector<double>>& history, const char* title,
+                PLINT legend_position, const std::vector<Series>& series) {
   std::vector<PLFLT> xs(epochs.begin(), epochs.end());
   for (PLFLT& x : xs) x += 1;  // Keras numbers epochs from 1 on screen
   double lo = std::numeric_limits<double>::infinity(), hi = -lo;
@@ -99,10 +101,11 @@ void draw_panel(const std::vector<int>& epochs, const std::map<std::string, std:
   std::vector<PLFLT> zerof(n, 0.0), ones(n, 1.0);
   std::vector<const char*> no_symbols(n, "");
   PLFLT legend_w = 0, legend_h = 0;
-  pllegend(&legend_w, &legend_h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX, PL_POSITION_INSIDE | legend_position, 0.02, 0.02,
-           0.1, 0, 1, 1, 0, 0, n, opts.data(), 1.0, 1.0, 2.0, 0.0, text_colors.data(), labels.data(),
-           zeros.data(), zeros.data(), zerof.data(), zerof.data(), colors.data(), styles.data(), widths.data(),
-           zeros.data(), zerof.data(), zeros.data(), no_symbols.data());
+  pllegend(&legend_w, &legend_h, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
+           PL_POSITION_INSIDE | legend_position, 0.02, 0.02, 0.1, 0, 1, 1, 0, 0, n, opts.data(),
+           1.0, 1.0, 2.0, 0.0, text_colors.data(), labels.data(), zeros.data(), zeros.data(),
+           zerof.data(), zerof.data(), colors.data(), styles.data(), widths.data(), zeros.data(),
+           zerof.data(), zeros.data(), no_symbols.data());
 }
 #endif
 
@@ -110,19 +113,21 @@ void draw_panel(const std::vector<int>& epochs, const std::map<std::string, std:
 
 std::string plot_format(const std::string& path) {
   const std::string ext = lower_extension(path);
-  STRATA_CHECK_ARG(ext == ".svg" || ext == ".png", "--plot: expected a file ending in .png or .svg, got '", path,
-                   "'");
+  STRATA_CHECK_ARG(ext == ".svg" || ext == ".png",
+                   "--plot: expected a file ending in .png or .svg, got '", path, "'");
   return ext.substr(1);
 }
 
 void check_can_plot(const std::string& path) {
   const std::string format = plot_format(path);
 #ifndef STRATA_HAVE_PLPLOT
-  STRATA_CHECK(UNIMPLEMENTED, false, "--plot: this strata was built without PLplot; install libplplot-dev",
-               format == "png" ? " and plplot-driver-cairo" : "", " (scripts/setup.sh does) and rebuild");
+  STRATA_CHECK(
+      UNIMPLEMENTED, false, "--plot: this strata was built without PLplot; install libplplot-dev",
+      format == "png" ? " and plplot-driver-cairo" : "", " (scripts/setup.sh does) and rebuild");
 #else
-  STRATA_CHECK(UNIMPLEMENTED, device_installed(device_for(format)), "--plot: PLplot's ", device_for(format),
-               " driver is not installed; install ", format == "png" ? "plplot-driver-cairo" : "libplplot17",
+  STRATA_CHECK(UNIMPLEMENTED, device_installed(device_for(format)), "--plot: PLplot's ",
+               device_for(format), " driver is not installed; install ",
+               format == "png" ? "plplot-driver-cairo" : "libplplot17",
                " (scripts/setup.sh does) or write .", format == "png" ? "svg" : "png");
 #endif
   const std::filesystem::path target = std::filesystem::absolute(path);
@@ -134,7 +139,8 @@ void plot_training_curves(const std::vector<int>& epochs,
                           const std::map<std::string, std::vector<double>>& history,
                           const std::string& path) {
   check_can_plot(path);
-  STRATA_CHECK_ARG(!epochs.empty(), "--plot: no epochs were trained in this run, nothing to plot to '", path, "'");
+  STRATA_CHECK_ARG(!epochs.empty(),
+                   "--plot: no epochs were trained in this run, nothing to plot to '", path, "'");
 #ifndef STRATA_HAVE_PLPLOT
   (void)history;
 #else

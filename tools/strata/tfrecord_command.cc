@@ -33,9 +33,8 @@ void print_values(const io::FeatureValues& v, std::ostream& out) {
       case io::FeatureDType::int64: out << v.int64_values[i]; break;
       case io::FeatureDType::string: {
         const std::string& s = v.string_values[i];
-        const bool printable = std::all_of(s.begin(), s.end(), [](unsigned char c) {
-          return c >= 32 && c < 127;
-        });
+        const bool printable =
+            std::all_of(s.begin(), s.end(), [](unsigned char c) { return c >= 32 && c < 127; });
         if (printable) {
           out << '"' << s.substr(0, 64) << (s.size() > 64 ? "...\"" : "\"");
         } else {
@@ -51,31 +50,34 @@ void print_values(const io::FeatureValues& v, std::ostream& out) {
 }  // namespace
 
 std::vector<std::string> convert_idx(const ConvertIdxOptions& options, std::ostream& log) {
-  STRATA_CHECK_ARG(options.shards >= 1, "tfrecord convert-idx: --shards must be >= 1, got ", options.shards);
+  STRATA_CHECK_ARG(options.shards >= 1, "tfrecord convert-idx: --shards must be >= 1, got ",
+                   options.shards);
   const io::IdxArray images = io::read_idx(options.images);
   const io::IdxArray labels = io::read_idx(options.labels);
-  STRATA_CHECK_ARG(!images.dims.empty() && labels.dims.size() == 1 && labels.dims[0] == images.dims[0],
-                   "tfrecord convert-idx: expected images [n, ...] and labels [n], got images ",
-                   images.dims, " (", options.images, ") and labels ", labels.dims, " (", options.labels,
-                   ")");
+  STRATA_CHECK_ARG(
+      !images.dims.empty() && labels.dims.size() == 1 && labels.dims[0] == images.dims[0],
+      "tfrecord convert-idx: expected images [n, ...] and labels [n], got images ", images.dims,
+      " (", options.images, ") and labels ", labels.dims, " (", options.labels, ")");
   const int64_t n = images.dims[0];
   const size_t pixels = n == 0 ? 0 : images.data.size() / n;
   std::vector<io::TFRecordWriter> writers;
   std::vector<std::string> paths;
   for (int s = 0; s < options.shards; ++s) {
     paths.push_back(shard_path(options.out, s, options.shards));
-    writers.emplace_back(paths.back(), io::TFRecordOptions{.compression_type = options.compression});
+    writers.emplace_back(paths.back(),
+                         io::TFRecordOptions{.compression_type = options.compression});
   }
   for (int64_t i = 0; i < n; ++i) {
     io::Example example;
-    example.set_bytes_list("image", {std::string(reinterpret_cast<const char*>(images.data.data()) + i * pixels,
-                                                 pixels)});
+    example.set_bytes_list(
+        "image",
+        {std::string(reinterpret_cast<const char*>(images.data.data()) + i * pixels, pixels)});
     example.set_int64_list("label", {static_cast<int64_t>(labels.data[i])});
     writers[i % options.shards].write(example.serialize());
   }
   for (auto& w : writers) w.close();
-  log << "wrote " << n << " examples (image: " << pixels << " bytes, label: int64) to " << paths.size()
-      << " file" << (paths.size() == 1 ? "" : "s") << "\n";
+  log << "wrote " << n << " examples (image: " << pixels << " bytes, label: int64) to "
+      << paths.size() << " file" << (paths.size() == 1 ? "" : "s") << "\n";
   for (const auto& p : paths) log << "  " << p << "\n";
   return paths;
 }

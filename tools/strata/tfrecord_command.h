@@ -2,9 +2,9 @@
 // `strata tfrecord`: convert IDX datasets to TFRecord files of tf.Examples,
 // inspect records, verify checksums.
 //
-//   strata tfrecord convert-idx train-images.gz train-labels.gz out.tfrecord --shards 4 --compression GZIP
-//   strata tfrecord inspect out.tfrecord-00000-of-00004 --limit 2
-//   strata tfrecord verify out.tfrecord-*      # exit 1 and the first corrupt offset per bad file
+//   strata tfrecord convert-idx train-images.gz train-labels.gz out.tfrecord --shards 4
+//   --compression GZIP strata tfrecord inspect out.tfrecord-00000-of-00004 --limit 2 strata
+//   tfrecord verify out.tfrecord-*      # exit 1 and the first corrupt offset per bad file
 
 #include <iosfwd>
 #include <string>

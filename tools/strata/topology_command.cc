@@ -23,7 +23,8 @@ std::string run_topology(const TopologyOptions& options) {
   if (devices == 0) devices = static_cast<int>(local_devices().size());
   tpu::Topology topology = tpu::local_topology(options.tpu_topology, devices);
   std::ostringstream os;
-  os << "topology (task:TPU ordinal at each coordinate)\n" << tpu::render_topology(topology) << "\n";
+  os << "topology (task:TPU ordinal at each coordinate)\n"
+     << tpu::render_topology(topology) << "\n";
   if (options.computation_shape.empty() && options.num_replicas == 0) {
     os << "default device assignment (every core a replica)\n"
        << tpu::render_device_assignment(tpu::DeviceAssignment::default_assignment(topology));
@@ -37,8 +38,8 @@ std::string run_topology(const TopologyOptions& options) {
     // As many replicas as the mesh holds blocks of the computation shape.
     int cores_per_replica = 1;
     for (int c : options.computation_shape) cores_per_replica *= c;
-    da_options.num_replicas = std::max(1, topology.num_tasks() * topology.num_tpus_per_task() /
-                                              std::max(1, cores_per_replica));
+    da_options.num_replicas = std::max(
+        1, topology.num_tasks() * topology.num_tpus_per_task() / std::max(1, cores_per_replica));
   }
   os << "device assignment (replica:logical core at each coordinate)\n"
      << tpu::render_device_assignment(tpu::DeviceAssignment::build(topology, da_options));

@@ -10,11 +10,11 @@
 namespace strata::tools {
 
 struct TopologyOptions {
-  std::string tpu_topology;             // "XxYxZxC"; empty = from the devices
-  int devices = 0;                      // logical devices to assume; 0 = this machine's
-  std::vector<int> computation_shape;   // empty = the default assignment (one core per replica)
+  std::string tpu_topology;            // "XxYxZxC"; empty = from the devices
+  int devices = 0;                     // logical devices to assume; 0 = this machine's
+  std::vector<int> computation_shape;  // empty = the default assignment (one core per replica)
   std::vector<int> computation_stride;
-  int num_replicas = 0;                 // 0 = as many as fit
+  int num_replicas = 0;  // 0 = as many as fit
 };
 
 // Returns the text to print; throws InvalidArgumentError for invalid options.

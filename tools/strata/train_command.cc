@@ -1,9 +1,9 @@
 #include "tools/strata/train_command.h"
 
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 #include <signal.h>
 #include <unistd.h>
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
 
 #include <atomic>
 #include <chrono>
@@ -44,7 +44,6 @@
 #include "tools/strata/plot.h"
 #include "tools/strata/tfrecord_command.h"
 
-
 namespace strata::tools {
 
 namespace {
@@ -66,7 +65,8 @@ std::atomic<bool> g_stopped_mid_epoch{false};
 
 extern "C" void on_sigint(int) {
   g_interrupted.store(true);
-  constexpr char kMsg[] = "\nstrata train: Ctrl-C: stopping after the current step (press again to abort)\n";
+  constexpr char kMsg[] =
+      "\nstrata train: Ctrl-C: stopping after the current step (press again to abort)\n";
   // write(2) is async-signal-safe; the result does not matter here.
   [[maybe_unused]] const ssize_t n = ::write(STDERR_FILENO, kMsg, sizeof(kMsg) - 1);
 }
@@ -105,7 +105,9 @@ class UnlessInterrupted : public keras::callbacks::Callback {
   void on_train_end(keras::Logs& logs) override {
     if (!g_stopped_mid_epoch.load()) bind(), inner_->on_train_end(logs);
   }
-  void on_epoch_begin(int epoch, keras::Logs& logs) override { bind(), inner_->on_epoch_begin(epoch, logs); }
+  void on_epoch_begin(int epoch, keras::Logs& logs) override {
+    bind(), inner_->on_epoch_begin(epoch, logs);
+  }
   void on_epoch_end(int epoch, keras::Logs& logs) override {
     if (!g_stopped_mid_epoch.load()) bind(), inner_->on_epoch_end(epoch, logs);
   }
@@ -177,7 +179,8 @@ struct Data {
 Split preprocess(const Tensor& images, const Tensor& labels, int64_t limit) {
   Tensor x = images, y = labels;
   if (limit > 0 && limit < x.shape()[0]) x = x.slice_rows(0, limit), y = y.slice_rows(0, limit);
-  return {strata::multiply(strata::cast(x, DType::float32), strata::constant(1.f / 255.f)), strata::cast(y, DType::int64)};
+  return {strata::multiply(strata::cast(x, DType::float32), strata::constant(1.f / 255.f)),
+          strata::cast(y, DType::int64)};
 }
 
 std::vector<std::string> matching_files(const std::string& pattern, const char* flag) {
@@ -187,8 +190,9 @@ std::vector<std::string> matching_files(const std::string& pattern, const char* 
       files.push_back(e[0].item<std::string>());
     }
   } catch (const InvalidArgumentError&) {
-    throw NotFoundError(str_cat(flag, ": no files match '", pattern,
-                                "' (write them with `strata tfrecord convert-idx IMAGES LABELS OUT`)"));
+    throw NotFoundError(
+        str_cat(flag, ": no files match '", pattern,
+                "' (write them with `strata tfrecord convert-idx IMAGES LABELS OUT`)"));
   }
   return files;
 }
@@ -202,7 +206,8 @@ Split load_tfrecords(const std::string& pattern, const char* flag, int64_t limit
   std::vector<uint8_t> pixels;
   std::vector<int64_t> labels;
   for (const std::string& file : matching_files(pattern, flag)) {
-    const data::Dataset records = data::TFRecordDataset({file}, {.compression_type = detect_compression(file)});
+    const data::Dataset records =
+        data::TFRecordDataset({file}, {.compression_type = detect_compression(file)});
     int64_t index = 0;
     for (const data::Element& e : records) {
       if (limit > 0 && static_cast<int64_t>(labels.size()) == limit) break;
@@ -210,7 +215,8 @@ Split load_tfrecords(const std::string& pattern, const char* flag, int64_t limit
       try {
         f = io::parse_single_example(e[0].item<std::string>(), specs);
       } catch (const InvalidArgumentError& err) {
-        throw DataLossError(str_cat(flag, ": ", file, " record ", index, " is not an image example: ", err.what()));
+        throw DataLossError(
+            str_cat(flag, ": ", file, " record ", index, " is not an image example: ", err.what()));
       }
       const std::string& image = f.at("image").values.string_values.at(0);
       const int64_t label = f.at("label").values.int64_values.at(0);
@@ -225,8 +231,8 @@ Split load_tfrecords(const std::string& pattern, const char* flag, int64_t limit
   }
   const auto n = static_cast<int64_t>(labels.size());
   STRATA_CHECK(NOT_FOUND, n > 0, flag, ": the files matching '", pattern, "' hold no records");
-  return preprocess(strata::constant(pixels, TensorShape({n, 28, 28})), strata::constant(labels, TensorShape({n})),
-                    0);
+  return preprocess(strata::constant(pixels, TensorShape({n, 28, 28})),
+                    strata::constant(labels, TensorShape({n})), 0);
 }
 
 Data load(const TrainOptions& o) {
@@ -242,7 +248,8 @@ Data load(const TrainOptions& o) {
   }
   if (!o.tfrecord.empty()) {
     d.train = load_tfrecords(o.tfrecord, "--tfrecord", o.limit_examples);
-    d.source = "TFRecord files " + o.tfrecord + (o.tfrecord_test.empty() ? ", test set from " + d.source : "");
+    d.source = "TFRecord files " + o.tfrecord +
+               (o.tfrecord_test.empty() ? ", test set from " + d.source : "");
   }
   if (!o.tfrecord_test.empty()) {
     d.test = load_tfrecords(o.tfrecord_test, "--tfrecord-test", o.limit_examples);
@@ -272,7 +279,7 @@ void configure_devices(const TrainOptions& o) {
   }
   if (n > 0) {
     config::set_logical_device_configuration(config::list_physical_devices("CPU").at(0),
-                                              std::vector<config::LogicalDeviceConfiguration>(n));
+                                             std::vector<config::LogicalDeviceConfiguration>(n));
   }
 }
 
@@ -291,12 +298,14 @@ std::unique_ptr<sd::Strategy> make_strategy(const TrainOptions& o) {
     // when TF_CONFIG names a worker job, which Strata's TPU system cannot
     // address yet (tpu_system.h: local system only).
     const sd::cluster_resolver::TPUClusterResolver resolver("");
-    STRATA_CHECK(UNIMPLEMENTED, resolver.cluster_spec().empty(),
-                 "--strategy tpu: TPUClusterResolver(\"\") found a multi-host pod in TF_CONFIG (master ",
-                 resolver.master(), "); only the local TPU system is supported, unset TF_CONFIG");
+    STRATA_CHECK(
+        UNIMPLEMENTED, resolver.cluster_spec().empty(),
+        "--strategy tpu: TPUClusterResolver(\"\") found a multi-host pod in TF_CONFIG (master ",
+        resolver.master(), "); only the local TPU system is supported, unset TF_CONFIG");
     config::experimental_connect_to_cluster();
     const tpu::Topology topology = tpu::initialize_tpu_system();
-    if (o.computation_shape.empty() && o.num_replicas == 0) return std::make_unique<sd::TPUStrategy>();
+    if (o.computation_shape.empty() && o.num_replicas == 0)
+      return std::make_unique<sd::TPUStrategy>();
     tpu::DeviceAssignmentOptions da{.computation_shape = o.computation_shape};
     if (da.computation_shape.empty()) da.computation_shape = {1, 1, 1, 1};
     if (o.num_replicas > 0) {
@@ -304,11 +313,13 @@ std::unique_ptr<sd::Strategy> make_strategy(const TrainOptions& o) {
     } else {
       int cores_per_replica = 1;
       for (int c : da.computation_shape) cores_per_replica *= c;
-      da.num_replicas = std::max(1, topology.num_tasks() * topology.num_tpus_per_task() / cores_per_replica);
+      da.num_replicas =
+          std::max(1, topology.num_tasks() * topology.num_tpus_per_task() / cores_per_replica);
     }
     return std::make_unique<sd::TPUStrategy>(tpu::DeviceAssignment::build(topology, da));
   }
-  STRATA_CHECK_ARG(false, "--strategy: expected default, one_device, mirrored, multi_worker or tpu, got '",
+  STRATA_CHECK_ARG(false,
+                   "--strategy: expected default, one_device, mirrored, multi_worker or tpu, got '",
                    o.strategy, "'");
   return nullptr;
 }
@@ -333,7 +344,8 @@ std::string fixed(double v, int digits) {
 
 void validate_train_options(const TrainOptions& o) {
   if (!o.tpu_topology.empty()) {
-    STRATA_CHECK_ARG(o.strategy == "tpu", "--tpu-topology is for --strategy tpu, got --strategy ", o.strategy);
+    STRATA_CHECK_ARG(o.strategy == "tpu", "--tpu-topology is for --strategy tpu, got --strategy ",
+                     o.strategy);
     try {
       tpu::parse_mesh_shape(o.tpu_topology);
     } catch (const InvalidArgumentError& e) {
@@ -341,14 +353,16 @@ void validate_train_options(const TrainOptions& o) {
     }
   }
   STRATA_CHECK_ARG(o.strategy == "tpu" || (o.computation_shape.empty() && o.num_replicas == 0),
-                   "--computation-shape and --num-replicas are for --strategy tpu, got --strategy ", o.strategy);
+                   "--computation-shape and --num-replicas are for --strategy tpu, got --strategy ",
+                   o.strategy);
   STRATA_CHECK_ARG(o.devices <= 1 || o.strategy != "default",
                    "--strategy default runs on one device, got --devices ", o.devices,
                    " (use --strategy mirrored)");
   if (!o.plot.empty()) check_can_plot(o.plot);
-  STRATA_CHECK_ARG(o.tfrecord_test.empty() || !o.tfrecord.empty(),
-                   "--tfrecord-test needs --tfrecord (the training files), got only --tfrecord-test ",
-                   o.tfrecord_test);
+  STRATA_CHECK_ARG(
+      o.tfrecord_test.empty() || !o.tfrecord.empty(),
+      "--tfrecord-test needs --tfrecord (the training files), got only --tfrecord-test ",
+      o.tfrecord_test);
 }
 
 CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
@@ -360,36 +374,49 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
   train->add_option("--strategy", o.strategy, "default, one_device, mirrored, multi_worker or tpu")
       ->capture_default_str()
       ->check(CLI::IsMember({"default", "one_device", "mirrored", "multi_worker", "tpu"}));
-  train->add_option("--devices", o.devices,
-                    "Logical CPU devices (default: one per core for mirrored/tpu, the mesh's cores with "
-                    "--tpu-topology, 1 otherwise)")
+  train
+      ->add_option(
+          "--devices", o.devices,
+          "Logical CPU devices (default: one per core for mirrored/tpu, the mesh's cores with "
+          "--tpu-topology, 1 otherwise)")
       ->check(CLI::Range(1, 4096));
-  train->add_option("--tpu-topology", o.tpu_topology, "tpu: mesh shape XxYxZxC (default: from the devices)");
-  train->add_option("--computation-shape", o.computation_shape, "tpu: cores of one replica in x,y,z,core")
+  train->add_option("--tpu-topology", o.tpu_topology,
+                    "tpu: mesh shape XxYxZxC (default: from the devices)");
+  train
+      ->add_option("--computation-shape", o.computation_shape,
+                   "tpu: cores of one replica in x,y,z,core")
       ->delimiter(',')
       ->expected(4);
   train->add_option("--num-replicas", o.num_replicas, "tpu: replicas (default: as many as fit)")
       ->check(CLI::Range(1, 1 << 20));
-  train->add_option("--epochs", o.epochs, "Epochs to train")->capture_default_str()->check(CLI::Range(1, 1000000));
+  train->add_option("--epochs", o.epochs, "Epochs to train")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1000000));
   train->add_option("--batch-size", o.batch_size, "Global batch size (split across the replicas)")
       ->capture_default_str()
       ->check(CLI::Range(1, 1 << 24));
-  train->add_option("--learning-rate", o.learning_rate, "Learning rate (default: 0.001 for adam, 0.01 for sgd)")
+  train
+      ->add_option("--learning-rate", o.learning_rate,
+                   "Learning rate (default: 0.001 for adam, 0.01 for sgd)")
       ->check(CLI::PositiveNumber);
   train->add_option("--optimizer", o.optimizer, "adam or sgd (momentum 0.9)")
       ->capture_default_str()
       ->check(CLI::IsMember({"adam", "sgd"}));
-  train->add_option("--seed", o.seed, "Seed of the initial weights and the shuffling")->capture_default_str();
-  train->add_option("--data-dir", o.data_dir,
-                    "Folder of the Fashion-MNIST IDX files (default: $STRATA_DATA_DIR, else "
-                    "/usr/share/datasets/fashion-mnist)")
+  train->add_option("--seed", o.seed, "Seed of the initial weights and the shuffling")
+      ->capture_default_str();
+  train
+      ->add_option("--data-dir", o.data_dir,
+                   "Folder of the Fashion-MNIST IDX files (default: $STRATA_DATA_DIR, else "
+                   "/usr/share/datasets/fashion-mnist)")
       ->check(CLI::ExistingDirectory);
-  train->add_option("--tfrecord", o.tfrecord,
-                    "Train from TFRecord files matching this glob (tf.Examples: image bytes, label int64)");
+  train->add_option(
+      "--tfrecord", o.tfrecord,
+      "Train from TFRecord files matching this glob (tf.Examples: image bytes, label int64)");
   train->add_option("--tfrecord-test", o.tfrecord_test,
                     "Test TFRecord files (default: the IDX test set)");
-  train->add_option("--checkpoint-dir", o.checkpoint_dir,
-                    "Back up after every epoch and resume from the backup there (BackupAndRestore)");
+  train->add_option(
+      "--checkpoint-dir", o.checkpoint_dir,
+      "Back up after every epoch and resume from the backup there (BackupAndRestore)");
   train->add_option("--log-dir", o.log_dir, "Write TensorBoard event files and metrics.csv here");
   train->add_option("--plot", o.plot, "Draw loss and accuracy per epoch to this .png or .svg file")
       ->check(CLI::Validator(
@@ -404,10 +431,13 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
           },
           "FILE.png|FILE.svg"));
   train->add_flag("--json", o.json, "Print only one JSON line of final metrics on stdout");
-  train->add_option("--limit-examples", o.limit_examples,
-                    "Use only the first N training and N test examples (quick runs, tests)")
+  train
+      ->add_option("--limit-examples", o.limit_examples,
+                   "Use only the first N training and N test examples (quick runs, tests)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
-  train->add_option("--steps-per-epoch", o.steps_per_epoch, "Steps per epoch (default: the whole training set)")
+  train
+      ->add_option("--steps-per-epoch", o.steps_per_epoch,
+                   "Steps per epoch (default: the whole training set)")
       ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
   return train;
 }
@@ -429,7 +459,8 @@ int run_train(const TrainOptions& o) {
   // plot, and draws the progress bar (TF's should_checkpoint/should_save_summary).
   const bool chief = strategy.extended().should_checkpoint();
   std::string task;
-  if (const auto* resolver = strategy.cluster_resolver(); resolver != nullptr && resolver->task_type()) {
+  if (const auto* resolver = strategy.cluster_resolver();
+      resolver != nullptr && resolver->task_type()) {
     task = *resolver->task_type() + ":" + std::to_string(resolver->task_id().value_or(0));
   }
   const bool human = !o.json;
@@ -446,7 +477,8 @@ int run_train(const TrainOptions& o) {
                     // The loss as a function of (labels, logits): compile reduces it
                     // with SUM_OVER_BATCH_SIZE and fit scales it for the replicas.
                     .loss = keras::LossFunction([](const Tensor& labels, const Tensor& logits) {
-                      return keras::losses::sparse_categorical_crossentropy(labels, logits, {.from_logits = true});
+                      return keras::losses::sparse_categorical_crossentropy(labels, logits,
+                                                                            {.from_logits = true});
                     }),
                     .metrics = {"accuracy"},
                     .seed = o.seed});
@@ -454,30 +486,34 @@ int run_train(const TrainOptions& o) {
   const int replicas = strategy.num_replicas_in_sync();
   if (show_progress) {
     const std::vector<std::string> devices = strategy_devices(strategy);
-    out << "strategy: " << (owned ? strategy.name() : std::string("default (no distribution)")) << ", "
-        << replicas << " replica" << (replicas == 1 ? "" : "s") << " on " << devices.size() << " device"
-        << (devices.size() == 1 ? "" : "s") << "\n";
+    out << "strategy: " << (owned ? strategy.name() : std::string("default (no distribution)"))
+        << ", " << replicas << " replica" << (replicas == 1 ? "" : "s") << " on " << devices.size()
+        << " device" << (devices.size() == 1 ? "" : "s") << "\n";
     for (const std::string& d : devices) out << "  " << d << "\n";
-    out << "data: " << data.source << ": " << n_train << " training, " << n_test << " test examples\n";
-    out << "model: " << o.model << ", optimizer " << o.optimizer << " (learning rate " << lr << "), global batch "
-        << o.batch_size;
-    if (replicas > 1) out << " (" << o.batch_size / replicas << (o.batch_size % replicas ? "+" : "") << " per replica)";
-    out << ", " << o.epochs << " epoch" << (o.epochs == 1 ? "" : "s") << ", seed " << o.seed << "\n";
+    out << "data: " << data.source << ": " << n_train << " training, " << n_test
+        << " test examples\n";
+    out << "model: " << o.model << ", optimizer " << o.optimizer << " (learning rate " << lr
+        << "), global batch " << o.batch_size;
+    if (replicas > 1)
+      out << " (" << o.batch_size / replicas << (o.batch_size % replicas ? "+" : "")
+          << " per replica)";
+    out << ", " << o.epochs << " epoch" << (o.epochs == 1 ? "" : "s") << ", seed " << o.seed
+        << "\n";
     model->summary(out);
     out.flush();
   }
 
   std::vector<keras::callbacks::CallbackPtr> callbacks;
-  callbacks.push_back(keras::callbacks::LambdaCallback(
-      {.on_batch_end = [&model](int64_t, keras::Logs&) {
+  callbacks.push_back(
+      keras::callbacks::LambdaCallback({.on_batch_end = [&model](int64_t, keras::Logs&) {
         if (g_interrupted.load()) {
           model->stop_training = true;
           g_stopped_mid_epoch.store(true);
         }
       }}));
-  auto meter = std::make_shared<ThroughputMeter>(o.batch_size, o.steps_per_epoch > 0
-                                                                   ? std::min(n_train, o.steps_per_epoch * o.batch_size)
-                                                                   : n_train);
+  auto meter = std::make_shared<ThroughputMeter>(
+      o.batch_size,
+      o.steps_per_epoch > 0 ? std::min(n_train, o.steps_per_epoch * o.batch_size) : n_train);
   callbacks.push_back(meter);
   std::shared_ptr<keras::callbacks::BackupAndRestoreCallback> backup;
   bool resuming = false;
@@ -502,9 +538,11 @@ int run_train(const TrainOptions& o) {
   if (write_logs) {
     std::filesystem::create_directories(o.log_dir);
     csv_path = (std::filesystem::path(o.log_dir) / "metrics.csv").string();
-    callbacks.push_back(std::make_shared<UnlessInterrupted>(keras::callbacks::TensorBoard({.log_dir = o.log_dir})));
+    callbacks.push_back(
+        std::make_shared<UnlessInterrupted>(keras::callbacks::TensorBoard({.log_dir = o.log_dir})));
     // A resumed run appends to the rows of the epochs already done.
-    callbacks.push_back(std::make_shared<UnlessInterrupted>(keras::callbacks::CSVLogger(csv_path, ",", resuming)));
+    callbacks.push_back(
+        std::make_shared<UnlessInterrupted>(keras::callbacks::CSVLogger(csv_path, ",", resuming)));
   }
 
   keras::History history;
@@ -524,10 +562,13 @@ int run_train(const TrainOptions& o) {
   const std::optional<int> resumed_at = backup ? backup->resumed_epoch() : std::nullopt;
 
   keras::Logs test;
-  if (!interrupted) test = model->evaluate(data.test.x, data.test.y, {.batch_size = o.batch_size, .verbose = 0});
-  if (write_plot && !interrupted && !history.epoch.empty()) plot_training_curves(history.epoch, history.history, o.plot);
+  if (!interrupted)
+    test = model->evaluate(data.test.x, data.test.y, {.batch_size = o.batch_size, .verbose = 0});
+  if (write_plot && !interrupted && !history.epoch.empty())
+    plot_training_curves(history.epoch, history.history, o.plot);
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
-  const double throughput = meter->seconds() > 0 ? double(meter->examples()) / meter->seconds() : 0.0;
+  const double throughput =
+      meter->seconds() > 0 ? double(meter->examples()) / meter->seconds() : 0.0;
   const int last_epoch = history.epoch.empty() ? resumed_at.value_or(0) : history.epoch.back() + 1;
 
   if (o.json) {
@@ -558,27 +599,30 @@ int run_train(const TrainOptions& o) {
     if (!task.empty()) out << "task " << task << (chief ? " (chief)" : "") << "\n";
     if (resumed_at) out << "resumed from the checkpoint after epoch " << *resumed_at << "\n";
     if (interrupted) {
-      out << "interrupted by Ctrl-C during epoch " << last_epoch << "; the partial epoch was not saved\n";
+      out << "interrupted by Ctrl-C during epoch " << last_epoch
+          << "; the partial epoch was not saved\n";
     } else {
-      out << "test accuracy " << fixed(test.at("accuracy"), 4) << ", test loss " << fixed(test.at("loss"), 4)
-          << " (" << n_test << " examples)\n";
+      out << "test accuracy " << fixed(test.at("accuracy"), 4) << ", test loss "
+          << fixed(test.at("loss"), 4) << " (" << n_test << " examples)\n";
     }
     out << "trained " << meter->epochs() << " epoch" << (meter->epochs() == 1 ? "" : "s") << " ("
-        << meter->examples() << " examples) in " << fixed(meter->seconds(), 1) << " s: " << fixed(throughput, 0)
-        << " examples/s; wall time " << fixed(wall, 1) << " s\n";
+        << meter->examples() << " examples) in " << fixed(meter->seconds(), 1)
+        << " s: " << fixed(throughput, 0) << " examples/s; wall time " << fixed(wall, 1) << " s\n";
     if (backup) {
       if (std::filesystem::exists(backup->backup_path())) {
-        out << "checkpoint: " << backup->backup_path() << " (rerun the same command to resume, or add --epochs)\n";
+        out << "checkpoint: " << backup->backup_path()
+            << " (rerun the same command to resume, or add --epochs)\n";
       } else {
         out << "checkpoint: none written yet in " << o.checkpoint_dir << " (no epoch completed)\n";
       }
     }
     if (write_logs) {
-      out << "logs: " << o.log_dir << " (TensorBoard: tensorboard --logdir " << o.log_dir << "; " << csv_path
-          << ")\n";
+      out << "logs: " << o.log_dir << " (TensorBoard: tensorboard --logdir " << o.log_dir << "; "
+          << csv_path << ")\n";
     }
     if (write_plot && !interrupted) {
-      out << "plot: " << (history.epoch.empty() ? "not drawn (no epochs trained in this run)" : o.plot) << "\n";
+      out << "plot: "
+          << (history.epoch.empty() ? "not drawn (no epochs trained in this run)" : o.plot) << "\n";
     }
   }
   out.flush();

@@ -30,26 +30,26 @@ class App;
 namespace strata::tools {
 
 struct TrainOptions {
-  std::string model = "mlp";                 // mlp | cnn (tools/strata/models.h)
-  std::string strategy = "mirrored";         // default | one_device | mirrored | multi_worker | tpu
-  int devices = 0;                           // logical CPU devices; 0 = the strategy's default (below)
-  std::string tpu_topology = "";             // XxYxZxC for --strategy tpu; "" = from the devices
-  std::vector<int> computation_shape = {};   // tpu: cores of one replica (x, y, z, core)
-  int num_replicas = 0;                      // tpu: replicas; 0 = as many as fit
+  std::string model = "mlp";          // mlp | cnn (tools/strata/models.h)
+  std::string strategy = "mirrored";  // default | one_device | mirrored | multi_worker | tpu
+  int devices = 0;                    // logical CPU devices; 0 = the strategy's default (below)
+  std::string tpu_topology = "";      // XxYxZxC for --strategy tpu; "" = from the devices
+  std::vector<int> computation_shape = {};  // tpu: cores of one replica (x, y, z, core)
+  int num_replicas = 0;                     // tpu: replicas; 0 = as many as fit
   int epochs = 5;
-  int batch_size = 128;                      // global: split across the replicas
-  double learning_rate = 0;                  // 0 = the optimizer's default here (adam 0.001, sgd 0.01)
-  std::string optimizer = "adam";            // adam | sgd (sgd uses momentum 0.9)
-  uint64_t seed = 1;                         // weights and shuffling
-  std::string data_dir = "";                 // "" = $STRATA_DATA_DIR, else Debian's folder
-  std::string tfrecord = "";                 // glob of training TFRecord files
-  std::string tfrecord_test = "";            // glob of test TFRecord files; "" = the IDX test set
-  std::string checkpoint_dir = "";           // BackupAndRestore folder; "" = none
-  std::string log_dir = "";                  // TensorBoard events + metrics.csv; "" = none
-  std::string plot = "";                     // .png or .svg; "" = none
-  bool json = false;                         // one JSON line on stdout instead of the human output
-  int64_t limit_examples = 0;                // use only the first N train and test examples; 0 = all
-  int64_t steps_per_epoch = 0;               // 0 = whole epochs
+  int batch_size = 128;             // global: split across the replicas
+  double learning_rate = 0;         // 0 = the optimizer's default here (adam 0.001, sgd 0.01)
+  std::string optimizer = "adam";   // adam | sgd (sgd uses momentum 0.9)
+  uint64_t seed = 1;                // weights and shuffling
+  std::string data_dir = "";        // "" = $STRATA_DATA_DIR, else Debian's folder
+  std::string tfrecord = "";        // glob of training TFRecord files
+  std::string tfrecord_test = "";   // glob of test TFRecord files; "" = the IDX test set
+  std::string checkpoint_dir = "";  // BackupAndRestore folder; "" = none
+  std::string log_dir = "";         // TensorBoard events + metrics.csv; "" = none
+  std::string plot = "";            // .png or .svg; "" = none
+  bool json = false;                // one JSON line on stdout instead of the human output
+  int64_t limit_examples = 0;       // use only the first N train and test examples; 0 = all
+  int64_t steps_per_epoch = 0;      // 0 = whole epochs
 };
 
 // Registers the `train` subcommand and its flags on `app`, filling `options`.
@@ -61,8 +61,8 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& options);
 // (their own error codes), so a long run does not fail at its end.
 void validate_train_options(const TrainOptions& options);
 
-// Runs the training (validating the options first); returns the exit status (0, or 130 after Ctrl-C). Throws
-// InvalidArgumentError for invalid options and other strata::Errors for failures.
+// Runs the training (validating the options first); returns the exit status (0, or 130 after
+// Ctrl-C). Throws InvalidArgumentError for invalid options and other strata::Errors for failures.
 int run_train(const TrainOptions& options);
 
 }  // namespace strata::tools

@@ -10,11 +10,13 @@
 
 namespace strata::keras::callbacks {
 
-BackupAndRestoreCallback::BackupAndRestoreCallback(std::string backup_dir, const BackupAndRestoreOptions& options)
+BackupAndRestoreCallback::BackupAndRestoreCallback(std::string backup_dir,
+                                                   const BackupAndRestoreOptions& options)
     : backup_dir_(std::move(backup_dir)), options_(options) {
   STRATA_CHECK_ARG(!backup_dir_.empty(), "BackupAndRestore: backup_dir is empty");
   STRATA_CHECK(UNIMPLEMENTED, !options.save_before_preemption,
-               "BackupAndRestore: save_before_preemption needs preemption notices, which Strata does not receive");
+               "BackupAndRestore: save_before_preemption needs preemption notices, which Strata "
+               "does not receive");
 }
 
 std::shared_ptr<BackupAndRestoreCallback> BackupAndRestore(std::string backup_dir,

@@ -33,7 +33,7 @@ namespace strata::keras::callbacks {
 struct BackupAndRestoreOptions {
   SaveFreq save_freq = {};
   bool delete_checkpoint = true;
-  bool save_before_preemption = false;   // true: UnimplementedError (no preemption notices)
+  bool save_before_preemption = false;  // true: UnimplementedError (no preemption notices)
 };
 
 class BackupAndRestoreCallback : public Callback {
@@ -58,7 +58,7 @@ class BackupAndRestoreCallback : public Callback {
   std::optional<int> resumed_epoch_;
 };
 
-std::shared_ptr<BackupAndRestoreCallback> BackupAndRestore(std::string backup_dir,
-                                                           const BackupAndRestoreOptions& options = {});
+std::shared_ptr<BackupAndRestoreCallback> BackupAndRestore(
+    std::string backup_dir, const BackupAndRestoreOptions& options = {});
 
 }  // namespace strata::keras::callbacks

@@ -55,7 +55,8 @@ void Logs::erase(const std::string& name) {
 
 namespace callbacks {
 
-CallbackList::CallbackList(std::vector<CallbackPtr> callbacks, Model* model, const CallbackParams& params)
+CallbackList::CallbackList(std::vector<CallbackPtr> callbacks, Model* model,
+                           const CallbackParams& params)
     : model_(model), params_(params) {
   for (CallbackPtr& cb : callbacks) append(std::move(cb));
 }
@@ -67,23 +68,39 @@ void CallbackList::append(CallbackPtr callback) {
   callbacks_.push_back(std::move(callback));
 }
 
-#define STRATA_DISPATCH(hook, ...)                       \
+#define STRATA_DISPATCH(hook, ...) \
   for (const CallbackPtr& cb : callbacks_) cb->hook(__VA_ARGS__)
 
 void CallbackList::on_train_begin(Logs& logs) { STRATA_DISPATCH(on_train_begin, logs); }
 void CallbackList::on_train_end(Logs& logs) { STRATA_DISPATCH(on_train_end, logs); }
-void CallbackList::on_epoch_begin(int epoch, Logs& logs) { STRATA_DISPATCH(on_epoch_begin, epoch, logs); }
-void CallbackList::on_epoch_end(int epoch, Logs& logs) { STRATA_DISPATCH(on_epoch_end, epoch, logs); }
-void CallbackList::on_train_batch_begin(int64_t batch, Logs& logs) { STRATA_DISPATCH(on_train_batch_begin, batch, logs); }
-void CallbackList::on_train_batch_end(int64_t batch, Logs& logs) { STRATA_DISPATCH(on_train_batch_end, batch, logs); }
+void CallbackList::on_epoch_begin(int epoch, Logs& logs) {
+  STRATA_DISPATCH(on_epoch_begin, epoch, logs);
+}
+void CallbackList::on_epoch_end(int epoch, Logs& logs) {
+  STRATA_DISPATCH(on_epoch_end, epoch, logs);
+}
+void CallbackList::on_train_batch_begin(int64_t batch, Logs& logs) {
+  STRATA_DISPATCH(on_train_batch_begin, batch, logs);
+}
+void CallbackList::on_train_batch_end(int64_t batch, Logs& logs) {
+  STRATA_DISPATCH(on_train_batch_end, batch, logs);
+}
 void CallbackList::on_test_begin(Logs& logs) { STRATA_DISPATCH(on_test_begin, logs); }
 void CallbackList::on_test_end(Logs& logs) { STRATA_DISPATCH(on_test_end, logs); }
-void CallbackList::on_test_batch_begin(int64_t batch, Logs& logs) { STRATA_DISPATCH(on_test_batch_begin, batch, logs); }
-void CallbackList::on_test_batch_end(int64_t batch, Logs& logs) { STRATA_DISPATCH(on_test_batch_end, batch, logs); }
+void CallbackList::on_test_batch_begin(int64_t batch, Logs& logs) {
+  STRATA_DISPATCH(on_test_batch_begin, batch, logs);
+}
+void CallbackList::on_test_batch_end(int64_t batch, Logs& logs) {
+  STRATA_DISPATCH(on_test_batch_end, batch, logs);
+}
 void CallbackList::on_predict_begin(Logs& logs) { STRATA_DISPATCH(on_predict_begin, logs); }
 void CallbackList::on_predict_end(Logs& logs) { STRATA_DISPATCH(on_predict_end, logs); }
-void CallbackList::on_predict_batch_begin(int64_t batch, Logs& logs) { STRATA_DISPATCH(on_predict_batch_begin, batch, logs); }
-void CallbackList::on_predict_batch_end(int64_t batch, Logs& logs) { STRATA_DISPATCH(on_predict_batch_end, batch, logs); }
+void CallbackList::on_predict_batch_begin(int64_t batch, Logs& logs) {
+  STRATA_DISPATCH(on_predict_batch_begin, batch, logs);
+}
+void CallbackList::on_predict_batch_end(int64_t batch, Logs& logs) {
+  STRATA_DISPATCH(on_predict_batch_end, batch, logs);
+}
 
 #undef STRATA_DISPATCH
 

@@ -64,7 +64,7 @@ namespace callbacks {
 struct CallbackParams {
   int verbose = 1;
   int epochs = 1;
-  std::optional<int64_t> steps = std::nullopt;   // steps per epoch when known
+  std::optional<int64_t> steps = std::nullopt;  // steps per epoch when known
 };
 
 class Callback {

@@ -57,14 +57,16 @@ class CallbacksTest : public ::testing::Test {
 
 // Sets the logs' `name` to values[epoch] before later callbacks see them.
 CallbackPtr override_log(const std::string& name, std::vector<double> values) {
-  return LambdaCallback({.on_epoch_end = [name, values](int epoch, Logs& logs) { logs.set(name, values[epoch]); }});
+  return LambdaCallback(
+      {.on_epoch_end = [name, values](int epoch, Logs& logs) { logs.set(name, values[epoch]); }});
 }
 
 TEST(FormatFilepathTest, FollowsPythonFormatSpecs) {
   const Logs logs{{"loss", 0.5}, {"val_loss", 0.12345}};
   EXPECT_EQ(format_filepath("w-{epoch:02d}-{val_loss:.2f}.h5", 3, logs), "w-03-0.12.h5");
   EXPECT_EQ(format_filepath("{epoch}_{loss}", 12, logs), "12_0.5");
-  EXPECT_EQ(format_filepath("{epoch:>4}|{epoch:<3}|{loss:+.1e}|{{x}}", 7, logs), "   7|7  |+5.0e-01|{x}");
+  EXPECT_EQ(format_filepath("{epoch:>4}|{epoch:<3}|{loss:+.1e}|{{x}}", 7, logs),
+            "   7|7  |+5.0e-01|{x}");
   EXPECT_THROW(format_filepath("{accuracy}", 1, logs), InvalidArgumentError);
   EXPECT_THROW(format_filepath("{loss:d}", 1, logs), InvalidArgumentError);
   EXPECT_THROW(format_filepath("{epoch", 1, logs), InvalidArgumentError);
@@ -73,11 +75,15 @@ TEST(FormatFilepathTest, FollowsPythonFormatSpecs) {
 TEST_F(CallbacksTest, ModelCheckpointWritesFormattedNamesAndOnlyTheBest) {
   auto model = make_model();
   auto every = ModelCheckpoint(path("all-{epoch:02d}.weights"), {.save_weights_only = true});
-  auto best = ModelCheckpoint(path("best-{epoch}-{loss:.1f}.weights"), {.monitor = "loss", .save_best_only = true});
-  model->fit(x_, y_, {.batch_size = 8, .epochs = 4, .verbose = 0,
-                      .callbacks = {override_log("loss", {3.0, 1.0, 2.0, 0.5}), every, best}});
-  for (const char* f : {"all-01.weights", "all-02.weights", "all-03.weights", "all-04.weights", "best-1-3.0.weights",
-                        "best-2-1.0.weights", "best-4-0.5.weights"}) {
+  auto best = ModelCheckpoint(path("best-{epoch}-{loss:.1f}.weights"),
+                              {.monitor = "loss", .save_best_only = true});
+  model->fit(x_, y_,
+             {.batch_size = 8,
+              .epochs = 4,
+              .verbose = 0,
+              .callbacks = {override_log("loss", {3.0, 1.0, 2.0, 0.5}), every, best}});
+  for (const char* f : {"all-01.weights", "all-02.weights", "all-03.weights", "all-04.weights",
+                        "best-1-3.0.weights", "best-2-1.0.weights", "best-4-0.5.weights"}) {
     EXPECT_TRUE(fs::exists(path(f))) << f;
   }
   EXPECT_FALSE(fs::exists(path("best-3-2.0.weights")));
@@ -93,12 +99,16 @@ TEST_F(CallbacksTest, ModelCheckpointWritesFormattedNamesAndOnlyTheBest) {
 TEST_F(CallbacksTest, EarlyStoppingStopsAfterPatienceAndRestoresBestWeights) {
   auto model = make_model();
   std::vector<std::vector<Tensor>> weights_at_end;
-  auto record = LambdaCallback({.on_epoch_end = [&](int, Logs&) { weights_at_end.push_back(model->get_weights()); }});
+  auto record = LambdaCallback(
+      {.on_epoch_end = [&](int, Logs&) { weights_at_end.push_back(model->get_weights()); }});
   auto stop = EarlyStopping({.monitor = "val_loss", .patience = 2, .restore_best_weights = true});
-  History h = model->fit(x_, y_, {.batch_size = 8, .epochs = 10, .verbose = 0,
-                                  .callbacks = {override_log("val_loss", {1.0, 0.5, 0.6, 0.7, 0.1, 0.1, 0.1, 0.1,
-                                                                          0.1, 0.1}),
-                                                record, stop}});
+  History h = model->fit(
+      x_, y_,
+      {.batch_size = 8,
+       .epochs = 10,
+       .verbose = 0,
+       .callbacks = {override_log("val_loss", {1.0, 0.5, 0.6, 0.7, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1}),
+                     record, stop}});
   // Best at epoch 1; epochs 2 and 3 do not improve: stop at epoch 3.
   EXPECT_EQ(h.epoch, (std::vector<int>{0, 1, 2, 3}));
   EXPECT_EQ(stop->stopped_epoch(), 3);
@@ -115,10 +125,13 @@ TEST_F(CallbacksTest, EarlyStoppingMinDeltaAndMaxModeForAccuracy) {
   auto model = make_model();
   // "accuracy" is maximised; +0.005 is below min_delta 0.01, so it is no improvement.
   auto stop = EarlyStopping({.monitor = "accuracy", .min_delta = 0.01, .patience = 1});
-  History h = model->fit(x_, y_, {.batch_size = 8, .epochs = 10, .verbose = 0,
-                                  .callbacks = {override_log("accuracy", {0.5, 0.6, 0.605, 0.9, 0.9, 0.9, 0.9, 0.9,
-                                                                          0.9, 0.9}),
-                                                stop}});
+  History h = model->fit(
+      x_, y_,
+      {.batch_size = 8,
+       .epochs = 10,
+       .verbose = 0,
+       .callbacks = {override_log("accuracy", {0.5, 0.6, 0.605, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9, 0.9}),
+                     stop}});
   EXPECT_EQ(h.epoch.size(), 3u);
   EXPECT_EQ(stop->stopped_epoch(), 2);
   EXPECT_DOUBLE_EQ(stop->best(), 0.6);
@@ -127,25 +140,38 @@ TEST_F(CallbacksTest, EarlyStoppingMinDeltaAndMaxModeForAccuracy) {
 TEST_F(CallbacksTest, CSVLoggerWritesSortedColumnsAndAppends) {
   auto model = make_model();
   const std::string csv = path("log.csv");
-  model->fit(x_, y_, {.batch_size = 8, .epochs = 2, .verbose = 0,
-                      .callbacks = {override_log("loss", {0.5, 0.25}), override_log("val_loss", {1.5, 0.1}),
-                                    override_log("acc", {0.75, 1.0}), CSVLogger(csv)}});
-  EXPECT_EQ(internal::read_file(csv), "epoch,acc,loss,val_loss\r\n0,0.75,0.5,1.5\r\n1,1.0,0.25,0.1\r\n");
-  model->fit(x_, y_, {.batch_size = 8, .epochs = 1, .verbose = 0,
-                      .callbacks = {override_log("loss", {0.125}), override_log("val_loss", {2.0}),
-                                    override_log("acc", {0.5}), CSVLogger(csv, ";", /*append=*/true)}});
-  EXPECT_EQ(internal::read_file(csv), "epoch,acc,loss,val_loss\r\n0,0.75,0.5,1.5\r\n1,1.0,0.25,0.1\r\n0;0.5;0.125;2.0\r\n");
+  model->fit(x_, y_,
+             {.batch_size = 8,
+              .epochs = 2,
+              .verbose = 0,
+              .callbacks = {override_log("loss", {0.5, 0.25}), override_log("val_loss", {1.5, 0.1}),
+                            override_log("acc", {0.75, 1.0}), CSVLogger(csv)}});
+  EXPECT_EQ(internal::read_file(csv),
+            "epoch,acc,loss,val_loss\r\n0,0.75,0.5,1.5\r\n1,1.0,0.25,0.1\r\n");
+  model->fit(x_, y_,
+             {.batch_size = 8,
+              .epochs = 1,
+              .verbose = 0,
+              .callbacks = {override_log("loss", {0.125}), override_log("val_loss", {2.0}),
+                            override_log("acc", {0.5}), CSVLogger(csv, ";", /*append=*/true)}});
+  EXPECT_EQ(internal::read_file(csv),
+            "epoch,acc,loss,val_loss\r\n0,0.75,0.5,1.5\r\n1,1.0,0.25,0.1\r\n0;0.5;0.125;2.0\r\n");
 }
 
 TEST_F(CallbacksTest, TensorBoardEventFilesParseBackWithEpochScalars) {
   auto model = make_model();
   auto tb = TensorBoard({.log_dir = path("logs")});
-  History h = model->fit(x_, y_, {.batch_size = 8, .epochs = 2, .verbose = 0, .callbacks = {tb},
-                                  .validation_data = {{x_, y_}}});
+  History h = model->fit(x_, y_,
+                         {.batch_size = 8,
+                          .epochs = 2,
+                          .verbose = 0,
+                          .callbacks = {tb},
+                          .validation_data = {{x_, y_}}});
   for (const std::string run : {"train", "validation"}) {
     const std::string file = tb->event_file(run);
     EXPECT_EQ(fs::path(file).parent_path(), fs::path(path("logs")) / run);
-    EXPECT_TRUE(std::regex_match(fs::path(file).filename().string(), std::regex("events\\.out\\.tfevents\\.\\d+\\..+")))
+    EXPECT_TRUE(std::regex_match(fs::path(file).filename().string(),
+                                 std::regex("events\\.out\\.tfevents\\.\\d+\\..+")))
         << file;
     io::TFRecordReader reader(file);
     std::vector<tensorflow::Event> events;
@@ -171,11 +197,14 @@ TEST_F(CallbacksTest, TensorBoardEventFilesParseBackWithEpochScalars) {
 TEST_F(CallbacksTest, LearningRateSchedulerSetsTheOptimizersRate) {
   auto model = make_model(/*lr=*/0.4);
   std::vector<double> seen;
-  History h = model->fit(x_, y_, {.batch_size = 8, .epochs = 3, .verbose = 0,
-                                  .callbacks = {LearningRateScheduler([&](int epoch, double lr) {
-                                    seen.push_back(lr);
-                                    return epoch == 0 ? 0.1 : lr * 0.5;
-                                  })}});
+  History h = model->fit(x_, y_,
+                         {.batch_size = 8,
+                          .epochs = 3,
+                          .verbose = 0,
+                          .callbacks = {LearningRateScheduler([&](int epoch, double lr) {
+                            seen.push_back(lr);
+                            return epoch == 0 ? 0.1 : lr * 0.5;
+                          })}});
   ASSERT_EQ(seen.size(), 3u);
   EXPECT_NEAR(seen[0], 0.4, 1e-7);
   EXPECT_NEAR(seen[2], 0.05, 1e-7);
@@ -190,19 +219,27 @@ TEST_F(CallbacksTest, LambdaCallbackHooksRunInKerasOrder) {
   std::vector<std::string> events;
   auto cb = LambdaCallback({
       .on_epoch_begin = [&](int e, Logs&) { events.push_back("epoch_begin " + std::to_string(e)); },
-      .on_epoch_end = [&](int e, Logs& logs) {
-        events.push_back("epoch_end " + std::to_string(e) + (logs.contains("loss") ? " loss" : ""));
-      },
-      .on_batch_begin = [&](int64_t b, Logs&) { events.push_back("batch_begin " + std::to_string(b)); },
+      .on_epoch_end =
+          [&](int e, Logs& logs) {
+            events.push_back("epoch_end " + std::to_string(e) +
+                             (logs.contains("loss") ? " loss" : ""));
+          },
+      .on_batch_begin = [&](int64_t b,
+                            Logs&) { events.push_back("batch_begin " + std::to_string(b)); },
       .on_batch_end = [&](int64_t b, Logs&) { events.push_back("batch_end " + std::to_string(b)); },
       .on_train_begin = [&](Logs&) { events.push_back("train_begin"); },
-      .on_train_end = [&](Logs& logs) { events.push_back(std::string("train_end") + (logs.contains("loss") ? " loss" : "")); },
+      .on_train_end =
+          [&](Logs& logs) {
+            events.push_back(std::string("train_end") + (logs.contains("loss") ? " loss" : ""));
+          },
   });
-  model->fit(x_, y_, {.batch_size = 8, .epochs = 2, .verbose = 0, .callbacks = {cb}, .shuffle = false});
-  EXPECT_EQ(events, (std::vector<std::string>{"train_begin", "epoch_begin 0", "batch_begin 0", "batch_end 0",
-                                              "batch_begin 1", "batch_end 1", "epoch_end 0 loss", "epoch_begin 1",
-                                              "batch_begin 0", "batch_end 0", "batch_begin 1", "batch_end 1",
-                                              "epoch_end 1 loss", "train_end loss"}));
+  model->fit(x_, y_,
+             {.batch_size = 8, .epochs = 2, .verbose = 0, .callbacks = {cb}, .shuffle = false});
+  EXPECT_EQ(events,
+            (std::vector<std::string>{
+                "train_begin", "epoch_begin 0", "batch_begin 0", "batch_end 0", "batch_begin 1",
+                "batch_end 1", "epoch_end 0 loss", "epoch_begin 1", "batch_begin 0", "batch_end 0",
+                "batch_begin 1", "batch_end 1", "epoch_end 1 loss", "train_end loss"}));
 }
 
 TEST_F(CallbacksTest, BackupAndRestoreResumesAnInterruptedRunToTheSameWeights) {
@@ -221,8 +258,11 @@ TEST_F(CallbacksTest, BackupAndRestoreResumesAnInterruptedRunToTheSameWeights) {
   {
     auto first = make_model(0.2, 0.9);
     first->set_weights(init);
-    EXPECT_THROW(first->fit(x_, y_, {.batch_size = 4, .epochs = 5, .verbose = 0,
-                                     .callbacks = {crash_at_2, BackupAndRestore(backup_dir)}}),
+    EXPECT_THROW(first->fit(x_, y_,
+                            {.batch_size = 4,
+                             .epochs = 5,
+                             .verbose = 0,
+                             .callbacks = {crash_at_2, BackupAndRestore(backup_dir)}}),
                  Interrupted);
   }
   auto backup = BackupAndRestore(backup_dir);
@@ -232,8 +272,9 @@ TEST_F(CallbacksTest, BackupAndRestoreResumesAnInterruptedRunToTheSameWeights) {
   second->set_weights(init);
   std::vector<int> epochs_run;
   auto record = LambdaCallback({.on_epoch_begin = [&](int e, Logs&) { epochs_run.push_back(e); }});
-  History h = second->fit(x_, y_, {.batch_size = 4, .epochs = 5, .verbose = 0, .callbacks = {backup, record}});
-  EXPECT_EQ(backup->resumed_epoch(), 2);   // epochs 0 and 1 were backed up; epoch 2 crashed
+  History h = second->fit(
+      x_, y_, {.batch_size = 4, .epochs = 5, .verbose = 0, .callbacks = {backup, record}});
+  EXPECT_EQ(backup->resumed_epoch(), 2);  // epochs 0 and 1 were backed up; epoch 2 crashed
   EXPECT_EQ(epochs_run, (std::vector<int>{2, 3, 4}));
   EXPECT_EQ(h.epoch, (std::vector<int>{2, 3, 4}));
   const std::vector<Tensor> got = second->get_weights(), want = reference->get_weights();

@@ -31,7 +31,8 @@ CSVLoggerCallback::CSVLoggerCallback(std::string filename, std::string separator
   STRATA_CHECK_ARG(!separator_.empty(), "CSVLogger: separator is empty");
 }
 
-std::shared_ptr<CSVLoggerCallback> CSVLogger(std::string filename, std::string separator, bool append) {
+std::shared_ptr<CSVLoggerCallback> CSVLogger(std::string filename, std::string separator,
+                                             bool append) {
   return std::make_shared<CSVLoggerCallback>(std::move(filename), std::move(separator), append);
 }
 

@@ -8,10 +8,9 @@
 // As Keras: the columns are "epoch" then the log names sorted (fixed at the
 // first epoch; a later missing value is written "NA"), values as Python's str
 // of the float32 log (shortest round-trip text); rows end in "\r\n", the
-// line terminator of the csv.excel dialect Keras writes with. append=true keeps an existing file and writes no
-// header when it already has content.
-// Each epoch rewrites the whole file atomically (temporary file + rename), so
-// a reader never sees a half-written row.
+// line terminator of the csv.excel dialect Keras writes with. append=true keeps an existing file
+// and writes no header when it already has content. Each epoch rewrites the whole file atomically
+// (temporary file + rename), so a reader never sees a half-written row.
 //
 // Thread-safety: hooks run on the fit thread.
 
@@ -38,6 +37,7 @@ class CSVLoggerCallback : public Callback {
   bool header_written_ = false;
 };
 
-std::shared_ptr<CSVLoggerCallback> CSVLogger(std::string filename, std::string separator = ",", bool append = false);
+std::shared_ptr<CSVLoggerCallback> CSVLogger(std::string filename, std::string separator = ",",
+                                             bool append = false);
 
 }  // namespace strata::keras::callbacks

@@ -10,8 +10,10 @@
 namespace strata::keras::callbacks {
 
 EarlyStoppingCallback::EarlyStoppingCallback(const EarlyStoppingOptions& options)
-    : options_(options), maximize_(internal::monitor_maximizes(options.mode, options.monitor, "EarlyStopping")) {
-  STRATA_CHECK_ARG(options.patience >= 0, "EarlyStopping: patience must be >= 0, got ", options.patience);
+    : options_(options),
+      maximize_(internal::monitor_maximizes(options.mode, options.monitor, "EarlyStopping")) {
+  STRATA_CHECK_ARG(options.patience >= 0, "EarlyStopping: patience must be >= 0, got ",
+                   options.patience);
   // Keras keeps min_delta's magnitude and gives it the mode's sign.
   options_.min_delta = std::abs(options.min_delta) * (maximize_ ? 1.0 : -1.0);
 }
@@ -29,7 +31,8 @@ void EarlyStoppingCallback::on_train_begin(Logs&) {
   wait_ = 0;
   stopped_epoch_ = 0;
   best_epoch_ = 0;
-  best_ = maximize_ ? -std::numeric_limits<double>::infinity() : std::numeric_limits<double>::infinity();
+  best_ = maximize_ ? -std::numeric_limits<double>::infinity()
+                    : std::numeric_limits<double>::infinity();
   best_weights_.clear();
 }
 
@@ -47,7 +50,8 @@ void EarlyStoppingCallback::on_epoch_end(int epoch, Logs& logs) {
     return;
   }
   if (epoch < options_.start_from_epoch) return;
-  if (options_.restore_best_weights && best_weights_.empty()) best_weights_ = model()->get_weights();
+  if (options_.restore_best_weights && best_weights_.empty())
+    best_weights_ = model()->get_weights();
   ++wait_;
   if (is_improvement(*current, best_)) {
     best_ = *current;
@@ -61,7 +65,8 @@ void EarlyStoppingCallback::on_epoch_end(int epoch, Logs& logs) {
     model()->stop_training = true;
     if (options_.restore_best_weights && !best_weights_.empty()) {
       if (options_.verbose > 0) {
-        std::cout << "Restoring model weights from the end of the best epoch: " << (best_epoch_ + 1) << ".\n";
+        std::cout << "Restoring model weights from the end of the best epoch: " << (best_epoch_ + 1)
+                  << ".\n";
       }
       model()->set_weights(best_weights_);
     }

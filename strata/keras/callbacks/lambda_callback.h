@@ -2,7 +2,8 @@
 // keras.callbacks.LambdaCallback: a callback from plain functions.
 //
 //   auto cb = keras::callbacks::LambdaCallback({
-//       .on_epoch_end = [](int epoch, keras::Logs& logs) { std::cout << logs.at("loss") << "\n"; }});
+//       .on_epoch_end = [](int epoch, keras::Logs& logs) { std::cout << logs.at("loss") << "\n";
+//       }});
 //
 // Fields in Keras's order; on_batch_begin/end are the training batch hooks
 // (as Keras's). Unset functions do nothing.

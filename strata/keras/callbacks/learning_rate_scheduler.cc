@@ -14,18 +14,22 @@ LearningRateSchedulerCallback::LearningRateSchedulerCallback(Schedule schedule, 
   STRATA_CHECK_ARG(schedule_ != nullptr, "LearningRateScheduler: schedule is empty");
 }
 
-std::shared_ptr<LearningRateSchedulerCallback> LearningRateScheduler(Schedule schedule, int verbose) {
+std::shared_ptr<LearningRateSchedulerCallback> LearningRateScheduler(Schedule schedule,
+                                                                     int verbose) {
   return std::make_shared<LearningRateSchedulerCallback>(std::move(schedule), verbose);
 }
 
 void LearningRateSchedulerCallback::on_epoch_begin(int epoch, Logs&) {
   const auto& opt = model()->optimizer();
-  STRATA_CHECK_ARG(opt != nullptr, "LearningRateScheduler: the model has no optimizer (compile it first)");
+  STRATA_CHECK_ARG(opt != nullptr,
+                   "LearningRateScheduler: the model has no optimizer (compile it first)");
   const double lr = schedule_(epoch, opt->learning_rate());
-  STRATA_CHECK_ARG(std::isfinite(lr), "LearningRateScheduler: the schedule returned ", lr, " for epoch ", epoch);
+  STRATA_CHECK_ARG(std::isfinite(lr), "LearningRateScheduler: the schedule returned ", lr,
+                   " for epoch ", epoch);
   opt->set_learning_rate(lr);
   if (verbose_ > 0) {
-    std::cout << "\nEpoch " << (epoch + 1) << ": LearningRateScheduler setting learning rate to " << lr << ".\n";
+    std::cout << "\nEpoch " << (epoch + 1) << ": LearningRateScheduler setting learning rate to "
+              << lr << ".\n";
   }
 }
 

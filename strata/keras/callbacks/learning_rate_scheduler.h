@@ -31,6 +31,7 @@ class LearningRateSchedulerCallback : public Callback {
   int verbose_;
 };
 
-std::shared_ptr<LearningRateSchedulerCallback> LearningRateScheduler(Schedule schedule, int verbose = 0);
+std::shared_ptr<LearningRateSchedulerCallback> LearningRateScheduler(Schedule schedule,
+                                                                     int verbose = 0);
 
 }  // namespace strata::keras::callbacks

@@ -55,18 +55,21 @@ Spec parse_spec(const std::string& spec, const std::string& field) {
     s.zero = true;
     ++i;
   }
-  while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i]))) s.width = s.width * 10 + (spec[i++] - '0');
+  while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i])))
+    s.width = s.width * 10 + (spec[i++] - '0');
   if (i < spec.size() && spec[i] == '.') {
     ++i;
     s.precision = 0;
-    STRATA_CHECK_ARG(i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i])), "ModelCheckpoint: field '",
-                     field, "': format spec '", spec, "' has no precision after '.'");
+    STRATA_CHECK_ARG(i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i])),
+                     "ModelCheckpoint: field '", field, "': format spec '", spec,
+                     "' has no precision after '.'");
     while (i < spec.size() && std::isdigit(static_cast<unsigned char>(spec[i]))) {
       s.precision = s.precision * 10 + (spec[i++] - '0');
     }
   }
   if (i < spec.size()) s.type = spec[i++];
-  STRATA_CHECK_ARG(i == spec.size() && (s.type == 0 || std::string("dfFeEgGs%").find(s.type) != std::string::npos),
+  STRATA_CHECK_ARG(i == spec.size() &&
+                       (s.type == 0 || std::string("dfFeEgGs%").find(s.type) != std::string::npos),
                    "ModelCheckpoint: field '", field, "': unsupported format spec '", spec, "'");
   return s;
 }
@@ -78,12 +81,18 @@ std::string apply(const Spec& s, bool is_int, double value, const std::string& f
   char buf[128];
   switch (s.type) {
     case 'd':
-      STRATA_CHECK_ARG(is_int, "ModelCheckpoint: Unknown format code 'd' for object of type 'float' (field '", field,
-                       "')");
+      STRATA_CHECK_ARG(
+          is_int, "ModelCheckpoint: Unknown format code 'd' for object of type 'float' (field '",
+          field, "')");
       std::snprintf(buf, sizeof(buf), "%lld", static_cast<long long>(mag));
       body = buf;
       break;
-    case 'f': case 'F': case 'e': case 'E': case 'g': case 'G': {
+    case 'f':
+    case 'F':
+    case 'e':
+    case 'E':
+    case 'g':
+    case 'G': {
       const int p = s.precision < 0 ? 6 : s.precision;
       const char fmt[] = {'%', '.', '*', s.type, '\0'};
       std::snprintf(buf, sizeof(buf), fmt, p, mag);
@@ -95,7 +104,7 @@ std::string apply(const Spec& s, bool is_int, double value, const std::string& f
       body = buf;
       break;
     }
-    default:   // no type, or 's': str()
+    default:  // no type, or 's': str()
       if (is_int) {
         body = std::to_string(static_cast<long long>(mag));
       } else {
@@ -115,7 +124,8 @@ std::string apply(const Spec& s, bool is_int, double value, const std::string& f
   const char align = s.align != 0 ? s.align : '>';
   const std::string fill(pad, s.zero && s.align == 0 ? '0' : s.fill);
   if (align == '<') return sign + body + fill;
-  if (align == '^') return std::string(pad / 2, s.fill) + sign + body + std::string(pad - pad / 2, s.fill);
+  if (align == '^')
+    return std::string(pad / 2, s.fill) + sign + body + std::string(pad - pad / 2, s.fill);
   if (align == '=') return sign + fill + body;
   return fill + sign + body;
 }
@@ -142,7 +152,8 @@ std::string format_filepath(const std::string& pattern, int epoch, const Logs& l
       continue;
     }
     const size_t close = pattern.find('}', i);
-    STRATA_CHECK_ARG(close != std::string::npos, "ModelCheckpoint: unclosed '{' in filepath '", pattern, "'");
+    STRATA_CHECK_ARG(close != std::string::npos, "ModelCheckpoint: unclosed '{' in filepath '",
+                     pattern, "'");
     const std::string field = pattern.substr(i + 1, close - i - 1);
     const size_t colon = field.find(':');
     const std::string name = field.substr(0, colon);
@@ -151,12 +162,15 @@ std::string format_filepath(const std::string& pattern, int epoch, const Logs& l
       out += apply(spec, /*is_int=*/true, double(epoch), name);
     } else {
       const std::optional<double> v = logs.get(name);
-      STRATA_CHECK_ARG(v.has_value(), "ModelCheckpoint: failed to format filepath '", pattern, "': no log named '",
-                       name, "' (available: epoch", logs.empty() ? "" : ", ", [&] {
-                         std::string k;
-                         for (const auto& [key, value] : logs) k += (k.empty() ? "" : ", ") + key;
-                         return k;
-                       }(), ")");
+      STRATA_CHECK_ARG(
+          v.has_value(), "ModelCheckpoint: failed to format filepath '", pattern,
+          "': no log named '", name, "' (available: epoch", logs.empty() ? "" : ", ",
+          [&] {
+            std::string k;
+            for (const auto& [key, value] : logs) k += (k.empty() ? "" : ", ") + key;
+            return k;
+          }(),
+          ")");
       out += apply(spec, /*is_int=*/false, *v, name);
     }
     i = close;
@@ -165,15 +179,16 @@ std::string format_filepath(const std::string& pattern, int epoch, const Logs& l
 }
 
 SaveFreq::SaveFreq(const char* epoch) {
-  STRATA_CHECK_ARG(std::string(epoch) == "epoch", "save_freq: expected \"epoch\" or a number of batches, got \"",
-                   epoch, "\"");
+  STRATA_CHECK_ARG(std::string(epoch) == "epoch",
+                   "save_freq: expected \"epoch\" or a number of batches, got \"", epoch, "\"");
 }
 
 SaveFreq::SaveFreq(int64_t batches) : batches_(batches) {
   STRATA_CHECK_ARG(batches > 0, "save_freq: expected a positive number of batches, got ", batches);
 }
 
-ModelCheckpointCallback::ModelCheckpointCallback(std::string filepath, const ModelCheckpointOptions& options)
+ModelCheckpointCallback::ModelCheckpointCallback(std::string filepath,
+                                                 const ModelCheckpointOptions& options)
     : filepath_(std::move(filepath)),
       options_(options),
       maximize_(internal::monitor_maximizes(options.mode, options.monitor, "ModelCheckpoint")),
@@ -181,7 +196,8 @@ ModelCheckpointCallback::ModelCheckpointCallback(std::string filepath, const Mod
   STRATA_CHECK_ARG(!filepath_.empty(), "ModelCheckpoint: filepath is empty");
 }
 
-std::shared_ptr<ModelCheckpointCallback> ModelCheckpoint(std::string filepath, const ModelCheckpointOptions& options) {
+std::shared_ptr<ModelCheckpointCallback> ModelCheckpoint(std::string filepath,
+                                                         const ModelCheckpointOptions& options) {
   return std::make_shared<ModelCheckpointCallback>(std::move(filepath), options);
 }
 
@@ -204,21 +220,22 @@ void ModelCheckpointCallback::save(int epoch, const Logs& logs) {
   if (options_.save_best_only) {
     const std::optional<double> current = logs.get(options_.monitor);
     if (!current) {
-      std::cerr << "WARNING: Can save best model only with " << options_.monitor << " available, skipping.\n";
+      std::cerr << "WARNING: Can save best model only with " << options_.monitor
+                << " available, skipping.\n";
       return;
     }
     const bool improved = !best_ || (maximize_ ? *current > *best_ : *current < *best_);
     if (!improved) {
       if (options_.verbose > 0) {
-        std::cout << "\nEpoch " << (epoch + 1) << ": " << options_.monitor << " did not improve from " << *best_
-                  << "\n";
+        std::cout << "\nEpoch " << (epoch + 1) << ": " << options_.monitor
+                  << " did not improve from " << *best_ << "\n";
       }
       return;
     }
     if (options_.verbose > 0) {
       std::cout << "\nEpoch " << (epoch + 1) << ": " << options_.monitor << " improved from "
-                << (best_ ? str_cat(*best_) : std::string(maximize_ ? "-inf" : "inf")) << " to " << *current
-                << ", saving model to " << path << "\n";
+                << (best_ ? str_cat(*best_) : std::string(maximize_ ? "-inf" : "inf")) << " to "
+                << *current << ", saving model to " << path << "\n";
     }
     best_ = current;
   } else if (options_.verbose > 0) {

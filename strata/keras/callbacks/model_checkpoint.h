@@ -30,8 +30,8 @@ namespace strata::keras::callbacks {
 // Keras's save_freq: "epoch" or a number of batches.
 class SaveFreq {
  public:
-  SaveFreq(const char* epoch = "epoch");   // NOLINT: as Keras
-  SaveFreq(int64_t batches);              // NOLINT
+  SaveFreq(const char* epoch = "epoch");                 // NOLINT: as Keras
+  SaveFreq(int64_t batches);                             // NOLINT
   SaveFreq(int batches) : SaveFreq(int64_t(batches)) {}  // NOLINT
   bool per_epoch() const noexcept { return batches_ == 0; }
   int64_t batches() const noexcept { return batches_; }
@@ -70,8 +70,8 @@ class ModelCheckpointCallback : public Callback {
   int64_t batches_seen_ = 0;
 };
 
-std::shared_ptr<ModelCheckpointCallback> ModelCheckpoint(std::string filepath,
-                                                         const ModelCheckpointOptions& options = {});
+std::shared_ptr<ModelCheckpointCallback> ModelCheckpoint(
+    std::string filepath, const ModelCheckpointOptions& options = {});
 
 // Python's str.format for the fields ModelCheckpoint offers: "epoch" (an
 // integer) and every log. InvalidArgumentError naming the field for a name

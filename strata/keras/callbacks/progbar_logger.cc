@@ -4,7 +4,8 @@
 
 namespace strata::keras::callbacks {
 
-ProgbarLoggerCallback::ProgbarLoggerCallback(const ProgbarLoggerOptions& options) : options_(options) {}
+ProgbarLoggerCallback::ProgbarLoggerCallback(const ProgbarLoggerOptions& options)
+    : options_(options) {}
 
 std::shared_ptr<ProgbarLoggerCallback> ProgbarLogger(const ProgbarLoggerOptions& options) {
   return std::make_shared<ProgbarLoggerCallback>(options);
@@ -13,9 +14,10 @@ std::shared_ptr<ProgbarLoggerCallback> ProgbarLogger(const ProgbarLoggerOptions&
 void ProgbarLoggerCallback::start_bar() {
   seen_ = 0;
   const std::optional<int64_t> target = params().steps ? params().steps : learned_target_;
-  bar_ = std::make_unique<Progbar>(target, ProgbarOptions{.verbose = params().verbose,
-                                                                  .out = options_.out,
-                                                                  .dynamic_display = options_.dynamic_display});
+  bar_ = std::make_unique<Progbar>(target,
+                                   ProgbarOptions{.verbose = params().verbose,
+                                                  .out = options_.out,
+                                                  .dynamic_display = options_.dynamic_display});
 }
 
 void ProgbarLoggerCallback::finish(const Logs& logs) {

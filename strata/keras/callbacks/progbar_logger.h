@@ -18,7 +18,7 @@
 namespace strata::keras::callbacks {
 
 struct ProgbarLoggerOptions {
-  std::string count_mode = "steps";   // Keras: "steps" (the only mode of TF 2.x's fit)
+  std::string count_mode = "steps";  // Keras: "steps" (the only mode of TF 2.x's fit)
   // Strata: where to print (nullptr = std::cout) and whether to redraw in place
   // (unset = isatty(stdout)); the verbosity is the fit's.
   std::ostream* out = nullptr;

@@ -28,13 +28,16 @@ std::string hostname() {
 
 TensorBoardCallback::TensorBoardCallback(const TensorBoardOptions& options) : options_(options) {
   STRATA_CHECK_ARG(!options.log_dir.empty(), "TensorBoard: log_dir is empty");
-  STRATA_CHECK(UNIMPLEMENTED, options.histogram_freq == 0, "TensorBoard: histogram_freq=", options.histogram_freq,
+  STRATA_CHECK(UNIMPLEMENTED, options.histogram_freq == 0,
+               "TensorBoard: histogram_freq=", options.histogram_freq,
                " (histograms) is not supported; only scalar summaries are written");
   STRATA_CHECK(UNIMPLEMENTED, !options.write_images, "TensorBoard: write_images is not supported");
-  STRATA_CHECK(UNIMPLEMENTED, options.update_freq == "epoch", "TensorBoard: update_freq='", options.update_freq,
-               "' is not supported; only 'epoch'");
-  STRATA_CHECK(UNIMPLEMENTED, options.profile_batch == 0, "TensorBoard: profiling is not supported");
-  STRATA_CHECK(UNIMPLEMENTED, options.embeddings_freq == 0, "TensorBoard: embeddings are not supported");
+  STRATA_CHECK(UNIMPLEMENTED, options.update_freq == "epoch", "TensorBoard: update_freq='",
+               options.update_freq, "' is not supported; only 'epoch'");
+  STRATA_CHECK(UNIMPLEMENTED, options.profile_batch == 0,
+               "TensorBoard: profiling is not supported");
+  STRATA_CHECK(UNIMPLEMENTED, options.embeddings_freq == 0,
+               "TensorBoard: embeddings are not supported");
 }
 
 std::shared_ptr<TensorBoardCallback> TensorBoard(const TensorBoardOptions& options) {

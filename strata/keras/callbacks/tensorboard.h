@@ -1,7 +1,8 @@
 #pragma once
 // keras.callbacks.TensorBoard: scalar summaries for TensorBoard.
 //
-//   model->fit(ds, {.epochs = 5, .callbacks = {keras::callbacks::TensorBoard({.log_dir = "/tmp/logs"})},
+//   model->fit(ds, {.epochs = 5, .callbacks = {keras::callbacks::TensorBoard({.log_dir =
+//   "/tmp/logs"})},
 //                   .validation_data = val});
 //   // tensorboard --logdir /tmp/logs
 //
@@ -31,7 +32,7 @@ namespace strata::keras::callbacks {
 struct TensorBoardOptions {
   std::string log_dir = "logs";
   int histogram_freq = 0;
-  bool write_graph = true;        // accepted; no graph exists to write
+  bool write_graph = true;  // accepted; no graph exists to write
   bool write_images = false;
   bool write_steps_per_second = false;
   std::string update_freq = "epoch";
@@ -53,7 +54,7 @@ class TensorBoardCallback : public Callback {
  private:
   struct Writer {
     std::string path;
-    std::vector<std::string> records;   // serialized Events
+    std::vector<std::string> records;  // serialized Events
   };
   Writer& writer(const std::string& run);
   void write_scalars(const std::string& run, int64_t step, const Logs& logs);

@@ -24,22 +24,24 @@ std::string dims_string(const std::vector<int64_t>& dims) {
 Tensor load(const std::string& dir, const std::string& file, int rank) {
   const std::string path = (std::filesystem::path(dir) / file).string();
   if (!std::filesystem::exists(path)) {
-    throw NotFoundError(str_cat("fashion_mnist.load_data: ", path,
-                                " not found. Install the dataset with `sudo apt-get install dataset-fashion-mnist` "
-                                "or set STRATA_DATA_DIR to a directory holding ", file));
+    throw NotFoundError(
+        str_cat("fashion_mnist.load_data: ", path,
+                " not found. Install the dataset with `sudo apt-get install dataset-fashion-mnist` "
+                "or set STRATA_DATA_DIR to a directory holding ",
+                file));
   }
   const io::IdxArray a = io::read_idx(path);
   const bool ok = int(a.dims.size()) == rank && (rank == 1 || (a.dims[1] == 28 && a.dims[2] == 28));
-  STRATA_CHECK(DATA_LOSS, ok, "fashion_mnist.load_data: ", path, " has dimensions ", dims_string(a.dims),
-               ", expected ", rank == 1 ? "N" : "Nx28x28");
+  STRATA_CHECK(DATA_LOSS, ok, "fashion_mnist.load_data: ", path, " has dimensions ",
+               dims_string(a.dims), ", expected ", rank == 1 ? "N" : "Nx28x28");
   return strata::constant(a.data, TensorShape(a.dims));
 }
 
 XY load_split(const std::string& dir, const std::string& prefix) {
   Tensor x = load(dir, prefix + "-images-idx3-ubyte.gz", 3);
   Tensor y = load(dir, prefix + "-labels-idx1-ubyte.gz", 1);
-  STRATA_CHECK(DATA_LOSS, x.shape()[0] == y.shape()[0], "fashion_mnist.load_data: ", dir, "/", prefix, " has ",
-               x.shape()[0], " images but ", y.shape()[0], " labels");
+  STRATA_CHECK(DATA_LOSS, x.shape()[0] == y.shape()[0], "fashion_mnist.load_data: ", dir, "/",
+               prefix, " has ", x.shape()[0], " images but ", y.shape()[0], " labels");
   return {x, y};
 }
 

@@ -12,10 +12,13 @@
 namespace strata::keras::datasets::fashion_mnist {
 namespace {
 
-bool installed() { return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz"); }
+bool installed() {
+  return std::filesystem::exists("/usr/share/datasets/fashion-mnist/train-labels-idx1-ubyte.gz");
+}
 
 TEST(FashionMnistTest, LoadsKerasShapesDtypesAndLabels) {
-  if (!installed() && std::getenv("STRATA_DATA_DIR") == nullptr) GTEST_SKIP() << "dataset-fashion-mnist not installed";
+  if (!installed() && std::getenv("STRATA_DATA_DIR") == nullptr)
+    GTEST_SKIP() << "dataset-fashion-mnist not installed";
   auto [train, test] = load_data();
   auto [x_train, y_train] = train;
   auto [x_test, y_test] = test;
@@ -27,8 +30,10 @@ TEST(FashionMnistTest, LoadsKerasShapesDtypesAndLabels) {
   EXPECT_EQ(y_test.dtype(), DType::uint8);
   // First labels and the first image's pixel sum, read independently with Python's gzip.
   const std::vector<uint8_t> ytr = y_train.to_vector<uint8_t>(), yte = y_test.to_vector<uint8_t>();
-  EXPECT_EQ(std::vector<uint8_t>(ytr.begin(), ytr.begin() + 10), (std::vector<uint8_t>{9, 0, 0, 3, 0, 2, 7, 2, 5, 5}));
-  EXPECT_EQ(std::vector<uint8_t>(yte.begin(), yte.begin() + 10), (std::vector<uint8_t>{9, 2, 1, 1, 6, 1, 4, 6, 5, 7}));
+  EXPECT_EQ(std::vector<uint8_t>(ytr.begin(), ytr.begin() + 10),
+            (std::vector<uint8_t>{9, 0, 0, 3, 0, 2, 7, 2, 5, 5}));
+  EXPECT_EQ(std::vector<uint8_t>(yte.begin(), yte.begin() + 10),
+            (std::vector<uint8_t>{9, 2, 1, 1, 6, 1, 4, 6, 5, 7}));
   const uint8_t* first = x_train.data<uint8_t>();
   EXPECT_EQ(std::accumulate(first, first + 784, int64_t(0)), 76247);
   const uint8_t* first_test = x_test.data<uint8_t>();
@@ -36,7 +41,8 @@ TEST(FashionMnistTest, LoadsKerasShapesDtypesAndLabels) {
 }
 
 TEST(FashionMnistTest, MissingFilesSayHowToInstall) {
-  const std::string empty = (std::filesystem::temp_directory_path() / "strata_no_fashion_mnist").string();
+  const std::string empty =
+      (std::filesystem::temp_directory_path() / "strata_no_fashion_mnist").string();
   std::filesystem::create_directories(empty);
   const char* old = std::getenv("STRATA_DATA_DIR");
   const std::string saved = old ? old : "";

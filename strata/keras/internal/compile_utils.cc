@@ -11,7 +11,8 @@ namespace {
 
 // Keras's compile_utils.get_metric: "accuracy"/"acc" (and "crossentropy"/"ce")
 // from the first batch's shapes.
-metrics::MetricPtr resolve_metric(const std::string& name, const TensorShape& y_true, const TensorShape& y_pred) {
+metrics::MetricPtr resolve_metric(const std::string& name, const TensorShape& y_true,
+                                  const TensorShape& y_pred) {
   return metrics::get(name, y_true, y_pred);
 }
 
@@ -26,9 +27,10 @@ CompiledMetrics::CompiledMetrics(const std::vector<MetricSpec>& metrics,
       STRATA_CHECK_ARG(!spec.name().empty(), "compile: a metric name is empty");
       // Only "accuracy" waits for the first batch's shapes; other names
       // resolve now, so a typo fails in compile().
-      const bool deferred = spec.name() == "accuracy" || spec.name() == "acc" || spec.name() == "crossentropy" ||
-                            spec.name() == "ce";
-      entries_.push_back({deferred ? spec.name() : "", deferred ? nullptr : metrics::get(spec.name()), weighted});
+      const bool deferred = spec.name() == "accuracy" || spec.name() == "acc" ||
+                            spec.name() == "crossentropy" || spec.name() == "ce";
+      entries_.push_back(
+          {deferred ? spec.name() : "", deferred ? nullptr : metrics::get(spec.name()), weighted});
     }
   };
   for (const MetricSpec& m : metrics) add(m, false);
@@ -39,7 +41,8 @@ void CompiledMetrics::build(const TensorShape& y_true, const TensorShape& y_pred
   std::lock_guard<std::mutex> lock(mu_);
   if (built_) return;
   std::vector<metrics::MetricPtr> resolved;
-  for (const Entry& e : entries_) resolved.push_back(e.metric ? e.metric : resolve_metric(e.name, y_true, y_pred));
+  for (const Entry& e : entries_)
+    resolved.push_back(e.metric ? e.metric : resolve_metric(e.name, y_true, y_pred));
   for (size_t i = 0; i < entries_.size(); ++i) entries_[i].metric = resolved[i];
   built_ = true;
 }
@@ -49,7 +52,8 @@ bool CompiledMetrics::built() const {
   return built_;
 }
 
-void CompiledMetrics::update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) {
+void CompiledMetrics::update_state(const Tensor& y_true, const Tensor& y_pred,
+                                   const Tensor& sample_weight) {
   build(y_true.shape(), y_pred.shape());
   for (const Entry& e : entries_) {
     // Keras: `metrics` ignore sample weights, `weighted_metrics` use them.

@@ -25,7 +25,8 @@ namespace strata::keras::internal {
 // (the shapes decide what "accuracy" means), then updated every step.
 class CompiledMetrics {
  public:
-  CompiledMetrics(const std::vector<MetricSpec>& metrics, const std::vector<MetricSpec>& weighted_metrics);
+  CompiledMetrics(const std::vector<MetricSpec>& metrics,
+                  const std::vector<MetricSpec>& weighted_metrics);
   // Resolves names for these shapes (no-op once built).
   void build(const TensorShape& y_true, const TensorShape& y_pred);
   bool built() const;
@@ -36,7 +37,7 @@ class CompiledMetrics {
 
  private:
   struct Entry {
-    std::string name;          // a name to resolve ("" when `metric` was given)
+    std::string name;  // a name to resolve ("" when `metric` was given)
     metrics::MetricPtr metric;
     bool weighted;
   };

@@ -52,7 +52,8 @@ class TempFile {
 
 void write_file_atomically(const std::string& path, std::string_view contents) {
   const std::filesystem::path target(path);
-  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  const std::filesystem::path dir =
+      target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
   std::random_device rd;
   const std::string tmp = str_cat(path, ".tmp.", ::getpid(), ".", rd());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
