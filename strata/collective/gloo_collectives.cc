@@ -16,6 +16,7 @@
 #include <gloo/types.h>
 
 #include <algorithm>
+#include <csignal>
 #include <cstring>
 #include <mutex>
 
@@ -488,8 +489,26 @@ struct internal::GlooState {
   }
 };
 
+namespace {
+// Gloo writes to its sockets with plain write(2): a peer that closed its end
+// (a dead worker, an abort) would raise SIGPIPE and kill the whole process
+// instead of failing the collective with EPIPE. Ignore SIGPIPE unless the
+// program installed its own handler (documented in the header).
+void ignore_sigpipe_once() {
+  static const bool done = [] {
+    struct sigaction current {};
+    if (::sigaction(SIGPIPE, nullptr, &current) == 0 && current.sa_handler == SIG_DFL) {
+      std::signal(SIGPIPE, SIG_IGN);
+    }
+    return true;
+  }();
+  (void)done;
+}
+}  // namespace
+
 GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<RendezvousStore> store,
                                  GlooOptions options) {
+  ignore_sigpipe_once();
   STRATA_CHECK_ARG(size >= 1, kWho, ": expected size >= 1, got ", size);
   STRATA_CHECK_ARG(rank >= 0 && rank < size, kWho, ": expected a rank in [0, ", size, "), got ",
                    rank);

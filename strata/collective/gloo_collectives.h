@@ -33,6 +33,11 @@
 // reset() is collective: every rank of the group must call it (it runs a new
 // rendezvous under the next epoch, with the same store and options).
 //
+// SIGPIPE: the first GlooCollectives sets SIGPIPE to SIG_IGN when it still
+// has the default disposition (a closed peer socket must fail a call with
+// UnavailableError, not kill the process); a handler the program installed is
+// left alone.
+//
 // Thread-safety: thread-safe; calls are serialised (one rank per process).
 // `rank` arguments must equal this process's rank (InvalidArgumentError).
 
