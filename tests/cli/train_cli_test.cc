@@ -332,6 +332,48 @@ TEST_F(Train, CtrlCStopsAfterTheCurrentStepAndKeepsTheLastWholeEpoch) {
   EXPECT_NE(resumed.output.find("trained 2 epochs"), std::string::npos) << resumed.output;
 }
 
+// BackupAndRestore across a crash: a run killed with SIGKILL during epoch 3
+// and started again ends with exactly the model of an uninterrupted run.
+TEST_F(Train, AKilledRunResumedFromItsBackupEqualsAnUninterruptedRun) {
+  const nlohmann::json uninterrupted = run_json("--strategy mirrored --devices 2 --epochs 4");
+  TempDir ckpt;
+  int out[2];
+  ASSERT_EQ(::pipe(out), 0);
+  const std::string data_dir = data_.str(), ckpt_dir = ckpt.str();
+  const pid_t pid = ::fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::dup2(out[1], STDOUT_FILENO);
+    ::dup2(out[1], STDERR_FILENO);
+    ::close(out[0]);
+    ::execl(STRATA_CLI_PATH, STRATA_CLI_PATH, "train", "--data-dir", data_dir.c_str(),
+            "--batch-size", "32", "--strategy", "mirrored", "--devices", "2", "--epochs", "4",
+            "--checkpoint-dir", ckpt_dir.c_str(), nullptr);
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  std::string output;
+  char buf[512];
+  while (output.find("Epoch 3/4") == std::string::npos) {
+    const ssize_t n = ::read(out[0], buf, sizeof(buf));
+    ASSERT_GT(n, 0) << output;
+    output.append(buf, static_cast<size_t>(n));
+  }
+  ::kill(pid, SIGKILL);  // no chance to clean up: only the backup written after epoch 2 survives
+  ssize_t n;
+  while ((n = ::read(out[0], buf, sizeof(buf))) > 0) output.append(buf, static_cast<size_t>(n));
+  ::close(out[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  ASSERT_TRUE(WIFSIGNALED(status)) << output;
+  const nlohmann::json resumed =
+      run_json("--strategy mirrored --devices 2 --epochs 4 --checkpoint-dir " + ckpt_dir);
+  EXPECT_GE(resumed.at("resumed_from_epoch").get<int>(), 2) << resumed;
+  EXPECT_EQ(resumed.at("test_accuracy"), uninterrupted.at("test_accuracy"))
+      << resumed << uninterrupted;
+  EXPECT_EQ(resumed.at("test_loss"), uninterrupted.at("test_loss")) << resumed << uninterrupted;
+}
+
 TEST(TrainDebianData, DefaultDataLoadsWithLimitExamples) {
   if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
     GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
