@@ -18,7 +18,10 @@
 // (custom loop) or one fit of kFitSteps steps; `examples_per_second` is the
 // wall-clock rate; `process_cpu_ms_per_step` the CPU time of the whole process
 // per 128 examples; `load1` is the 1-minute load average when the run ended
-// (the VM is shared: read every figure with it).
+// (the VM is shared: read every figure with it). The custom-loop benchmarks
+// also split replica 0's step into forward (+ loss), gradient and apply
+// (apply_gradients, with the all-reduce under a strategy): `<phase>_ms` wall,
+// `<phase>_cpu_ms` that thread's CPU time, per step.
 //
 //   ninja -C build training_bench
 //   build/bench/training_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
@@ -93,6 +96,45 @@ double process_cpu_seconds() {
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
+double thread_cpu_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double wall_seconds() {
+  timespec ts{};
+  ::clock_gettime(CLOCK_MONOTONIC, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+struct Stamp {
+  double wall = 0, cpu = 0;
+  static Stamp now() { return {wall_seconds(), thread_cpu_seconds()}; }
+};
+
+// Per-phase sums over the timed steps, reported as ms per step.
+struct Phases {
+  int64_t steps = 0;
+  double wall[3] = {0, 0, 0}, cpu[3] = {0, 0, 0};
+  void add(const Stamp& a, const Stamp& b, const Stamp& c, const Stamp& d) {
+    const Stamp* s[4] = {&a, &b, &c, &d};
+    for (int i = 0; i < 3; ++i) {
+      wall[i] += s[i + 1]->wall - s[i]->wall;
+      cpu[i] += s[i + 1]->cpu - s[i]->cpu;
+    }
+    ++steps;
+  }
+  void report(benchmark::State& state) const {
+    if (steps == 0) return;
+    const char* names[3] = {"forward", "gradient", "apply"};
+    for (int i = 0; i < 3; ++i) {
+      state.counters[std::string(names[i]) + "_ms"] = 1e3 * wall[i] / static_cast<double>(steps);
+      state.counters[std::string(names[i]) + "_cpu_ms"] = 1e3 * cpu[i] / static_cast<double>(steps);
+    }
+  }
+};
+
 // `cpu_start`: process_cpu_seconds() when the timed loop began.
 void report(benchmark::State& state, int64_t examples_per_iteration, double cpu_start) {
   const double cpu = process_cpu_seconds() - cpu_start;
@@ -125,28 +167,47 @@ void custom_loop(benchmark::State& state, Net net, bool mirrored) {
     optimizer = keras::optimizers::Adam({.learning_rate = 1e-3});
     optimizer->build(model->trainable_variables());
   }
+  // Where replica 0's step time goes (wall and its thread's CPU): forward +
+  // loss under the tape, tape.gradient, apply_gradients (with the all-reduce
+  // under MirroredStrategy).
+  Phases phases;
+  bool timing = false;
   auto step = [&](const data::Element& batch) {
-    GradientTape tape;
-    Tensor logits = (*model)(batch[0], /*training=*/true);
-    Tensor per_example = keras::losses::sparse_categorical_crossentropy(batch[1], logits, {.from_logits = true});
-    Tensor loss = nn::compute_average_loss(per_example, {.global_batch_size = kBatch});
-    auto grads = tape.gradient(loss, model->trainable_variables());
+    sd::ReplicaContext* ctx = sd::get_replica_context();
+    const bool record = timing && (ctx == nullptr || ctx->replica_id_in_sync_group() == 0);
+    const Stamp t0 = Stamp::now();
+    Stamp t1;
+    std::vector<Tensor> grads;
+    {  // the tape ends before apply_gradients, as TF's `with GradientTape()` block
+      GradientTape tape;
+      Tensor logits = (*model)(batch[0], /*training=*/true);
+      Tensor per_example =
+          keras::losses::sparse_categorical_crossentropy(batch[1], logits, {.from_logits = true});
+      Tensor loss = nn::compute_average_loss(per_example, {.global_batch_size = kBatch});
+      t1 = Stamp::now();
+      grads = tape.gradient(loss, model->trainable_variables());
+    }
+    const Stamp t2 = Stamp::now();
     optimizer->apply_gradients(zip(grads, model->trainable_variables()));
+    if (record) phases.add(t0, t1, t2, Stamp::now());
   };
   if (strategy) {
     sd::DistributedDataset dd = strategy->experimental_distribute_dataset(synthetic_batches(net));
     sd::DistributedIterator it = dd.iter();
     for (int i = 0; i < kWarmupSteps; ++i) strategy->run(step, it.get_next());
+    timing = true;
     const double cpu_start = process_cpu_seconds();
     for (auto _ : state) strategy->run(step, it.get_next());
     report(state, kBatch, cpu_start);
   } else {
     data::Iterator it = synthetic_batches(net).iter();
     for (int i = 0; i < kWarmupSteps; ++i) step(it.get_next());
+    timing = true;
     const double cpu_start = process_cpu_seconds();
     for (auto _ : state) step(it.get_next());
     report(state, kBatch, cpu_start);
   }
+  phases.report(state);
 }
 
 // model->fit(dataset, steps_per_epoch = kFitSteps) per iteration.
