@@ -22,7 +22,9 @@ import os
 os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # before the torch import
 
 import argparse
+import datetime
 import json
+import queue as queue_lib
 import socket
 import statistics
 import time
@@ -43,7 +45,8 @@ def free_port():
 
 def worker(rank, world, port, args, queue):
     torch.set_num_threads(args.threads)
-    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world)
+    dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+                            timeout=datetime.timedelta(seconds=args.timeout))
     torch.manual_seed(0)  # identical initial weights on every rank (DDP also broadcasts rank 0's)
     model = nn.Sequential(nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 10))
     ddp = nn.parallel.DistributedDataParallel(model)
@@ -93,6 +96,7 @@ def main():
     parser.add_argument("--repetitions", type=int, default=3)
     parser.add_argument("--min-time", type=float, default=2.0, help="seconds per repetition")
     parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--timeout", type=float, default=300, help="seconds before giving up on the workers")
     args = parser.parse_args()
     ctx = mp.get_context("spawn")
     queue = ctx.Queue()
@@ -100,7 +104,21 @@ def main():
     procs = [ctx.Process(target=worker, args=(r, args.processes, port, args, queue)) for r in range(args.processes)]
     for p in procs:
         p.start()
-    runs, cpu = queue.get()
+    # A worker that dies (e.g. the port was taken between free_port and bind)
+    # would leave the other blocked in gloo: watch them, never wait forever.
+    deadline = time.monotonic() + args.timeout
+    result = None
+    while result is None:
+        try:
+            result = queue.get(timeout=1)
+        except queue_lib.Empty:
+            dead = [(r, p.exitcode) for r, p in enumerate(procs) if p.exitcode not in (None, 0)]
+            if dead or time.monotonic() > deadline:
+                for p in procs:
+                    p.terminate()
+                raise SystemExit(f"torch_ddp: failed (worker exit codes {dead or 'none'}; "
+                                 f"timeout {args.timeout} s)")
+    runs, cpu = result
     for p in procs:
         p.join()
         if p.exitcode != 0:
