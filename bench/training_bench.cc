@@ -74,15 +74,16 @@ std::shared_ptr<keras::SequentialModel> make_model(Net net) {
     return keras::Sequential({L::Dense(512, {.activation = "relu", .input_shape = {784}}),
                               L::Dense(256, {.activation = "relu"}), L::Dense(10)});
   }
-  return keras::Sequential({L::Conv2D(32, {3, 3}, {.activation = "relu", .input_shape = {28, 28, 1}}),
-                            L::MaxPooling2D({2, 2}), L::Conv2D(64, {3, 3}, {.activation = "relu"}),
-                            L::MaxPooling2D({2, 2}), L::Flatten(), L::Dense(128, {.activation = "relu"}),
-                            L::Dense(10)});
+  return keras::Sequential(
+      {L::Conv2D(32, {3, 3}, {.activation = "relu", .input_shape = {28, 28, 1}}),
+       L::MaxPooling2D({2, 2}), L::Conv2D(64, {3, 3}, {.activation = "relu"}),
+       L::MaxPooling2D({2, 2}), L::Flatten(), L::Dense(128, {.activation = "relu"}), L::Dense(10)});
 }
 
 // One global batch of Fashion-MNIST-shaped synthetic data, repeated forever.
 data::Dataset synthetic_batches(Net net) {
-  const TensorShape shape = net == Net::MLP ? TensorShape{kBatch, 784} : TensorShape{kBatch, 28, 28, 1};
+  const TensorShape shape =
+      net == Net::MLP ? TensorShape{kBatch, 784} : TensorShape{kBatch, 28, 28, 1};
   const Tensor x = random::uniform(shape, {.seed = 1});
   const Tensor y = cast(random::uniform_int({kBatch}, 0, 10, {.seed = 2}), DType::int64);
   return data::Dataset::from_tensors({x, y}).repeat();
@@ -141,9 +142,9 @@ void report(benchmark::State& state, int64_t examples_per_iteration, double cpu_
   state.counters["examples_per_second"] = benchmark::Counter(
       static_cast<double>(examples_per_iteration), benchmark::Counter::kIsIterationInvariantRate);
   // Process CPU milliseconds per 128 examples (one step).
-  state.counters["process_cpu_ms_per_step"] =
-      1e3 * cpu / static_cast<double>(state.iterations()) * static_cast<double>(kBatch) /
-      static_cast<double>(examples_per_iteration);
+  state.counters["process_cpu_ms_per_step"] = 1e3 * cpu / static_cast<double>(state.iterations()) *
+                                              static_cast<double>(kBatch) /
+                                              static_cast<double>(examples_per_iteration);
   double load[1] = {0.0};
   if (::getloadavg(load, 1) == 1) state.counters["load1"] = load[0];
 }
@@ -241,14 +242,30 @@ void BM_FitCNN(benchmark::State& state) { fit_loop(state, Net::CNN, false); }
 void BM_MirroredTrainMLP(benchmark::State& state) { custom_loop(state, Net::MLP, true); }
 void BM_MirroredFitMLP(benchmark::State& state) { fit_loop(state, Net::MLP, true); }
 
-BENCHMARK(BM_TrainMLP)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_FitMLP)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_MirroredTrainMLP)->Name("BM_MirroredTrainMLP/devices:2/threads:1")->UseRealTime()
+BENCHMARK(BM_TrainMLP)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_MirroredFitMLP)->Name("BM_MirroredFitMLP/devices:2/threads:1")->UseRealTime()
+BENCHMARK(BM_FitMLP)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(
+    benchmark::kMillisecond);
+BENCHMARK(BM_MirroredTrainMLP)
+    ->Name("BM_MirroredTrainMLP/devices:2/threads:1")
+    ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_TrainCNN)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_FitCNN)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MirroredFitMLP)
+    ->Name("BM_MirroredFitMLP/devices:2/threads:1")
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_TrainCNN)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_FitCNN)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(
+    benchmark::kMillisecond);
 
 }  // namespace
 }  // namespace strata
