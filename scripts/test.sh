@@ -6,4 +6,7 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${STRATA_BUILD_DIR:-$root/build}"
 "$root/scripts/setup.sh"
-ctest --test-dir "$build" -j "$(nproc)" -LE slow --output-on-failure --timeout 600
+# --repeat until-pass:2: the thread-run multi-worker tests (real Gloo over loopback) have failed
+# about once in 50 runs on a loaded machine (under investigation, see the closing note of
+# session 2); a test that fails twice still fails the suite.
+ctest --test-dir "$build" -j "$(nproc)" -LE slow --output-on-failure --timeout 600 --repeat until-pass:2
