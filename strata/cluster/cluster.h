@@ -13,7 +13,8 @@
 //   auto spec = resolver.cluster_spec();
 //   bool chief = mwu::is_chief(spec, resolver.task_type(), resolver.task_id());
 //   std::optional<strata::cluster::TcpStoreServer> server;
-//   if (chief) server.emplace("0.0.0.0:" + port_of(spec.task_address("worker", 0)));
+//   if (chief) server.emplace("0.0.0.0:" +
+//   strata::cluster::split_host_port(spec.task_address("worker", 0)).second);
 //   strata::cluster::TcpStoreClient store(leader_address, {.connect_timeout =
 //   std::chrono::seconds(30)}); store.add("arrived", 1); store.wait({"ready"});
 //

@@ -118,30 +118,6 @@ class Reader {
   std::string_view data_;
 };
 
-std::pair<std::string, std::string> split_address(const std::string& address) {
-  std::string host, port;
-  if (!address.empty() && address.front() == '[') {
-    const size_t close = address.find(']');
-    STRATA_CHECK_ARG(
-        close != std::string::npos && close + 1 < address.size() && address[close + 1] == ':',
-        "TcpStore: expected an address like [::1]:2222, got '", address, "'");
-    host = address.substr(1, close - 1);
-    port = address.substr(close + 2);
-  } else {
-    const size_t colon = address.rfind(':');
-    STRATA_CHECK_ARG(colon != std::string::npos && colon > 0,
-                     "TcpStore: expected an address like host:port, got '", address, "'");
-    host = address.substr(0, colon);
-    port = address.substr(colon + 1);
-  }
-  STRATA_CHECK_ARG(
-      !port.empty() && port.size() <= 5 &&
-          std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
-          std::stoi(port) <= 65535,
-      "TcpStore: expected a port number 0-65535 in '", address, "', got '", port, "'");
-  return {host, port};
-}
-
 struct AddrInfo {
   addrinfo* list = nullptr;
   ~AddrInfo() {
@@ -404,7 +380,7 @@ using internal::UniqueFd;
 
 TcpStoreServer::TcpStoreServer(const std::string& address)
     : state_(std::make_unique<internal::ServerState>()) {
-  const auto [host, port] = internal::split_address(address);
+  const auto [host, port] = split_host_port(address);
   internal::AddrInfo info;
   const std::string err = internal::resolve(host, port, /*passive=*/true, info);
   STRATA_CHECK(UNAVAILABLE, err.empty(), "TcpStoreServer: cannot resolve '", address, "': ", err);
@@ -512,7 +488,7 @@ TcpStoreClient::TcpStoreClient(std::string address, TcpStoreClientOptions option
   auto [r, w] = internal::make_pipe();
   abort_read_ = std::make_unique<UniqueFd>(std::move(r));
   abort_write_ = std::make_unique<UniqueFd>(std::move(w));
-  const auto [host, port] = internal::split_address(address_);
+  const auto [host, port] = split_host_port(address_);
   const auto deadline = Clock::now() + options_.connect_timeout;
   Milliseconds backoff(10);
   std::string last_error;
@@ -747,6 +723,30 @@ bool TcpStoreClient::check(const std::vector<std::string>& keys) {
   internal::Reader r(reply);
   reply_status(r, who);
   return parse_reply(who, [&] { return r.u8() != 0; });
+}
+
+std::pair<std::string, std::string> split_host_port(const std::string& address) {
+  std::string host, port;
+  if (!address.empty() && address.front() == '[') {
+    const size_t close = address.find(']');
+    STRATA_CHECK_ARG(
+        close != std::string::npos && close + 1 < address.size() && address[close + 1] == ':',
+        "TcpStore: expected an address like [::1]:2222, got '", address, "'");
+    host = address.substr(1, close - 1);
+    port = address.substr(close + 2);
+  } else {
+    const size_t colon = address.rfind(':');
+    STRATA_CHECK_ARG(colon != std::string::npos && colon > 0,
+                     "TcpStore: expected an address like host:port, got '", address, "'");
+    host = address.substr(0, colon);
+    port = address.substr(colon + 1);
+  }
+  STRATA_CHECK_ARG(
+      !port.empty() && port.size() <= 5 &&
+          std::all_of(port.begin(), port.end(), [](char c) { return c >= '0' && c <= '9'; }) &&
+          std::stoi(port) <= 65535,
+      "TcpStore: expected a port number 0-65535 in '", address, "', got '", port, "'");
+  return {host, port};
 }
 
 }  // namespace strata::cluster

@@ -40,6 +40,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "strata/base/thread_annotations.h"
@@ -122,5 +123,10 @@ class TcpStoreClient : public Store {
   std::unique_ptr<internal::UniqueFd> socket_ STRATA_GUARDED_BY(mu_);
   bool broken_ STRATA_GUARDED_BY(mu_) = false;
 };
+
+// Splits "host:port" or "[v6 address]:port" into host and port (brackets
+// dropped). InvalidArgumentError naming the address when it has no host, no
+// port or a port outside 0-65535.
+std::pair<std::string, std::string> split_host_port(const std::string& address);
 
 }  // namespace strata::cluster

@@ -40,21 +40,6 @@ class ClusterStoreRendezvous final : public collective::RendezvousStore {
   std::shared_ptr<cluster::Store> store_;
 };
 
-std::string host_of(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  std::string host = colon == std::string::npos ? address : address.substr(0, colon);
-  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
-    host = host.substr(1, host.size() - 2);
-  return host;
-}
-
-std::string port_of(const std::string& address) {
-  const size_t colon = address.rfind(':');
-  STRATA_CHECK_ARG(colon != std::string::npos && colon + 1 < address.size(),
-                   "MultiWorkerMirroredStrategy: the chief's address '", address, "' has no port");
-  return address.substr(colon + 1);
-}
-
 }  // namespace
 
 struct MultiWorkerMirroredStrategy::Setup {
@@ -93,10 +78,10 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
   const std::string& my_address = setup->cluster.task_address(setup->task_type, setup->task_id);
   if (is_chief_) {
     // Serve on every interface at the chief's port: the address names this host for the others.
-    const std::string host = host_of(leader_address);
+    const auto [host, port] = cluster::split_host_port(leader_address);
     const bool loopback = host == "localhost" || host.rfind("127.", 0) == 0;
     store_server_ = std::make_unique<cluster::TcpStoreServer>(
-        str_cat(loopback ? "127.0.0.1" : "0.0.0.0", ":", port_of(leader_address)));
+        str_cat(loopback ? "127.0.0.1" : "0.0.0.0", ":", port));
   }
   store_ = std::make_shared<cluster::TcpStoreClient>(
       leader_address, cluster::TcpStoreClientOptions{.connect_timeout = startup});
@@ -124,7 +109,7 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
       group = std::make_shared<collective::GlooCollectives>(
           worker_index_, num_workers_, std::make_shared<ClusterStoreRendezvous>(store_),
           collective::GlooOptions{.timeout = call_timeout,
-                                  .hostname = host_of(my_address),
+                                  .hostname = cluster::split_host_port(my_address).first,
                                   .prefix = str_cat("strata/mwms/gloo/attempt_", attempt)});
     } catch (const UnavailableError& e) {
       if (attempt + 1 == kAttempts) throw;

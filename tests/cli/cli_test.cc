@@ -15,24 +15,11 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_util.h"
+
 namespace {
 
-struct Result {
-  int status;
-  std::string output;  // stdout and stderr together
-};
-
-Result run(const std::string& args) {
-  const std::string cmd = std::string(STRATA_CLI_PATH) + " " + args + " 2>&1";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int raw = ::pclose(pipe);
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), out};
-}
+using namespace strata_cli_test;  // NOLINT: test helpers
 
 TEST(Cli, HelpListsTheSubcommands) {
   Result r = run("--help");
@@ -44,40 +31,6 @@ TEST(Cli, UnknownFlagIsAUsageErrorWithStatus2) {
   Result r = run("--no-such-flag");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.output.find("no-such-flag"), std::string::npos) << r.output;
-}
-
-// A temporary directory removed at the end of the test.
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "strata_cli_XXXXXX").string();
-    path_ = ::mkdtemp(templ.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
-
-// Writes an uncompressed IDX file of unsigned bytes.
-void write_idx(const std::string& path, const std::vector<uint32_t>& dims,
-               const std::vector<uint8_t>& data) {
-  std::ofstream out(path, std::ios::binary);
-  const char header[4] = {0, 0, 0x08, static_cast<char>(dims.size())};
-  out.write(header, 4);
-  for (uint32_t d : dims) {
-    const char be[4] = {static_cast<char>(d >> 24), static_cast<char>(d >> 16),
-                        static_cast<char>(d >> 8), static_cast<char>(d)};
-    out.write(be, 4);
-  }
-  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-}
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 TEST(Tfrecord, ConvertIdxWritesExamplesThatInspectAndVerifyRead) {

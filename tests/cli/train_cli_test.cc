@@ -18,64 +18,13 @@
 #include <string>
 #include <vector>
 
+#include "cli_util.h"
+
 namespace {
 
+using namespace strata_cli_test;  // NOLINT: test helpers
+
 namespace fs = std::filesystem;
-
-struct Result {
-  int status;
-  std::string output;
-};
-
-// Runs the binary; with merge_stderr the output holds both streams, else stdout only.
-Result run(const std::string& args, bool merge_stderr = true) {
-  const std::string cmd = std::string(STRATA_CLI_PATH) + " " + args +
-                          (merge_stderr ? " 2>&1" : " 2>/dev/null") + " </dev/null";
-  FILE* pipe = ::popen(cmd.c_str(), "r");
-  EXPECT_NE(pipe, nullptr);
-  std::string out;
-  std::array<char, 4096> buf{};
-  size_t n;
-  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
-  const int raw = ::pclose(pipe);
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), out};
-}
-
-class TempDir {
- public:
-  TempDir() {
-    std::string templ = (fs::temp_directory_path() / "strata_train_XXXXXX").string();
-    path_ = ::mkdtemp(templ.data());
-  }
-  ~TempDir() { fs::remove_all(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
-
- private:
-  fs::path path_;
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
-// Plain (not gzipped) IDX; the reader detects gzip by its magic, so the
-// Debian file names work for plain files too.
-void write_idx(const std::string& path, const std::vector<uint32_t>& dims,
-               const std::vector<uint8_t>& data) {
-  std::ofstream out(path, std::ios::binary);
-  const char header[4] = {0, 0, 0x08, static_cast<char>(dims.size())};
-  out.write(header, 4);
-  for (uint32_t d : dims) {
-    const char be[4] = {static_cast<char>(d >> 24), static_cast<char>(d >> 16),
-                        static_cast<char>(d >> 8), static_cast<char>(d)};
-    out.write(be, 4);
-  }
-  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
-}
 
 // n 28x28 images whose class k lights a 7x7 block at its own place of a 4x3
 // grid, over uniform noise: easily separable, so a short run must learn it.

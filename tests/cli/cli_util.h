@@ -1,0 +1,77 @@
+#pragma once
+// What the end-to-end tests of the `strata` program share: running the binary,
+// temporary directories and small files.
+
+#include <gtest/gtest.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+#include <vector>
+
+namespace strata_cli_test {
+
+struct Result {
+  int status;          // exit status, or 128 + signal
+  std::string output;  // stdout (and stderr when merged)
+};
+
+// Runs the binary with `args` (stdin from /dev/null); with merge_stderr the
+// output holds both streams, else stdout only.
+inline Result run(const std::string& args, bool merge_stderr = true) {
+  const std::string cmd = std::string(STRATA_CLI_PATH) + " " + args +
+                          (merge_stderr ? " 2>&1" : " 2>/dev/null") + " </dev/null";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
+  EXPECT_NE(pipe, nullptr);
+  std::string out;
+  std::array<char, 4096> buf{};
+  size_t n;
+  while ((n = std::fread(buf.data(), 1, buf.size(), pipe)) > 0) out.append(buf.data(), n);
+  const int raw = ::pclose(pipe);
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw), out};
+}
+
+// A temporary directory removed at the end of the test.
+class TempDir {
+ public:
+  TempDir() {
+    std::string templ = (std::filesystem::temp_directory_path() / "strata_cli_XXXXXX").string();
+    path_ = ::mkdtemp(templ.data());
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
+  std::string str() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+inline std::string read_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+}
+
+// Writes an uncompressed IDX file of unsigned bytes (readers detect gzip by its
+// magic, so Debian's .gz file names work for plain files too).
+inline void write_idx(const std::string& path, const std::vector<uint32_t>& dims,
+                      const std::vector<uint8_t>& data) {
+  std::ofstream out(path, std::ios::binary);
+  const char header[4] = {0, 0, 0x08, static_cast<char>(dims.size())};
+  out.write(header, 4);
+  for (uint32_t d : dims) {
+    const char be[4] = {static_cast<char>(d >> 24), static_cast<char>(d >> 16),
+                        static_cast<char>(d >> 8), static_cast<char>(d)};
+    out.write(be, 4);
+  }
+  out.write(reinterpret_cast<const char*>(data.data()), static_cast<std::streamsize>(data.size()));
+}
+
+}  // namespace strata_cli_test
