@@ -71,7 +71,7 @@ Tensor reduce(const Tensor& per_example_loss, Reduction reduction) {
     case Reduction::SUM: return strata::reduce_sum(per_example_loss);
     case Reduction::AUTO:
     case Reduction::SUM_OVER_BATCH_SIZE: {
-      // TODO(#6): under a strategy the divisor becomes the global batch size.
+      // The per-replica mean; under a strategy fit rescales it by 1/replicas (model.h).
       // Keras divides with divide_no_nan: an empty loss gives 0.
       const double n = double(per_example_loss.shape().num_elements());
       return strata::divide(strata::reduce_sum(per_example_loss),

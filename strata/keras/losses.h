@@ -18,8 +18,9 @@
 //   SUM_OVER_BATCH_SIZE (and AUTO): their sum / their number of elements (0 when empty).
 // Under a strategy a Loss object refuses AUTO / SUM_OVER_BATCH_SIZE unless the
 // training loop allowed them (see Loss::operator()), as Keras: the global
-// batch size is the right divisor there (nn::compute_average_loss); TODO(#6)
-// the distributed fit path scales it. Functions are pure and Loss objects
+// batch size is the right divisor there (nn::compute_average_loss); fit allows
+// them and divides the replica's loss by num_replicas_in_sync (model.h).
+// Functions are pure and Loss objects
 // immutable after set-up: both are thread-safe.
 
 #include <atomic>

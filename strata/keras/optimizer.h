@@ -10,10 +10,10 @@
 // apply_gradients(grads_and_vars), in Keras's order:
 //   1. aggregate_gradients() (unless skip_gradients_aggregation): the
 //      strategy plug-in point for gradient aggregation. Single replica:
-//      identity. Inside a replica context with more than one replica it is to
-//      all-reduce (SUM) the gradients across replicas, as Keras's default;
-//      TODO(#6) that path is wired by the distribute layer and raises
-//      UnimplementedError until then. With skip_gradients_aggregation the
+//      identity. Inside a replica context with more than one replica it
+//      all-reduces (SUM) the connected gradients across replicas through
+//      ReplicaContext::all_reduce, as Keras's default (the slots are then built
+//      once, through a merge_call). With skip_gradients_aggregation the
 //      caller has aggregated them (e.g. with ReplicaContext::all_reduce) and
 //      every replica applies the same update to its copy of each mirrored
 //      variable; the optimizer must then be built (build()) in the strategy's
