@@ -11,7 +11,9 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -211,45 +213,206 @@ void write_executable(const std::string& path, const std::string& text) {
   ::chmod(path.c_str(), 0755);
 }
 
-TEST(Bench, PairsFiguresWithTheirPeersAndReportsMissingPeersAsSkipped) {
-  TempDir bench, peers, out;
-  // A stand-in benchmark program printing Google Benchmark's JSON: Strata's
-  // GEMM twice as fast as the OpenBLAS figure at the same arguments.
-  write_executable(bench / "fake_bench", R"(#!/bin/sh
-cat <<'EOF'
-{"context": {}, "benchmarks": [
- {"name": "BM_StrataMatMul/m:8/real_time", "run_type": "iteration", "real_time": 1.5, "time_unit": "us"},
- {"name": "BM_CblasSgemm/m:8/real_time", "run_type": "iteration", "real_time": 3.0, "time_unit": "us"},
- {"name": "BM_Other", "run_type": "iteration", "real_time": 2.0, "time_unit": "ms"},
- {"name": "BM_TrainMLP/threads:1/real_time", "run_type": "iteration", "real_time": 80, "time_unit": "ms",
-  "examples_per_second": 1500}]}
-EOF
-)");
-  write_executable(bench / "broken_bench", "#!/bin/sh\nexit 3\n");
-  std::ofstream(peers / "needs_missing.py") << "import strata_no_such_module\n";
-  // A peer speaking the JSON-lines protocol, measured only at one thread.
-  std::ofstream(peers / "rate_peer.py")
-      << "import sys\n"
-         "if sys.argv[-1] == '1':\n"
-         "    print('{\"peer\": \"rate_peer\", \"figure\": \"BM_TrainMLP/threads:1\", "
-         "\"examples_per_second\": 1000}')\n";
-  Result r = run("bench --bench-dir " + bench.str() + " --peers-dir " + peers.str() + " --out " +
+// A stand-in benchmark program: writes `json` to the --benchmark_out file, as
+// Google Benchmark does, and records its arguments beside itself.
+void write_fake_bench(const std::string& path, const std::string& json) {
+  write_executable(path,
+                   "#!/bin/sh\necho \"$@\" > \"$0.args\"\nfor a; do case $a in "
+                   "--benchmark_out=*) out=${a#--benchmark_out=};; esac; done\n"
+                   "cat > \"$out\" <<'EOF'\n" +
+                       json + "\nEOF\n");
+}
+
+// Google Benchmark's JSON with repetitions: iterations plus aggregates (the
+// median is used), a counter, bytes_per_second, and an in-program peer.
+const char* const kIoJson = R"({"context": {}, "benchmarks": [
+ {"name": "BM_PlainRead/real_time", "run_name": "BM_PlainRead/real_time", "run_type": "aggregate",
+  "aggregate_name": "median", "real_time": 40, "time_unit": "ms", "bytes_per_second": 6.0e9},
+ {"name": "BM_PlainRead/real_time", "run_name": "BM_PlainRead/real_time", "run_type": "aggregate",
+  "aggregate_name": "mean", "real_time": 99, "time_unit": "ms", "bytes_per_second": 1.0e9},
+ {"name": "BM_TFRecordReadVerified/real_time", "run_name": "BM_TFRecordReadVerified/real_time",
+  "run_type": "aggregate", "aggregate_name": "median", "real_time": 80, "time_unit": "ms",
+  "bytes_per_second": 3.0e9, "records": 65281},
+ {"name": "BM_StrataMatMul/m:8/threads:1/real_time", "run_type": "iteration", "real_time": 1.0,
+  "time_unit": "us"},
+ {"name": "BM_StrataMatMul/m:8/threads:1/real_time", "run_type": "iteration", "real_time": 4.0,
+  "time_unit": "us"},
+ {"name": "BM_StrataMatMul/m:8/threads:1/real_time", "run_type": "iteration", "real_time": 2.0,
+  "time_unit": "us"},
+ {"name": "BM_CblasSgemm/m:8/threads:1/real_time", "run_type": "iteration", "real_time": 1.0,
+  "time_unit": "us"},
+ {"name": "BM_TrainMLP/threads:1/real_time", "run_type": "iteration", "real_time": 8, "time_unit": "ms",
+  "examples_per_second": 16000},
+ {"name": "BM_PipelineUint8/real_time", "run_type": "iteration", "real_time": 30, "time_unit": "ms",
+  "examples/s": 2.0e6}]})";
+
+// Splits the console table's line for `figure` into its columns.
+std::vector<std::string> table_line(const std::string& output, const std::string& figure) {
+  std::istringstream lines(output);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (!line.starts_with(figure + "  ")) continue;
+    std::vector<std::string> cells;
+    size_t i = 0;
+    while (i < line.size()) {
+      const size_t next = line.find("  ", i);
+      cells.push_back(line.substr(i, next - i));
+      if (next == std::string::npos) break;
+      i = line.find_first_not_of(' ', next);
+    }
+    return cells;
+  }
+  return {};
+}
+
+TEST(Bench, ParsesBenchmarkJsonPairsPeersAndChecksTargets) {
+  TempDir bench, out;
+  write_fake_bench(bench / "fake_bench", kIoJson);
+  write_executable(bench / "broken_bench", "#!/bin/sh\necho 'gloo: cannot connect' >&2\nexit 3\n");
+  Result r = run("bench --bench-dir " + bench.str() + " --python /no/such/python --out " +
                  (out / "b.json"));
-  EXPECT_EQ(r.status, 1) << r.output;  // broken_bench failed
-  EXPECT_NE(r.output.find("FAILED broken_bench: exit status 3"), std::string::npos) << r.output;
-  EXPECT_NE(r.output.find("vs OpenBLAS cblas_sgemm 3 us  ratio 2.00"), std::string::npos)
-      << r.output;
-  EXPECT_NE(r.output.find("needs_missing.py: skipped (not installed: strata_no_such_module)"),
+  EXPECT_EQ(r.status, 1) << r.output;  // broken_bench failed, the rest is reported
+  EXPECT_NE(r.output.find("broken_bench: FAILED (exit status 3: gloo: cannot connect)"),
             std::string::npos)
       << r.output;
-  EXPECT_NE(r.output.find("vs rate_peer 1000 examples/s vs strata 1500  ratio 1.50"),
-            std::string::npos)
+  // The median aggregate, not the mean; bytes/s against the plain read() peer.
+  EXPECT_EQ(
+      table_line(r.output, "TFRecord read + CRC, 256 MiB page-cached, 4 KiB records, 1 thread"),
+      (std::vector<std::string>{"TFRecord read + CRC, 256 MiB page-cached, 4 KiB records, 1 thread",
+                                "3 GB/s", "plain read() of the same file", "6 GB/s", "0.50×",
+                                "≥ 1 GB/s", "pass"}))
       << r.output;
-  EXPECT_NE(r.output.find("rate_peer.py: ran"), std::string::npos) << r.output;
+  // Median of three iteration runs (2 µs) against OpenBLAS's 1 µs: a miss.
+  EXPECT_EQ(table_line(r.output, "matmul m:8/threads:1"),
+            (std::vector<std::string>{"matmul m:8/threads:1", "2 µs", "OpenBLAS cblas_sgemm",
+                                      "1 µs", "0.50×", "≥ 0.95", "miss"}))
+      << r.output;
+  EXPECT_EQ(table_line(r.output, "shuffle(10000).batch(128).prefetch, uint8 Fashion-MNIST"),
+            (std::vector<std::string>{"shuffle(10000).batch(128).prefetch, uint8 Fashion-MNIST",
+                                      "2M ex/s", "MLP training, 1 thread (BM_TrainMLP)", "16k ex/s",
+                                      "125.00×", "≥ 10× MLP rate", "pass"}))
+      << r.output;
+  // The PyTorch peer cannot run: skipped with the reason, no ratio, no verdict.
+  EXPECT_EQ(
+      table_line(r.output, "MLP training, 1 thread(s)"),
+      (std::vector<std::string>{"MLP training, 1 thread(s)", "16k ex/s", "PyTorch (torch_train.py)",
+                                "skipped (python '/no/such/python' not found; pass --python or set "
+                                "STRATA_BENCH_PYTHON)",
+                                "-", "≥ 1.0×", "skipped (no peer)"}))
+      << r.output;
+  const std::string args = read_file(bench / "fake_bench.args");
+  EXPECT_NE(args.find("--benchmark_out_format=json"), std::string::npos) << args;
+  EXPECT_NE(args.find("--benchmark_repetitions=3"), std::string::npos) << args;
+
   const nlohmann::json j = nlohmann::json::parse(read_file(out / "b.json"));
-  EXPECT_EQ(j.at("figures").size(), 4u);
-  EXPECT_DOUBLE_EQ(j.at("comparisons").at(0).at("ratio").get<double>(), 2.0);
-  EXPECT_EQ(j.at("peers").at(0).at("status"), "skipped (not installed: strata_no_such_module)");
+  EXPECT_EQ(j.at("figures").size(), 6u);
+  EXPECT_EQ(j.at("python"), "/no/such/python");
+  bool seen_tfrecord = false;
+  for (const nlohmann::json& row : j.at("rows")) {
+    if (row.at("benchmark") != "BM_TFRecordReadVerified") continue;
+    seen_tfrecord = true;
+    EXPECT_DOUBLE_EQ(row.at("strata").get<double>(), 3.0e9);
+    EXPECT_DOUBLE_EQ(row.at("peer_value").get<double>(), 6.0e9);
+    EXPECT_DOUBLE_EQ(row.at("ratio").get<double>(), 0.5);
+    EXPECT_EQ(row.at("result"), "pass");
+  }
+  EXPECT_TRUE(seen_tfrecord) << j.dump(2);
+  ASSERT_EQ(j.at("peers").size(), 1u);
+  EXPECT_EQ(j.at("peers").at(0).at("script"), "torch_train.py");
+  EXPECT_EQ(j.at("peers").at(0).at("status").get<std::string>().rfind("skipped (python", 0), 0u);
+}
+
+TEST(Bench, RunsPythonPeersAndReportsMissingModulesAsSkipped) {
+  if (::access("/usr/bin/python3", X_OK) != 0) GTEST_SKIP() << "no /usr/bin/python3";
+  TempDir bench, peers;
+  write_fake_bench(bench / "fake_bench", R"({"context": {}, "benchmarks": [
+ {"name": "BM_TrainMLP/threads:1/real_time", "run_type": "iteration", "real_time": 8, "time_unit": "ms",
+  "examples_per_second": 1500},
+ {"name": "BM_MirroredTrainMLP/devices:2/threads:1/real_time", "run_type": "iteration",
+  "real_time": 8, "time_unit": "ms", "examples_per_second": 3000}]})");
+  // A stand-in torch_train.py speaking the JSON-lines protocol (no torch needed);
+  // torch_ddp.py needs a module that is not installed.
+  std::ofstream(peers / "torch_train.py")
+      << "import sys\n"
+         "t = sys.argv[sys.argv.index('--threads') + 1]\n"
+         "print('torch 0 (stand-in)')\n"
+         "print('{\"peer\": \"torch_train\", \"figure\": \"BM_TrainMLP/threads:' + t + "
+         "'\", \"examples_per_second\": 1000}')\n";
+  std::ofstream(peers / "torch_ddp.py") << "import strata_no_such_module\n";
+  Result r = run("bench --quick --bench-dir " + bench.str() + " --peers-dir " + peers.str() +
+                 " --python /usr/bin/python3");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_EQ(
+      table_line(r.output, "MLP training, 1 thread(s)"),
+      (std::vector<std::string>{"MLP training, 1 thread(s)", "1.5k ex/s",
+                                "PyTorch (torch_train.py)", "1k ex/s", "1.50×", "≥ 1.0×", "pass"}))
+      << r.output;
+  EXPECT_NE(r.output.find("torch_ddp.py --processes 2 --threads 1: skipped (not installed for "
+                          "/usr/bin/python3: strata_no_such_module)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("PyTorch DDP 2 × 1 (torch_ddp.py)  skipped (not installed"),
+            std::string::npos)
+      << r.output;
+  const std::string args = read_file(bench / "fake_bench.args");
+  EXPECT_NE(args.find("--benchmark_min_time=0.05"), std::string::npos) << args;
+  EXPECT_NE(args.find("--benchmark_repetitions=1"), std::string::npos) << args;
+}
+
+TEST(Bench, WriteDocsReplacesOnlyTheMarkedSection) {
+  TempDir bench, docs;
+  write_fake_bench(bench / "fake_bench", kIoJson);
+  const std::string head = "# Performance\n\nHand-written analysis | stays.\n\n";
+  const std::string tail = "\n## Later section\n\nAlso stays.\n";
+  std::ofstream(docs / "PERF.md") << head
+                                  << "<!-- BEGIN strata bench generated: old -->\nold table\n"
+                                     "<!-- END strata bench generated -->"
+                                  << tail;
+  Result r = run("bench --bench-dir " + bench.str() + " --python /no/such/python --write-docs " +
+                 (docs / "PERF.md"));
+  EXPECT_EQ(r.status, 0) << r.output;
+  const std::string text = read_file(docs / "PERF.md");
+  EXPECT_TRUE(text.starts_with(head)) << text;
+  EXPECT_TRUE(text.ends_with("<!-- END strata bench generated -->" + tail)) << text;
+  EXPECT_EQ(text.find("old table"), std::string::npos) << text;
+  EXPECT_NE(
+      text.find("| TFRecord read + CRC, 256 MiB page-cached, 4 KiB records, 1 thread | 3 GB/s "
+                "| plain read() of the same file | 6 GB/s | 0.50× | ≥ 1 GB/s | pass |"),
+      std::string::npos)
+      << text;
+  EXPECT_NE(text.find("Generated by `strata bench`"), std::string::npos) << text;
+
+  // A file without markers gets a new section at its end; one marker alone is
+  // an error that leaves the file untouched.
+  std::ofstream(docs / "plain.md") << head;
+  EXPECT_EQ(run("bench --bench-dir " + bench.str() + " --python /no/such/python --write-docs " +
+                (docs / "plain.md"))
+                .status,
+            0);
+  const std::string appended = read_file(docs / "plain.md");
+  EXPECT_TRUE(appended.starts_with(head + "\n## Generated figures")) << appended;
+  EXPECT_TRUE(appended.ends_with("<!-- END strata bench generated -->\n")) << appended;
+  const std::string broken = head + "<!-- END strata bench generated -->\n";
+  std::ofstream(docs / "broken.md") << broken;
+  std::filesystem::remove(bench / "fake_bench.args");
+  Result bad = run("bench --bench-dir " + bench.str() + " --write-docs " + (docs / "broken.md"));
+  EXPECT_EQ(bad.status, 1) << bad.output;
+  EXPECT_NE(bad.output.find("has only one of the markers"), std::string::npos) << bad.output;
+  EXPECT_EQ(read_file(docs / "broken.md"), broken);
+  EXPECT_FALSE(std::filesystem::exists(bench / "fake_bench.args"));  // checked before running
+}
+
+TEST(Bench, UsageErrorsExitWith2) {
+  TempDir bench;
+  EXPECT_EQ(run("bench --no-such-flag").status, 2);
+  EXPECT_EQ(run("bench --bench-dir /no/such/dir").status, 2);
+  EXPECT_EQ(run("bench --bench-dir " + bench.str() + " --write-docs /no/such/file.md").status, 2);
+  EXPECT_EQ(run("bench --bench-dir " + bench.str() + " --repetitions 0").status, 2);
+  EXPECT_EQ(run("bench --bench-dir " + bench.str() + " --repetitions x").status, 2);
+  EXPECT_EQ(run("bench --bench-dir " + bench.str() + " extra").status, 2);
+  Result r = run("bench --quick --out");
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_NE(r.output.find("--out"), std::string::npos) << r.output;
 }
 
 TEST(Bench, AFolderWithoutProgramsIsAClearError) {

@@ -1,13 +1,17 @@
 #include "tools/strata/bench_command.h"
 
+#include <stdlib.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdio>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -23,39 +27,21 @@
 
 namespace strata::tools {
 
+const char* const kGeneratedBegin = "<!-- BEGIN strata bench generated";
+const char* const kGeneratedEnd = "<!-- END strata bench generated -->";
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Figure {
+// One benchmark of one program: the median of every numeric field over its
+// repetitions (times in seconds under "real_time" / "cpu_time").
+struct Run {
   std::string program = "";
-  std::string name = "";
-  double seconds = 0;  // real time per iteration (median over repetitions)
-  std::optional<double> examples_per_second =
-      std::nullopt;  // the benchmark's counter, when it has one
-};
-
-struct Comparison {
-  std::string figure = "";
-  double figure_seconds = 0;
-  std::string peer = "";  // what the peer is
-  std::optional<double> peer_seconds = std::nullopt;
-  std::string note = "";  // why there is no ratio
-  // Throughput comparisons (training): examples/s of both; the ratio is then
-  // Strata's rate / the peer's, which reads the same way (> 1: Strata faster).
-  std::optional<double> figure_rate = std::nullopt;
-  std::optional<double> peer_rate = std::nullopt;
-
-  std::optional<double> ratio() const {
-    if (figure_rate && peer_rate && *peer_rate > 0) return *figure_rate / *peer_rate;
-    if (peer_seconds && figure_seconds > 0) return *peer_seconds / figure_seconds;
-    return std::nullopt;
-  }
-};
-
-struct PeerStatus {
-  std::string script = "";
-  std::string status = "";
+  std::string name = "";  // as the program printed it
+  std::string key = "";   // name without /real_time, /manual_time, /iterations:N, ...
+  std::map<std::string, double> values = {};
+  std::string error = "";  // the benchmark's error_message, when it failed
 };
 
 std::string quote(const std::string& s) {
@@ -69,9 +55,11 @@ struct Output {
   std::string text = "";
 };
 
-// Runs `command` through the shell; stdout is captured.
-Output capture(const std::string& command) {
-  FILE* pipe = ::popen(command.c_str(), "r");
+// Runs `command` through the shell under coreutils' timeout; stdout is captured.
+Output capture(const std::string& command, int timeout_s) {
+  const std::string cmd =
+      "timeout -k 5 " + std::to_string(timeout_s) + " sh -c " + quote(command) + " </dev/null";
+  FILE* pipe = ::popen(cmd.c_str(), "r");
   STRATA_CHECK(INTERNAL, pipe != nullptr, "bench: cannot run ", command);
   Output out;
   std::array<char, 4096> buf{};
@@ -82,11 +70,86 @@ Output capture(const std::string& command) {
   return out;
 }
 
+std::string last_line(const std::string& text) {
+  std::string t = text;
+  while (!t.empty() && (t.back() == '\n' || t.back() == ' ')) t.pop_back();
+  const size_t nl = t.rfind('\n');
+  std::string line = nl == std::string::npos ? t : t.substr(nl + 1);
+  if (line.size() > 160) line = line.substr(0, 160) + "...";
+  return line;
+}
+
+std::string failure(const Output& o, int timeout_s) {
+  if (o.status == 124 || o.status == 137) return str_cat("timed out after ", timeout_s, " s");
+  const std::string line = last_line(o.text);
+  return str_cat("exit status ", o.status, line.empty() ? "" : ": " + line);
+}
+
 double to_seconds(double value, const std::string& unit) {
   if (unit == "ns") return value * 1e-9;
   if (unit == "us") return value * 1e-6;
   if (unit == "ms") return value * 1e-3;
   return value;
+}
+
+std::string run_key(const std::string& name) {
+  static const std::regex suffix(R"(/(real_time|manual_time|process_time|iterations:\d+))");
+  return std::regex_replace(name, suffix, "");
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Google Benchmark's JSON (--benchmark_out_format=json): iteration runs, several
+// per name with repetitions, and aggregates (their "median" is used when present).
+std::vector<Run> parse_benchmark_json(const std::string& program, const std::string& text) {
+  const nlohmann::json j = nlohmann::json::parse(text);
+  static const std::set<std::string> not_figures = {"family_index", "per_family_instance_index",
+                                                    "repetitions",  "repetition_index",
+                                                    "threads",      "iterations"};
+  std::vector<std::string> order;
+  std::map<std::string, std::map<std::string, std::vector<double>>> iterations;
+  std::map<std::string, std::map<std::string, double>> medians;
+  std::map<std::string, std::string> errors;
+  for (const nlohmann::json& b : j.at("benchmarks")) {
+    const std::string name = b.contains("run_name") ? b.at("run_name").get<std::string>()
+                                                    : b.at("name").get<std::string>();
+    const bool aggregate = b.value("run_type", "iteration") == "aggregate";
+    if (aggregate && b.value("aggregate_name", "") != "median") continue;
+    if (std::find(order.begin(), order.end(), name) == order.end()) order.push_back(name);
+    if (b.value("error_occurred", false)) {
+      errors[name] = b.value("error_message", "error");
+      continue;
+    }
+    const std::string unit = b.value("time_unit", "ns");
+    std::map<std::string, double> values;
+    for (const auto& [field, v] : b.items()) {
+      if (!v.is_number() || not_figures.count(field)) continue;
+      double x = v.get<double>();
+      if (field == "real_time" || field == "cpu_time") x = to_seconds(x, unit);
+      values[field] = x;
+    }
+    if (aggregate) {
+      medians[name] = values;
+    } else {
+      for (const auto& [field, x] : values) iterations[name][field].push_back(x);
+    }
+  }
+  std::vector<Run> runs;
+  for (const std::string& name : order) {
+    Run r{program, name, run_key(name)};
+    if (medians.count(name)) {
+      r.values = medians[name];
+    } else {
+      for (const auto& [field, xs] : iterations[name]) r.values[field] = median(xs);
+    }
+    if (errors.count(name) && r.values.empty()) r.error = errors[name];
+    runs.push_back(r);
+  }
+  return runs;
 }
 
 fs::path default_bench_dir() {
@@ -111,60 +174,36 @@ std::vector<fs::path> bench_programs(const fs::path& dir) {
   return programs;
 }
 
-// Google Benchmark's JSON: iteration runs, several per name with repetitions.
-std::vector<Figure> parse_benchmark_json(const std::string& program, const std::string& text) {
-  const nlohmann::json j = nlohmann::json::parse(text);
-  std::map<std::string, std::vector<double>> runs, rates;
-  std::vector<std::string> order;
-  for (const nlohmann::json& b : j.at("benchmarks")) {
-    if (b.value("run_type", "iteration") != "iteration" || b.contains("error_occurred")) continue;
-    const std::string name = b.at("name").get<std::string>();
-    if (!runs.count(name)) order.push_back(name);
-    runs[name].push_back(to_seconds(b.at("real_time").get<double>(), b.value("time_unit", "ns")));
-    if (b.contains("examples_per_second"))
-      rates[name].push_back(b.at("examples_per_second").get<double>());
-  }
-  auto median = [](std::vector<double> v) {
-    std::sort(v.begin(), v.end());
-    return v[v.size() / 2];
+// What --quick runs of each program: the figures the table uses, at the
+// smallest time Google Benchmark allows (one repetition of few iterations).
+struct QuickPlan {
+  std::string filter;  // "" = everything
+  std::string skip;    // non-empty: not run under --quick, and why
+};
+QuickPlan quick_plan(const std::string& program) {
+  static const std::map<std::string, QuickPlan> plans = {
+      {"kernels_bench", {"MatMul|Sgemm|Memcpy|Add16|Conv2DForward", ""}},
+      {"training_bench", {"BM_TrainMLP|BM_TrainCNN/threads:1/|BM_MirroredTrainMLP", ""}},
+      {"autodiff_bench", {"BackwardOverForward", ""}},
+      {"collective_bench", {"LocalAllReduce|GlooAllReduce/|RawGlooAllReduce/[1-9]", ""}},
+      {"tpu_bench", {"", "skipped under --quick (one 512x512 conv-stack step takes seconds)"}},
   };
-  std::vector<Figure> figures;
-  for (const std::string& name : order) {
-    Figure f{program, name, median(runs[name])};
-    if (rates.count(name)) f.examples_per_second = median(rates[name]);
-    figures.push_back(f);
-  }
-  return figures;
+  auto it = plans.find(program);
+  return it == plans.end() ? QuickPlan{"", ""} : it->second;
 }
 
-// The part of a benchmark name after its function: "/m:128/k:784/.../real_time".
-std::string arguments(const std::string& name) {
-  const size_t slash = name.find('/');
-  return slash == std::string::npos ? "" : name.substr(slash);
-}
-std::string function(const std::string& name) { return name.substr(0, name.find('/')); }
+// ---- peers outside the programs: bench/peers/*.py --------------------------------
 
-// Peers measured by the benchmark programs themselves.
-void in_program_peers(const std::vector<Figure>& figures, std::vector<Comparison>& out) {
-  std::map<std::string, double> by_name;
-  for (const Figure& f : figures) by_name[f.name] = f.seconds;
-  for (const Figure& f : figures) {
-    const std::string fn = function(f.name);
-    if (fn == "BM_StrataMatMul") {
-      auto it = by_name.find("BM_CblasSgemm" + arguments(f.name));
-      out.push_back({f.name, f.seconds, "OpenBLAS cblas_sgemm",
-                     it == by_name.end() ? std::nullopt : std::optional<double>(it->second),
-                     it == by_name.end() ? "peer not measured" : ""});
-    } else if (fn == "BM_Add16MiB") {
-      std::optional<double> peer;
-      for (const auto& [name, s] : by_name) {
-        if (function(name) == "BM_Memcpy16MiB") peer = s;
-      }
-      out.push_back({f.name, f.seconds, "memcpy 16 MiB (memory bandwidth)", peer,
-                     peer ? "" : "peer not measured"});
-    }
-  }
-}
+struct PeerValue {
+  double value = 0;  // seconds, or examples/s when rate
+  bool rate = false;
+};
+
+struct PeerScript {
+  std::string script;
+  std::vector<std::string> args;
+  std::string status = "";  // "ran", "skipped (...)", "failed (...)"
+};
 
 // Top-level `import x` / `from x import` modules of a Python script.
 std::vector<std::string> imported_modules(const fs::path& script) {
@@ -179,103 +218,305 @@ std::vector<std::string> imported_modules(const fs::path& script) {
   return {modules.begin(), modules.end()};
 }
 
-std::vector<std::string> missing_modules(const std::vector<std::string>& modules) {
-  std::vector<std::string> missing;
-  for (const std::string& mod : modules) {
-    if (capture("python3 -c " + quote("import " + mod) + " >/dev/null 2>&1").status != 0)
-      missing.push_back(mod);
+// Why `script` cannot run under `python`, or "" when it can.
+std::string why_not_runnable(const std::string& python, const fs::path& script) {
+  if (::access(python.c_str(), X_OK) != 0)
+    return "skipped (python '" + python + "' not found; pass --python or set STRATA_BENCH_PYTHON)";
+  if (!fs::is_regular_file(script)) return "skipped (" + script.string() + " not found)";
+  std::string missing;
+  for (const std::string& mod : imported_modules(script)) {
+    if (capture(quote(python) + " -c " + quote("import " + mod) + " >/dev/null 2>&1", 120).status !=
+        0)
+      missing += (missing.empty() ? "" : ", ") + mod;
   }
-  return missing;
+  if (missing.empty()) return "";
+  return "skipped (not installed for " + python + ": " + missing +
+         (missing.find("torch") != std::string::npos ? "; apt install python3-torch)" : ")");
 }
 
-// bench/peers/torch_conv.py: "layer L forward: median wall X ms, ..." per thread count.
-void torch_conv_peer(const fs::path& script, bool quick, const std::vector<Figure>& figures,
-                     std::vector<Comparison>& out, std::vector<PeerStatus>& statuses) {
+// torch_conv.py: "layer L forward: median wall X ms, ..." lines.
+void parse_conv_text(const std::string& text, int threads, std::map<std::string, PeerValue>& out) {
   const std::regex line_re(R"(layer (\d+) (forward\+backward|forward): median wall ([0-9.]+) ms)");
-  for (int threads : {1, 2}) {
-    const std::string cmd = "OMP_WAIT_POLICY=PASSIVE python3 " + quote(script.string()) +
-                            " --threads " + std::to_string(threads) +
-                            (quick ? " --repetitions 1 --min-time 0.2" : "") + " 2>&1";
-    const Output o = capture(cmd);
-    if (o.status != 0) {
-      statuses.push_back({script.filename().string(),
-                          str_cat("failed (exit ", o.status, ") at --threads ", threads)});
-      return;
-    }
-    for (auto it = std::sregex_iterator(o.text.begin(), o.text.end(), line_re);
-         it != std::sregex_iterator(); ++it) {
-      const std::string layer = (*it)[1], kind = (*it)[2];
-      const double peer_s = std::stod((*it)[3]) * 1e-3;
-      const std::string prefix =
-          (kind == "forward" ? "BM_Conv2DForward" : "BM_Conv2DForwardBackward") +
-          std::string("/layer:") + layer + "/threads:" + std::to_string(threads);
-      for (const Figure& f : figures) {
-        if (f.name == prefix || f.name.starts_with(prefix + "/")) {
-          out.push_back({f.name, f.seconds, "PyTorch F.conv2d " + kind, peer_s, ""});
-        }
-      }
-    }
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), line_re);
+       it != std::sregex_iterator(); ++it) {
+    const std::string layer = (*it)[1], kind = (*it)[2];
+    const std::string figure =
+        (kind == "forward" ? "BM_Conv2DForward" : "BM_Conv2DForwardBackward") +
+        std::string("/layer:") + layer + "/threads:" + std::to_string(threads);
+    out["torch_conv/" + figure] = {std::stod((*it)[3]) * 1e-3, false};
   }
-  statuses.push_back({script.filename().string(), "ran"});
 }
 
-// Peers that print one JSON object per line naming the figure they measured
-// ({"figure": "BM_TrainMLP/threads:1", "examples_per_second": ..., ...}, as
-// bench/peers/torch_train.py does), run once per thread count. Returns false
-// when the script printed no such line.
-bool json_lines_peer(const fs::path& script, bool quick, const std::vector<Figure>& figures,
-                     std::vector<Comparison>& out, std::vector<PeerStatus>& statuses) {
-  int understood = 0;
-  for (int threads : {1, 2}) {
-    const std::string cmd = "python3 " + quote(script.string()) + " --threads " +
-                            std::to_string(threads) +
-                            (quick ? " --repetitions 1 --min-time 0.3" : "") + " 2>/dev/null";
-    const Output o = capture(cmd);
-    if (o.status != 0) {
-      statuses.push_back({script.filename().string(),
-                          str_cat("failed (exit ", o.status, ") at --threads ", threads)});
-      return true;
-    }
-    std::istringstream lines(o.text);
-    std::string line;
-    while (std::getline(lines, line)) {
-      if (line.empty() || line[0] != '{') continue;
-      const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (j.is_discarded() || !j.contains("figure")) continue;
-      const std::string figure = j.at("figure").get<std::string>();
-      const std::string peer =
-          j.value("peer", script.stem().string()) +
-          (j.contains("torch") ? " (PyTorch " + j.at("torch").get<std::string>() + ")" : "");
-      for (const Figure& f : figures) {
-        if (f.name != figure && !f.name.starts_with(figure + "/")) continue;
-        Comparison c{f.name, f.seconds, peer};
-        if (j.contains("seconds_per_step")) c.peer_seconds = j.at("seconds_per_step").get<double>();
-        if (j.contains("examples_per_second"))
-          c.peer_rate = j.at("examples_per_second").get<double>();
-        c.figure_rate = f.examples_per_second;
-        if (!c.ratio()) c.note = "no comparable measure";
-        out.push_back(c);
-        ++understood;
-      }
+// One JSON object per line naming the figure it pairs with (torch_train.py,
+// torch_ddp.py): {"peer": P, "figure": F, "examples_per_second": R, ...}. Keys
+// are "P/F", "P_channels_last/F" for torch.channels_last runs.
+void parse_json_lines(const std::string& text, const std::string& stem,
+                      std::map<std::string, PeerValue>& out) {
+  std::istringstream lines(text);
+  std::string line;
+  while (std::getline(lines, line)) {
+    if (line.empty() || line[0] != '{') continue;
+    const nlohmann::json j = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object() || !j.contains("figure")) continue;
+    const std::string peer =
+        j.value("peer", stem) + (j.value("channels_last", false) ? "_channels_last" : "");
+    const std::string key = peer + "/" + j.at("figure").get<std::string>();
+    if (j.contains("examples_per_second") && j.at("examples_per_second").is_number()) {
+      out[key] = {j.at("examples_per_second").get<double>(), true};
+    } else if (j.contains("seconds_per_step") && j.at("seconds_per_step").is_number()) {
+      out[key] = {j.at("seconds_per_step").get<double>(), false};
     }
   }
-  if (understood == 0) return false;
-  statuses.push_back({script.filename().string(), "ran"});
-  return true;
 }
 
-std::string human_time(double s) {
+// ---- the table -----------------------------------------------------------------
+
+enum class Kind { seconds, bytes_rate, examples_rate, ratio, bytes_rate_1024 };
+
+std::string format(double v, Kind kind) {
   std::ostringstream os;
   os << std::setprecision(3);
-  if (s < 1e-6) {
-    os << s * 1e9 << " ns";
-  } else if (s < 1e-3) {
-    os << s * 1e6 << " us";
-  } else if (s < 1) {
-    os << s * 1e3 << " ms";
-  } else {
-    os << s << " s";
+  switch (kind) {
+    case Kind::seconds:
+      if (v < 1e-6) {
+        os << v * 1e9 << " ns";
+      } else if (v < 1e-3) {
+        os << v * 1e6 << " µs";
+      } else if (v < 1) {
+        os << v * 1e3 << " ms";
+      } else {
+        os << v << " s";
+      }
+      break;
+    case Kind::bytes_rate: os << v / 1e9 << " GB/s"; break;
+    case Kind::bytes_rate_1024: os << v / (1024.0 * 1024 * 1024) << " GiB/s"; break;
+    case Kind::examples_rate:
+      if (v >= 1e6) {
+        os << v / 1e6 << "M ex/s";
+      } else {
+        os << v / 1e3 << "k ex/s";
+      }
+      break;
+    case Kind::ratio: os << std::fixed << std::setprecision(2) << v << "×"; break;
   }
+  return os.str();
+}
+
+// Where a value comes from: a benchmark's field, or (python peers) keys of
+// the peer scripts' figures, the best of which is used.
+struct Source {
+  std::string benchmark = "";  // run key
+  std::string field = "";      // "real_time", "bytes_per_second", a counter, ...
+  std::vector<std::string> peer_keys = {};
+  std::string script = "";  // the peer script, for its status
+};
+
+struct Target {
+  enum Of { none, value_at_least, value_at_most, ratio_at_least } of = none;
+  double bound = 0;
+  std::string text = "";
+};
+
+struct RowSpec {
+  std::string figure;
+  Source strata;
+  Kind kind;              // of both values
+  std::string peer = "";  // label; "" = no peer
+  Source peer_source = {};
+  Target target = {};
+};
+
+struct Row {
+  RowSpec spec;
+  std::optional<double> strata = std::nullopt, peer = std::nullopt, ratio = std::nullopt;
+  std::string peer_status = "";  // why the peer value is missing
+  std::string result = "";       // pass / miss / - / skipped (...)
+};
+
+bool higher_is_better(Kind k) { return k != Kind::seconds; }
+
+std::vector<RowSpec> row_specs(const std::map<std::string, const Run*>& runs) {
+  std::vector<RowSpec> specs;
+  auto has = [&](const std::string& k) { return runs.count(k) > 0; };
+  auto bench = [](const std::string& b, const std::string& f) { return Source{b, f}; };
+  auto torch = [](const std::string& script, std::vector<std::string> keys) {
+    return Source{"", "", std::move(keys), script};
+  };
+  auto at_least = [](double x, std::string text) {
+    return Target{Target::ratio_at_least, x, std::move(text)};
+  };
+  const std::string mlp1 = "BM_TrainMLP/threads:1";
+  // Distribution.
+  for (const char* n : {"1", "2", "4"}) {
+    specs.push_back({std::string("strategy.run of an empty fn, ") + n + " replicas",
+                     bench(std::string("BM_MirroredRunEmpty/") + n, "real_time"), Kind::seconds});
+    if (std::string(n) == "2") specs.back().target = {Target::value_at_most, 20e-6, "≤ 20 µs"};
+  }
+  // io.
+  specs.push_back({"TFRecord read + CRC, 256 MiB page-cached, 4 KiB records, 1 thread",
+                   bench("BM_TFRecordReadVerified", "bytes_per_second"),
+                   Kind::bytes_rate,
+                   "plain read() of the same file",
+                   bench("BM_PlainRead", "bytes_per_second"),
+                   {Target::value_at_least, 1e9, "≥ 1 GB/s"}});
+  specs.push_back({"parse_single_example, Fashion-MNIST record (CPU time)",
+                   bench("BM_ParseSingleExampleFashionMnist", "items_per_second"),
+                   Kind::examples_rate});
+  specs.push_back({"parse_example, batch of 128 Fashion-MNIST records (CPU time)",
+                   bench("BM_ParseExampleBatch128FashionMnist", "items_per_second"),
+                   Kind::examples_rate});
+  // Input pipelines against the MLP's training rate.
+  const std::vector<std::pair<std::string, std::string>> pipelines = {
+      {"BM_PipelineUint8", "shuffle(10000).batch(128).prefetch, uint8 Fashion-MNIST"},
+      {"BM_PipelineFloat32", "shuffle(10000).batch(128).prefetch, float32 Fashion-MNIST"},
+      {"BM_PipelineParallelMap", "... + map(uint8 → float32, AUTOTUNE)"}};
+  for (const auto& [b, label] : pipelines) {
+    specs.push_back({label, bench(b, "examples/s"), Kind::examples_rate,
+                     "MLP training, 1 thread (BM_TrainMLP)", bench(mlp1, "examples_per_second")});
+    if (b == "BM_PipelineUint8") specs.back().target = at_least(10, "≥ 10× MLP rate");
+  }
+  // Autodiff.
+  for (const char* m : {"Mlp", "Cnn"}) {
+    specs.push_back({std::string(m) + " backward / forward time",
+                     bench(std::string("BM_") + m + "BackwardOverForward", "backward_over_forward"),
+                     Kind::ratio});
+    specs.back().target = {Target::value_at_most, 2.5, "≤ 2.5×"};
+  }
+  // Kernels.
+  for (const auto& [key, run] : runs) {
+    if (key.starts_with("BM_StrataMatMul/")) {
+      specs.push_back({"matmul " + key.substr(key.find('/') + 1), bench(key, "real_time"),
+                       Kind::seconds, "OpenBLAS cblas_sgemm",
+                       bench("BM_CblasSgemm" + key.substr(key.find('/')), "real_time"),
+                       at_least(0.95, "≥ 0.95")});
+    } else if (key.starts_with("BM_Add16MiB/")) {
+      specs.push_back({"add 16 MiB float32 " + key.substr(key.find('/') + 1),
+                       bench(key, "real_time"), Kind::seconds, "memcpy 16 MiB",
+                       bench("BM_Memcpy16MiB", "real_time"), at_least(0.5, "≥ 0.5")});
+    } else if (key.starts_with("BM_Conv2DForward")) {
+      specs.push_back({key.substr(3), bench(key, "real_time"), Kind::seconds,
+                       "PyTorch F.conv2d (torch_conv.py)",
+                       torch("torch_conv.py", {"torch_conv/" + key})});
+    } else if (key.starts_with("BM_LocalAllReduce/")) {
+      specs.push_back(
+          {"LocalCollectives all-reduce ranks/MiB " + key.substr(18) + " (memory traffic)",
+           bench(key, "traffic"), Kind::bytes_rate_1024, "N-way streaming add, same run",
+           bench(key, "stream"), at_least(0.5, "≥ 0.5 of stream")});
+    } else if (key.starts_with("BM_GlooAllReduce")) {
+      const std::string arg = key == "BM_GlooAllReduceScalar" ? "0" : key.substr(17);
+      specs.push_back({"GlooCollectives all-reduce, 2 ranks, " +
+                           (arg == "0" ? std::string("1 element") : arg + " MiB"),
+                       bench(key, "real_time"), Kind::seconds, "raw gloo::allreduce",
+                       bench("BM_RawGlooAllReduce/" + arg, "real_time")});
+    }
+  }
+  // TPU spatial partitioning.
+  const std::string two = "BM_ConvStack_TwoLogicalDevices/512";
+  specs.push_back({"conv stack split over 2 logical devices × 1 thread", bench(two, "real_time"),
+                   Kind::seconds, "1 device × 1 thread",
+                   bench("BM_ConvStack_OneDevice/512/1", "real_time"), at_least(1.6, "≥ 1.6×")});
+  specs.push_back({"conv stack split over 2 logical devices × 1 thread", bench(two, "real_time"),
+                   Kind::seconds, "1 device × 2 threads",
+                   bench("BM_ConvStack_OneDevice/512/2", "real_time"), at_least(0.9, "≥ 0.9×")});
+  // Training.
+  for (const char* t : {"1", "2"}) {
+    const std::string mlp = std::string("BM_TrainMLP/threads:") + t;
+    const std::string cnn = std::string("BM_TrainCNN/threads:") + t;
+    specs.push_back({std::string("MLP training, ") + t + " thread(s)",
+                     bench(mlp, "examples_per_second"), Kind::examples_rate,
+                     "PyTorch (torch_train.py)", torch("torch_train.py", {"torch_train/" + mlp}),
+                     at_least(1.0, "≥ 1.0×")});
+    specs.push_back(
+        {std::string("CNN training, ") + t + " thread(s)", bench(cnn, "examples_per_second"),
+         Kind::examples_rate, "PyTorch, best of NCHW / channels_last",
+         torch("torch_train.py", {"torch_train/" + cnn, "torch_train_channels_last/" + cnn}),
+         at_least(0.8, "≥ 0.8×")});
+  }
+  const std::string mirrored = "BM_MirroredTrainMLP/devices:2/threads:1";
+  specs.push_back({"MLP MirroredStrategy, 2 devices × 1 thread",
+                   bench(mirrored, "examples_per_second"), Kind::examples_rate,
+                   "Strata 1 device × 2 threads",
+                   bench("BM_TrainMLP/threads:2", "examples_per_second"), at_least(0.9, "≥ 0.9×")});
+  specs.push_back({"MLP MirroredStrategy, 2 devices × 1 thread",
+                   bench(mirrored, "examples_per_second"), Kind::examples_rate,
+                   "PyTorch DDP 2 × 1 (torch_ddp.py)",
+                   torch("torch_ddp.py", {"torch_ddp/" + mirrored}), at_least(2.5, "≥ 2.5×")});
+  std::erase_if(specs, [&](const RowSpec& s) { return !has(s.strata.benchmark); });
+  return specs;
+}
+
+Row evaluate(const RowSpec& spec, const std::map<std::string, const Run*>& runs,
+             const std::map<std::string, PeerValue>& peer_values,
+             const std::map<std::string, std::string>& script_status) {
+  Row row{spec};
+  auto field = [&](const Source& s) -> std::optional<double> {
+    auto it = runs.find(s.benchmark);
+    if (it == runs.end()) return std::nullopt;
+    auto f = it->second->values.find(s.field);
+    if (f == it->second->values.end()) return std::nullopt;
+    return f->second;
+  };
+  const Run& run = *runs.at(spec.strata.benchmark);
+  row.strata = field(spec.strata);
+  if (!row.strata) {
+    row.result = run.error.empty() ? "no " + spec.strata.field + " in the output"
+                                   : "failed (" + run.error + ")";
+    return row;
+  }
+  const bool rate = higher_is_better(spec.kind);
+  if (!spec.peer.empty()) {
+    const Source& p = spec.peer_source;
+    if (!p.script.empty()) {
+      for (const std::string& key : p.peer_keys) {
+        auto it = peer_values.find(key);
+        if (it == peer_values.end() || it->second.rate != rate) continue;
+        if (!row.peer || (rate ? it->second.value > *row.peer : it->second.value < *row.peer))
+          row.peer = it->second.value;
+      }
+      if (!row.peer) {
+        auto st = script_status.find(p.script);
+        row.peer_status = st == script_status.end() ? "skipped (" + p.script + " not run)"
+                          : st->second == "ran"     ? "not in " + p.script + "'s output"
+                                                    : st->second;
+      }
+    } else {
+      row.peer = field(p);
+      if (!row.peer) row.peer_status = "skipped (" + p.benchmark + " not measured)";
+    }
+    if (row.peer && *row.peer > 0 && *row.strata > 0)
+      row.ratio = rate ? *row.strata / *row.peer : *row.peer / *row.strata;
+  }
+  const Target& t = spec.target;
+  switch (t.of) {
+    case Target::none: row.result = "-"; break;
+    case Target::value_at_least: row.result = *row.strata >= t.bound ? "pass" : "miss"; break;
+    case Target::value_at_most: row.result = *row.strata <= t.bound ? "pass" : "miss"; break;
+    case Target::ratio_at_least:
+      row.result = !row.ratio ? "skipped (no peer)" : *row.ratio >= t.bound ? "pass" : "miss";
+      break;
+  }
+  return row;
+}
+
+std::string peer_cell(const Row& r) {
+  if (r.spec.peer.empty()) return "-";
+  return r.peer ? format(*r.peer, r.spec.kind) : r.peer_status;
+}
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  ::gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%d %H:%M UTC", &tm);
+  return buf;
+}
+
+std::string load_average() {
+  double load[3] = {0, 0, 0};
+  if (::getloadavg(load, 3) != 3) return "unknown";
+  std::ostringstream os;
+  os << std::fixed << std::setprecision(2) << load[0] << ", " << load[1] << ", " << load[2];
   return os.str();
 }
 
@@ -296,128 +537,303 @@ void write_atomically(const std::string& path, const std::string& contents) {
   }
 }
 
+std::string read_whole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  STRATA_CHECK(NOT_FOUND, in.good(), "bench: cannot read '", path, "'");
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+}
+
+struct ProgramStatus {
+  std::string program;
+  std::string status;  // "ran (N figures)", "skipped (...)", "FAILED (...)"
+};
+
+std::string markdown(const std::vector<Row>& rows, const std::vector<ProgramStatus>& programs,
+                     const std::vector<PeerScript>& peers, const std::string& command,
+                     const std::string& when, const std::string& load_before,
+                     const std::string& load_after) {
+  std::ostringstream md;
+  md << "Generated by `" << command << "` on " << when << " (load average " << load_before
+     << " before, " << load_after << " after; " << ::sysconf(_SC_NPROCESSORS_ONLN)
+     << " CPUs). Ratio > 1: Strata is faster. Do not edit by hand: rerun the command.\n\n";
+  md << "| figure | Strata | peer | peer value | ratio | target | result |\n"
+     << "| --- | --- | --- | --- | --- | --- | --- |\n";
+  auto cell = [](std::string s) {
+    for (size_t i = 0; (i = s.find('|', i)) != std::string::npos; i += 2) s.replace(i, 1, "\\|");
+    return s;
+  };
+  for (const Row& r : rows) {
+    md << "| " << cell(r.spec.figure) << " | " << (r.strata ? format(*r.strata, r.spec.kind) : "-")
+       << " | " << cell(r.spec.peer.empty() ? "-" : r.spec.peer) << " | " << cell(peer_cell(r))
+       << " | " << (r.ratio ? format(*r.ratio, Kind::ratio) : "-") << " | "
+       << (r.spec.target.text.empty() ? "-" : r.spec.target.text) << " | " << cell(r.result)
+       << " |\n";
+  }
+  md << "\nPrograms: ";
+  for (size_t i = 0; i < programs.size(); ++i)
+    md << (i ? "; " : "") << "`" << programs[i].program << "` " << programs[i].status;
+  md << ".\nPeers: ";
+  if (peers.empty()) md << "none needed";
+  for (size_t i = 0; i < peers.size(); ++i) {
+    md << (i ? "; " : "") << "`" << peers[i].script;
+    for (const std::string& a : peers[i].args) md << " " << a;
+    md << "` " << peers[i].status;
+  }
+  md << ".\n";
+  return md.str();
+}
+
 }  // namespace
+
+std::string replace_generated_section(const std::string& document, const std::string& body,
+                                      const std::string& name) {
+  const size_t begin = document.find(kGeneratedBegin);
+  const size_t end = document.find(kGeneratedEnd);
+  const std::string begin_line =
+      std::string(kGeneratedBegin) + ": `strata bench --write-docs` rewrites up to END -->\n";
+  if (begin == std::string::npos && end == std::string::npos) {
+    std::string out = document;
+    if (!out.empty() && out.back() != '\n') out += "\n";
+    return out + "\n## Generated figures (`strata bench`)\n\n" + begin_line + body + kGeneratedEnd +
+           "\n";
+  }
+  STRATA_CHECK(FAILED_PRECONDITION, begin != std::string::npos && end != std::string::npos,
+               "bench: '", name, "' has only one of the markers '", kGeneratedBegin, " ...' and '",
+               kGeneratedEnd, "'; add the missing one or remove both");
+  STRATA_CHECK(FAILED_PRECONDITION, begin < end, "bench: in '", name, "' the marker '",
+               kGeneratedEnd, "' comes before '", kGeneratedBegin, " ...'");
+  return document.substr(0, begin) + begin_line + body + document.substr(end);
+}
 
 int run_bench(const BenchOptions& o) {
   const fs::path dir = o.bench_dir.empty() ? default_bench_dir() : fs::path(o.bench_dir);
   const std::vector<fs::path> programs = bench_programs(dir);
   STRATA_CHECK(NOT_FOUND, !programs.empty(), "bench: no *_bench programs in ", dir.string(),
                "; build them (cmake --build build) or pass --bench-dir");
-  std::vector<Figure> figures;
-  std::vector<std::pair<std::string, std::string>> failures;
+  std::string python = o.python;
+  if (python.empty()) {
+    const char* env = std::getenv("STRATA_BENCH_PYTHON");
+    python = env && *env ? env : "/usr/bin/python3";
+  }
+  // The document is checked before the (long) run, not after it.
+  if (!o.write_docs.empty()) replace_generated_section(read_whole(o.write_docs), "", o.write_docs);
+  const std::string load_before = load_average();
+  const std::string when = utc_now();
+  const int repetitions = o.quick ? 1 : o.repetitions;
+  const int program_timeout = o.quick ? 300 : 1800;
+
+  std::string tmpl = (fs::temp_directory_path() / "strata_bench_XXXXXX").string();
+  STRATA_CHECK(INTERNAL, ::mkdtemp(tmpl.data()) != nullptr, "bench: cannot create a temp folder");
+  const fs::path tmp = tmpl;
+  struct Cleanup {
+    fs::path p;
+    ~Cleanup() {
+      std::error_code ec;
+      fs::remove_all(p, ec);
+    }
+  } cleanup{tmp};
+
+  std::vector<Run> all;
+  std::vector<ProgramStatus> statuses;
+  bool failed = false;
   for (const fs::path& p : programs) {
-    std::cerr << "bench: running " << p.filename().string() << "\n";
-    std::string cmd = quote(p.string()) + " --benchmark_format=json";
+    const std::string name = p.filename().string();
+    const QuickPlan plan = o.quick ? quick_plan(name) : QuickPlan{"", ""};
+    if (!plan.skip.empty() && o.filter.empty()) {
+      statuses.push_back({name, plan.skip});
+      continue;
+    }
+    std::cerr << "bench: running " << name << "\n";
+    const fs::path json = tmp / (name + ".json");
+    std::string cmd =
+        quote(p.string()) + " --benchmark_out=" + quote(json.string()) +
+        " --benchmark_out_format=json --benchmark_repetitions=" + std::to_string(repetitions);
+    if (repetitions > 1) cmd += " --benchmark_report_aggregates_only=true";
     if (o.quick) cmd += " --benchmark_min_time=0.05";
-    if (!o.filter.empty()) cmd += " --benchmark_filter=" + quote(o.filter);
-    const Output out = capture(cmd + " 2>/dev/null");
+    const std::string filter = o.filter.empty() ? plan.filter : o.filter;
+    if (!filter.empty()) cmd += " --benchmark_filter=" + quote(filter);
+    const Output out = capture(cmd + " 2>&1", program_timeout);
     if (out.status != 0) {
-      failures.push_back({p.filename().string(), str_cat("exit status ", out.status)});
+      failed = true;
+      statuses.push_back({name, "FAILED (" + failure(out, program_timeout) + ")"});
       continue;
     }
     try {
-      for (Figure& f : parse_benchmark_json(p.filename().string(), out.text))
-        figures.push_back(std::move(f));
+      std::vector<Run> runs = parse_benchmark_json(name, read_whole(json.string()));
+      statuses.push_back({name, str_cat("ran (", runs.size(), " figures)")});
+      for (Run& r : runs) all.push_back(std::move(r));
     } catch (const nlohmann::json::exception& e) {
-      failures.push_back(
-          {p.filename().string(), str_cat("output is not benchmark JSON: ", e.what())});
+      failed = true;
+      statuses.push_back({name, str_cat("FAILED (output is not benchmark JSON: ", e.what(), ")")});
+    } catch (const NotFoundError&) {
+      failed = true;
+      statuses.push_back({name, "FAILED (wrote no --benchmark_out file)"});
     }
   }
+  std::map<std::string, const Run*> runs;
+  for (const Run& r : all) runs.emplace(r.key, &r);
+  const std::vector<RowSpec> specs = row_specs(runs);
 
-  std::vector<Comparison> comparisons;
-  in_program_peers(figures, comparisons);
-  std::vector<PeerStatus> peers;
+  // The python peers that some row needs, once per thread count it uses.
 #ifdef STRATA_SOURCE_DIR
-  const fs::path peers_dir =
-      o.peers_dir.empty() ? fs::path(STRATA_SOURCE_DIR) / "bench" / "peers" : fs::path(o.peers_dir);
+  const fs::path default_peers = fs::path(STRATA_SOURCE_DIR) / "bench" / "peers";
 #else
-  const fs::path peers_dir = o.peers_dir;
+  const fs::path default_peers = "bench/peers";
 #endif
-  std::vector<fs::path> scripts;
-  std::error_code ec;
-  for (const fs::directory_entry& e : fs::directory_iterator(peers_dir, ec)) {
-    if (e.path().extension() == ".py") scripts.push_back(e.path());
-  }
-  std::sort(scripts.begin(), scripts.end());
-  for (const fs::path& script : scripts) {
-    const std::vector<std::string> missing = missing_modules(imported_modules(script));
-    if (!missing.empty()) {
-      std::string names;
-      for (const std::string& m : missing) names += (names.empty() ? "" : ", ") + m;
-      peers.push_back({script.filename().string(), "skipped (not installed: " + names + ")"});
-    } else if (script.filename() == "torch_conv.py") {
-      std::cerr << "bench: running peer " << script.filename().string() << "\n";
-      torch_conv_peer(script, o.quick, figures, comparisons, peers);
+  const fs::path peers_dir = o.peers_dir.empty() ? default_peers : fs::path(o.peers_dir);
+  std::vector<PeerScript> scripts;
+  auto need = [&](const std::string& script, std::vector<std::string> args) {
+    for (const PeerScript& s : scripts)
+      if (s.script == script && s.args == args) return;
+    scripts.push_back({script, std::move(args)});
+  };
+  for (const RowSpec& s : specs) {
+    const std::string& script = s.peer_source.script;
+    if (script.empty()) continue;
+    const std::string& b = s.strata.benchmark;
+    const std::string threads = b.substr(b.rfind("threads:") + 8);
+    if (script == "torch_conv.py") {
+      need(script, {"--threads", threads});
+    } else if (script == "torch_train.py") {
+      need(script, {"--threads", threads, "--models", "mlp,cnn"});
+      if (b.starts_with("BM_TrainCNN"))
+        need(script, {"--threads", threads, "--models", "cnn", "--channels-last"});
     } else {
-      std::cerr << "bench: running peer " << script.filename().string() << "\n";
-      if (!json_lines_peer(script, o.quick, figures, comparisons, peers)) {
-        peers.push_back(
-            {script.filename().string(), "ran, but printed no JSON line naming a figure"});
-      }
+      need(script, {"--processes", "2", "--threads", threads});
     }
+  }
+  std::map<std::string, PeerValue> peer_values;
+  std::map<std::string, std::string> script_status;
+  for (PeerScript& s : scripts) {
+    const fs::path path = peers_dir / s.script;
+    s.status = why_not_runnable(python, path);
+    if (s.status.empty()) {
+      std::vector<std::string> args = s.args;
+      if (o.quick) {
+        for (const char* a : {"--repetitions", "1", "--min-time"}) args.push_back(a);
+        args.push_back(s.script == "torch_conv.py" ? "0.2" : "0.5");
+        if (s.script != "torch_conv.py")
+          for (const char* a : {"--warmup", "2"}) args.push_back(a);
+      } else {
+        args.push_back("--repetitions");
+        args.push_back(std::to_string(repetitions));
+      }
+      std::string cmd = "OMP_WAIT_POLICY=PASSIVE " + quote(python) + " " + quote(path.string());
+      for (const std::string& a : args) cmd += " " + quote(a);
+      std::cerr << "bench: running peer " << s.script << "\n";
+      const int timeout = o.quick ? 180 : 900;
+      const Output out = capture(cmd + " 2>&1", timeout);
+      if (out.status != 0) {
+        s.status = "failed (" + failure(out, timeout) + ")";
+      } else {
+        const int threads =
+            std::stoi(args[std::find(args.begin(), args.end(), "--threads") - args.begin() + 1]);
+        if (s.script == "torch_conv.py") {
+          parse_conv_text(out.text, threads, peer_values);
+        } else {
+          parse_json_lines(out.text, fs::path(s.script).stem().string(), peer_values);
+        }
+        s.status = "ran";
+      }
+      s.args = args;
+    }
+    // A script is "ran" only when every run of it ran.
+    auto [it, inserted] = script_status.emplace(s.script, s.status);
+    if (!inserted && s.status != "ran") it->second = s.status;
   }
 
+  std::vector<Row> rows;
+  for (const RowSpec& s : specs) rows.push_back(evaluate(s, runs, peer_values, script_status));
+  const std::string load_after = load_average();
+
+  // The console table.
+  std::vector<std::array<std::string, 7>> cells = {
+      {"figure", "strata", "peer", "peer value", "ratio", "target", "result"}};
+  for (const Row& r : rows) {
+    cells.push_back({r.spec.figure, r.strata ? format(*r.strata, r.spec.kind) : "-",
+                     r.spec.peer.empty() ? "-" : r.spec.peer, peer_cell(r),
+                     r.ratio ? format(*r.ratio, Kind::ratio) : "-",
+                     r.spec.target.text.empty() ? "-" : r.spec.target.text, r.result});
+  }
+  std::array<size_t, 7> width{};
+  auto display_width = [](const std::string& s) {
+    size_t n = 0;
+    for (unsigned char c : s) n += (c & 0xC0) != 0x80;  // UTF-8 code points
+    return n;
+  };
+  for (const auto& line : cells)
+    for (size_t i = 0; i < 7; ++i) width[i] = std::max(width[i], display_width(line[i]));
   std::ostream& out = std::cout;
-  out << "figures (" << figures.size() << " from " << programs.size() - failures.size() << " of "
-      << programs.size() << " programs in " << dir.string() << ")\n";
-  size_t width = 6;
-  for (const Figure& f : figures) width = std::max(width, f.name.size());
-  for (const Figure& f : figures) {
-    out << "  " << std::left << std::setw(static_cast<int>(width)) << f.name << "  "
-        << human_time(f.seconds) << "\n";
-  }
-  out << "\ncomparisons (ratio = peer time / strata time; > 1: strata is faster)\n";
-  if (comparisons.empty()) out << "  none (no figure has an installed peer)\n";
-  for (const Comparison& c : comparisons) {
-    out << "  " << std::left << std::setw(static_cast<int>(width)) << c.figure << "  "
-        << human_time(c.figure_seconds) << "  vs " << c.peer << " ";
-    if (c.ratio()) {
-      if (c.figure_rate && c.peer_rate) {
-        out << std::fixed << std::setprecision(0) << *c.peer_rate << " examples/s vs strata "
-            << *c.figure_rate;
-      } else {
-        out << human_time(*c.peer_seconds);
-      }
-      out << "  ratio " << std::fixed << std::setprecision(2) << *c.ratio() << std::defaultfloat
-          << "\n";
-    } else {
-      out << "-  (" << c.note << ")\n";
+  for (const auto& line : cells) {
+    for (size_t i = 0; i < 7; ++i) {
+      out << line[i];
+      if (i < 6) out << std::string(width[i] - display_width(line[i]) + 2, ' ');
     }
+    out << "\n";
   }
-  out << "\npeers\n";
-  if (peers.empty()) out << "  none found in " << peers_dir.string() << "\n";
-  for (const PeerStatus& p : peers) out << "  " << p.script << ": " << p.status << "\n";
-  for (const auto& [program, why] : failures) out << "FAILED " << program << ": " << why << "\n";
+  if (rows.empty()) out << "(no figure of the table was measured)\n";
+  out << "\nprograms (" << dir.string() << ")\n";
+  for (const ProgramStatus& p : statuses) out << "  " << p.program << ": " << p.status << "\n";
+  out << "peers (" << python << ", " << peers_dir.string() << ")\n";
+  if (scripts.empty()) out << "  none needed by the figures measured\n";
+  for (const PeerScript& s : scripts) {
+    out << "  " << s.script;
+    for (const std::string& a : s.args) out << " " << a;
+    out << ": " << s.status << "\n";
+  }
+  out << "load average " << load_before << " before, " << load_after << " after\n";
+
+  std::string command = "strata bench";
+  if (o.quick) command += " --quick";
+  if (!o.filter.empty()) command += " --filter '" + o.filter + "'";
+  if (!o.quick && o.repetitions != 3) command += " --repetitions " + std::to_string(o.repetitions);
 
   if (!o.out.empty()) {
     nlohmann::json j;
+    j["generated"] = when;
+    j["command"] = command;
+    j["quick"] = o.quick;
+    j["repetitions"] = repetitions;
+    j["load_average"] = {{"before", load_before}, {"after", load_after}};
     j["bench_dir"] = dir.string();
-    j["figures"] = nlohmann::json::array();
-    for (const Figure& f : figures)
-      j["figures"].push_back({{"program", f.program}, {"name", f.name}, {"seconds", f.seconds}});
-    j["comparisons"] = nlohmann::json::array();
-    for (const Comparison& c : comparisons) {
-      nlohmann::json e = {{"figure", c.figure}, {"seconds", c.figure_seconds}, {"peer", c.peer}};
-      if (c.peer_seconds) e["peer_seconds"] = *c.peer_seconds;
-      if (c.figure_rate) e["examples_per_second"] = *c.figure_rate;
-      if (c.peer_rate) e["peer_examples_per_second"] = *c.peer_rate;
-      if (c.ratio()) {
-        e["ratio"] = *c.ratio();
-      } else {
-        e["note"] = c.note;
-      }
-      j["comparisons"].push_back(e);
-    }
+    j["python"] = python;
+    j["programs"] = nlohmann::json::array();
+    for (const ProgramStatus& p : statuses)
+      j["programs"].push_back({{"program", p.program}, {"status", p.status}});
     j["peers"] = nlohmann::json::array();
-    for (const PeerStatus& p : peers)
-      j["peers"].push_back({{"script", p.script}, {"status", p.status}});
-    j["failures"] = nlohmann::json::array();
-    for (const auto& [program, why] : failures)
-      j["failures"].push_back({{"program", program}, {"error", why}});
+    for (const PeerScript& s : scripts)
+      j["peers"].push_back({{"script", s.script}, {"args", s.args}, {"status", s.status}});
+    j["rows"] = nlohmann::json::array();
+    for (const Row& r : rows) {
+      nlohmann::json e = {{"figure", r.spec.figure},
+                          {"benchmark", r.spec.strata.benchmark},
+                          {"field", r.spec.strata.field},
+                          {"result", r.result}};
+      if (r.strata) e["strata"] = *r.strata;
+      if (!r.spec.peer.empty()) e["peer"] = r.spec.peer;
+      if (r.peer) e["peer_value"] = *r.peer;
+      if (!r.peer_status.empty()) e["peer_status"] = r.peer_status;
+      if (r.ratio) e["ratio"] = *r.ratio;
+      if (!r.spec.target.text.empty()) e["target"] = r.spec.target.text;
+      j["rows"].push_back(e);
+    }
+    j["figures"] = nlohmann::json::array();
+    for (const Run& r : all) {
+      nlohmann::json e = {{"program", r.program}, {"name", r.name}, {"values", r.values}};
+      if (!r.error.empty()) e["error"] = r.error;
+      j["figures"].push_back(e);
+    }
     write_atomically(o.out, j.dump(2) + "\n");
     out << "wrote " << o.out << "\n";
   }
-  return failures.empty() ? 0 : 1;
+  if (!o.write_docs.empty()) {
+    const std::string body =
+        markdown(rows, statuses, scripts, command, when, load_before, load_after);
+    write_atomically(o.write_docs,
+                     replace_generated_section(read_whole(o.write_docs), body, o.write_docs));
+    out << "rewrote the generated section of " << o.write_docs << "\n";
+  }
+  return failed ? 1 : 0;
 }
 
 }  // namespace strata::tools

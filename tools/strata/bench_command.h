@@ -1,25 +1,32 @@
 #pragma once
 // `strata bench`: runs the project's Google Benchmark programs and the peer
-// comparisons that are installed, and prints one table.
+// comparisons that are installed, and prints one table of figure, Strata's
+// value, peer, peer's value, ratio, target and pass/miss.
 //
-//   strata bench --quick                      # short runs
-//   strata bench --out bench.json             # also the raw figures as JSON
+//   strata bench --quick                          # a couple of minutes
+//   strata bench --out bench.json                 # also everything as JSON
+//   strata bench --write-docs docs/PERFORMANCE.md # regenerate its marked section
 //
 // Figures: every executable named *_bench in the benchmark folder (default:
 // build/bench next to this program's build/tools/strata/strata), run with
-// --benchmark_format=json. Peers:
-//   * inside the programs: BM_StrataMatMul vs BM_CblasSgemm (OpenBLAS) at the
-//     same arguments, BM_Add16MiB vs BM_Memcpy16MiB (memory bandwidth);
-//   * bench/peers/*.py: run when every module they import is installed
-//     (python3-torch for PyTorch), else reported "skipped (not installed: ...)".
-//     torch_conv.py's figures are paired with BM_Conv2DForward /
-//     BM_Conv2DForwardBackward at the same layer and thread count; any other
-//     script is run with --threads 1 and 2 and is read as JSON lines naming
-//     the figure they match ({"figure": "BM_TrainMLP/threads:1",
-//     "examples_per_second": ...}, as torch_train.py prints).
-// ratio = peer time / Strata time, or Strata's examples/s / the peer's when
-// both report a rate: above 1 means Strata is faster. Nothing is
-// estimated: a figure whose peer did not run has no ratio.
+// --benchmark_out=<file> --benchmark_out_format=json; each figure is the median
+// of its repetitions (Google Benchmark's "median" aggregate when present).
+// Peers:
+//   * measured inside the programs: OpenBLAS cblas_sgemm (kernels_bench), memcpy
+//     and an N-way streaming add (memory bandwidth), raw gloo::allreduce
+//     (collective_bench), plain read() of the TFRecord file (io_bench);
+//   * bench/peers/*.py (PyTorch from Debian's python3-torch), run with --python
+//     (default $STRATA_BENCH_PYTHON, else /usr/bin/python3) when the interpreter
+//     exists and every module the script imports is installed; otherwise the
+//     rows that need them say "skipped (<reason>)". Nothing is estimated: a row
+//     whose peer did not run has no ratio.
+// ratio: > 1 means Strata is faster (peer time / Strata time, or Strata's rate
+// / the peer's); for rows with a target on the ratio, "pass" or "miss".
+//
+// --write-docs FILE replaces the text between the lines
+//   <!-- BEGIN strata bench generated ... -->  and  <!-- END strata bench generated -->
+// (appending a new section with both markers when the file has neither) and
+// leaves the rest of the file as it was.
 //
 // Returns 0, or 1 when a benchmark program failed (the others still run).
 
@@ -28,13 +35,26 @@
 namespace strata::tools {
 
 struct BenchOptions {
-  bool quick = false;          // --benchmark_min_time=0.05 and one peer repetition
-  std::string bench_dir = "";  // "" = <this program's folder>/../../bench
-  std::string peers_dir = "";  // "" = the source tree's bench/peers
-  std::string filter = "";     // --benchmark_filter for every program; "" = all
-  std::string out = "";        // JSON file to write; "" = none
+  bool quick = false;           // --benchmark_min_time=0.05, 1 repetition, short peers
+  int repetitions = 3;          // --benchmark_repetitions (1 with --quick)
+  std::string bench_dir = "";   // "" = <this program's folder>/../../bench
+  std::string peers_dir = "";   // "" = the source tree's bench/peers
+  std::string python = "";      // "" = $STRATA_BENCH_PYTHON, else /usr/bin/python3
+  std::string filter = "";      // --benchmark_filter for every program; "" = all
+  std::string out = "";         // JSON file to write; "" = none
+  std::string write_docs = "";  // Markdown file whose generated section is replaced
 };
 
 int run_bench(const BenchOptions& options);
+
+// The markers of the generated section and the replacement of its body, public
+// for `--write-docs`: returns `document` with the text between the markers
+// replaced by `body` (or with a new section holding the markers appended when it
+// has neither). FailedPreconditionError when only one marker is present or END
+// comes before BEGIN.
+extern const char* const kGeneratedBegin;
+extern const char* const kGeneratedEnd;
+std::string replace_generated_section(const std::string& document, const std::string& body,
+                                      const std::string& name);
 
 }  // namespace strata::tools

@@ -118,7 +118,7 @@ int main(int argc, char** argv) {
   CLI::App* bench = app.add_subcommand(
       "bench", "Run the benchmark programs and the installed peers; print figure, peer and ratio");
   bench->add_flag("--quick", bench_options.quick,
-                  "Short runs (--benchmark_min_time=0.05, one peer repetition)");
+                  "Short runs: a couple of minutes (min time 0.05 s, 1 repetition, short peers)");
   bench
       ->add_option("--bench-dir", bench_options.bench_dir,
                    "Folder of the *_bench programs (default: build/bench beside this program)")
@@ -130,7 +130,17 @@ int main(int argc, char** argv) {
   bench->add_option("--filter", bench_options.filter,
                     "Only benchmarks matching this regex (--benchmark_filter)");
   bench->add_option("--out", bench_options.out,
-                    "Also write the figures and comparisons as JSON here");
+                    "Also write the table and every figure as JSON here");
+  bench
+      ->add_option("--write-docs", bench_options.write_docs,
+                   "Regenerate the marked section of this Markdown file (docs/PERFORMANCE.md)")
+      ->check(CLI::ExistingFile);
+  bench->add_option("--python", bench_options.python,
+                    "Python with torch for the peers (default: $STRATA_BENCH_PYTHON, else "
+                    "/usr/bin/python3)");
+  bench->add_option("--repetitions", bench_options.repetitions, "Repetitions per figure (median)")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 100));
 
   try {
     app.parse(argc, argv);
