@@ -37,6 +37,9 @@
 //     all_reduce(SUM, [float32[4]]) but rank 1 called all_reduce(SUM,
 //     [float32[5]])". Such a call is refused before any data moves; the group
 //     stays usable. Unsupported dtypes and shapes are refused the same way.
+//     Cross-process groups (GlooCollectives) report ranks whose collective
+//     schedules differ as FailedPreconditionError instead (a program error
+//     across workers, as TF), on every rank, showing both sides.
 //   * DeadlineExceededError: a rank waited longer than CollectiveOptions.timeout;
 //     the message names the call, this rank and the ranks that never arrived.
 //     A timeout breaks the group: every waiting and later call rethrows it until

@@ -305,6 +305,31 @@ struct internal::GlooState {
 
   std::string me() const { return str_cat("rank ", rank, " of ", size); }
 
+  // "rank 2" or, with GlooOptions.rank_names, "rank 2 (/job:worker/task:2)".
+  std::string name(int r) const {
+    return options.rank_names.empty() ? str_cat("rank ", r)
+                                      : str_cat("rank ", r, " (", options.rank_names[r], ")");
+  }
+  std::string names(const std::vector<int>& ranks) const {
+    std::string out;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      out += i == 0 ? "" : (i + 1 == ranks.size() ? " and " : ", ");
+      out += name(ranks[i]);
+    }
+    return out;
+  }
+
+  // The group part of every call's fingerprint: the key prefix and the size.
+  std::string group() const { return str_cat("group ", options.prefix, " of ", size, " ranks"); }
+  uint64_t fingerprint(const CallSignature& sig) const {
+    uint64_t h = sig.hash();
+    for (const char c : group()) {
+      h ^= static_cast<uint8_t>(c);
+      h *= 1099511628211ull;  // FNV-1a, continuing the signature's hash
+    }
+    return h;
+  }
+
   // Records the first failure (later calls rethrow it) and throws the current one.
   [[noreturn]] void fail(ErrorCode code, const std::string& message) {
     std::lock_guard<std::mutex> lock(mu);
@@ -319,17 +344,17 @@ struct internal::GlooState {
   // Maps an exception from Gloo: an abort wins; otherwise a timeout or a
   // transport failure (Gloo's message carries the peer's address; with two
   // ranks the peer is the other one).
-  [[noreturn]] void fail_from_gloo(const char* what, uint64_t call,
+  [[noreturn]] void fail_from_gloo(const std::string& what, uint64_t call,
                                    const std::string& gloo_message) {
     {
       std::lock_guard<std::mutex> lock(mu);
       if (failed) throw_error(failure_code, failure);
     }
-    const std::string peer = size == 2 ? str_cat(" (peer rank ", 1 - rank, ")") : std::string();
+    const std::string peer = size == 2 ? str_cat(" (peer ", name(1 - rank), ")") : std::string();
     const bool timed_out = gloo_message.find("imeout") != std::string::npos ||
                            gloo_message.find("imed out") != std::string::npos;
     fail(timed_out ? ErrorCode::DEADLINE_EXCEEDED : ErrorCode::UNAVAILABLE,
-         str_cat(kWho, " ", what, " #", call, ": ", me(), ": ",
+         str_cat(kWho, ": collective #", call, " ", what, ": ", me(), ": ",
                  timed_out ? "timed out after " : "transport failure",
                  timed_out ? str_cat(options.timeout.count(), "ms") : std::string(), peer, ": ",
                  gloo_message));
@@ -401,15 +426,18 @@ struct internal::GlooState {
             if (!arrived[r]) missing.push_back(r);
           }
           const std::string m = err.what();
+          const std::string collective =
+              str_cat(kWho, ": collective #", mine.call, " ", mine.description);
           if (m.find("imed out") != std::string::npos || Clock::now() >= deadline) {
+            // The same verdict on every rank that waited (each saw the others'
+            // headers arrive), then who reports it.
             fail(ErrorCode::DEADLINE_EXCEEDED,
-                 str_cat(kWho, " ", internal::kind_name(mine.kind), " #", mine.call, ": rank ",
-                         rank, " waited ", options.timeout.count(), "ms for ranks ", missing,
-                         " that never arrived"));
+                 str_cat(collective, ": ", names(missing), " never entered it within ",
+                         options.timeout.count(), "ms (reported by ", name(rank), ")"));
           }
           fail(ErrorCode::UNAVAILABLE,
-               str_cat(kWho, " ", internal::kind_name(mine.kind), " #", mine.call, ": rank ", rank,
-                       " lost its connection while waiting for ranks ", missing, ": ", m));
+               str_cat(collective, ": ", name(rank), " lost its connection while waiting for ",
+                       names(missing), " to enter it: ", m));
         }
         if (src >= 0 && src < size) arrived[src] = 1;
       }
@@ -437,32 +465,31 @@ struct internal::GlooState {
       ctx = context;
     }
     const uint64_t call = ++calls;
-    const char* what = internal::kind_name(sig.kind);
+    const std::string description = str_cat(sig.to_string(), " on ", group());
     try {
       Header mine{.kind = sig.kind,
                   .call = call,
-                  .hash = sig.hash(),
+                  .hash = fingerprint(sig),
                   .dim0 = dim0,
-                  .description = sig.to_string()};
+                  .description = description};
       const std::vector<Header> headers = exchange_headers(ctx, mine, deadline);
+      // Every rank holds every header, so every rank finds a difference if
+      // there is one (each names itself and the first rank that differs).
       for (int p = 0; p < size; ++p) {
         const Header& h = headers[p];
-        if (h.call != call) {
-          throw InvalidArgumentError(str_cat(kWho, ": ranks out of step: rank ", rank,
-                                             " is at call #", call, " but rank ", p,
-                                             " is at call #", h.call, " (", h.description, ")"));
-        }
-        if (h.hash != headers[0].hash) {
-          throw InvalidArgumentError(
-              internal::mismatch_message(kWho, call, 0, headers[0].description, p, h.description));
+        if (h.call != call || h.hash != mine.hash) {
+          throw FailedPreconditionError(
+              str_cat(kWho, ": collective schedules differ across workers: this worker, ",
+                      name(rank), ", issued collective #", call, " ", description, " but ", name(p),
+                      " issued collective #", h.call, " ", h.description));
         }
       }
       sig.validate(kWho, size);
       return data(ctx, headers, deadline);
     } catch (const gloo::EnforceNotMet& err) {
-      fail_from_gloo(what, call, err.what());
+      fail_from_gloo(description, call, err.what());
     } catch (const gloo::Exception& err) {
-      fail_from_gloo(what, call, err.what());
+      fail_from_gloo(description, call, err.what());
     }
   }
 
@@ -515,6 +542,9 @@ GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<RendezvousS
   STRATA_CHECK_ARG(store != nullptr, kWho, ": expected a RendezvousStore, got nullptr");
   STRATA_CHECK_ARG(options.timeout.count() > 0, kWho, ": expected GlooOptions.timeout > 0, got ",
                    options.timeout.count(), "ms");
+  STRATA_CHECK_ARG(options.rank_names.empty() || options.rank_names.size() == size_t(size), kWho,
+                   ": expected GlooOptions.rank_names to name all ", size, " ranks, got ",
+                   options.rank_names.size(), " names");
   state_ = std::make_unique<internal::GlooState>(rank, size, std::move(store), std::move(options));
   internal::GlooState& s = *state_;
   gloo::transport::tcp::attr attr;

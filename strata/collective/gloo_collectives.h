@@ -14,12 +14,18 @@
 // (DeadlineExceededError if they do not all arrive within options.timeout).
 //
 // Every call first exchanges a small fixed-size header with every peer (call
-// number, fingerprint of the call, dimension 0 for all_gather): it detects
-// mismatched calls before any data moves (InvalidArgumentError on every rank,
-// naming both sides), names the ranks that never arrived on a timeout, and is
-// the whole of barrier(). The data then moves with Gloo's ring all-reduce,
-// allgatherv and broadcast; a list of tensors is packed into one buffer per
-// dtype.
+// sequence number, fingerprint of the call: collective, op, dtypes, shapes,
+// root and group; dimension 0 for all_gather). It detects workers whose
+// collective schedules differ before any data moves: FailedPreconditionError
+// on every rank, showing both sides, e.g.
+//   "GlooCollectives: collective schedules differ across workers: this worker,
+//    rank 0, issued collective #3 all_reduce(SUM, [float32[2]]) on group
+//    strata/gloo of 2 ranks but rank 1 issued collective #3 all_reduce(SUM,
+//    [float32[3]]) on group strata/gloo of 2 ranks"
+// (the group stays usable). On a timeout it gives every rank that waited the
+// same verdict, "collective #3 <what>: rank 2 never entered it within 500ms"
+// (then "reported by rank 0"). It is the whole of barrier(). The data then moves with Gloo's ring
+// all-reduce, allgatherv and broadcast; a list of tensors is packed into one buffer per dtype.
 //
 // Errors: see collectives.h. A transport failure (a peer died, a connection
 // closed) is UnavailableError naming the peer's rank where Gloo reports its
@@ -59,7 +65,10 @@ struct GlooOptions {
   // Network interface to listen on ("eth0"); when set it takes precedence over hostname.
   std::string iface = "";
   // Namespace of this group's keys in the store (several groups may share one store).
+  // Part of every call's fingerprint.
   std::string prefix = "strata/gloo";
+  // Names of the ranks for error messages ("/job:worker/task:1"); empty, or one per rank.
+  std::vector<std::string> rank_names = {};
 };
 
 namespace internal {

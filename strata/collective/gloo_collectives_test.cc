@@ -164,12 +164,17 @@ TEST(GlooCollectives, MismatchesFailOnEveryRankAndLeaveTheGroupUsable) {
       groups[r]->all_reduce(r, constant({1.f, 2.f, 3.f}), ReduceOp::SUM);
     }
   });
-  for (auto& e : errors) {
-    const auto c = caught(e);
-    EXPECT_EQ(c.code, ErrorCode::INVALID_ARGUMENT);
-    EXPECT_THAT(c.message, HasSubstr("rank 0 called all_reduce(SUM, [float32[2]])"));
-    EXPECT_THAT(c.message, HasSubstr("rank 1 called all_reduce(SUM, [float32[3]])"));
-  }
+  const std::string group = " on group strata/gloo of 2 ranks";
+  const std::string zero = "rank 0, issued collective #1 all_reduce(SUM, [float32[2]])" + group;
+  const std::string one = "rank 1 issued collective #1 all_reduce(SUM, [float32[3]])" + group;
+  EXPECT_EQ(caught(errors[0]).code, ErrorCode::FAILED_PRECONDITION);
+  EXPECT_THAT(caught(errors[0]).message,
+              HasSubstr("collective schedules differ across workers: this worker, " + zero +
+                        " but " + one));
+  EXPECT_EQ(caught(errors[1]).code, ErrorCode::FAILED_PRECONDITION);
+  EXPECT_THAT(caught(errors[1]).message,
+              HasSubstr("this worker, rank 1, issued collective #1 all_reduce(SUM, [float32[3]])" +
+                        group + " but rank 0 issued collective #1 all_reduce(SUM, [float32[2]])"));
   errors = run_ranks(2, [&](int r) {
     if (r == 0) {
       groups[r]->barrier(r);
@@ -177,8 +182,11 @@ TEST(GlooCollectives, MismatchesFailOnEveryRankAndLeaveTheGroupUsable) {
       groups[r]->broadcast(r, constant(1.f), 0);
     }
   });
-  for (auto& e : errors)
-    EXPECT_THAT(caught(e).message, HasSubstr("rank 1 called broadcast(root 0"));
+  for (auto& e : errors) {
+    EXPECT_EQ(caught(e).code, ErrorCode::FAILED_PRECONDITION);
+    EXPECT_THAT(caught(e).message, HasSubstr("collective #2 broadcast(root 0, float32[])"));
+    EXPECT_THAT(caught(e).message, HasSubstr("collective #2 barrier()"));
+  }
   std::vector<float> out(2);
   run_ranks_ok(2, [&](int r) {
     out[r] = groups[r]->all_reduce(r, constant(1.f), ReduceOp::SUM).item<float>();
@@ -187,17 +195,59 @@ TEST(GlooCollectives, MismatchesFailOnEveryRankAndLeaveTheGroupUsable) {
   EXPECT_THROW(groups[0]->barrier(1), InvalidArgumentError);
 }
 
+TEST(GlooCollectives, ScheduleDifferencesFailEveryRankShowingBothSides) {
+  // Rank 2 reduces with MAX and int32 where ranks 0 and 1 use SUM over float32:
+  // the ranks that agree with each other fail too, naming rank 2.
+  auto groups = make_groups(3, quick());
+  auto errors = run_ranks(3, [&](int r) {
+    if (r < 2) {
+      groups[r]->all_reduce(r, constant({1.f, 2.f}), ReduceOp::SUM);
+    } else {
+      groups[r]->all_reduce(r, constant(std::vector<int32_t>{1, 2}), ReduceOp::MAX);
+    }
+  });
+  for (int r = 0; r < 3; ++r) {
+    const auto c = caught(errors[r]);
+    EXPECT_EQ(c.code, ErrorCode::FAILED_PRECONDITION) << c.message;
+    EXPECT_THAT(c.message, HasSubstr(str_cat("this worker, rank ", r, ", issued collective #1 ")));
+    EXPECT_THAT(c.message, HasSubstr("all_reduce(SUM, [float32[2]])"));
+    EXPECT_THAT(c.message, HasSubstr("all_reduce(MAX, [int32[2]])"));
+    EXPECT_THAT(c.message, HasSubstr(r < 2 ? "but rank 2 issued" : "but rank 0 issued"));
+  }
+  // The group stays usable: the next collective is #2 on every rank.
+  errors = run_ranks(3, [&](int r) {
+    if (r == 1) {
+      groups[r]->broadcast(r, constant(int64_t{7}), 1);
+    } else {
+      groups[r]->barrier(r);
+    }
+  });
+  for (int r = 0; r < 3; ++r) {
+    const auto c = caught(errors[r]);
+    EXPECT_EQ(c.code, ErrorCode::FAILED_PRECONDITION) << c.message;
+    EXPECT_THAT(c.message, HasSubstr(r == 1 ? "rank 1, issued collective #2 broadcast(root 1, "
+                                              "int64[]) on group strata/gloo of 3 ranks but "
+                                              "rank 0 issued collective #2 barrier()"
+                                            : "issued collective #2 barrier() on group "
+                                              "strata/gloo of 3 ranks but rank 1 issued "
+                                              "collective #2 broadcast(root 1, int64[])"));
+  }
+}
+
 TEST(GlooCollectives, TimeoutNamesTheMissingRankAndResetReconnects) {
   auto groups = make_groups(3, quick(500ms));
   const auto start = std::chrono::steady_clock::now();
   auto errors =
       run_ranks(2, [&](int r) { groups[r]->all_reduce(r, constant(1.f), ReduceOp::SUM); });
   EXPECT_LT(std::chrono::steady_clock::now() - start, 10s);
-  for (auto& e : errors) {
-    const auto c = caught(e);
+  const std::string verdict =
+      "GlooCollectives: collective #1 all_reduce(SUM, [float32[]]) on group strata/gloo of 3 "
+      "ranks: rank 2 never entered it within 500ms";
+  for (int r = 0; r < 2; ++r) {
+    const auto c = caught(errors[r]);
     EXPECT_EQ(c.code, ErrorCode::DEADLINE_EXCEEDED) << c.message;
-    EXPECT_THAT(c.message, HasSubstr("all_reduce #1"));
-    EXPECT_THAT(c.message, HasSubstr("ranks [2] that never arrived"));
+    // The same verdict on both surviving ranks, then who reports it.
+    EXPECT_EQ(c.message, str_cat(verdict, " (reported by rank ", r, ")"));
   }
   EXPECT_THROW(groups[0]->barrier(0), DeadlineExceededError);  // broken until reset
   run_ranks_ok(3, [&](int r) { groups[r]->reset(); });
@@ -206,6 +256,24 @@ TEST(GlooCollectives, TimeoutNamesTheMissingRankAndResetReconnects) {
     out[r] = groups[r]->all_reduce(r, constant(2.f), ReduceOp::SUM).item<float>();
   });
   EXPECT_THAT(out, ElementsAre(6.f, 6.f, 6.f));
+}
+
+TEST(GlooCollectives, TimeoutVerdictUsesTheRankNames) {
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  GlooOptions options{.timeout = 300ms, .rank_names = {"/job:chief/task:0", "/job:worker/task:0"}};
+  std::vector<std::unique_ptr<GlooCollectives>> groups(2);
+  run_ranks_ok(2,
+               [&](int r) { groups[r] = std::make_unique<GlooCollectives>(r, 2, store, options); });
+  try {
+    groups[0]->barrier(0);
+    FAIL() << "expected DeadlineExceededError";
+  } catch (const DeadlineExceededError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("collective #1 barrier() on group strata/gloo of 2 ranks: rank "
+                                    "1 (/job:worker/task:0) never entered it within 300ms "
+                                    "(reported by rank 0 (/job:chief/task:0))"));
+  }
+  options.rank_names = {"just one"};
+  EXPECT_THROW(GlooCollectives(0, 2, store, options), InvalidArgumentError);
 }
 
 TEST(GlooCollectives, AbortWakesTheWaiterAndFailsThePeerWithoutWaitingOutTheTimeout) {

@@ -139,7 +139,8 @@ TEST(HierarchicalCollectives, CrossProcessMismatchFailsOnEveryLocalRank) {
     c.of(g).all_reduce(g, constant(std::vector<float>(g < 2 ? 2 : 3, 1.f)), ReduceOp::SUM);
   });
   for (auto& e : errors) {
-    EXPECT_EQ(caught(e).code, ErrorCode::INVALID_ARGUMENT);
+    EXPECT_EQ(caught(e).code, ErrorCode::FAILED_PRECONDITION);
+    EXPECT_THAT(caught(e).message, HasSubstr("collective schedules differ across workers"));
     EXPECT_THAT(caught(e).message, HasSubstr("float32[2]"));
     EXPECT_THAT(caught(e).message, HasSubstr("float32[3]"));
   }

@@ -1,7 +1,10 @@
 #include "strata/distribute/multi_worker_mirrored_strategy.h"
 
+#include <algorithm>
 #include <chrono>
+#include <iostream>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -39,6 +42,102 @@ class ClusterStoreRendezvous final : public collective::RendezvousStore {
  private:
   std::shared_ptr<cluster::Store> store_;
 };
+
+using Clock = std::chrono::steady_clock;
+using Milliseconds = std::chrono::milliseconds;
+
+// "/job:worker/task:1" for each worker index (the chief, if any, is index 0).
+std::vector<std::string> task_names(const train::ClusterSpec& cluster, int num_workers) {
+  std::vector<std::string> names;
+  const bool has_chief = cluster.has_job("chief");
+  if (has_chief) names.push_back("/job:chief/task:0");
+  for (int w = static_cast<int>(names.size()); w < num_workers; ++w) {
+    names.push_back(str_cat("/job:worker/task:", w - (has_chief ? 1 : 0)));
+  }
+  return names;
+}
+
+// How often a waiting worker says whom it is waiting for.
+Milliseconds log_interval(Milliseconds startup) {
+  return std::clamp(startup / 4, Milliseconds(250), Milliseconds(5000));
+}
+
+// One line on stderr (written at once: workers may be threads of one process).
+void log_waiting(const std::string& me, Milliseconds waited, Milliseconds startup,
+                 const std::string& what) {
+  std::cerr << str_cat("INFO: MultiWorkerMirroredStrategy: ", me, " waiting for the rendezvous (",
+                       waited.count(), "ms of ", startup.count(), "ms): ", what, "\n")
+            << std::flush;
+}
+
+// The start-up phase: connect to the chief's store, retrying (and logging)
+// until the deadline; then UnavailableError naming the chief and its address.
+std::shared_ptr<cluster::Store> connect_to_chief(const std::string& address,
+                                                 const std::string& chief, const std::string& me,
+                                                 Milliseconds startup) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + startup;
+  const Milliseconds interval = log_interval(startup);
+  for (;;) {
+    const auto left = std::chrono::duration_cast<Milliseconds>(deadline - Clock::now());
+    try {
+      return std::make_shared<cluster::TcpStoreClient>(
+          address, cluster::TcpStoreClientOptions{
+                       .connect_timeout = std::max(std::min(interval, left), Milliseconds(1))});
+    } catch (const UnavailableError& e) {
+      const auto waited = std::chrono::duration_cast<Milliseconds>(Clock::now() - start);
+      const std::string missing = str_cat("still missing ", chief, " (the chief: its store at ",
+                                          address, " does not answer)");
+      if (Clock::now() >= deadline) {
+        throw UnavailableError(str_cat("MultiWorkerMirroredStrategy: ", me, " gave up after ",
+                                       startup.count(), "ms waiting for the rendezvous: ", missing,
+                                       ": ", e.what()));
+      }
+      log_waiting(me, waited, startup, missing);
+    }
+  }
+}
+
+// Waits until every worker has set `prefix<w>`, logging the missing tasks every
+// few seconds; at the deadline UnavailableError lists them.
+void await_workers(cluster::Store& store, const std::string& prefix,
+                   const std::vector<std::string>& names, const std::string& me,
+                   Milliseconds startup) {
+  const Clock::time_point start = Clock::now();
+  const Clock::time_point deadline = start + startup;
+  const Milliseconds interval = log_interval(startup);
+  std::vector<std::string> keys;
+  for (size_t w = 0; w < names.size(); ++w) keys.push_back(str_cat(prefix, w));
+  std::vector<std::string> missing = names;  // as last seen
+  try {
+    for (;;) {
+      const auto left = std::chrono::duration_cast<Milliseconds>(deadline - Clock::now());
+      try {
+        store.wait(keys, std::max(std::min(interval, left), Milliseconds(1)));
+        return;
+      } catch (const DeadlineExceededError&) {
+      }
+      missing.clear();
+      for (size_t w = 0; w < names.size(); ++w) {
+        if (!store.check({keys[w]})) missing.push_back(names[w]);
+      }
+      if (missing.empty()) return;
+      const std::string what = str_cat("still missing ", missing);
+      if (Clock::now() >= deadline) {
+        throw UnavailableError(str_cat("MultiWorkerMirroredStrategy: ", me, " gave up after ",
+                                       startup.count(), "ms waiting for the rendezvous: ", what));
+      }
+      log_waiting(me, std::chrono::duration_cast<Milliseconds>(Clock::now() - start), startup,
+                  what);
+    }
+  } catch (const UnavailableError& e) {
+    if (std::string_view(e.what()).starts_with("MultiWorkerMirroredStrategy")) throw;
+    // The chief's store went away (the chief gave up or died).
+    throw UnavailableError(str_cat("MultiWorkerMirroredStrategy: ", me, " lost the chief ",
+                                   names[0], " while waiting for the rendezvous (still missing ",
+                                   missing, " when last seen): ", e.what()));
+  }
+}
 
 }  // namespace
 
@@ -83,16 +182,17 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
     store_server_ = std::make_unique<cluster::TcpStoreServer>(
         str_cat(loopback ? "127.0.0.1" : "0.0.0.0", ":", port));
   }
-  store_ = std::make_shared<cluster::TcpStoreClient>(
-      leader_address, cluster::TcpStoreClientOptions{.connect_timeout = startup});
+  const std::vector<std::string> names = task_names(setup->cluster, num_workers_);
+  const std::string me = str_cat("worker ", worker_index_, " (", names[worker_index_], ")");
+  store_ = connect_to_chief(leader_address, names[0], me, startup);
 
   // Every worker must run the same number of local replicas.
   const int local = num_local_replicas();
-  store_->set(str_cat("strata/mwms/local_replicas/", worker_index_),
-              cluster::to_bytes(std::to_string(local)));
+  const std::string replicas_key = "strata/mwms/local_replicas/";
+  store_->set(str_cat(replicas_key, worker_index_), cluster::to_bytes(std::to_string(local)));
+  await_workers(*store_, replicas_key, names, me, startup);
   for (int w = 0; w < num_workers_; ++w) {
-    const std::string theirs =
-        cluster::to_string(store_->get(str_cat("strata/mwms/local_replicas/", w), startup));
+    const std::string theirs = cluster::to_string(store_->get(str_cat(replicas_key, w), startup));
     STRATA_CHECK_ARG(theirs == std::to_string(local), "MultiWorkerMirroredStrategy: worker ", w,
                      " runs ", theirs, " local replicas but worker ", worker_index_, " runs ",
                      local, "; every worker needs the same number of devices");
@@ -110,7 +210,8 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
           worker_index_, num_workers_, std::make_shared<ClusterStoreRendezvous>(store_),
           collective::GlooOptions{.timeout = call_timeout,
                                   .hostname = cluster::split_host_port(my_address).first,
-                                  .prefix = str_cat("strata/mwms/gloo/attempt_", attempt)});
+                                  .prefix = str_cat("strata/mwms/gloo/attempt_", attempt),
+                                  .rank_names = names});
     } catch (const UnavailableError& e) {
       if (attempt + 1 == kAttempts) throw;
       failure = e.what();

@@ -18,8 +18,14 @@
 //      InvalidArgumentError). An empty cluster is single-worker mode.
 //   2. The chief (the `chief` task, else worker 0) serves a rendezvous
 //      key-value store at its own TF_CONFIG address; every worker connects to
-//      it, retrying until the start-up deadline (timeout_seconds, default 60 s),
-//      then UnavailableError naming the address.
+//      it and then waits for every other worker, until the start-up deadline
+//      (timeout_seconds, default 60 s). While waiting, a worker logs on stderr
+//      every few seconds (timeout/4, clamped to 0.25-5 s) which tasks are still
+//      missing ("INFO: MultiWorkerMirroredStrategy: worker 0 (/job:worker/task:0)
+//      waiting for the rendezvous (1500ms of 60000ms): still missing
+//      [/job:worker/task:2]"); at the deadline it raises UnavailableError
+//      listing them (or naming the chief and its address when the chief's
+//      store never answered).
 //   3. Workers exchange their local replica counts (they must agree:
 //      InvalidArgumentError naming the worker that differs) and build a Gloo
 //      group over TCP (one rank per worker, listening on the host of the
@@ -38,7 +44,11 @@
 //
 // Failure: a worker that dies or stops answering makes the others' pending
 // collectives fail (UnavailableError, or DeadlineExceededError after
-// timeout_seconds); `run` re-throws it naming the replica. There is no in-job
+// timeout_seconds, naming the task that never entered collective #k and what
+// that collective was); `run` re-throws it naming the replica. Workers whose
+// collective schedules differ (another collective, op, dtype, shape at the
+// same sequence number) fail at once with FailedPreconditionError on every
+// worker, showing both sides (collective/gloo_collectives.h). There is no in-job
 // recovery (as TF): restart all workers, resume from a checkpoint
 // (BackupAndRestore).
 //

@@ -11,6 +11,7 @@
 #include <functional>
 #include <future>
 #include <thread>
+#include <tuple>
 
 #include "strata/base/errors.h"
 #include "strata/core/config.h"
@@ -194,13 +195,94 @@ TEST_F(MultiWorkerTest, UnevenDataAcrossWorkersDoesNotDeadlock) {
 
 TEST_F(MultiWorkerTest, AnUnreachableChiefIsUnavailableNamingItsAddress) {
   const auto spec = two_workers();
+  ::testing::internal::CaptureStderr();
   try {
     MultiWorkerMirroredStrategy lonely(options_for(spec, "worker", 1, /*timeout_seconds=*/1));
+    ::testing::internal::GetCapturedStderr();
     FAIL() << "expected UnavailableError";
   } catch (const UnavailableError& e) {
+    const std::string log = ::testing::internal::GetCapturedStderr();
     EXPECT_NE(std::string(e.what()).find(spec.task_address("worker", 0)), std::string::npos)
         << e.what();
+    EXPECT_NE(std::string(e.what()).find("still missing /job:worker/task:0 (the chief"),
+              std::string::npos)
+        << e.what();
+    // Logged while waiting (every 250 ms with a 1 s deadline).
+    EXPECT_NE(log.find("worker 1 (/job:worker/task:1) waiting for the rendezvous"),
+              std::string::npos)
+        << log;
+    EXPECT_NE(log.find("still missing /job:worker/task:0 (the chief"), std::string::npos) << log;
   }
+}
+
+TEST_F(MultiWorkerTest, StartUpLogsAndListsTheMissingTasks) {
+  const train::ClusterSpec spec(
+      {{"chief", {str_cat("localhost:", free_port())}},
+       {"worker", {str_cat("localhost:", free_port()), str_cat("localhost:", free_port())}}});
+  // The chief and worker 0 come; worker 1 never does. Worker 0 gives up first (a
+  // worker that outlives the chief's deadline loses the chief's store instead).
+  ::testing::internal::CaptureStderr();
+  std::vector<std::future<std::string>> futures;
+  for (const auto& [type, id, timeout] :
+       std::vector<std::tuple<std::string, int, double>>{{"chief", 0, 2.0}, {"worker", 0, 1.5}}) {
+    futures.push_back(std::async(std::launch::async, [&spec, type, id, timeout]() -> std::string {
+      try {
+        MultiWorkerMirroredStrategy s(options_for(spec, type, id, timeout));
+        return "no error";
+      } catch (const UnavailableError& e) {
+        return e.what();
+      }
+    }));
+  }
+  std::vector<std::string> errors;
+  for (auto& f : futures) errors.push_back(f.get());
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  for (const std::string& e : errors) {
+    EXPECT_NE(e.find("waiting for the rendezvous: still missing [/job:worker/task:1]"),
+              std::string::npos)
+        << e;
+  }
+  EXPECT_NE(errors[0].find("worker 0 (/job:chief/task:0) gave up after 2000ms"), std::string::npos)
+      << errors[0];
+  EXPECT_NE(errors[1].find("worker 1 (/job:worker/task:0) gave up after 1500ms"), std::string::npos)
+      << errors[1];
+  EXPECT_NE(log.find("worker 0 (/job:chief/task:0) waiting for the rendezvous"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("worker 1 (/job:worker/task:0) waiting for the rendezvous"), std::string::npos)
+      << log;
+  EXPECT_NE(log.find("still missing [/job:worker/task:1]"), std::string::npos) << log;
+}
+
+TEST_F(MultiWorkerTest, DifferentCollectiveSchedulesFailEveryWorkerShowingBothSides) {
+  const auto spec = two_workers();
+  auto outcome = on_workers<std::string>(spec, [](MultiWorkerMirroredStrategy& s) -> std::string {
+    try {
+      s.run([&] {
+        // Worker 1 reduces a vector where worker 0 reduces a scalar.
+        const Tensor x = s.worker_index() == 0 ? constant(1.f) : constant({1.f, 2.f});
+        get_replica_context()->all_reduce(ReduceOp::SUM, x);
+      });
+      return "no error";
+    } catch (const FailedPreconditionError& e) {
+      return e.what();
+    } catch (const Error& e) {
+      return str_cat(error_code_name(e.code()), ": ", e.what());
+    }
+  });
+  const std::string zero = "rank 0 (/job:worker/task:0)";
+  const std::string one = "rank 1 (/job:worker/task:1)";
+  EXPECT_NE(outcome[0].find("collective schedules differ across workers: this worker, " + zero +
+                            ", issued collective #"),
+            std::string::npos)
+      << outcome[0];
+  EXPECT_NE(outcome[0].find("all_reduce(SUM, [float32[]])"), std::string::npos) << outcome[0];
+  EXPECT_NE(outcome[0].find("but " + one + " issued collective #"), std::string::npos)
+      << outcome[0];
+  EXPECT_NE(outcome[0].find("all_reduce(SUM, [float32[2]])"), std::string::npos) << outcome[0];
+  EXPECT_NE(outcome[1].find("this worker, " + one + ", issued collective #"), std::string::npos)
+      << outcome[1];
+  EXPECT_NE(outcome[1].find("but " + zero + " issued collective #"), std::string::npos)
+      << outcome[1];
 }
 
 TEST_F(MultiWorkerTest, RolesAreValidated) {
