@@ -353,11 +353,52 @@ struct internal::GlooState {
     const std::string peer = size == 2 ? str_cat(" (peer ", name(1 - rank), ")") : std::string();
     const bool timed_out = gloo_message.find("imeout") != std::string::npos ||
                            gloo_message.find("imed out") != std::string::npos;
+    if (timed_out) {
+      const std::string verdict = unfinished_verdict(what, call);
+      if (!verdict.empty()) fail(ErrorCode::DEADLINE_EXCEEDED, verdict);
+    }
     fail(timed_out ? ErrorCode::DEADLINE_EXCEEDED : ErrorCode::UNAVAILABLE,
          str_cat(kWho, ": collective #", call, " ", what, ": ", me(), ": ",
                  timed_out ? "timed out after " : "transport failure",
                  timed_out ? str_cat(options.timeout.count(), "ms") : std::string(), peer, ": ",
                  gloo_message));
+  }
+
+  // After a data-phase timeout of `call`: records it in the store, waits
+  // briefly for the other ranks that timed out, and names those that did not
+  // (they never finished the call). "" when the store cannot tell.
+  std::string unfinished_verdict(const std::string& what, uint64_t call) {
+    uint64_t e;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      e = epoch;
+    }
+    const std::string key = str_cat(options.prefix, "/", e, "/timed_out/", call, "/");
+    const Milliseconds grace =
+        std::clamp(options.timeout / 10, Milliseconds(100), Milliseconds(2000));
+    std::vector<int> waited, missing;
+    try {
+      store->set(key + std::to_string(rank), {'1'});
+      const Clock::time_point until = Clock::now() + grace;
+      for (int r = 0; r < size; ++r) {
+        try {
+          store->wait({key + std::to_string(r)}, remaining(until));
+          waited.push_back(r);
+        } catch (const DeadlineExceededError&) {
+          missing.push_back(r);
+        }
+      }
+    } catch (const Error&) {
+      return "";  // the store is gone too (its host died): the local message stands
+    }
+    if (missing.empty()) {
+      return str_cat(kWho, ": collective #", call, " ", what, ": every rank (", names(waited),
+                     ") timed out after ", options.timeout.count(),
+                     "ms in the data phase (reported by ", name(rank), ")");
+    }
+    return str_cat(kWho, ": collective #", call, " ", what, ": ", names(missing),
+                   " never finished it within ", options.timeout.count(), "ms (", names(waited),
+                   " timed out waiting; reported by ", name(rank), ")");
   }
 
   // Rendezvous under the current epoch (call_mu held, no context installed).
@@ -485,6 +526,7 @@ struct internal::GlooState {
         }
       }
       sig.validate(kWho, size);
+      if (options.before_data_for_testing) options.before_data_for_testing(call);
       return data(ctx, headers, deadline);
     } catch (const gloo::EnforceNotMet& err) {
       fail_from_gloo(description, call, err.what());

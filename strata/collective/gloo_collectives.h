@@ -24,7 +24,11 @@
 //    [float32[3]]) on group strata/gloo of 2 ranks"
 // (the group stays usable). On a timeout it gives every rank that waited the
 // same verdict, "collective #3 <what>: rank 2 never entered it within 500ms"
-// (then "reported by rank 0"). It is the whole of barrier(). The data then moves with Gloo's ring
+// (then "reported by rank 0"). When the data phase times out instead, the
+// ranks that timed out record it in the store and wait briefly for each other
+// (a tenth of the timeout, 0.1-2 s): every one of them then reports the same
+// "rank 2 never finished it" for the ranks that did not. It is the whole of
+// barrier(). The data then moves with Gloo's ring
 // all-reduce, allgatherv and broadcast; a list of tensors is packed into one buffer per dtype.
 //
 // Errors: see collectives.h. A transport failure (a peer died, a connection
@@ -48,6 +52,7 @@
 // `rank` arguments must equal this process's rank (InvalidArgumentError).
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -69,6 +74,9 @@ struct GlooOptions {
   std::string prefix = "strata/gloo";
   // Names of the ranks for error messages ("/job:worker/task:1"); empty, or one per rank.
   std::vector<std::string> rank_names = {};
+  // Tests only: called with the call's sequence number once the headers agree,
+  // before the data moves (a test stalls one rank there).
+  std::function<void(uint64_t call)> before_data_for_testing = nullptr;
 };
 
 namespace internal {

@@ -5,6 +5,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "strata/collective/test_util.h"
 
@@ -256,6 +257,33 @@ TEST(GlooCollectives, TimeoutNamesTheMissingRankAndResetReconnects) {
     out[r] = groups[r]->all_reduce(r, constant(2.f), ReduceOp::SUM).item<float>();
   });
   EXPECT_THAT(out, ElementsAre(6.f, 6.f, 6.f));
+}
+
+TEST(GlooCollectives, ADataPhaseTimeoutNamesTheRankThatNeverFinished) {
+  // Rank 2 enters all_reduce #1 (the headers agree) but stalls before its data
+  // moves, past the timeout: ranks 0 and 1 time out in the data phase and agree
+  // that rank 2 never finished it.
+  auto store = std::make_shared<InMemoryRendezvousStore>();
+  std::vector<std::unique_ptr<GlooCollectives>> groups(3);
+  run_ranks_ok(3, [&](int r) {
+    GlooOptions options{.timeout = 1s};
+    if (r == 2)
+      options.before_data_for_testing = [](uint64_t) { std::this_thread::sleep_for(2500ms); };
+    groups[r] = std::make_unique<GlooCollectives>(r, 3, store, options);
+  });
+  auto errors = run_ranks(3, [&](int r) {
+    groups[r]->all_reduce(r, constant(std::vector<float>(1000, 1.f)), ReduceOp::SUM);
+  });
+  const std::string verdict =
+      "GlooCollectives: collective #1 all_reduce(SUM, [float32[1000]]) on group strata/gloo of 3 "
+      "ranks: rank 2 never finished it within 1000ms (rank 0 and rank 1 timed out waiting; "
+      "reported by rank ";
+  for (int r = 0; r < 2; ++r) {
+    const auto c = caught(errors[r]);
+    EXPECT_EQ(c.code, ErrorCode::DEADLINE_EXCEEDED) << c.message;
+    EXPECT_EQ(c.message, str_cat(verdict, r, ")"));
+  }
+  EXPECT_NE(errors[2], nullptr);  // the stalled rank fails too
 }
 
 TEST(GlooCollectives, TimeoutVerdictUsesTheRankNames) {
