@@ -56,8 +56,10 @@ struct Weights {
 
 const strata::nn::Conv2DOptions kSame{.padding = "SAME"};
 
+// ReLU's gradient, with scalar zeros broadcast (no full-size zero tensors).
 Tensor relu_grad(const Tensor& g, const Tensor& y) {
-  return strata::where(strata::greater(y, strata::zeros_like(y)), g, strata::zeros_like(g));
+  const Tensor zero = strata::zeros({}, y.dtype());
+  return strata::where(strata::greater(y, zero), g, zero);
 }
 
 // Forward + backward on one device; returns the filter gradients.

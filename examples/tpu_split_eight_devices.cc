@@ -32,12 +32,8 @@ void expect(bool ok, const std::string& what) {
 struct Model {
   tf::Tensor w1 = tf::random::normal({3, 3, 3, 16}, {.stddev = 0.3, .seed = 11});
   tf::Tensor w2 = tf::random::normal({3, 3, 16, 16}, {.stddev = 0.1, .seed = 12});
-  sh::ShardedTensor operator()(const sh::ShardedTensor& x) const {
-    sh::ShardedTensor h = sh::relu(sh::conv2d(x, w1, {.padding = "SAME"}));
-    h = sh::avg_pool2d(h, {2, 2}, {2, 2}, "VALID");
-    h = sh::relu(sh::conv2d(h, w2, {.strides = {2, 2}, .padding = "SAME"}));
-    return sh::reduce_mean(h, {.axis = {1, 2}});  // local means + cross-shard combine
-  }
+  // Plain ops: on a tensor annotated inside a TPUStrategy replica they run
+  // sharded (tpu_sharded_ops.h, "The normal op API"); elsewhere as usual.
   tf::Tensor operator()(const tf::Tensor& x) const {
     tf::Tensor h = tf::relu(tf::nn::conv2d(x, w1, {.padding = "SAME"}));
     h = tf::nn::avg_pool2d(h, {2, 2}, {2, 2}, "VALID");
@@ -77,18 +73,22 @@ int main() {
   sh::reset_fallback_counts();
   auto step_fn = [&](const tf::data::Element& inputs) {
     tf::Tensor split = strategy.experimental_split_to_logical_devices(inputs[0], {1, 2, 4, 1});
-    // model() runs on the 8 logical devices with the inputs split 2 * 4 ways.
-    sh::ShardedTensor output = model(sh::shard(strategy, split));
-    return output;
+    // model() runs on the 8 logical devices with the inputs split 2 * 4 ways:
+    // its result carries the shards it was computed as.
+    return model(split);
   };
-  sd::PerReplica<sh::ShardedTensor> out = strategy.run(step_fn, iterator.get_next());
-  const sh::ShardedTensor& output = out.values()[0];
+  sd::PerReplica<tf::Tensor> out = strategy.run(step_fn, iterator.get_next());
+  const tf::Tensor& full = out.values()[0];
+  const sh::ShardedTensor* carried = sh::carried_shards(full);
+  expect(carried != nullptr, "the output carries its shards");
+  if (carried == nullptr) return 1;
+  const sh::ShardedTensor& output = *carried;
   std::cout << "output sharding " << output.sharding().to_string() << ", shape " << output.shape()
             << "\n";
   for (int d = 0; d < 8; ++d) {
     std::cout << "logical device " << d << " -> " << output.shard(d).device() << "\n";
   }
-  const double err = relative_error(sh::unshard(output), model(images));
+  const double err = relative_error(full, model(images));
   std::cout << "relative error vs unpartitioned: " << err << "\n";
   expect(err <= 1e-5, "equal to the unpartitioned model");
   expect(sh::fallback_count("conv2d") + sh::fallback_count("avg_pool2d") +

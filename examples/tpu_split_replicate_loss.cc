@@ -32,12 +32,9 @@ struct Model {
   tf::Tensor w1 = tf::random::normal({3, 3, 3, 8}, {.stddev = 0.3, .seed = 1});
   tf::Tensor b1 = tf::random::normal({8}, {.stddev = 0.1, .seed = 2});
   tf::Tensor w2 = tf::random::normal({8 * 8 * 8, 10}, {.stddev = 0.05, .seed = 3});
-  tf::Tensor operator()(const sh::ShardedTensor& images) const {
-    sh::ShardedTensor h = sh::relu(sh::add(sh::conv2d(images, w1, {.padding = "SAME"}), b1));
-    h = sh::max_pool2d(h, {2, 2}, {2, 2}, "VALID");
-    tf::Tensor flat = sh::unshard(sh::reshape(h, {images.shape()[0], -1}));  // gathers
-    return tf::matmul(flat, w2);
-  }
+  // Plain ops: on images annotated inside a TPUStrategy replica they run
+  // sharded (tpu_sharded_ops.h, "The normal op API"); Flatten mixes the
+  // split dimensions, so it gathers (counted) and the Dense runs replicated.
   tf::Tensor operator()(const tf::Tensor& images) const {
     tf::Tensor h = tf::relu(tf::add(tf::nn::conv2d(images, w1, {.padding = "SAME"}), b1));
     h = tf::nn::max_pool2d(h, {2, 2}, {2, 2}, "VALID");
@@ -70,19 +67,18 @@ int main() {
     tf::Tensor batch_images =
         strategy.experimental_split_to_logical_devices(inputs[0], {1, 2, 4, 1});
     // model() runs on the 8 logical devices with the images split 2 * 4 ways.
-    tf::Tensor output = model(sh::shard(strategy, batch_images));
-    // For the loss, all logical devices share the same logits and labels.
-    sh::ShardedTensor batch_labels =
-        sh::shard(strategy, strategy.experimental_replicate_to_logical_devices(inputs[1]));
-    sh::ShardedTensor logits =
-        sh::shard(strategy, strategy.experimental_replicate_to_logical_devices(output));
-    sh::ShardedTensor loss = sh::apply_replicated(
-        {batch_labels, logits},
-        [](const std::vector<tf::Tensor>& t) { return loss_fn(t[0], t[1]); }, "loss_fn");
-    return loss;
+    tf::Tensor output = model(batch_images);
+    // For the loss, all logical devices share the same logits and labels:
+    // every logical device computes the loss from its copy.
+    tf::Tensor batch_labels = strategy.experimental_replicate_to_logical_devices(inputs[1]);
+    tf::Tensor logits = strategy.experimental_replicate_to_logical_devices(output);
+    return loss_fn(batch_labels, logits);
   };
-  sd::PerReplica<sh::ShardedTensor> out = strategy.run(step_fn, iterator.get_next());
-  const sh::ShardedTensor& loss = out.values()[0];
+  sd::PerReplica<tf::Tensor> out = strategy.run(step_fn, iterator.get_next());
+  const sh::ShardedTensor* carried = sh::carried_shards(out.values()[0]);
+  expect(carried != nullptr && carried->sharding().is_replicated(), "a replicated loss");
+  if (carried == nullptr) return 1;
+  const sh::ShardedTensor& loss = *carried;
 
   const double expected = loss_fn(labels, model(images)).scalar_as_double();
   std::cout << "loss on each logical device:";

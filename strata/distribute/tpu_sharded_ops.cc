@@ -1,6 +1,7 @@
 #include "strata/distribute/tpu_sharded_ops.h"
 
 #include <algorithm>
+#include <array>
 #include <exception>
 #include <functional>
 #include <limits>
@@ -12,12 +13,22 @@
 #include <utility>
 
 #include "strata/base/errors.h"
+#include "strata/distribute/internal/sharded_exec.h"
 #include "strata/distribute/strategy.h"
 #include "strata/distribute/tpu_strategy.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/recorder.h"
 
 namespace strata::distribute::sharded {
+
+using internal::any_split;
+using internal::broadcast_tile;
+using internal::broadcasts_into;
+using internal::count_fallback;
+using internal::fallback;
+using internal::holders;
+using internal::parts;
+using internal::run_shards;
 
 namespace {
 
@@ -30,10 +41,6 @@ std::mutex& counter_mutex() {
 std::map<std::string, int64_t>& counters() {
   static std::map<std::string, int64_t> c;
   return c;
-}
-void count_fallback(const std::string& op) {
-  std::lock_guard<std::mutex> lock(counter_mutex());
-  ++counters()[op];
 }
 
 // --- parallel shard execution ----------------------------------------------------
@@ -81,6 +88,15 @@ class ShardRecorder final : public OpRecorder {
   std::vector<Record> records_;
   std::unordered_set<uint64_t> produced_;
 };
+
+}  // namespace
+
+namespace internal {
+
+void count_fallback(const std::string& op) {
+  std::lock_guard<std::mutex> lock(counter_mutex());
+  ++counters()[op];
+}
 
 // Runs fn(d) for every logical device d in `which`, each under a DeviceScope of
 // devices[d], in parallel (the caller runs the first). result[d] for the others
@@ -134,11 +150,6 @@ std::vector<int> holders(const tpu::Sharding& s) {
   return which;
 }
 
-ShardedTensor make(const tpu::Sharding& sharding, const TensorShape& shape,
-                   std::vector<Tensor> shards, const std::vector<const Device*>& devices) {
-  return ShardedTensor(sharding, shape, std::move(shards), devices);
-}
-
 // The partition count of dimension i (1 unless tiled).
 int64_t parts(const tpu::Sharding& s, int i) {
   return s.is_tiled() ? s.partition_dimensions()[static_cast<size_t>(i)] : 1;
@@ -172,6 +183,15 @@ ShardedTensor fallback(const std::string& name, const std::vector<ShardedTensor>
     target = tpu::Sharding::replicated(first.num_logical_devices());
   }
   return shard(out, target, first.devices());
+}
+
+}  // namespace internal
+
+namespace {
+
+ShardedTensor make(const tpu::Sharding& sharding, const TensorShape& shape,
+                   std::vector<Tensor> shards, const std::vector<const Device*>& devices) {
+  return ShardedTensor(sharding, shape, std::move(shards), devices);
 }
 
 std::vector<int64_t> hw(const std::vector<int64_t>& v, const char* what) {
@@ -213,8 +233,8 @@ std::optional<Geometry> geometry(int64_t in, int64_t k, int64_t stride, int64_t 
 // input (may reach into the padding): its own tile plus the halo slices of its
 // neighbours' tiles, padded with `pad_value` outside the image. Runs on d's
 // shard thread. `valid` (if non-null) receives the window's in-image extent.
-Tensor window(const ShardedTensor& x, int d, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
-              double pad_value, std::pair<int64_t, int64_t>* valid = nullptr) {
+Tensor recorded_window(const ShardedTensor& x, int d, int64_t r0, int64_t r1, int64_t c0,
+                       int64_t c1, double pad_value, std::pair<int64_t, int64_t>* valid) {
   const tpu::Sharding& s = x.sharding();
   const int64_t H = x.shape()[1], W = x.shape()[2];
   const int64_t th = H / parts(s, 1), tw = W / parts(s, 2);
@@ -244,6 +264,100 @@ Tensor window(const ShardedTensor& x, int d, int64_t r0, int64_t r1, int64_t c0,
   if (valid) *valid = {hi_r - lo_r, hi_c - lo_c};
   if (lo_r == r0 && hi_r == r1 && lo_c == c0 && hi_c == c1) return patch;
   return pad(patch, {{0, 0}, {lo_r - r0, r1 - hi_r}, {lo_c - c0, c1 - hi_c}, {0, 0}}, pad_value);
+}
+
+// The same window assembled by one copy: every output row is the padding
+// value or runs of the tiles' rows (the halo rows only are read from the
+// neighbours' shards). No ops are recorded, so only without an active tape.
+template <typename T>
+Tensor copied_window(const ShardedTensor& x, int d, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+                     double pad_value) {
+  const tpu::Sharding& s = x.sharding();
+  const int64_t H = x.shape()[1], W = x.shape()[2], C = x.shape()[3];
+  const int64_t th = H / parts(s, 1), tw = W / parts(s, 2);
+  const int64_t nb = x.shape()[0] / parts(s, 0);
+  const std::vector<int64_t> index =
+      s.is_tiled() ? s.tile_index(d) : std::vector<int64_t>{0, 0, 0, 0};
+  const int64_t rows = r1 - r0, cols = c1 - c0;
+  Tensor out = Tensor::allocate(x.dtype(), TensorShape({nb, rows, cols, C}),
+                                x.devices()[static_cast<size_t>(d)]);
+  T* o = out.mutable_data<T>();
+  const T pad = static_cast<T>(pad_value);
+  const int64_t lo_c = std::max<int64_t>(c0, 0), hi_c = std::min(c1, W);
+  // Source tiles of one tile row i, by tile column.
+  std::vector<const T*> src(static_cast<size_t>(parts(s, 2)));
+  for (int64_t b = 0; b < nb; ++b) {
+    for (int64_t r = r0; r < r1; ++r) {
+      T* row = o + ((b * rows) + (r - r0)) * cols * C;
+      if (r < 0 || r >= H) {
+        std::fill(row, row + cols * C, pad);
+        continue;
+      }
+      const int64_t i = r / th;
+      std::fill(row, row + (lo_c - c0) * C, pad);
+      for (int64_t j = lo_c / tw; j <= (hi_c - 1) / tw; ++j) {
+        const std::vector<int64_t> at = {index[0], i, j, 0};
+        const Tensor& tile = s.is_tiled() ? x.shard(s.logical_device_at_tile(at)) : x.shard(d);
+        const int64_t a = std::max(lo_c, j * tw), e = std::min(hi_c, (j + 1) * tw);
+        const T* from = tile.data<T>() + ((b * th + (r - i * th)) * tw + (a - j * tw)) * C;
+        std::copy(from, from + (e - a) * C, row + (a - c0) * C);
+      }
+      std::fill(row + (hi_c - c0) * C, row + cols * C, pad);
+    }
+  }
+  return out;
+}
+
+Tensor window(const ShardedTensor& x, int d, int64_t r0, int64_t r1, int64_t c0, int64_t c1,
+              double pad_value, std::pair<int64_t, int64_t>* valid = nullptr) {
+  // With a tape, recorded ops (gradients flow); else one copy, no temporaries.
+  const bool fast = valid == nullptr && !any_recorder_active() &&
+                    (x.dtype() == DType::float32 || x.dtype() == DType::float64);
+  if (!fast) return recorded_window(x, d, r0, r1, c0, c1, pad_value, valid);
+  STRATA_CHECK_ARG(std::max<int64_t>(r0, 0) < std::min(r1, x.shape()[1]) &&
+                       std::max<int64_t>(c0, 0) < std::min(c1, x.shape()[2]),
+                   "sharded: an output window lies entirely in the padding");
+  return x.dtype() == DType::float32 ? copied_window<float>(x, d, r0, r1, c0, c1, pad_value)
+                                     : copied_window<double>(x, d, r0, r1, c0, c1, pad_value);
+}
+
+// Device e's tile of the input gradient: the sum of the parts of every
+// window gradient d_patch[d] that overlap e's tile (own window and the
+// neighbours' halo rows), in one buffer.
+template <typename T>
+Tensor gather_tile_gradient(const ShardedTensor& x, int e, const std::vector<int>& which,
+                            const std::vector<Tensor>& d_patch,
+                            const std::function<std::array<int64_t, 4>(int)>& window_of) {
+  const tpu::Sharding& s = x.sharding();
+  const int64_t H = x.shape()[1], W = x.shape()[2], C = x.shape()[3];
+  const int64_t th = H / parts(s, 1), tw = W / parts(s, 2);
+  const int64_t nb = x.shape()[0] / parts(s, 0);
+  auto index_of = [&](int d) {
+    return s.is_tiled() ? s.tile_index(d) : std::vector<int64_t>{0, 0, 0, 0};
+  };
+  const std::vector<int64_t> ei = index_of(e);
+  const int64_t e_r0 = ei[1] * th, e_c0 = ei[2] * tw;
+  Tensor out = Tensor::allocate(x.dtype(), TensorShape({nb, th, tw, C}),
+                                x.devices()[static_cast<size_t>(e)]);
+  T* o = out.mutable_data<T>();
+  std::fill(o, o + out.num_elements(), T(0));
+  for (int d : which) {
+    if (index_of(d)[0] != ei[0]) continue;
+    const auto [r0, r1, c0, c1] = window_of(d);
+    const int64_t a = std::max(r0, e_r0), b = std::min(r1, e_r0 + th);
+    const int64_t f = std::max(c0, e_c0), h = std::min(c1, e_c0 + tw);
+    if (a >= b || f >= h) continue;
+    const T* g = d_patch[static_cast<size_t>(d)].data<T>();
+    const int64_t rows = r1 - r0, cols = c1 - c0;
+    for (int64_t n = 0; n < nb; ++n) {
+      for (int64_t r = a; r < b; ++r) {
+        const T* from = g + ((n * rows + (r - r0)) * cols + (f - c0)) * C;
+        T* to = o + ((n * th + (r - e_r0)) * tw + (f - e_c0)) * C;
+        for (int64_t k = 0; k < (h - f) * C; ++k) to[k] += from[k];
+      }
+    }
+  }
+  return out;
 }
 
 enum class Windowed { Conv, MaxPool, AvgPool };
@@ -342,6 +456,10 @@ std::optional<ShardedTensor> spatial(const ShardedTensor& x, Windowed kind, cons
   return make(s, out_shape, std::move(shards), x.devices());
 }
 
+}  // namespace
+
+namespace internal {
+
 // Slices a plain operand `b` (broadcast against a tensor of `full` shape) to
 // logical device d's tile of `s`.
 Tensor broadcast_tile(const Tensor& b, const tpu::Sharding& s, const TensorShape& full, int d) {
@@ -372,7 +490,7 @@ bool broadcasts_into(const TensorShape& b, const TensorShape& a) {
   return true;
 }
 
-}  // namespace
+}  // namespace internal
 
 // --- ShardedTensor -------------------------------------------------------------------
 
@@ -438,6 +556,7 @@ ShardedTensor shard(const TPUStrategy& strategy, const Tensor& annotated) {
       "sharded::shard: expected to be called in a replica context of this TPUStrategy (inside "
       "strategy.run(fn))");
   const std::vector<const Device*>& devices = strategy.logical_devices(ctx->local_replica_id());
+  if (const ShardedTensor* carried = carried_shards(annotated)) return *carried;
   const tpu::Sharding* s = tpu::sharding_of(annotated);
   return shard(annotated,
                s ? *s : tpu::Sharding::maximal(0, strategy.num_logical_devices_per_replica()),
@@ -472,8 +591,7 @@ ShardedTensor reshard(const ShardedTensor& x, const tpu::Sharding& sharding) {
 
 // --- element-wise --------------------------------------------------------------------
 
-ShardedTensor unary(const ShardedTensor& x, Tensor (*op)(const Tensor&),
-                    const std::string& /*name*/) {
+ShardedTensor unary(const ShardedTensor& x, const UnaryFn& op, const std::string& /*name*/) {
   std::vector<Tensor> shards =
       run_shards(x.devices(), holders(x.sharding()), [&](int d) { return op(x.shard(d)); });
   return make(x.sharding(), x.shape(), std::move(shards), x.devices());
@@ -481,8 +599,8 @@ ShardedTensor unary(const ShardedTensor& x, Tensor (*op)(const Tensor&),
 
 ShardedTensor relu(const ShardedTensor& x) { return unary(x, &strata::relu, "relu"); }
 
-ShardedTensor binary(const ShardedTensor& a, const Tensor& b,
-                     Tensor (*op)(const Tensor&, const Tensor&), const std::string& name) {
+ShardedTensor binary(const ShardedTensor& a, const Tensor& b, const BinaryFn& op,
+                     const std::string& name) {
   if (!broadcasts_into(b.shape(), a.shape())) {
     const ShardedTensor bb =
         shard(b, tpu::Sharding::replicated(a.num_logical_devices()), a.devices());
@@ -494,8 +612,8 @@ ShardedTensor binary(const ShardedTensor& a, const Tensor& b,
   return make(a.sharding(), a.shape(), std::move(shards), a.devices());
 }
 
-ShardedTensor binary(const ShardedTensor& a, const ShardedTensor& b,
-                     Tensor (*op)(const Tensor&, const Tensor&), const std::string& name) {
+ShardedTensor binary(const ShardedTensor& a, const ShardedTensor& b, const BinaryFn& op,
+                     const std::string& name) {
   if (b.sharding().is_replicated()) return binary(a, b.shard(0), op, name);
   if (a.sharding() == b.sharding() && a.shape() == b.shape()) {
     std::vector<Tensor> shards = run_shards(a.devices(), holders(a.sharding()),
@@ -595,18 +713,52 @@ ShardedTensor matmul(const ShardedTensor& a, const Tensor& b) {
 
 namespace {
 
-ShardedTensor reduce(const ShardedTensor& x, const ReduceOptions& o, bool mean) {
+enum class Reduction { Sum, Mean, Max, Min, Prod };
+
+const char* reduction_name(Reduction r) {
+  switch (r) {
+    case Reduction::Sum: return "reduce_sum";
+    case Reduction::Mean: return "reduce_mean";
+    case Reduction::Max: return "reduce_max";
+    case Reduction::Min: return "reduce_min";
+    case Reduction::Prod: return "reduce_prod";
+  }
+  return "reduce";
+}
+
+ShardedTensor reduce(const ShardedTensor& x, const ReduceOptions& o, Reduction r) {
   const tpu::Sharding& s = x.sharding();
-  Tensor (*local)(const Tensor&, const ReduceOptions&) =
-      mean ? &strata::reduce_mean : &strata::reduce_sum;
+  const char* name = reduction_name(r);
+  Tensor (*local)(const Tensor&, const ReduceOptions&) = nullptr;
+  // The partial reduce of a cross-shard reduction and how partials combine.
+  Tensor (*partial_op)(const Tensor&, const ReduceOptions&) = nullptr;
+  Tensor (*combine)(const Tensor&, const Tensor&) = nullptr;
+  switch (r) {
+    case Reduction::Sum:
+    case Reduction::Mean:
+      local = r == Reduction::Sum ? &strata::reduce_sum : &strata::reduce_mean;
+      partial_op = &strata::reduce_sum;
+      break;
+    case Reduction::Max:
+      local = partial_op = &strata::reduce_max;
+      combine = &strata::maximum;
+      break;
+    case Reduction::Min:
+      local = partial_op = &strata::reduce_min;
+      combine = &strata::minimum;
+      break;
+    case Reduction::Prod:
+      local = partial_op = &strata::reduce_prod;
+      combine = &strata::multiply;
+      break;
+  }
   std::vector<int64_t> axes = o.axis;
   if (axes.empty()) {
     for (int i = 0; i < x.rank(); ++i) axes.push_back(i);
   }
   for (int64_t& a : axes) {
-    STRATA_CHECK_ARG(a >= -x.rank() && a < x.rank(), mean ? "reduce_mean" : "reduce_sum",
-                     ": expected axis in [", -x.rank(), ", ", x.rank(), "), got ", a, " for shape ",
-                     x.shape());
+    STRATA_CHECK_ARG(a >= -x.rank() && a < x.rank(), name, ": expected axis in [", -x.rank(), ", ",
+                     x.rank(), "), got ", a, " for shape ", x.shape());
     if (a < 0) a += x.rank();
   }
   auto reduced = [&](int i) { return std::find(axes.begin(), axes.end(), i) != axes.end(); };
@@ -636,31 +788,45 @@ ShardedTensor reduce(const ShardedTensor& x, const ReduceOptions& o, bool mean) 
     return make(out_s, out_shape, std::move(shards), x.devices());
   }
   if (all_split_reduced) {
-    // Local sums, then the cross-shard sum on every device (all-reduce).
-    const ReduceOptions sum_axes{.axis = axes, .keepdims = o.keepdims};
+    // Local reduces, then the cross-shard combine on every device (all-reduce).
     std::vector<Tensor> partial = run_shards(
-        x.devices(), holders(s), [&](int d) { return strata::reduce_sum(x.shard(d), sum_axes); });
+        x.devices(), holders(s), [&](int d) { return partial_op(x.shard(d), full_axes); });
+    std::vector<Tensor> present;
+    for (int d : holders(s)) present.push_back(partial[static_cast<size_t>(d)]);
     int64_t count = 1;
     for (int64_t a : axes) count *= x.shape()[static_cast<int>(a)];
     std::vector<Tensor> shards = run_shards(x.devices(), holders(s), [&](int) {
-      Tensor total = add_n(partial);
-      if (!mean) return total;
-      return multiply(total, cast(constant(1.0 / static_cast<double>(count)), total.dtype()));
+      if (combine == nullptr) {
+        Tensor total = add_n(present);
+        if (r != Reduction::Mean) return total;
+        return multiply(total, cast(constant(1.0 / static_cast<double>(count)), total.dtype()));
+      }
+      Tensor acc = present.front();
+      for (size_t i = 1; i < present.size(); ++i) acc = combine(acc, present[i]);
+      return acc;
     });
     return make(tpu::Sharding::replicated(s.num_logical_devices()), out_shape, std::move(shards),
                 x.devices());
   }
-  return fallback(mean ? "reduce_mean" : "reduce_sum", {x},
-                  [&](const std::vector<Tensor>& t) { return local(t[0], o); });
+  return fallback(name, {x}, [&](const std::vector<Tensor>& t) { return local(t[0], o); });
 }
 
 }  // namespace
 
 ShardedTensor reduce_sum(const ShardedTensor& x, const ReduceOptions& options) {
-  return reduce(x, options, false);
+  return reduce(x, options, Reduction::Sum);
 }
 ShardedTensor reduce_mean(const ShardedTensor& x, const ReduceOptions& options) {
-  return reduce(x, options, true);
+  return reduce(x, options, Reduction::Mean);
+}
+ShardedTensor reduce_max(const ShardedTensor& x, const ReduceOptions& options) {
+  return reduce(x, options, Reduction::Max);
+}
+ShardedTensor reduce_min(const ShardedTensor& x, const ReduceOptions& options) {
+  return reduce(x, options, Reduction::Min);
+}
+ShardedTensor reduce_prod(const ShardedTensor& x, const ReduceOptions& options) {
+  return reduce(x, options, Reduction::Prod);
 }
 
 ShardedTensor reshape(const ShardedTensor& x, const std::vector<int64_t>& shape0) {
@@ -750,31 +916,15 @@ Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters,
   });
   // The reverse halo exchange: each device sums the parts of every window
   // that overlap its tile; the filter gradients are all-reduced.
-  const int64_t th = x.shape()[1] / parts(s, 1), tw = x.shape()[2] / parts(s, 2);
   Conv2DGradients g;
   std::vector<Tensor> dx = run_shards(x.devices(), which, [&](int e) {
-    const std::vector<int64_t> ei =
-        s.is_tiled() ? s.tile_index(e) : std::vector<int64_t>{0, 0, 0, 0};
-    const int64_t e_r0 = ei[1] * th, e_r1 = e_r0 + th, e_c0 = ei[2] * tw, e_c1 = e_c0 + tw;
-    std::vector<Tensor> parts_of_tile;
-    for (int d : which) {
-      const std::vector<int64_t> di =
-          s.is_tiled() ? s.tile_index(d) : std::vector<int64_t>{0, 0, 0, 0};
-      if (di[0] != ei[0]) continue;
+    auto window_of = [&](int d) {
       const auto [r0, r1, c0, c1] = plan->window_of(s, d);
-      const int64_t a = std::max(r0, e_r0), b = std::min(r1, e_r1);
-      const int64_t f = std::max(c0, e_c0), h = std::min(c1, e_c1);
-      if (a >= b || f >= h) continue;
-      const Tensor& dp = d_patch[static_cast<size_t>(d)];
-      Tensor piece = (a == r0 && b == r1 && f == c0 && h == c1)
-                         ? dp
-                         : slice(dp, {0, a - r0, f - c0, 0}, {-1, b - a, h - f, -1});
-      if (b - a != th || h - f != tw) {
-        piece = pad(piece, {{0, 0}, {a - e_r0, e_r1 - b}, {f - e_c0, e_c1 - h}, {0, 0}});
-      }
-      parts_of_tile.push_back(piece);
-    }
-    return parts_of_tile.size() == 1 ? parts_of_tile[0] : add_n(parts_of_tile);
+      return std::array<int64_t, 4>{r0, r1, c0, c1};
+    };
+    return x.dtype() == DType::float32
+               ? gather_tile_gradient<float>(x, e, which, d_patch, window_of)
+               : gather_tile_gradient<double>(x, e, which, d_patch, window_of);
   });
   g.input = make(s, x.shape(), std::move(dx), x.devices());
   std::vector<Tensor> present;

@@ -44,6 +44,39 @@
 // after the join: deterministic), and tape.gradient goes back through the
 // same shard-wise computations.
 //
+// The normal op API: inside a replica of a TPUStrategy, the ordinary ops
+// (strata::add, matmul, reduce_*, reshape, nn::conv2d, max_pool2d, softmax,
+// the cross-entropy primitive, ... and so the Keras layers and losses built
+// from them) dispatch on their inputs' shardings by the same rules:
+//
+//   strategy.run([&](Tensor images) {
+//     Tensor x = strategy.experimental_split_to_logical_devices(images, {1, 2, 2, 1});
+//     Tensor y = (*conv_layer)(x);         // 4 shards, halo exchange; sharding_of(y) tiled
+//     return (*model)(x);                  // the whole model, gathers counted per op
+//   }, dist_images);
+//
+// Mechanism: a dispatch hook in the op layer (strata/ops/dispatch.h). Ops
+// whose inputs carry a TensorExtension hand the call (kind, inputs, attrs and
+// the op itself as a callable) to the dispatcher TPUStrategy installs. It
+// acts only inside a replica of a TPUStrategy: it turns each annotated input
+// into its shards (an annotation: cut now, with recorded slices; an earlier
+// dispatched result: the shards it carries) and applies the rule of the op
+// kind; replicated inputs run on every logical device, maximal(k) inputs on
+// device k (assign_to_logical_device: ops run on k). The result is a Tensor
+// holding the full value (assembled on logical device 0 with recorded
+// concats; the one copy the eager API needs, as the full value must be
+// readable) that carries its shards, so the next op runs on them without
+// re-splitting. Kinds without a rule take the fallback (the full values run
+// once on logical device 0, the result re-sharded to the first sharded
+// input's layout), counted in fallback_count(<op name>) ("reshape",
+// "transpose", ...). Outside a TPUStrategy replica annotated tensors run as
+// plain tensors. Gradients: the tape records the shard-level ops (slices of
+// the annotated input, per-shard kernels, the assembling concats), so
+// gradients with respect to variables and to annotated inputs go back
+// through the same rules; a gradient with respect to an intermediate
+// dispatched result (not an input of the step) is not supported (its
+// consumers used its shards, so it is unconnected).
+//
 // Thread-safety: ShardedTensor is an immutable value. Each op spawns one
 // thread per extra shard and joins it before returning (bounded work, no
 // waits on other parties); the calling thread runs shard 0.
@@ -111,17 +144,19 @@ ShardedTensor reshard(const ShardedTensor& x, const tpu::Sharding& sharding);
 
 // --- element-wise ---
 ShardedTensor relu(const ShardedTensor& x);
-ShardedTensor unary(const ShardedTensor& x, Tensor (*op)(const Tensor&), const std::string& name);
+using UnaryFn = std::function<Tensor(const Tensor&)>;
+using BinaryFn = std::function<Tensor(const Tensor&, const Tensor&)>;
+ShardedTensor unary(const ShardedTensor& x, const UnaryFn& op, const std::string& name);
 ShardedTensor add(const ShardedTensor& a, const ShardedTensor& b);
 ShardedTensor add(const ShardedTensor& a, const Tensor& b);
 ShardedTensor subtract(const ShardedTensor& a, const ShardedTensor& b);
 ShardedTensor multiply(const ShardedTensor& a, const ShardedTensor& b);
 ShardedTensor multiply(const ShardedTensor& a, const Tensor& b);
 // Any broadcasting binary op (strata::add, strata::maximum, ...) under `name`.
-ShardedTensor binary(const ShardedTensor& a, const ShardedTensor& b,
-                     Tensor (*op)(const Tensor&, const Tensor&), const std::string& name);
-ShardedTensor binary(const ShardedTensor& a, const Tensor& b,
-                     Tensor (*op)(const Tensor&, const Tensor&), const std::string& name);
+ShardedTensor binary(const ShardedTensor& a, const ShardedTensor& b, const BinaryFn& op,
+                     const std::string& name);
+ShardedTensor binary(const ShardedTensor& a, const Tensor& b, const BinaryFn& op,
+                     const std::string& name);
 
 // Any computation on replicated values: every logical device runs fn on its
 // own copy of the inputs (what TF does with loss inputs annotated by
@@ -136,6 +171,10 @@ ShardedTensor apply_replicated(const std::vector<ShardedTensor>& inputs,
 ShardedTensor matmul(const ShardedTensor& a, const Tensor& b);
 ShardedTensor reduce_sum(const ShardedTensor& x, const ReduceOptions& options = {});
 ShardedTensor reduce_mean(const ShardedTensor& x, const ReduceOptions& options = {});
+// Max / min / prod combine the local results with maximum / minimum / multiply.
+ShardedTensor reduce_max(const ShardedTensor& x, const ReduceOptions& options = {});
+ShardedTensor reduce_min(const ShardedTensor& x, const ReduceOptions& options = {});
+ShardedTensor reduce_prod(const ShardedTensor& x, const ReduceOptions& options = {});
 ShardedTensor reshape(const ShardedTensor& x, const std::vector<int64_t>& shape);
 
 // --- spatially partitioned convolution and pooling (NHWC) ---
@@ -158,6 +197,19 @@ ShardedTensor max_pool2d(const ShardedTensor& x, const std::vector<int64_t>& ksi
                          const std::vector<int64_t>& strides, const std::string& padding = "VALID");
 ShardedTensor avg_pool2d(const ShardedTensor& x, const std::vector<int64_t>& ksize,
                          const std::vector<int64_t>& strides, const std::string& padding = "VALID");
+
+// --- the normal op API on sharded values ---
+// The full value of `x` (assembled with recorded concats on logical device 0;
+// a replicated or maximal x's shard itself) carrying x: tpu::sharding_of
+// gives x's sharding and carried_shards(result) gives x back, so ops of the
+// normal API applied to it inside a replica of a TPUStrategy run on the
+// shards by the rules above (see the header comment).
+Tensor as_tensor(const ShardedTensor& x);
+// The shards a tensor carries (an as_tensor or dispatched op result), else nullptr.
+const ShardedTensor* carried_shards(const Tensor& t);
+// Installs the op-API dispatcher (strata/ops/dispatch.h) for the process;
+// idempotent. TPUStrategy's constructor calls it.
+void install_op_dispatcher();
 
 // How often `op` took the gather-run-reshard fallback in this process
 // (thread-safe counters), and a reset for tests.

@@ -4,6 +4,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/core/device.h"
+#include "strata/distribute/tpu_sharded_ops.h"
 #include "strata/distribute/tpu_system.h"
 #include "strata/ops/recorder.h"
 #include "strata/tpu/local_topology.h"
@@ -37,6 +38,8 @@ TPUStrategy::TPUStrategy(Placement placement, bool spmd)
       logical_devices_(std::move(placement.logical_devices)),
       spmd_(spmd) {
   set_extended(std::make_unique<DeviceListExtended>(*this, devices()));
+  // Ops on annotated tensors inside this strategy's replicas run sharded.
+  sharded::install_op_dispatcher();
 }
 
 TPUStrategy::Placement TPUStrategy::place(std::optional<tpu::DeviceAssignment> device_assignment) {

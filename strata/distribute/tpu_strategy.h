@@ -23,11 +23,12 @@
 // Model parallelism: the logical-device annotations validate as TensorFlow
 // does and return the tensor carrying its tpu::Sharding (tpu::sharding_of);
 // experimental_assign_to_logical_device also places the value on that
-// logical device (a recorded move, so gradients flow). Sharded *execution*
-// is strata/distribute/tpu_sharded_ops.h: sharded::shard(strategy, t) gives
-// one shard per logical device and the sharded:: ops run them in parallel.
-// Plain ops on an annotated Tensor run unsharded on the calling replica's
-// device (logical device 0 unless assigned), which is correct, not parallel.
+// logical device (a recorded move, so gradients flow). Sharded execution is
+// strata/distribute/tpu_sharded_ops.h: the ordinary ops (and so the Keras
+// layers) applied to an annotated Tensor inside a replica run shard-wise on
+// the replica's logical devices in parallel (the constructor installs the
+// op-API dispatcher); sharded::shard(strategy, t) and the sharded:: ops are
+// the explicit form.
 //
 // Not yet: the resolver-taking constructor (arrives with the cluster layer's
 // TPUClusterResolver; today the local system is implied), multi-host pods

@@ -4,6 +4,7 @@
 
 #include "strata/kernels/array.h"
 #include "strata/kernels/elementwise.h"
+#include "strata/ops/dispatch.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/recorder.h"
 
@@ -30,6 +31,12 @@ Tensor range(int64_t start, int64_t limit, int64_t delta) {
 Tensor range(int64_t limit) { return range(0, limit, 1); }
 
 Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape) {
+  OpAttrs requested;
+  requested.size = shape;  // for the dispatcher: the requested shape, -1 included
+  if (auto out =
+          internal::dispatch(OpKind::Reshape, "reshape", {x}, requested,
+                             [=](std::span<const Tensor> in) { return reshape(in[0], shape); }))
+    return *out;
   std::vector<int64_t> dims = shape;
   int64_t known = 1;
   int unknown = -1;
@@ -83,6 +90,10 @@ Tensor squeeze(const Tensor& x, const std::vector<int64_t>& axis) {
 }
 
 Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm_in) {
+  if (auto out =
+          internal::dispatch(OpKind::Transpose, "transpose", {x}, {},
+                             [=](std::span<const Tensor> in) { return transpose(in[0], perm_in); }))
+    return *out;
   std::vector<int64_t> perm = perm_in;
   if (perm.empty())
     for (int i = x.rank() - 1; i >= 0; --i) perm.push_back(i);
@@ -104,6 +115,10 @@ Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm_in) {
 }
 
 Tensor broadcast_to(const Tensor& x, const TensorShape& shape) {
+  if (auto out = internal::dispatch(
+          OpKind::BroadcastTo, "broadcast_to", {x}, {},
+          [=](std::span<const Tensor> in) { return broadcast_to(in[0], shape); }))
+    return *out;
   STRATA_CHECK_ARG(kernels::broadcast_shape(x.shape(), shape, "broadcast_to") == shape,
                    "broadcast_to: expected a shape that ", x.shape(), " broadcasts to, got ",
                    shape);
@@ -115,6 +130,12 @@ Tensor broadcast_to(const Tensor& x, const TensorShape& shape) {
 }
 
 Tensor concat(const std::vector<Tensor>& values, int64_t axis) {
+  if (auto out = internal::dispatch(OpKind::Concat, "concat", std::span<const Tensor>(values), {},
+                                    [=](std::span<const Tensor> in) {
+                                      return concat(std::vector<Tensor>(in.begin(), in.end()),
+                                                    axis);
+                                    }))
+    return *out;
   STRATA_CHECK_ARG(!values.empty(), "concat: expected at least one tensor, got 0");
   const Tensor& f = values[0];
   STRATA_CHECK_ARG(f.rank() > 0, "concat: expected tensors of rank >= 1, got a scalar");
@@ -150,6 +171,10 @@ Tensor stack(const std::vector<Tensor>& values, int64_t axis) {
 }
 
 Tensor slice(const Tensor& x, const std::vector<int64_t>& begin, const std::vector<int64_t>& size) {
+  if (auto out =
+          internal::dispatch(OpKind::Slice, "slice", {x}, {},
+                             [=](std::span<const Tensor> in) { return slice(in[0], begin, size); }))
+    return *out;
   STRATA_CHECK_ARG(
       static_cast<int>(begin.size()) == x.rank() && static_cast<int>(size.size()) == x.rank(),
       "slice: expected begin and size of length ", x.rank(), ", got ", begin, " and ", size);
@@ -260,6 +285,10 @@ Tensor strided_slice(const Tensor& x, const std::vector<int64_t>& begin_in,
 
 Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& paddings,
            double constant_value) {
+  if (auto out = internal::dispatch(OpKind::Pad, "pad", {x}, {}, [=](std::span<const Tensor> in) {
+        return pad(in[0], paddings, constant_value);
+      }))
+    return *out;
   STRATA_CHECK_ARG(static_cast<int>(paddings.size()) == x.rank(), "pad: expected ", x.rank(),
                    " {before, after} pairs, got ", paddings.size());
   OpAttrs attrs;
@@ -276,6 +305,10 @@ Tensor pad(const Tensor& x, const std::vector<std::pair<int64_t, int64_t>>& padd
 }
 
 Tensor tile(const Tensor& x, const std::vector<int64_t>& multiples) {
+  if (auto out = internal::dispatch(OpKind::Tile, "tile", {x}, {}, [=](std::span<const Tensor> in) {
+        return tile(in[0], multiples);
+      }))
+    return *out;
   STRATA_CHECK_ARG(static_cast<int>(multiples.size()) == x.rank(), "tile: expected ", x.rank(),
                    " multiples, got ", multiples);
   // tile = broadcast of x reshaped to [1, d0, 1, d1, ...] to [m0, d0, m1, d1, ...].
@@ -295,6 +328,10 @@ Tensor tile(const Tensor& x, const std::vector<int64_t>& multiples) {
 }
 
 Tensor gather(const Tensor& params, const Tensor& indices, int64_t axis) {
+  if (auto out = internal::dispatch(
+          OpKind::Gather, "gather", {params, indices}, {},
+          [=](std::span<const Tensor> in) { return gather(in[0], in[1], axis); }))
+    return *out;
   STRATA_CHECK_ARG(params.rank() >= 1, "gather: expected params of rank >= 1, got a scalar");
   const int a = params.shape().canonical_axis(axis, "gather");
   Tensor out = kernels::gather(params, indices, a);

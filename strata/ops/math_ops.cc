@@ -4,6 +4,7 @@
 
 #include "strata/kernels/array.h"
 #include "strata/kernels/elementwise.h"
+#include "strata/ops/dispatch.h"
 #include "strata/ops/operators.h"
 #include "strata/ops/recorder.h"
 
@@ -20,6 +21,10 @@ std::pair<Tensor, Tensor> promote(const Tensor& a, const Tensor& b) {
 }
 
 Tensor binary_op(OpKind kind, BinaryOp op, const Tensor& a0, const Tensor& b0, const char* who) {
+  if (auto out = internal::dispatch(kind, who, {a0, b0}, {}, [=](std::span<const Tensor> in) {
+        return binary_op(kind, op, in[0], in[1], who);
+      }))
+    return *out;
   auto [a, b] = promote(a0, b0);
   Tensor out = kernels::binary(op, a, b, who);
   record_op(kind, {a, b}, {out});
@@ -27,9 +32,13 @@ Tensor binary_op(OpKind kind, BinaryOp op, const Tensor& a0, const Tensor& b0, c
 }
 
 Tensor unary_op(OpKind kind, UnaryOp op, const Tensor& x, const char* who, double alpha = 0.0) {
-  Tensor out = kernels::unary(op, x, alpha, who);
   OpAttrs attrs;
   attrs.alpha = alpha;
+  if (auto out = internal::dispatch(kind, who, {x}, attrs, [=](std::span<const Tensor> in) {
+        return unary_op(kind, op, in[0], who, alpha);
+      }))
+    return *out;
+  Tensor out = kernels::unary(op, x, alpha, who);
   record_op(kind, {x}, {out}, attrs);
   return out;
 }
@@ -56,6 +65,10 @@ Tensor reduce_op(OpKind kind, kernels::ReduceOp op, const Tensor& x, const Reduc
   OpAttrs attrs;
   attrs.axes = normalise_axes(x, o.axis, who);
   attrs.keepdims = o.keepdims;
+  if (auto out = internal::dispatch(kind, who, {x}, attrs, [=](std::span<const Tensor> in) {
+        return reduce_op(kind, op, in[0], o, who);
+      }))
+    return *out;
   Tensor out = kernels::reduce(op, x, attrs.axes, o.keepdims);
   record_op(kind, {x}, {out}, attrs);
   return out;
@@ -107,6 +120,11 @@ Tensor squared_difference(const Tensor& a, const Tensor& b) {
                    "squared_difference");
 }
 Tensor add_n(const std::vector<Tensor>& inputs) {
+  if (auto out = internal::dispatch(OpKind::AddN, "add_n", std::span<const Tensor>(inputs), {},
+                                    [](std::span<const Tensor> in) {
+                                      return add_n(std::vector<Tensor>(in.begin(), in.end()));
+                                    }))
+    return *out;
   Tensor out = kernels::add_n(inputs);
   if (any_recorder_active())
     record_op(OpKind::AddN, std::span<const Tensor>(inputs), {&out, 1}, {});
@@ -177,13 +195,20 @@ Tensor softplus(const Tensor& x) {
   return unary_op(OpKind::Softplus, UnaryOp::Softplus, x, "softplus");
 }
 Tensor cast(const Tensor& x, DType dtype) {
-  Tensor out = kernels::cast(x, dtype);
   OpAttrs attrs;
   attrs.dtype = dtype;
+  if (auto out = internal::dispatch(OpKind::Cast, "cast", {x}, attrs,
+                                    [=](std::span<const Tensor> in) { return cast(in[0], dtype); }))
+    return *out;
+  Tensor out = kernels::cast(x, dtype);
   record_op(OpKind::Cast, {x}, {out}, attrs);
   return out;
 }
 Tensor where(const Tensor& condition, const Tensor& x0, const Tensor& y0) {
+  if (auto out =
+          internal::dispatch(OpKind::Select, "where", {condition, x0, y0}, {},
+                             [](std::span<const Tensor> in) { return where(in[0], in[1], in[2]); }))
+    return *out;
   auto [x, y] = promote(x0, y0);
   Tensor out = kernels::select(condition, x, y);
   record_op(OpKind::Select, {condition, x, y}, {out});
@@ -214,6 +239,13 @@ Tensor argmin(const Tensor& x, int64_t axis) {
 }
 
 Tensor matmul(const Tensor& a0, const Tensor& b0, const MatMulOptions& options) {
+  OpAttrs dispatch_attrs;
+  dispatch_attrs.transpose_a = options.transpose_a;
+  dispatch_attrs.transpose_b = options.transpose_b;
+  if (auto out = internal::dispatch(
+          OpKind::MatMul, "matmul", {a0, b0}, dispatch_attrs,
+          [=](std::span<const Tensor> in) { return matmul(in[0], in[1], options); }))
+    return *out;
   auto [a, b] = promote(a0, b0);
   STRATA_CHECK_ARG(a.rank() >= 2 && b.rank() >= 2,
                    "matmul: expected operands of rank >= 2, got shapes ", a.shape(), " and ",

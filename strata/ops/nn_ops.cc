@@ -6,6 +6,7 @@
 
 #include "strata/kernels/nn.h"
 #include "strata/ops/array_ops.h"
+#include "strata/ops/dispatch.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
 #include "strata/ops/random_ops.h"
@@ -31,6 +32,10 @@ Tensor softmax_impl(const Tensor& logits, int64_t axis, bool log_space) {
     for (size_t i = 0; i < perm.size(); ++i) inv[perm[i]] = static_cast<int64_t>(i);
     return transpose(softmax_impl(transpose(logits, perm), -1, log_space), inv);
   }
+  if (auto out = internal::dispatch(
+          log_space ? OpKind::LogSoftmax : OpKind::Softmax, who, {logits}, {},
+          [=](std::span<const Tensor> in) { return softmax_impl(in[0], -1, log_space); }))
+    return *out;
   Tensor out = kernels::softmax_last_axis(logits, log_space);
   record_op(log_space ? OpKind::LogSoftmax : OpKind::Softmax, {logits}, {out});
   return out;
@@ -130,6 +135,24 @@ OpAttrs conv_attrs(const kernels::ConvGeometry& g, const Conv2DOptions& options,
   return attrs;
 }
 
+// The arguments as the caller gave them (strides and dilations of length 2
+// or 4), for the dispatcher: checked by the op itself when it runs.
+OpAttrs raw_attrs(const Conv2DOptions& options) {
+  OpAttrs attrs;
+  attrs.strides = options.strides;
+  attrs.padding = options.padding;
+  attrs.dilations = options.dilations;
+  return attrs;
+}
+OpAttrs raw_pool_attrs(const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
+                       const std::string& padding) {
+  OpAttrs attrs;
+  attrs.ksize = ksize;
+  attrs.strides = strides;
+  attrs.padding = padding;
+  return attrs;
+}
+
 // Both operands float32 or both float64 (TF's Conv2D has one type T).
 void check_same_floating(const Tensor& a, const Tensor& b, const char* who, const char* a_name,
                          const char* b_name) {
@@ -146,6 +169,10 @@ void check_out_backprop(const Tensor& dy, const TensorShape& expected, const cha
 }  // namespace
 
 Tensor conv2d(const Tensor& input, const Tensor& filters, const Conv2DOptions& options) {
+  if (auto out = internal::dispatch(
+          OpKind::Conv2D, "conv2d", {input, filters}, raw_attrs(options),
+          [=](std::span<const Tensor> in) { return conv2d(in[0], in[1], options); }))
+    return *out;
   check_same_floating(input, filters, "nn::conv2d", "input", "filters");
   const kernels::ConvGeometry g = conv_geom(input.shape(), filters.shape(), options, "nn::conv2d");
   Tensor out = kernels::conv2d(input, filters, g);
@@ -221,6 +248,10 @@ void check_floating(const Tensor& t, const char* who, const char* name) {
 
 Tensor max_pool2d(const Tensor& input, const std::vector<int64_t>& ksize,
                   const std::vector<int64_t>& strides, const std::string& padding) {
+  if (auto out = internal::dispatch(
+          OpKind::MaxPool2D, "max_pool2d", {input}, raw_pool_attrs(ksize, strides, padding),
+          [=](std::span<const Tensor> in) { return max_pool2d(in[0], ksize, strides, padding); }))
+    return *out;
   check_floating(input, "nn::max_pool2d", "input");
   const kernels::ConvGeometry g =
       pool_geom(input.shape(), ksize, strides, padding, "nn::max_pool2d");
@@ -231,6 +262,10 @@ Tensor max_pool2d(const Tensor& input, const std::vector<int64_t>& ksize,
 
 Tensor avg_pool2d(const Tensor& input, const std::vector<int64_t>& ksize,
                   const std::vector<int64_t>& strides, const std::string& padding) {
+  if (auto out = internal::dispatch(
+          OpKind::AvgPool2D, "avg_pool2d", {input}, raw_pool_attrs(ksize, strides, padding),
+          [=](std::span<const Tensor> in) { return avg_pool2d(in[0], ksize, strides, padding); }))
+    return *out;
   check_floating(input, "nn::avg_pool2d", "input");
   const kernels::ConvGeometry g =
       pool_geom(input.shape(), ksize, strides, padding, "nn::avg_pool2d");
@@ -280,6 +315,13 @@ Tensor dropout(const Tensor& x, double rate, const DropoutOptions& options) {
 }
 
 Tensor sparse_softmax_cross_entropy_with_logits(const Tensor& labels, const Tensor& logits) {
+  // Dispatched as the recorded primitive: (logits, labels).
+  if (auto out = internal::dispatch(OpKind::SparseSoftmaxCrossEntropyWithLogits,
+                                    "sparse_softmax_cross_entropy_with_logits", {logits, labels},
+                                    {}, [](std::span<const Tensor> in) {
+                                      return sparse_softmax_cross_entropy_with_logits(in[1], in[0]);
+                                    }))
+    return *out;
   STRATA_CHECK_ARG(
       logits.rank() == 2 && labels.rank() == 1 && labels.shape()[0] == logits.shape()[0],
       "sparse_softmax_cross_entropy_with_logits: expected logits [N, C] and labels [N], got ",

@@ -71,12 +71,6 @@ void copy_box(DType dtype, const void* src, const std::vector<int64_t>& src_dims
   }
 }
 
-class ShardingExtension final : public TensorExtension {
- public:
-  explicit ShardingExtension(Sharding s) : sharding(std::move(s)) {}
-  Sharding sharding;
-};
-
 }  // namespace
 
 Sharding::Sharding(Type type, int num_devices, int maximal_device,

@@ -133,6 +133,15 @@ std::vector<Tensor> split(const Tensor& full, const Sharding& sharding,
 Tensor assemble(std::span<const Tensor> shards, const Sharding& sharding,
                 const Device* device = nullptr);
 
+// The TensorExtension that carries a sharding. Layers above derive from it to
+// carry more (the distribute layer's sharded results carry their shards), so
+// sharding_of sees those too. Immutable.
+class ShardingExtension : public TensorExtension {
+ public:
+  explicit ShardingExtension(Sharding s) : sharding(std::move(s)) {}
+  const Sharding sharding;
+};
+
 // The sharding a tensor carries (as a TensorExtension); nullptr for none.
 const Sharding* sharding_of(const Tensor& t);
 // `t` carrying `sharding` (check_shape first); the value and buffer are shared.
