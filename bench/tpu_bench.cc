@@ -96,7 +96,9 @@ std::vector<Tensor> step_sharded(const Weights& w,
     outputs.push_back(x);
   }
   std::vector<Tensor> grads(kLayers);
-  sh::ShardedTensor dy = sh::shard(strata::ones(x.shape()), split, devices);
+  // The upstream gradient, made shard-wise (as ones_like on one device).
+  sh::ShardedTensor dy = sh::unary(
+      x, [](const Tensor& t) { return strata::ones_like(t); }, "ones_like");
   for (int l = kLayers - 1; l >= 0; --l) {
     const size_t i = static_cast<size_t>(l);
     dy = sh::binary(dy, outputs[i], &relu_grad, "relu_grad");
