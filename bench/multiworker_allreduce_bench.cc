@@ -1,0 +1,107 @@
+// Cross-process all-reduce, one rank per process on loopback (issue 7's
+// figure): GlooCollectives over the chief's TCP store, as
+// MultiWorkerMirroredStrategy uses it, versus the peers that
+// bench/peers/allreduce_2proc.py runs in the same invocation (raw Gloo
+// AllreduceRing in bench/peers/gloo_allreduce_ring.cc and
+// torch.distributed.all_reduce with the gloo backend).
+//
+//   multiworker_allreduce_bench --rank R --size N --store 127.0.0.1:PORT --mib M --iters K
+//                               [--warmup W]
+//
+// Rank 0 serves the store at PORT. Every rank all-reduces (SUM) a float32
+// tensor of M MiB K times after W untimed calls; the timed loop is between two
+// barriers, and rank 0 prints one JSON line:
+//   {"impl": "strata", "mib": M, "seconds_per_call": ..., "algbw_mib_s": ...}
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <memory>
+#include <string>
+
+#include "strata/cluster/tcp_store.h"
+#include "strata/collective/gloo_collectives.h"
+#include "strata/collective/rendezvous_store.h"
+#include "strata/core/tensor.h"
+
+namespace {
+
+namespace sc = strata::collective;
+namespace cl = strata::cluster;
+
+class TcpRendezvous final : public sc::RendezvousStore {
+ public:
+  explicit TcpRendezvous(std::shared_ptr<cl::Store> store) : store_(std::move(store)) {}
+  void set(const std::string& key, const std::vector<char>& value) override {
+    store_->set(key, value);
+  }
+  std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout) override {
+    return store_->get(key, timeout);
+  }
+  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
+    store_->wait(keys, timeout);
+  }
+
+ private:
+  std::shared_ptr<cl::Store> store_;
+};
+
+std::string arg(int argc, char** argv, const std::string& name, const char* fallback) {
+  for (int i = 1; i + 1 < argc; ++i) {
+    if (name == argv[i]) return argv[i + 1];
+  }
+  if (fallback == nullptr) {
+    std::cerr << "multiworker_allreduce_bench: missing " << name << "\n";
+    std::exit(2);
+  }
+  return fallback;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int rank = std::stoi(arg(argc, argv, "--rank", nullptr));
+  const int size = std::stoi(arg(argc, argv, "--size", nullptr));
+  const std::string address = arg(argc, argv, "--store", nullptr);
+  const double mib = std::stod(arg(argc, argv, "--mib", nullptr));
+  const int iters = std::stoi(arg(argc, argv, "--iters", nullptr));
+  const int warmup = std::stoi(arg(argc, argv, "--warmup", "2"));
+  try {
+    std::unique_ptr<cl::TcpStoreServer> server;
+    if (rank == 0) server = std::make_unique<cl::TcpStoreServer>(address);
+    auto client = std::make_shared<cl::TcpStoreClient>(
+        address, cl::TcpStoreClientOptions{.connect_timeout = std::chrono::seconds(60)});
+    sc::GlooCollectives group(rank, size, std::make_shared<TcpRendezvous>(client),
+                              sc::GlooOptions{.timeout = std::chrono::seconds(120)});
+    const auto count = static_cast<int64_t>(mib * 1024 * 1024 / 4);
+    const strata::Tensor x = strata::constant(std::vector<float>(count, 1.f + rank));
+    for (int i = 0; i < warmup; ++i) group.all_reduce(rank, x, sc::ReduceOp::SUM);
+    group.barrier(rank);
+    const auto start = std::chrono::steady_clock::now();
+    float check = 0;
+    for (int i = 0; i < iters; ++i) {
+      const strata::Tensor s = group.all_reduce(rank, x, sc::ReduceOp::SUM);
+      check += s.data<float>()[count - 1];
+    }
+    group.barrier(rank);
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+    if (check != iters * size * (size + 1) / 2.f) {
+      std::cerr << "multiworker_allreduce_bench: wrong sum " << check << "\n";
+      return 1;
+    }
+    if (rank == 0) {
+      std::printf(
+          "{\"impl\": \"strata\", \"mib\": %g, \"seconds_per_call\": %.6f, "
+          "\"algbw_mib_s\": %.1f}\n",
+          mib, seconds, mib / seconds);
+    }
+    // Keep the store up until every rank has finished with it.
+    group.barrier(rank);
+  } catch (const std::exception& e) {
+    std::cerr << "multiworker_allreduce_bench rank " << rank << ": " << e.what() << "\n";
+    return 1;
+  }
+  return 0;
+}
