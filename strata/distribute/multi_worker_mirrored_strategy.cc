@@ -228,8 +228,14 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
   STRATA_CHECK(UNAVAILABLE, cross_workers_ != nullptr, "MultiWorkerMirroredStrategy: worker ",
                worker_index_, " could not connect the workers' Gloo group after ", kAttempts,
                " attempts");
+  // The local replicas wait for local rank 0's cross-worker step inside their
+  // in-process calls: bounding those waits by the same timeout would let a
+  // local "rank 0 never arrived" race the cross-worker verdict (which task
+  // never entered which collective) and hide it. They wait for twice the
+  // cross-worker timeout and a margin instead; the cross step's own timeout
+  // still bounds every call, and its error is handed to every local replica.
   auto in_process = std::make_shared<collective::LocalCollectives>(
-      local, collective::CollectiveOptions{.timeout = call_timeout});
+      local, collective::CollectiveOptions{.timeout = 2 * call_timeout + std::chrono::seconds(5)});
   set_collectives(std::make_shared<collective::HierarchicalCollectives>(
       local, in_process, cross_workers_, worker_index_));
 }

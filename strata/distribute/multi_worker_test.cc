@@ -48,7 +48,7 @@ class MultiWorkerTest : public ::testing::Test {
 
   static train::ClusterSpec two_workers() {
     return train::ClusterSpec(
-        {{"worker", {str_cat("localhost:", free_port()), str_cat("localhost:", free_port())}}});
+        {{"worker", {str_cat("127.0.0.1:", free_port()), str_cat("127.0.0.1:", free_port())}}});
   }
 
   static MultiWorkerMirroredStrategyOptions options_for(const train::ClusterSpec& spec,
@@ -62,11 +62,12 @@ class MultiWorkerTest : public ::testing::Test {
   // Runs body(strategy) on one thread per worker and returns each worker's result.
   template <typename R>
   static std::vector<R> on_workers(const train::ClusterSpec& spec,
-                                   const std::function<R(MultiWorkerMirroredStrategy&)>& body) {
+                                   const std::function<R(MultiWorkerMirroredStrategy&)>& body,
+                                   double timeout_seconds = 30) {
     std::vector<std::future<R>> futures;
     for (int w = 0; w < 2; ++w) {
-      futures.push_back(std::async(std::launch::async, [&spec, &body, w] {
-        MultiWorkerMirroredStrategy strategy(options_for(spec, "worker", w));
+      futures.push_back(std::async(std::launch::async, [&spec, &body, w, timeout_seconds] {
+        MultiWorkerMirroredStrategy strategy(options_for(spec, "worker", w, timeout_seconds));
         return body(strategy);
       }));
     }
@@ -217,8 +218,8 @@ TEST_F(MultiWorkerTest, AnUnreachableChiefIsUnavailableNamingItsAddress) {
 
 TEST_F(MultiWorkerTest, StartUpLogsAndListsTheMissingTasks) {
   const train::ClusterSpec spec(
-      {{"chief", {str_cat("localhost:", free_port())}},
-       {"worker", {str_cat("localhost:", free_port()), str_cat("localhost:", free_port())}}});
+      {{"chief", {str_cat("127.0.0.1:", free_port())}},
+       {"worker", {str_cat("127.0.0.1:", free_port()), str_cat("127.0.0.1:", free_port())}}});
   // The chief and worker 0 come; worker 1 never does. Worker 0 gives up first (a
   // worker that outlives the chief's deadline loses the chief's store instead).
   ::testing::internal::CaptureStderr();
@@ -283,6 +284,35 @@ TEST_F(MultiWorkerTest, DifferentCollectiveSchedulesFailEveryWorkerShowingBothSi
       << outcome[1];
   EXPECT_NE(outcome[1].find("but " + zero + " issued collective #"), std::string::npos)
       << outcome[1];
+}
+
+TEST_F(MultiWorkerTest, ACollectiveTimeoutNamesTheTaskThatNeverEnteredIt) {
+  const auto spec = two_workers();
+  std::promise<void> worker0_done;
+  std::shared_future<void> done = worker0_done.get_future().share();
+  auto outcome = on_workers<std::string>(
+      spec,
+      [&](MultiWorkerMirroredStrategy& s) -> std::string {
+        if (s.worker_index() == 1) {
+          // Never enters the all-reduce; stays connected until worker 0 gave up.
+          done.wait_for(std::chrono::seconds(30));
+          return "skipped";
+        }
+        std::string o = "no error";
+        try {
+          s.run([&] { get_replica_context()->all_reduce(ReduceOp::SUM, constant(1.f)); });
+        } catch (const Error& e) {
+          o = str_cat(error_code_name(e.code()), ": ", e.what());
+        }
+        worker0_done.set_value();
+        return o;
+      },
+      /*timeout_seconds=*/1);
+  EXPECT_EQ(outcome[0].rfind("DEADLINE_EXCEEDED: ", 0), 0u) << outcome[0];
+  EXPECT_NE(outcome[0].find("all_reduce(SUM, [float32[]])"), std::string::npos) << outcome[0];
+  EXPECT_NE(outcome[0].find("rank 1 (/job:worker/task:1) never entered it within 1000ms"),
+            std::string::npos)
+      << outcome[0];
 }
 
 TEST_F(MultiWorkerTest, RolesAreValidated) {
