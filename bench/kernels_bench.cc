@@ -1,8 +1,8 @@
 // Kernel benchmarks against peers in the same run:
 //   - GEMM: strata::matmul vs a direct cblas_sgemm call (same OpenBLAS, same
-//     thread count) at 512^3 and the MLP's shapes (forward and one backward GEMM);
-//   - element-wise add of two 16 MiB float32 tensors (and the row-broadcast
-//     bias-add shape) vs memcpy of 16 MiB;
+//     thread count) at 1024^3, 512^3 and the MLP's shapes (forward and backward);
+//   - element-wise add of two 64 MiB float32 tensors (and the row-broadcast
+//     bias-add shape) vs memcpy of 64 MiB, with page faults per iteration;
 //   - softmax rows;
 //   - conv2d forward and forward + both backprops of the CNN's layers at batch
 //     128 (PyTorch's figures come from bench/peers/torch_conv.py).
@@ -15,6 +15,9 @@
 
 #include <cblas.h>
 
+#include <sys/resource.h>
+
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -41,15 +44,16 @@ Tensor random_f32(const TensorShape& shape, uint64_t seed) {
   return cast(testing::random_uniform(shape, -1, 1, seed), DType::float32);
 }
 
-// --- GEMM: args m, k, n, transpose_a, threads ---
+// --- GEMM: args m, k, n, transpose_a, threads, transpose_b ---
 
 void BM_StrataMatMul(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  const bool ta = state.range(3) != 0;
+  const bool ta = state.range(3) != 0, tb = state.range(5) != 0;
   use_threads(static_cast<int>(state.range(4)));
   const Tensor a = random_f32(ta ? TensorShape{k, m} : TensorShape{m, k}, 1);
-  const Tensor b = random_f32({k, n}, 2);
-  for (auto _ : state) benchmark::DoNotOptimize(matmul(a, b, {.transpose_a = ta}));
+  const Tensor b = random_f32(tb ? TensorShape{n, k} : TensorShape{k, n}, 2);
+  for (auto _ : state)
+    benchmark::DoNotOptimize(matmul(a, b, {.transpose_a = ta, .transpose_b = tb}));
   state.counters["GFLOPS"] = benchmark::Counter(2.0 * static_cast<double>(m * k * n),
                                                 benchmark::Counter::kIsIterationInvariantRate,
                                                 benchmark::Counter::kIs1000);
@@ -58,15 +62,16 @@ void BM_StrataMatMul(benchmark::State& state) {
 // The peer: one cblas_sgemm into a preallocated output, OpenBLAS's own threads.
 void BM_CblasSgemm(benchmark::State& state) {
   const int64_t m = state.range(0), k = state.range(1), n = state.range(2);
-  const bool ta = state.range(3) != 0;
+  const bool ta = state.range(3) != 0, tb = state.range(5) != 0;
   const std::vector<float> a =
       random_f32(ta ? TensorShape{k, m} : TensorShape{m, k}, 1).to_vector<float>();
-  const std::vector<float> b = random_f32({k, n}, 2).to_vector<float>();
+  const std::vector<float> b =
+      random_f32(tb ? TensorShape{n, k} : TensorShape{k, n}, 2).to_vector<float>();
   std::vector<float> c(static_cast<size_t>(m * n));
   openblas_set_num_threads(static_cast<int>(state.range(4)));
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, CblasNoTrans, m, n, k, 1.f, a.data(),
-                ta ? m : k, b.data(), n, 0.f, c.data(), n);
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n,
+                k, 1.f, a.data(), ta ? m : k, b.data(), tb ? k : n, 0.f, c.data(), n);
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }
@@ -77,45 +82,69 @@ void BM_CblasSgemm(benchmark::State& state) {
 }
 
 void gemm_args(benchmark::internal::Benchmark* b) {
-  // 512^3; the MLP 784-512-256-10 at batch 128; and its first-layer weight
-  // gradient x^T * g ([784, 128] x [128, 512]).
-  const std::vector<std::vector<int64_t>> shapes = {{512, 512, 512, 0},
-                                                    {128, 784, 512, 0},
-                                                    {128, 512, 256, 0},
-                                                    {128, 256, 10, 0},
-                                                    {784, 128, 512, 1}};
+  // {m, k, n, transpose_a, transpose_b}: 1024^3 and 512^3; the MLP
+  // 784-512-256-10 at batch 128; its first layer's backward GEMMs: the weight
+  // gradient x^T * g (x: [128, 784], g: [128, 512]) and the input
+  // gradient g * W^T ([128, 512] x [784, 512]^T).
+  const std::vector<std::vector<int64_t>> shapes = {
+      {1024, 1024, 1024, 0, 0}, {512, 512, 512, 0, 0}, {128, 784, 512, 0, 0}, {128, 512, 256, 0, 0},
+      {128, 256, 10, 0, 0},     {784, 128, 512, 1, 0}, {128, 512, 784, 0, 1}};
   for (int threads : {1, 2})
-    for (const auto& s : shapes) b->Args({s[0], s[1], s[2], s[3], threads});
-  b->ArgNames({"m", "k", "n", "ta", "threads"});
+    for (const auto& s : shapes) b->Args({s[0], s[1], s[2], s[3], threads, s[4]});
+  b->ArgNames({"m", "k", "n", "ta", "threads", "tb"});
 }
 BENCHMARK(BM_StrataMatMul)->Apply(gemm_args)->UseRealTime();
 BENCHMARK(BM_CblasSgemm)->Apply(gemm_args)->UseRealTime();
 
-// --- element-wise: 16 MiB float32 outputs ---
+// --- element-wise: 64 MiB float32 operands ---
+//
+// The bandwidth-bound time of an add is what memcpy's measured bandwidth gives
+// for the add's traffic: memcpy of 64 MiB moves 128 MiB (read + write), the
+// add 192 MiB (two reads, one write), so bound = 1.5 x memcpy's time and the
+// target ratio bound / add_time >= 0.7 is add's bytes_per_second >= 0.7 x
+// memcpy's (both count the bytes each moves). faults_per_it: minor page
+// faults per iteration (getrusage), i.e. fresh pages the output touched.
 
-constexpr int64_t kElems = int64_t{16} << 20 >> 2;  // 4 Mi floats = 16 MiB
+constexpr int64_t kElems = int64_t{64} << 20 >> 2;  // 16 Mi floats = 64 MiB
 
-void BM_Memcpy16MiB(benchmark::State& state) {
+int64_t minor_faults() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+void set_faults(benchmark::State& state, int64_t start) {
+  state.counters["faults_per_it"] = static_cast<double>(minor_faults() - start) /
+                                    static_cast<double>(std::max<int64_t>(1, state.iterations()));
+}
+
+void BM_Memcpy64MiB(benchmark::State& state) {
   std::vector<float> src(kElems, 1.f), dst(kElems);
+  const int64_t faults = minor_faults();
   for (auto _ : state) {
     std::memcpy(dst.data(), src.data(), kElems * sizeof(float));
     benchmark::DoNotOptimize(dst.data());
     benchmark::ClobberMemory();
   }
-  state.SetBytesProcessed(state.iterations() * kElems * static_cast<int64_t>(sizeof(float)));
+  set_faults(state, faults);
+  state.SetBytesProcessed(state.iterations() * 2 * kElems * static_cast<int64_t>(sizeof(float)));
 }
-BENCHMARK(BM_Memcpy16MiB)->UseRealTime();
+BENCHMARK(BM_Memcpy64MiB)->UseRealTime();
 
-// Same-shape add (arg 0 = 0) or a [4096, 1024] + [1024] row broadcast (arg 0 = 1).
-void BM_Add16MiB(benchmark::State& state) {
+// Same-shape add (arg 0 = 0) or a [16384, 1024] + [1024] row broadcast (arg 0 = 1).
+void BM_Add64MiB(benchmark::State& state) {
   use_threads(static_cast<int>(state.range(1)));
   const bool row = state.range(0) != 0;
-  const Tensor a = random_f32({4096, 1024}, 3);
-  const Tensor b = row ? random_f32({1024}, 4) : random_f32({4096, 1024}, 4);
+  const Tensor a = random_f32({16384, 1024}, 3);
+  const Tensor b = row ? random_f32({1024}, 4) : random_f32({16384, 1024}, 4);
+  benchmark::DoNotOptimize(add(a, b));  // the first output's pages are faulted in once
+  const int64_t faults = minor_faults();
   for (auto _ : state) benchmark::DoNotOptimize(add(a, b));
-  state.SetBytesProcessed(state.iterations() * kElems * static_cast<int64_t>(sizeof(float)));
+  set_faults(state, faults);
+  state.SetBytesProcessed(state.iterations() * (row ? 2 : 3) * kElems *
+                          static_cast<int64_t>(sizeof(float)));
 }
-BENCHMARK(BM_Add16MiB)
+BENCHMARK(BM_Add64MiB)
     ->ArgsProduct({{0, 1}, {1, 2}})
     ->ArgNames({"row_broadcast", "threads"})
     ->UseRealTime();

@@ -28,6 +28,8 @@
 
 #include <benchmark/benchmark.h>
 
+#include <sys/resource.h>
+
 #include <time.h>
 
 #include <cstdlib>
@@ -136,9 +138,27 @@ struct Phases {
   }
 };
 
-// `cpu_start`: process_cpu_seconds() when the timed loop began.
-void report(benchmark::State& state, int64_t examples_per_iteration, double cpu_start) {
-  const double cpu = process_cpu_seconds() - cpu_start;
+// Minor page faults of the whole process so far (first touches of fresh
+// memory: what a freshly mapped tensor buffer costs).
+int64_t minor_faults() {
+  rusage ru{};
+  ::getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_minflt;
+}
+
+// Process CPU time and page faults when the timed loop began.
+struct ProcessStart {
+  double cpu = 0;
+  int64_t faults = 0;
+  static ProcessStart now() { return {process_cpu_seconds(), minor_faults()}; }
+};
+
+void report(benchmark::State& state, int64_t examples_per_iteration, const ProcessStart& start) {
+  const double cpu = process_cpu_seconds() - start.cpu;
+  // Minor page faults per 128 examples (one step).
+  state.counters["faults_per_step"] =
+      static_cast<double>(minor_faults() - start.faults) / static_cast<double>(state.iterations()) *
+      static_cast<double>(kBatch) / static_cast<double>(examples_per_iteration);
   state.counters["examples_per_second"] = benchmark::Counter(
       static_cast<double>(examples_per_iteration), benchmark::Counter::kIsIterationInvariantRate);
   // Process CPU milliseconds per 128 examples (one step).
@@ -197,16 +217,16 @@ void custom_loop(benchmark::State& state, Net net, bool mirrored) {
     sd::DistributedIterator it = dd.iter();
     for (int i = 0; i < kWarmupSteps; ++i) strategy->run(step, it.get_next());
     timing = true;
-    const double cpu_start = process_cpu_seconds();
+    const ProcessStart start = ProcessStart::now();
     for (auto _ : state) strategy->run(step, it.get_next());
-    report(state, kBatch, cpu_start);
+    report(state, kBatch, start);
   } else {
     data::Iterator it = synthetic_batches(net).iter();
     for (int i = 0; i < kWarmupSteps; ++i) step(it.get_next());
     timing = true;
-    const double cpu_start = process_cpu_seconds();
+    const ProcessStart start = ProcessStart::now();
     for (auto _ : state) step(it.get_next());
-    report(state, kBatch, cpu_start);
+    report(state, kBatch, start);
   }
   phases.report(state);
 }
@@ -230,9 +250,9 @@ void fit_loop(benchmark::State& state, Net net, bool mirrored) {
   }
   const data::Dataset ds = synthetic_batches(net);
   model->fit(ds, {.epochs = 1, .verbose = 0, .steps_per_epoch = kWarmupSteps});
-  const double cpu_start = process_cpu_seconds();
+  const ProcessStart start = ProcessStart::now();
   for (auto _ : state) model->fit(ds, {.epochs = 1, .verbose = 0, .steps_per_epoch = kFitSteps});
-  report(state, kBatch * kFitSteps, cpu_start);
+  report(state, kBatch * kFitSteps, start);
 }
 
 void BM_TrainMLP(benchmark::State& state) { custom_loop(state, Net::MLP, false); }
