@@ -1,6 +1,8 @@
 #pragma once
 // Buffer: a 64-byte aligned block of tensor elements, shared by every Tensor
-// handle (and view) that refers to it.
+// handle (and view) that refers to it. Its memory comes from
+// CachingAllocator::global() (strata/core/allocator.h), which reuses freed
+// blocks of 64 KiB and more.
 //
 // Numeric elements are left uninitialised by allocate() (kernels write every
 // element before the buffer is published); string elements are constructed

@@ -1,0 +1,192 @@
+#include "strata/core/allocator.h"
+
+#include <bit>
+#include <charconv>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <new>
+#include <string>
+#include <string_view>
+
+#include "strata/base/errors.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define STRATA_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define STRATA_ASAN 1
+#endif
+#endif
+
+#if defined(STRATA_ASAN)
+#include <sanitizer/asan_interface.h>
+#define STRATA_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define STRATA_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define STRATA_POISON(p, n) ((void)(p), (void)(n))
+#define STRATA_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
+
+namespace strata {
+namespace {
+
+constexpr std::string_view kCacheEnv = "STRATA_BUFFER_CACHE_MIB";
+#if defined(STRATA_ASAN)
+constexpr size_t kDefaultCacheMiB = 0;
+#else
+constexpr size_t kDefaultCacheMiB = 256;
+#endif
+
+}  // namespace
+
+size_t CachingAllocator::cache_limit_from_env(const char* value) {
+  if (value == nullptr || *value == '\0') return kDefaultCacheMiB << 20;
+  const std::string_view s(value);
+  size_t mib = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), mib);
+  if (ec != std::errc() || end != s.data() + s.size() ||
+      mib > (std::numeric_limits<size_t>::max() >> 20)) {
+    throw InvalidArgumentError(
+        str_cat(kCacheEnv, ": expected a non-negative integer number of MiB, got '", s, "'"));
+  }
+  return mib << 20;
+}
+
+namespace {
+
+// Frees the global allocator's cache when static objects are destroyed. The
+// allocator itself is never destroyed: tensors with static storage duration
+// may free their buffers after this runs.
+struct ReleaseAtExit {
+  CachingAllocator* allocator;
+  ~ReleaseAtExit() { allocator->shutdown(); }
+};
+
+}  // namespace
+
+CachingAllocator& CachingAllocator::global() {
+  static CachingAllocator* const instance =
+      new CachingAllocator(cache_limit_from_env(std::getenv(std::string(kCacheEnv).c_str())));
+  static const ReleaseAtExit release{instance};
+  return *instance;
+}
+
+CachingAllocator::CachingAllocator(size_t max_cached_bytes) : max_cached_bytes_(max_cached_bytes) {
+  stats_.max_cached_bytes = max_cached_bytes;
+}
+
+CachingAllocator::~CachingAllocator() { trim(); }
+
+size_t CachingAllocator::block_size(size_t bytes) noexcept {
+  if (bytes < kMinCachedBytes)
+    return bytes == 0 ? kAlignment : (bytes + kAlignment - 1) & ~(kAlignment - 1);
+  // Round up to a multiple of a quarter of the largest power of two <= bytes.
+  const size_t step = std::bit_floor(bytes) >> 2;
+  if (bytes > std::numeric_limits<size_t>::max() - step) return bytes;  // absurd; let malloc fail
+  return (bytes + step - 1) & ~(step - 1);
+}
+
+size_t CachingAllocator::reserved_size(size_t bytes) const noexcept {
+  const size_t block = block_size(bytes);
+  if (cacheable(block)) return block;
+  return bytes == 0 ? kAlignment : (bytes + kAlignment - 1) & ~(kAlignment - 1);
+}
+
+void* CachingAllocator::allocate(size_t bytes) {
+  const size_t block = reserved_size(bytes);
+  if (cacheable(block)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.find(block);
+    if (it != free_.end()) {
+      // Most recently freed first: its pages are the likeliest to be cached.
+      void* p = it->second.back().p;
+      it->second.pop_back();
+      if (it->second.empty()) free_.erase(it);
+      stats_.cached_bytes -= block;
+      --stats_.cached_blocks;
+      ++stats_.hits;
+      STRATA_UNPOISON(p, bytes);
+      return p;
+    }
+    ++stats_.misses;
+  }
+  void* p = std::aligned_alloc(kAlignment, block);
+  if (p == nullptr) {
+    throw ResourceExhaustedError(
+        str_cat("CachingAllocator: failed to allocate ", bytes, " bytes (block of ", block, ")"));
+  }
+  // The rounded-up tail is not the caller's: let ASan report writes to it.
+  STRATA_POISON(static_cast<std::byte*>(p) + bytes, block - bytes);
+  return p;
+}
+
+void CachingAllocator::deallocate(void* p, size_t bytes) noexcept {
+  if (p == nullptr) return;
+  const size_t block = reserved_size(bytes);
+  if (cacheable(block)) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!shut_down_) {
+      while (stats_.cached_bytes + block > max_cached_bytes_) evict_oldest_locked();
+      try {
+        free_[block].push_back({p, next_seq_++});
+      } catch (const std::bad_alloc&) {
+        // No memory for the bookkeeping: free the block instead of caching it.
+        std::free(p);
+        return;
+      }
+      stats_.cached_bytes += block;
+      ++stats_.cached_blocks;
+      STRATA_POISON(p, block);
+      return;
+    }
+  }
+  STRATA_UNPOISON(p, block);
+  std::free(p);
+}
+
+void CachingAllocator::evict_oldest_locked() {
+  STRATA_INTERNAL_CHECK(!free_.empty(), "CachingAllocator: eviction from an empty cache");
+  auto oldest = free_.begin();
+  for (auto it = free_.begin(); it != free_.end(); ++it)
+    if (it->second.front().seq < oldest->second.front().seq) oldest = it;
+  void* p = oldest->second.front().p;
+  const size_t block = oldest->first;
+  oldest->second.pop_front();
+  if (oldest->second.empty()) free_.erase(oldest);
+  stats_.cached_bytes -= block;
+  --stats_.cached_blocks;
+  ++stats_.evictions;
+  STRATA_UNPOISON(p, block);
+  std::free(p);
+}
+
+void CachingAllocator::free_all_locked() {
+  for (auto& [block, blocks] : free_) {
+    for (const Block& b : blocks) {
+      STRATA_UNPOISON(b.p, block);
+      std::free(b.p);
+    }
+  }
+  free_.clear();
+  stats_.cached_bytes = 0;
+  stats_.cached_blocks = 0;
+}
+
+void CachingAllocator::trim() noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_all_locked();
+}
+
+void CachingAllocator::shutdown() noexcept {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_all_locked();
+  shut_down_ = true;
+}
+
+AllocatorStats CachingAllocator::stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+}  // namespace strata
