@@ -18,7 +18,9 @@
 #include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <memory>
 #include <mutex>
+#include <span>
 
 #include "strata/base/errors.h"
 #include "strata/base/thread_annotations.h"
@@ -41,19 +43,42 @@ constexpr const char* kWho = "GlooCollectives";
 // The per-call header every rank sends every peer. Fixed size, encoded field
 // by field in little-endian order (STYLE §11):
 //   u32 magic | u8 kind | u64 call | u64 fingerprint hash | i64 dim0 |
+//   u8 payload attached | u64 payload bytes |
 //   u16 description length | description bytes (truncated) | zero padding
 constexpr size_t kHeaderBytes = 512;
 constexpr uint32_t kHeaderMagic = 0x47435453;  // "STCG"
-constexpr size_t kHeaderFixed = 4 + 1 + 8 + 8 + 8 + 2;
+constexpr size_t kHeaderFixed = 4 + 1 + 8 + 8 + 8 + 1 + 8 + 2;
 // A slot prefix distinct from those of Gloo's algorithms (0x01..0x08).
 constexpr uint8_t kHeaderSlotPrefix = 0x53;
+
+// Every call sends each peer two messages on the header slot: the header, then
+// either this rank's data for the call ("the payload", when it fits in the
+// peer's receive area) or a few dummy bytes. Each rank posts both receives
+// before it sends, so the payload travels in the same round trip as the
+// header instead of a second one after the headers agree. The receive area is
+// the same size on every rank (it depends only on the group size), so no
+// message can exceed what its receiver posted, whatever the peers' calls are.
+constexpr size_t kPayloadAreaBytes = size_t{4} << 20;  // across all peers
+constexpr size_t kDummyBytes = 8;
+size_t payload_capacity(int size) {
+  const size_t per_peer = kPayloadAreaBytes / static_cast<size_t>(std::max(1, size - 1));
+  return std::max<size_t>(size_t{256} << 10, per_peer / 64 * 64);
+}
 
 struct Header {
   CollectiveKind kind = CollectiveKind::barrier;
   uint64_t call = 0;
   uint64_t hash = 0;
   int64_t dim0 = 0;
+  bool attached = false;       // the second message carries the payload
+  uint64_t payload_bytes = 0;  // its length when attached
   std::string description;
+};
+
+// What a call sends along with its header (nothing when data == nullptr).
+struct Payload {
+  const void* data = nullptr;
+  size_t bytes = 0;
 };
 
 void put(char*& p, uint64_t v, int bytes) {
@@ -73,6 +98,8 @@ void encode(const Header& h, char* out) {
   put(p, h.call, 8);
   put(p, h.hash, 8);
   put(p, static_cast<uint64_t>(h.dim0), 8);
+  put(p, h.attached ? 1 : 0, 1);
+  put(p, h.payload_bytes, 8);
   const size_t len = std::min(h.description.size(), kHeaderBytes - kHeaderFixed);
   put(p, len, 2);
   std::memcpy(p, h.description.data(), len);
@@ -87,6 +114,8 @@ Header decode(const char* in, int from_rank) {
   h.call = take(p, 8);
   h.hash = take(p, 8);
   h.dim0 = static_cast<int64_t>(take(p, 8));
+  h.attached = take(p, 1) != 0;
+  h.payload_bytes = take(p, 8);
   const size_t len = take(p, 2);
   STRATA_CHECK(DATA_LOSS, len <= kHeaderBytes - kHeaderFixed, kWho,
                ": corrupt call header from rank ", from_rank, " (description length ", len, ")");
@@ -296,6 +325,29 @@ struct internal::GlooState {
   std::mutex call_mu;  // serialises calls and reset()
   uint64_t calls = 0;  // guarded by call_mu
 
+  // The buffers every call of the current context reuses (guarded by call_mu;
+  // made by the first call after connect(), dropped before the context goes).
+  struct CallBuffers {
+    std::vector<char> header_out;             // kHeaderBytes
+    std::vector<char> header_in;              // kHeaderBytes per rank
+    std::unique_ptr<std::byte[]> payload_in;  // payload_capacity(size) per rank
+    char dummy[kDummyBytes] = {};
+    std::unique_ptr<gloo::transport::UnboundBuffer> send_header, recv_header, recv_payload,
+        send_dummy;
+  };
+  std::unique_ptr<CallBuffers> buffers;
+  const size_t capacity = payload_capacity(size);
+
+  // The headers of one call, in rank order, and where each rank's payload is
+  // (null where a rank attached none; this rank's own is the caller's data).
+  struct Exchange {
+    std::vector<Header> headers;
+    std::vector<const std::byte*> payloads;
+    bool all_attached() const {
+      return std::all_of(payloads.begin(), payloads.end(), [](auto* p) { return p != nullptr; });
+    }
+  };
+
   std::mutex mu;
   std::shared_ptr<MeshContext> context STRATA_GUARDED_BY(mu);
   uint64_t epoch STRATA_GUARDED_BY(mu) = 0;
@@ -434,67 +486,120 @@ struct internal::GlooState {
     if (context != nullptr) context->abort(str_cat("aborted: ", failure));
   }
 
-  // Sends this rank's header to every peer and receives theirs (in rank
-  // order). Names the ranks that never arrived when the deadline passes.
-  std::vector<Header> exchange_headers(const std::shared_ptr<gloo::Context>& ctx,
-                                       const Header& mine, Clock::time_point deadline) {
-    std::vector<char> out(kHeaderBytes);
-    std::vector<char> in(kHeaderBytes * size);
-    encode(mine, out.data());
-    if (size > 1) {
-      auto send = ctx->createUnboundBuffer(out.data(), out.size());
-      auto recv = ctx->createUnboundBuffer(in.data(), in.size());
-      const uint64_t slot = gloo::Slot::build(kHeaderSlotPrefix, 0);
+  CallBuffers& call_buffers(const std::shared_ptr<gloo::Context>& ctx) {
+    if (buffers == nullptr) {
+      auto b = std::make_unique<CallBuffers>();
+      b->header_out.resize(kHeaderBytes);
+      b->header_in.resize(kHeaderBytes * size);
+      b->payload_in = std::make_unique_for_overwrite<std::byte[]>(capacity * size);
+      b->send_header = ctx->createUnboundBuffer(b->header_out.data(), kHeaderBytes);
+      b->recv_header = ctx->createUnboundBuffer(b->header_in.data(), b->header_in.size());
+      b->recv_payload = ctx->createUnboundBuffer(b->payload_in.get(), capacity * size);
+      b->send_dummy = ctx->createUnboundBuffer(b->dummy, kDummyBytes);
+      // Gloo's TCP pair fails the pending operations of a connection that
+      // breaks, but not the receive it is in the middle of: a peer that dies
+      // while sending a payload would leave this rank waiting out its timeout.
+      // A receive that never completes (no rank sends on its slot) keeps both
+      // receiving buffers on every connection's pending list, so they are failed.
+      const uint64_t sentinel = gloo::Slot::build(kHeaderSlotPrefix, 1);
       for (int p = 0; p < size; ++p) {
-        if (p != rank) recv->recv(p, slot, p * kHeaderBytes, kHeaderBytes);
+        if (p == rank) continue;
+        b->recv_header->recv(p, sentinel, p * kHeaderBytes, 1);
+        b->recv_payload->recv(p, sentinel, p * capacity, 1);
       }
-      for (int p = 0; p < size; ++p) {
-        if (p != rank) send->send(p, slot);
-      }
-      std::vector<char> arrived(size, 0);
-      arrived[rank] = 1;
-      for (int k = 0; k < size - 1; ++k) {
-        int src = -1;
-        try {
-          recv->waitRecv(&src, remaining(deadline));
-        } catch (const gloo::Exception& err) {
-          {
-            std::lock_guard<std::mutex> lock(mu);
-            if (failed) throw_error(failure_code, failure);
-          }
-          std::vector<int> missing;
-          for (int r = 0; r < size; ++r) {
-            if (!arrived[r]) missing.push_back(r);
-          }
-          const std::string m = err.what();
-          const std::string collective =
-              str_cat(kWho, ": collective #", mine.call, " ", mine.description);
-          if (m.find("imed out") != std::string::npos || Clock::now() >= deadline) {
-            // The same verdict on every rank that waited (each saw the others'
-            // headers arrive), then who reports it.
-            fail(ErrorCode::DEADLINE_EXCEEDED,
-                 str_cat(collective, ": ", names(missing), " never entered it within ",
-                         options.timeout.count(), "ms (reported by ", name(rank), ")"));
-          }
-          fail(ErrorCode::UNAVAILABLE,
-               str_cat(collective, ": ", name(rank), " lost its connection while waiting for ",
-                       names(missing), " to enter it: ", m));
-        }
-        if (src >= 0 && src < size) arrived[src] = 1;
-      }
-      for (int k = 0; k < size - 1; ++k) send->waitSend(remaining(deadline));
+      buffers = std::move(b);
     }
-    std::memcpy(in.data() + rank * kHeaderBytes, out.data(), kHeaderBytes);
-    std::vector<Header> headers;
-    headers.reserve(size);
-    for (int r = 0; r < size; ++r) headers.push_back(decode(in.data() + r * kHeaderBytes, r));
-    return headers;
+    return *buffers;
+  }
+
+  // Sends this rank's header (and payload, when attached) to every peer and
+  // receives theirs. Names the ranks that never arrived when the deadline passes.
+  Exchange exchange(const std::shared_ptr<gloo::Context>& ctx, const Header& mine,
+                    const Payload& payload, Clock::time_point deadline) {
+    Exchange ex;
+    ex.payloads.assign(size, nullptr);
+    if (mine.attached) ex.payloads[rank] = static_cast<const std::byte*>(payload.data);
+    if (size == 1) {
+      ex.headers.push_back(mine);
+      return ex;
+    }
+    CallBuffers& b = call_buffers(ctx);
+    encode(mine, b.header_out.data());
+    std::unique_ptr<gloo::transport::UnboundBuffer> send_payload;
+    if (mine.attached) {
+      send_payload = ctx->createUnboundBuffer(const_cast<void*>(payload.data), payload.bytes);
+    }
+    gloo::transport::UnboundBuffer* second =
+        mine.attached ? send_payload.get() : b.send_dummy.get();
+    const uint64_t slot = gloo::Slot::build(kHeaderSlotPrefix, 0);
+    for (int p = 0; p < size; ++p) {
+      if (p == rank) continue;
+      b.recv_header->recv(p, slot, p * kHeaderBytes, kHeaderBytes);
+      b.recv_payload->recv(p, slot, p * capacity, capacity);
+    }
+    for (int p = 0; p < size; ++p) {
+      if (p == rank) continue;
+      b.send_header->send(p, slot);
+      second->send(p, slot);
+    }
+    std::vector<char> arrived(size, 0);
+    arrived[rank] = 1;
+    for (int k = 0; k < size - 1; ++k) {
+      int src = -1;
+      try {
+        b.recv_header->waitRecv(&src, remaining(deadline));
+      } catch (const gloo::Exception& err) {
+        {
+          std::lock_guard<std::mutex> lock(mu);
+          if (failed) throw_error(failure_code, failure);
+        }
+        std::vector<int> missing;
+        for (int r = 0; r < size; ++r) {
+          if (!arrived[r]) missing.push_back(r);
+        }
+        const std::string m = err.what();
+        const std::string collective =
+            str_cat(kWho, ": collective #", mine.call, " ", mine.description);
+        if (m.find("imed out") != std::string::npos || Clock::now() >= deadline) {
+          // The same verdict on every rank that waited (each saw the others'
+          // headers arrive), then who reports it.
+          fail(ErrorCode::DEADLINE_EXCEEDED,
+               str_cat(collective, ": ", names(missing), " never entered it within ",
+                       options.timeout.count(), "ms (reported by ", name(rank), ")"));
+        }
+        fail(ErrorCode::UNAVAILABLE,
+             str_cat(collective, ": ", name(rank), " lost its connection while waiting for ",
+                     names(missing), " to enter it: ", m));
+      }
+      if (src >= 0 && src < size) arrived[src] = 1;
+    }
+    // Each peer's second message follows its header on the same connection.
+    for (int k = 0; k < size - 1; ++k) {
+      int src = -1;
+      b.recv_payload->waitRecv(&src, remaining(deadline));
+    }
+    for (int k = 0; k < size - 1; ++k) {
+      b.send_header->waitSend(remaining(deadline));
+      second->waitSend(remaining(deadline));
+    }
+    std::memcpy(b.header_in.data() + rank * kHeaderBytes, b.header_out.data(), kHeaderBytes);
+    ex.headers.reserve(size);
+    for (int r = 0; r < size; ++r) {
+      ex.headers.push_back(decode(b.header_in.data() + r * kHeaderBytes, r));
+      const Header& h = ex.headers.back();
+      if (r == rank || !h.attached) continue;
+      STRATA_CHECK(DATA_LOSS, h.payload_bytes <= capacity, kWho, ": corrupt call header from rank ",
+                   r, " (payload of ", h.payload_bytes, " bytes)");
+      ex.payloads[r] = b.payload_in.get() + r * capacity;
+    }
+    return ex;
   }
 
   // Runs one call: header exchange, mismatch check, validation, then
   // data(ctx, headers, deadline).
+  // `payload` is attached when it fits the peers' receive areas.
   template <typename Data>
-  auto run(int r, const CallSignature& sig, int64_t dim0, Data&& data) {
+  auto run(int r, const CallSignature& sig, int64_t dim0, const Payload& payload, Data&& data) {
     STRATA_CHECK_ARG(r == rank, kWho, ": this process is rank ", rank, " of ", size,
                      ", got a call for rank ", r);
     std::lock_guard<std::mutex> call_lock(call_mu);
@@ -508,16 +613,20 @@ struct internal::GlooState {
     const uint64_t call = ++calls;
     const std::string description = str_cat(sig.to_string(), " on ", group());
     try {
+      const bool attach = payload.data != nullptr && payload.bytes > 0 &&
+                          payload.bytes <= capacity && !options.before_data_for_testing;
       Header mine{.kind = sig.kind,
                   .call = call,
                   .hash = fingerprint(sig),
                   .dim0 = dim0,
+                  .attached = attach,
+                  .payload_bytes = attach ? payload.bytes : 0,
                   .description = description};
-      const std::vector<Header> headers = exchange_headers(ctx, mine, deadline);
+      const Exchange ex = exchange(ctx, mine, payload, deadline);
       // Every rank holds every header, so every rank finds a difference if
       // there is one (each names itself and the first rank that differs).
       for (int p = 0; p < size; ++p) {
-        const Header& h = headers[p];
+        const Header& h = ex.headers[p];
         if (h.call != call || h.hash != mine.hash) {
           throw FailedPreconditionError(
               str_cat(kWho, ": collective schedules differ across workers: this worker, ",
@@ -527,7 +636,7 @@ struct internal::GlooState {
       }
       sig.validate(kWho, size);
       if (options.before_data_for_testing) options.before_data_for_testing(call);
-      return data(ctx, headers, deadline);
+      return data(ctx, ex, deadline);
     } catch (const gloo::EnforceNotMet& err) {
       fail_from_gloo(description, call, err.what());
     } catch (const gloo::Exception& err) {
@@ -609,6 +718,7 @@ GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<RendezvousS
 
 GlooCollectives::~GlooCollectives() {
   if (state_ == nullptr) return;
+  state_->buffers.reset();
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->context.reset();  // closes the connections before the device goes
 }
@@ -616,51 +726,110 @@ GlooCollectives::~GlooCollectives() {
 int GlooCollectives::rank() const { return state_->rank; }
 int GlooCollectives::size() const { return state_->size; }
 
+namespace {
+
+// One dtype's share of an all_reduce list: its tensors packed in list order.
+struct PackGroup {
+  DType dtype;
+  int64_t total = 0;          // elements
+  size_t payload_offset = 0;  // bytes into the packed payload
+  std::vector<size_t> members = {};
+  std::shared_ptr<Buffer> buffer = nullptr;  // the result
+};
+
+size_t align_up(size_t bytes) { return (bytes + 63) / 64 * 64; }
+
+// True when every tensor is defined and of a dtype `reducible` accepts.
+template <typename Pred>
+bool all_defined(std::span<const Tensor> tensors, Pred&& ok) {
+  return std::all_of(tensors.begin(), tensors.end(),
+                     [&](const Tensor& t) { return t.defined() && ok(t.dtype()); });
+}
+
+using GlooExchange = internal::GlooState::Exchange;
+
+}  // namespace
+
 std::vector<Tensor> GlooCollectives::all_reduce(int rank, const std::vector<Tensor>& tensors,
                                                 ReduceOp op) {
   internal::GlooState& s = *state_;
   const auto sig = CallSignature::of(CollectiveKind::all_reduce, op, -1, tensors);
-  return s.run(
-      rank, sig, 0,
-      [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>&,
-          Clock::time_point deadline) {
-        // Pack per dtype (in list order); a dtype with a single tensor is reduced
-        // straight from the input.
-        struct Group {
-          DType dtype;
-          int64_t total = 0;
-          std::vector<size_t> members = {};
-          std::shared_ptr<Buffer> buffer = nullptr;
-        };
-        std::vector<Group> groups;
-        std::vector<std::pair<size_t, int64_t>> where(tensors.size());  // group, offset
-        for (size_t t = 0; t < tensors.size(); ++t) {
-          const DType d = tensors[t].dtype();
-          auto it = std::find_if(groups.begin(), groups.end(),
-                                 [d](const Group& g) { return g.dtype == d; });
-          if (it == groups.end()) {
-            groups.push_back(Group{.dtype = d});
-            it = groups.end() - 1;
-          }
-          where[t] = {static_cast<size_t>(it - groups.begin()), it->total};
-          it->total += tensors[t].num_elements();
-          it->members.push_back(t);
+  // Pack per dtype (in list order). Invalid lists fail validation on every
+  // rank after the header exchange, before any of this is used.
+  std::vector<PackGroup> groups;
+  std::vector<std::pair<size_t, int64_t>> where(tensors.size());  // group, offset
+  const bool valid = all_defined(tensors, internal::is_reducible);
+  size_t payload_bytes = 0;
+  if (valid) {
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      const DType d = tensors[t].dtype();
+      auto it = std::find_if(groups.begin(), groups.end(),
+                             [d](const PackGroup& g) { return g.dtype == d; });
+      if (it == groups.end()) {
+        groups.push_back(PackGroup{.dtype = d});
+        it = groups.end() - 1;
+      }
+      where[t] = {static_cast<size_t>(it - groups.begin()), it->total};
+      it->total += tensors[t].num_elements();
+      it->members.push_back(t);
+    }
+    for (PackGroup& g : groups) {
+      g.payload_offset = payload_bytes;
+      payload_bytes += align_up(g.total * dtype_size(g.dtype));
+    }
+  }
+  // A small call sends its data with the header: one buffer of every group
+  // (the input itself when it is a single tensor).
+  Payload payload;
+  std::shared_ptr<Buffer> staging;
+  if (s.size > 1 && valid && payload_bytes > 0 && payload_bytes <= s.capacity) {
+    if (tensors.size() == 1) {
+      payload = {tensors[0].raw_data(), tensors[0].size_bytes()};
+    } else {
+      staging =
+          internal::BufferPool::get(s.pool, DType::int64, static_cast<int64_t>(payload_bytes / 8));
+      auto* base = reinterpret_cast<std::byte*>(staging->data());
+      for (size_t t = 0; t < tensors.size(); ++t) {
+        const PackGroup& g = groups[where[t].first];
+        if (tensors[t].size_bytes() > 0) {
+          std::memcpy(base + g.payload_offset + where[t].second * dtype_size(g.dtype),
+                      tensors[t].raw_data(), tensors[t].size_bytes());
         }
-        for (Group& g : groups) {
-          g.buffer = internal::BufferPool::get(s.pool, g.dtype, g.total);
-          auto* out = reinterpret_cast<std::byte*>(g.buffer->data());
-          if (g.members.size() == 1) {
-            s.allreduce_buffer(ctx, g.dtype, op, tensors[g.members[0]].raw_data(), out, g.total,
-                               deadline);
-            continue;
+      }
+      payload = {staging->data(), payload_bytes};
+    }
+  }
+  return s.run(
+      rank, sig, 0, payload,
+      [&](const std::shared_ptr<gloo::Context>& ctx, const GlooExchange& ex,
+          Clock::time_point deadline) {
+        if (ex.all_attached()) {
+          // Every rank holds every rank's data: reduce locally, in rank order
+          // (the same result bit for bit on every rank).
+          std::vector<const void*> ins(s.size);
+          for (PackGroup& g : groups) {
+            g.buffer = internal::BufferPool::get(s.pool, g.dtype, g.total);
+            for (int r = 0; r < s.size; ++r) ins[r] = ex.payloads[r] + g.payload_offset;
+            internal::reduce_n(g.dtype, op, g.buffer->data(), ins, g.total, s.size);
           }
-          const size_t esize = dtype_size(g.dtype);
-          for (size_t t : g.members) {
-            const Tensor& x = tensors[t];
-            if (x.size_bytes() > 0)
-              std::memcpy(out + where[t].second * esize, x.raw_data(), x.size_bytes());
+        } else {
+          // A dtype with a single tensor is reduced straight from the input.
+          for (PackGroup& g : groups) {
+            g.buffer = internal::BufferPool::get(s.pool, g.dtype, g.total);
+            auto* out = reinterpret_cast<std::byte*>(g.buffer->data());
+            if (g.members.size() == 1) {
+              s.allreduce_buffer(ctx, g.dtype, op, tensors[g.members[0]].raw_data(), out, g.total,
+                                 deadline);
+              continue;
+            }
+            const size_t esize = dtype_size(g.dtype);
+            for (size_t t : g.members) {
+              const Tensor& x = tensors[t];
+              if (x.size_bytes() > 0)
+                std::memcpy(out + where[t].second * esize, x.raw_data(), x.size_bytes());
+            }
+            s.allreduce_buffer(ctx, g.dtype, op, out, out, g.total, deadline);
           }
-          s.allreduce_buffer(ctx, g.dtype, op, out, out, g.total, deadline);
         }
         std::vector<Tensor> result;
         result.reserve(tensors.size());
@@ -675,24 +844,38 @@ std::vector<Tensor> GlooCollectives::all_reduce(int rank, const std::vector<Tens
 Tensor GlooCollectives::all_gather(int rank, const Tensor& tensor) {
   internal::GlooState& s = *state_;
   const auto sig = CallSignature::of(CollectiveKind::all_gather, ReduceOp::SUM, -1, {&tensor, 1});
-  const int64_t dim0 = tensor.defined() && tensor.rank() >= 1 ? tensor.shape().dim(0) : 0;
+  const bool valid = all_defined({&tensor, 1}, is_numeric) && tensor.rank() >= 1;
+  const int64_t dim0 = valid ? tensor.shape().dim(0) : 0;
+  Payload payload;
+  if (s.size > 1 && valid) payload = {tensor.raw_data(), tensor.size_bytes()};
   return s.run(
-      rank, sig, dim0,
-      [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>& headers,
+      rank, sig, dim0, payload,
+      [&](const std::shared_ptr<gloo::Context>& ctx, const GlooExchange& ex,
           Clock::time_point deadline) {
         const int64_t row = tensor.shape().removed(0).num_elements();
         std::vector<size_t> counts(s.size);
         int64_t rows = 0;
         for (int r = 0; r < s.size; ++r) {
-          STRATA_CHECK(DATA_LOSS, headers[r].dim0 >= 0, kWho, ": corrupt dim0 from rank ", r);
-          counts[r] = static_cast<size_t>(headers[r].dim0 * row);
-          rows += headers[r].dim0;
+          const Header& h = ex.headers[r];
+          STRATA_CHECK(DATA_LOSS, h.dim0 >= 0, kWho, ": corrupt dim0 from rank ", r);
+          counts[r] = static_cast<size_t>(h.dim0 * row);
+          STRATA_CHECK(DATA_LOSS,
+                       !h.attached || h.payload_bytes == counts[r] * dtype_size(tensor.dtype()),
+                       kWho, ": corrupt payload length from rank ", r);
+          rows += h.dim0;
         }
         const TensorShape shape = tensor.shape().with_dim(0, rows);
         auto buffer = internal::BufferPool::get(s.pool, tensor.dtype(), shape.num_elements());
         if (shape.num_elements() > 0) {
           if (s.size == 1) {
             std::memcpy(buffer->data(), tensor.raw_data(), tensor.size_bytes());
+          } else if (ex.all_attached()) {
+            auto* out = reinterpret_cast<std::byte*>(buffer->data());
+            for (int r = 0; r < s.size; ++r) {
+              const size_t bytes = counts[r] * dtype_size(tensor.dtype());
+              std::memcpy(out, ex.payloads[r], bytes);
+              out += bytes;
+            }
           } else {
             with_type(tensor.dtype(), [&](auto* typed) {
               using T = std::remove_pointer_t<decltype(typed)>;
@@ -712,28 +895,45 @@ Tensor GlooCollectives::all_gather(int rank, const Tensor& tensor) {
 Tensor GlooCollectives::reduce_scatter(int rank, const Tensor& tensor, ReduceOp op) {
   internal::GlooState& s = *state_;
   const auto sig = CallSignature::of(CollectiveKind::reduce_scatter, op, -1, {&tensor, 1});
+  Payload payload;
+  if (s.size > 1 && all_defined({&tensor, 1}, internal::is_reducible)) {
+    payload = {tensor.raw_data(), tensor.size_bytes()};
+  }
   // A full ring all-reduce, of which this rank keeps its block: the same bytes
   // on the wire as Gloo's reduce-scatter followed by the all-gather it skips
-  // cost only the second half of the ring.
-  return s.run(rank, sig, 0,
-               [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>&,
+  // cost only the second half of the ring. A small call reduces just its block
+  // from the payloads.
+  return s.run(rank, sig, 0, payload,
+               [&](const std::shared_ptr<gloo::Context>& ctx, const GlooExchange& ex,
                    Clock::time_point deadline) {
+                 const int64_t rows = tensor.shape().dim(0) / s.size;
+                 const int64_t block = tensor.num_elements() / s.size;
+                 const TensorShape shape = tensor.shape().with_dim(0, rows);
+                 if (ex.all_attached()) {
+                   auto buffer = internal::BufferPool::get(s.pool, tensor.dtype(), block);
+                   std::vector<const void*> ins(s.size);
+                   const size_t offset = s.rank * block * dtype_size(tensor.dtype());
+                   for (int r = 0; r < s.size; ++r) ins[r] = ex.payloads[r] + offset;
+                   internal::reduce_n(tensor.dtype(), op, buffer->data(), ins, block, s.size);
+                   return Tensor::from_buffer(buffer, shape, 0, &tensor.placement());
+                 }
                  auto buffer =
                      internal::BufferPool::get(s.pool, tensor.dtype(), tensor.num_elements());
                  s.allreduce_buffer(ctx, tensor.dtype(), op, tensor.raw_data(), buffer->data(),
                                     tensor.num_elements(), deadline);
-                 const int64_t rows = tensor.shape().dim(0) / s.size;
-                 const int64_t block = tensor.num_elements() / s.size;
-                 return Tensor::from_buffer(buffer, tensor.shape().with_dim(0, rows),
-                                            s.rank * block, &tensor.placement());
+                 return Tensor::from_buffer(buffer, shape, s.rank * block, &tensor.placement());
                });
 }
 
 Tensor GlooCollectives::broadcast(int rank, const Tensor& tensor, int root) {
   internal::GlooState& s = *state_;
   const auto sig = CallSignature::of(CollectiveKind::broadcast, ReduceOp::SUM, root, {&tensor, 1});
-  return s.run(rank, sig, 0,
-               [&](const std::shared_ptr<gloo::Context>& ctx, const std::vector<Header>&,
+  Payload payload;
+  if (s.size > 1 && rank == root && all_defined({&tensor, 1}, is_numeric)) {
+    payload = {tensor.raw_data(), tensor.size_bytes()};
+  }
+  return s.run(rank, sig, 0, payload,
+               [&](const std::shared_ptr<gloo::Context>& ctx, const GlooExchange& ex,
                    Clock::time_point deadline) {
                  auto buffer =
                      internal::BufferPool::get(s.pool, tensor.dtype(), tensor.num_elements());
@@ -741,6 +941,8 @@ Tensor GlooCollectives::broadcast(int rank, const Tensor& tensor, int root) {
                  if (n > 0) {
                    if (s.size == 1) {
                      std::memcpy(buffer->data(), tensor.raw_data(), tensor.size_bytes());
+                   } else if (ex.payloads[root] != nullptr) {  // the root sent it with its header
+                     std::memcpy(buffer->data(), ex.payloads[root], tensor.size_bytes());
                    } else {
                      with_type(tensor.dtype(), [&](auto* typed) {
                        using T = std::remove_pointer_t<decltype(typed)>;
@@ -761,9 +963,10 @@ Tensor GlooCollectives::broadcast(int rank, const Tensor& tensor, int root) {
 void GlooCollectives::barrier(int rank) {
   // The header exchange is an all-to-all: nobody leaves before everybody came.
   const auto sig = CallSignature::of(CollectiveKind::barrier, ReduceOp::SUM, -1, {});
-  state_->run(rank, sig, 0,
-              [](const std::shared_ptr<gloo::Context>&, const std::vector<Header>&,
-                 Clock::time_point) { return 0; });
+  state_->run(rank, sig, 0, Payload{},
+              [](const std::shared_ptr<gloo::Context>&, const GlooExchange&, Clock::time_point) {
+                return 0;
+              });
 }
 
 void GlooCollectives::abort(const std::string& reason) {
@@ -791,6 +994,7 @@ void GlooCollectives::reset() {
     s.failure.clear();
     ++s.epoch;
   }
+  s.buffers.reset();  // registered with the old context
   old.reset();
   s.calls = 0;
   try {

@@ -22,14 +22,21 @@
 //    rank 0, issued collective #3 all_reduce(SUM, [float32[2]]) on group
 //    strata/gloo of 2 ranks but rank 1 issued collective #3 all_reduce(SUM,
 //    [float32[3]]) on group strata/gloo of 2 ranks"
-// (the group stays usable). On a timeout it gives every rank that waited the
+// (the group stays usable). A call whose data fits the receive area every rank
+// keeps for each peer (4 MiB / (size - 1), at least 256 KiB: all_reduce and
+// reduce_scatter inputs, the root's broadcast tensor, each rank's all_gather
+// part) sends that data right behind its header, in the same round trip; the
+// header is still checked before the data is used, and every rank then reduces
+// (or assembles) locally in rank order, so all ranks get the same bits. The
+// receive buffers are registered once per connection and reused by every call.
+// On a timeout it gives every rank that waited the
 // same verdict, "collective #3 <what>: rank 2 never entered it within 500ms"
 // (then "reported by rank 0"). When the data phase times out instead, the
 // ranks that timed out record it in the store and wait briefly for each other
 // (a tenth of the timeout, 0.1-2 s): every one of them then reports the same
-// "rank 2 never finished it" for the ranks that did not. It is the whole of
-// barrier(). The data then moves with Gloo's ring
-// all-reduce, allgatherv and broadcast; a list of tensors is packed into one buffer per dtype.
+// "rank 2 never finished it" for the ranks that did not. The header exchange
+// is the whole of barrier(). Larger data moves with Gloo's ring all-reduce, allgatherv and
+// broadcast; a list of tensors is packed into one buffer per dtype.
 //
 // Errors: see collectives.h. A transport failure (a peer died, a connection
 // closed) is UnavailableError naming the peer's rank where Gloo reports its
@@ -75,7 +82,8 @@ struct GlooOptions {
   // Names of the ranks for error messages ("/job:worker/task:1"); empty, or one per rank.
   std::vector<std::string> rank_names = {};
   // Tests only: called with the call's sequence number once the headers agree,
-  // before the data moves (a test stalls one rank there).
+  // before the data moves (a test stalls one rank there). While it is set this
+  // rank sends no data with its headers, so every call has a data phase.
   std::function<void(uint64_t call)> before_data_for_testing = nullptr;
 };
 
