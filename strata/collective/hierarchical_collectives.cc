@@ -67,6 +67,9 @@ std::vector<Tensor> HierarchicalCollectives::all_reduce(int rank,
                                                         const std::vector<Tensor>& tensors,
                                                         ReduceOp op) {
   const int lr = local_rank(rank);
+  // One replica per process: the cross-process group is the whole group (no
+  // local copy, no local barrier, MEAN divided by the cross group itself).
+  if (local_size_ == 1) return cross_->all_reduce(process_index_, tensors, op);
   const uint64_t call = next_call(lr);
   const ReduceOp inner = op == ReduceOp::MEAN ? ReduceOp::SUM : op;
   std::vector<Tensor> partial = local_->all_reduce(lr, tensors, inner);
@@ -98,6 +101,7 @@ std::vector<Tensor> HierarchicalCollectives::all_reduce(int rank,
 
 Tensor HierarchicalCollectives::all_gather(int rank, const Tensor& tensor) {
   const int lr = local_rank(rank);
+  if (local_size_ == 1) return cross_->all_gather(process_index_, tensor);
   const uint64_t call = next_call(lr);
   Tensor block = local_->all_gather(lr, tensor);
   if (lr == 0) {
@@ -132,6 +136,7 @@ Tensor HierarchicalCollectives::broadcast(int rank, const Tensor& tensor, int ro
   const int lr = local_rank(rank);
   STRATA_CHECK_ARG(root >= 0 && root < size(), kWho, ": broadcast: expected root in [0, ", size(),
                    "), got ", root);
+  if (local_size_ == 1) return cross_->broadcast(process_index_, tensor, root);
   const uint64_t call = next_call(lr);
   const int root_process = root / local_size_;
   if (process_index_ == root_process) {
@@ -174,6 +179,7 @@ Tensor HierarchicalCollectives::broadcast(int rank, const Tensor& tensor, int ro
 
 void HierarchicalCollectives::barrier(int rank) {
   const int lr = local_rank(rank);
+  if (local_size_ == 1) return cross_->barrier(process_index_);
   const uint64_t call = next_call(lr);
   local_->barrier(lr);
   if (lr == 0) {

@@ -25,6 +25,8 @@
 //   * broadcast: to local rank 0 of the root's process, across processes, then
 //     within each process (every rank's shape/dtype is checked).
 //   * barrier: local barrier, cross barrier by local rank 0, local barrier.
+// With local_size 1 every call goes straight to the cross-process group (the
+// local steps would only copy the data and pass a barrier of one rank).
 // A failure of the cross-process step (mismatch, timeout, a dead peer) is
 // rethrown on every local rank with its original type and message.
 //

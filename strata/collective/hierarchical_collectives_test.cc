@@ -89,6 +89,32 @@ TEST(HierarchicalCollectives, AllReduceOverTwoProcessesOfTwoRanks) {
   }
 }
 
+TEST(HierarchicalCollectives, OneRankPerProcessUsesTheCrossGroupDirectly) {
+  Cluster c = make_gloo_cluster(3, 1);
+  std::vector<std::vector<Tensor>> mean(3);
+  std::vector<Tensor> gathered(3), scattered(3), root2(3);
+  run_ranks_ok(3, [&](int g) {
+    const float f = static_cast<float>(g + 1);
+    mean[g] = c.of(g).all_reduce(
+        g, {constant({f, 10.f * g, 0.f, 1.f, 2.f, 3.f}, {3, 2}), constant(int32_t{3 * g - 5})},
+        ReduceOp::MEAN);
+    gathered[g] = c.of(g).all_gather(g, constant(std::vector<int64_t>(g, g), {g}));
+    scattered[g] = c.of(g).reduce_scatter(g, mean[g][0], ReduceOp::SUM);
+    root2[g] = c.of(g).broadcast(g, constant(static_cast<double>(g)), 2);
+    c.of(g).barrier(g);
+  });
+  for (int g = 0; g < 3; ++g) {
+    EXPECT_THAT(mean[g][0].to_vector<float>(), ElementsAre(2, 10, 0, 1, 2, 3));
+    EXPECT_EQ(mean[g][1].item<int32_t>(), -2);  // (-5 - 2 + 1) / 3
+    EXPECT_THAT(gathered[g].to_vector<int64_t>(), ElementsAre(1, 2, 2));
+    EXPECT_EQ(scattered[g].shape(), (TensorShape{1, 2}));
+    EXPECT_THAT(scattered[g].to_vector<float>(),
+                g == 0 ? ElementsAre(6, 30) : (g == 1 ? ElementsAre(0, 3) : ElementsAre(6, 9)));
+    EXPECT_EQ(root2[g].item<double>(), 2.0);
+  }
+  EXPECT_THROW(c.of(0).barrier(1), InvalidArgumentError);  // rank 1 lives in process 1
+}
+
 TEST(HierarchicalCollectives, AllGatherReduceScatterBroadcastAndBarrier) {
   Cluster c = make_gloo_cluster(2, 2);
   std::vector<Tensor> out(4);
