@@ -222,7 +222,11 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
       for (size_t k = 0; k < out_grads.size(); ++k) {
         if (!out_grads[k].defined()) out_grads[k] = zeros(r.out[k].shape, r.out[k].dtype);
       }
-      std::vector<Tensor> in_grads = autodiff::op_gradient(r, out_grads);
+      std::vector<bool> needed(r.in.size());
+      for (size_t k = 0; k < r.in.size(); ++k) {
+        needed[k] = depends.contains(r.in[k].id) && is_floating(r.in[k].dtype);
+      }
+      std::vector<Tensor> in_grads = autodiff::op_gradient(r, out_grads, needed);
       STRATA_INTERNAL_CHECK(in_grads.size() == r.in.size(), "gradient of ", op_name(r.kind),
                             " returned ", in_grads.size(), " gradients for ", r.in.size(),
                             " inputs");

@@ -143,8 +143,12 @@ class GradientTape final : public OpRecorder, public VariableAccessObserver {
 namespace autodiff {
 // The gradients of one recorded op's inputs given its outputs' gradients
 // (strata/autodiff/gradients.cc: one switch over every OpKind). An undefined
-// entry means "no gradient" for that input.
-std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& output_grads);
+// entry means "no gradient" for that input. `needed[k]` false (when given)
+// says the caller discards input k's gradient, so an op whose input
+// gradients are separate kernels (Conv2D's two backprops) may skip it, as
+// TF's eager gradient functions do with skip_input_indices.
+std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& output_grads,
+                                const std::vector<bool>& needed = {});
 // Which tensors a record must keep for op_gradient.
 bool gradient_needs_inputs(OpKind kind) noexcept;
 bool gradient_needs_outputs(OpKind kind) noexcept;

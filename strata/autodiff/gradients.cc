@@ -318,7 +318,9 @@ bool gradient_needs_outputs(OpKind kind) noexcept {
   }
 }
 
-std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& output_grads) {
+std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& output_grads,
+                                const std::vector<bool>& needed) {
+  auto need = [&](size_t k) { return needed.empty() || needed[k]; };
   const Tensor& g = output_grads[0];
   std::vector<Tensor> in;
   in.reserve(op.in.size());
@@ -471,8 +473,8 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
     case OpKind::LogSoftmax: return {g - exp(y) * reduce_sum(g, {.axis = {-1}, .keepdims = true})};
     case OpKind::Conv2D: {
       const auto opts = conv_options(op);
-      return {nn::conv2d_backprop_input(op.in[0].shape, in[1], g, opts),
-              nn::conv2d_backprop_filter(in[0], op.in[1].shape, g, opts)};
+      return {need(0) ? nn::conv2d_backprop_input(op.in[0].shape, in[1], g, opts) : Tensor(),
+              need(1) ? nn::conv2d_backprop_filter(in[0], op.in[1].shape, g, opts) : Tensor()};
     }
     case OpKind::Conv2DBackpropInput: {
       // (filter, out_backprop) -> dx, as TF's _Conv2DBackpropInputGrad.

@@ -4,10 +4,12 @@
 #include <cmath>
 #include <limits>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include <Eigen/Core>
 
+#include "strata/kernels/internal/conv_direct.h"
 #include "strata/kernels/internal/gemm.h"
 #include "strata/kernels/internal/kernel_util.h"
 
@@ -157,6 +159,12 @@ void conv_forward(const T* in, const T* filter, T* out, const ConvGeometry& g) {
     return;
   }
   const bool pointwise = is_pointwise(g);
+  if constexpr (std::is_same_v<T, float>) {
+    if (!pointwise && internal::direct_forward_supported(g)) {
+      internal::direct_conv_forward(in, filter, out, g);
+      return;
+    }
+  }
   const int64_t rows = rows_per_chunk(total, k);
   const int64_t chunks = (total + rows - 1) / rows;
   parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
@@ -198,6 +206,12 @@ void conv_backprop_input(const T* filter, const T* dy, T* dx, const ConvGeometry
     });
     return;
   }
+  if constexpr (std::is_same_v<T, float>) {
+    if (internal::direct_backprop_input_supported(g)) {
+      internal::direct_conv_backprop_input(filter, dy, dx, g);
+      return;
+    }
+  }
   // Whole images are the parallel unit, so only the buffer bounds the chunk.
   const int64_t rows =
       std::min(hw, std::max<int64_t>(kColBufferElements / std::max<int64_t>(k, 1), 16));
@@ -229,6 +243,12 @@ void conv_backprop_filter(const T* in, const T* dy, T* df, const ConvGeometry& g
     return;
   }
   const bool pointwise = is_pointwise(g);
+  if constexpr (std::is_same_v<T, float>) {
+    if (!pointwise && internal::direct_backprop_filter_supported(g)) {
+      internal::direct_conv_backprop_filter(in, dy, df, g);
+      return;
+    }
+  }
   const int64_t rows = rows_per_chunk(total, k);
   const int64_t chunks = (total + rows - 1) / rows;
   const int64_t groups = std::clamp<int64_t>(kFilterGradPartialBudget / size, 1,

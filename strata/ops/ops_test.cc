@@ -357,9 +357,12 @@ struct Geo {
 
 std::vector<Geo> conv_geometries() {
   std::vector<Geo> gs = {
-      {2, 5, 5, 2, 3, 3, 3, 1, 1, 1, 1, "VALID"}, {2, 5, 5, 2, 3, 3, 3, 1, 1, 1, 1, "SAME"},
-      {3, 7, 6, 3, 3, 2, 4, 2, 2, 1, 1, "SAME"},  {3, 7, 6, 3, 3, 2, 4, 2, 3, 1, 1, "VALID"},
-      {2, 8, 8, 2, 3, 3, 2, 1, 1, 2, 2, "SAME"},  {2, 9, 7, 1, 2, 3, 2, 1, 2, 3, 1, "VALID"},
+      {2, 5, 5, 2, 3, 3, 3, 1, 1, 1, 1, "VALID"},
+      {2, 5, 5, 2, 3, 3, 3, 1, 1, 1, 1, "SAME"},
+      {3, 7, 6, 3, 3, 2, 4, 2, 2, 1, 1, "SAME"},
+      {3, 7, 6, 3, 3, 2, 4, 2, 3, 1, 1, "VALID"},
+      {2, 8, 8, 2, 3, 3, 2, 1, 1, 2, 2, "SAME"},
+      {2, 9, 7, 1, 2, 3, 2, 1, 2, 3, 1, "VALID"},
       {2, 6, 6, 4, 1, 1, 5, 1, 1, 1, 1, "VALID"},  // pointwise: no im2col
       {1, 6, 5, 4, 1, 1, 3, 2, 2, 1, 1, "SAME"},   // 1x1 with stride
       {1, 4, 4, 3, 4, 4, 2, 1, 1, 1, 1, "SAME"},   // padding 1 before, 2 after
@@ -370,6 +373,22 @@ std::vector<Geo> conv_geometries() {
       {2, 4, 4, 2, 3, 3, 0, 1, 1, 1, 1, "SAME"},   // no output channels
       {2, 3, 3, 2, 1, 1, 0, 1, 1, 1, 1, "VALID"},  // pointwise, no output channels
       {0, 4, 4, 2, 3, 3, 2, 2, 2, 1, 1, "SAME"},   // empty batch
+      // At least 8 output channels: the direct float32 kernels on AVX-512 CPUs
+      // (conv_direct.cc), including tails of 16-lane vectors and blocks of 64.
+      {2, 7, 9, 3, 3, 3, 20, 1, 1, 1, 1, "SAME"},
+      {2, 7, 9, 3, 3, 3, 20, 1, 1, 1, 1, "VALID"},
+      {2, 9, 8, 9, 3, 3, 17, 2, 2, 1, 1, "SAME"},     // stride 2, odd sizes
+      {2, 9, 8, 9, 3, 3, 8, 2, 3, 1, 1, "VALID"},     // unequal strides
+      {1, 11, 10, 10, 3, 2, 70, 1, 1, 1, 1, "SAME"},  // 64 + 6 output channels
+      {2, 10, 9, 12, 3, 3, 16, 1, 1, 2, 2, "SAME"},   // dilation
+      {2, 10, 9, 12, 3, 3, 16, 1, 2, 2, 1, "VALID"},
+      {1, 4, 4, 9, 4, 4, 8, 1, 1, 1, 1, "SAME"},       // padding 1 before, 2 after
+      {3, 3, 3, 8, 5, 5, 9, 1, 1, 1, 1, "SAME"},       // window larger than the input
+      {2, 3, 4, 8, 3, 3, 8, 1, 1, 1, 1, "VALID"},      // one output row (2 columns)
+      {2, 28, 28, 1, 3, 3, 32, 1, 1, 1, 1, "VALID"},   // the CNN's first layer
+      {2, 14, 14, 32, 3, 3, 64, 1, 1, 1, 1, "VALID"},  // and its second
+      {1, 13, 15, 33, 3, 3, 49, 1, 1, 1, 1, "SAME"},
+      {40, 6, 6, 9, 3, 3, 20, 1, 1, 1, 1, "SAME"},  // direct, many filter-gradient groups
   };
   for (Geo& g : gs) g.derive();
   return gs;
@@ -470,25 +489,28 @@ TEST(NnKernels, PoolsAndTheirGradientsMatchNaiveLoops) {
 }
 
 TEST(NnKernels, ConvResultsDoNotDependOnThreadCount) {
-  const auto gs = conv_geometries();
-  const Geo g = *std::find_if(gs.begin(), gs.end(), [](const Geo& e) { return e.n == 40; });
-  const TensorShape xs{g.n, g.h, g.w, g.c}, fs{g.kh, g.kw, g.c, g.o}, ys{g.n, g.oh, g.ow, g.o};
-  auto run = [&](int threads) {
+  // The batch-40 geometries: many chunks and filter-gradient groups, through
+  // im2col + GEMM (4 output channels) and the direct kernels (20).
+  for (const Geo& g : conv_geometries()) {
+    if (g.n != 40) continue;
+    const TensorShape xs{g.n, g.h, g.w, g.c}, fs{g.kh, g.kw, g.c, g.o}, ys{g.n, g.oh, g.ow, g.o};
+    auto run = [&](int threads) {
+      internal::reset_runtime_for_testing();
+      config::set_intra_op_parallelism_threads(threads);
+      const Tensor x = make(random_values(xs.num_elements(), 7), xs, DType::float32);
+      const Tensor f = make(random_values(fs.num_elements(), 8), fs, DType::float32);
+      const Tensor dy = make(random_values(ys.num_elements(), 9), ys, DType::float32);
+      const nn::Conv2DOptions o{.padding = "SAME"};
+      return std::vector<std::vector<float>>{
+          nn::conv2d(x, f, o).to_vector<float>(),
+          nn::conv2d_backprop_input(xs, f, dy, o).to_vector<float>(),
+          nn::conv2d_backprop_filter(x, fs, dy, o).to_vector<float>()};
+    };
+    const auto one = run(1);
+    const auto three = run(3);
     internal::reset_runtime_for_testing();
-    config::set_intra_op_parallelism_threads(threads);
-    const Tensor x = make(random_values(xs.num_elements(), 7), xs, DType::float32);
-    const Tensor f = make(random_values(fs.num_elements(), 8), fs, DType::float32);
-    const Tensor dy = make(random_values(ys.num_elements(), 9), ys, DType::float32);
-    const nn::Conv2DOptions o{.padding = "SAME"};
-    return std::vector<std::vector<float>>{
-        nn::conv2d(x, f, o).to_vector<float>(),
-        nn::conv2d_backprop_input(xs, f, dy, o).to_vector<float>(),
-        nn::conv2d_backprop_filter(x, fs, dy, o).to_vector<float>()};
-  };
-  const auto one = run(1);
-  const auto three = run(3);
-  internal::reset_runtime_for_testing();
-  EXPECT_EQ(one, three);
+    EXPECT_EQ(one, three) << g.str();
+  }
 }
 
 TEST(NnKernels, ConvAndPoolArgumentErrorsNameTheValues) {
