@@ -387,7 +387,10 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
     case OpKind::Reciprocal: return {-g * y * y};
     case OpKind::Sin: return {g * cos(in[0])};
     case OpKind::Cos: return {-g * sin(in[0])};
-    case OpKind::Relu: return {g * as_float_mask(y > 0.0, g)};
+    case OpKind::Relu: return {nn::relu_grad(g, y)};  // y > 0 exactly where x > 0
+    case OpKind::ReluGrad:
+      // As TF's _ReluGradGrad: linear in the gradients, constant in the features.
+      return {nn::relu_grad(g, in[1]), zeros_like(in[1])};
     case OpKind::Relu6: return {g * as_float_mask(logical_and(in[0] > 0.0, in[0] < 6.0), g)};
     case OpKind::LeakyRelu: return {where(in[0] > 0.0, g, g * op.attrs.alpha)};
     case OpKind::Elu: return {where(y > 0.0, g, g * (y + 1.0))};

@@ -355,6 +355,43 @@ TEST(GradientsTest, SecondOrderThroughTheGradientTable) {
   EXPECT_GRADIENTS_MATCH(first, (V{rnd({3}, 900)}));
 }
 
+// Features kept away from the kink at zero (finite differences must not cross it).
+Tensor away_from_zero(const Tensor& x) { return where(abs(x) < 0.05, x + 0.1, x); }
+
+TEST(GradientsTest, ReluGradIsLinearInTheGradientsAndConstantInTheFeatures) {
+  // As TF's _ReluGradGrad: d/d gradients = relu_grad(upstream, features),
+  // d/d features = 0.
+  EXPECT_GRADIENTS_MATCH([](const V& v) { return nn::relu_grad(v[0] * v[0], v[1]) * v[1]; },
+                         (V{rnd({2, 5}, 910), away_from_zero(rnd({2, 5}, 911))}));
+  const Tensor g = rnd({6}, 912), f = away_from_zero(rnd({6}, 913)), w = rnd({6}, 914);
+  GradientTape tape;
+  tape.watch(g);
+  tape.watch(f);
+  const std::vector<Tensor> d = tape.gradient(reduce_sum(nn::relu_grad(g, f) * w), {g, f});
+  ASSERT_TRUE(d[0].defined());
+  ASSERT_TRUE(d[1].defined());
+  EXPECT_EQ(d[0].to_vector<double>(),
+            (w * cast(greater(f, zeros_like(f)), DType::float64)).to_vector<double>());
+  EXPECT_EQ(d[1].to_vector<double>(), std::vector<double>(6, 0.0));
+}
+
+TEST(GradientsTest, SecondOrderThroughRelu) {
+  // relu's gradient is the ReluGrad op; under an outer tape it is recorded
+  // and differentiated again: d/dx (d/dx sum(relu(x) * x^2)) = 6x where x > 0.
+  auto first = [](const V& v) {
+    GradientTape inner;
+    inner.watch(v[0]);
+    return inner.gradient(reduce_sum(relu(v[0]) * square(v[0])), v[0]);
+  };
+  const Tensor x = away_from_zero(rnd({7}, 920));
+  EXPECT_GRADIENTS_MATCH(first, (V{x}));
+  GradientTape outer;
+  outer.watch(x);
+  const Tensor second = outer.gradient(reduce_sum(first({x})), x);
+  const std::vector<double> xv = x.to_vector<double>(), sv = second.to_vector<double>();
+  for (size_t i = 0; i < xv.size(); ++i) EXPECT_NEAR(sv[i], xv[i] > 0 ? 6 * xv[i] : 0.0, 1e-12);
+}
+
 TEST(GradientsTest, NonDifferentiableOpsAreNeverRecorded) {
   const Tensor x = constant({1.5f, -2.5f});
   GradientTape tape;

@@ -491,6 +491,24 @@ Tensor avg_pool2d_grad(const Tensor& out_backprop, const ConvGeometry& g) {
   return dx;
 }
 
+Tensor relu_grad(const Tensor& gradients, const Tensor& features) {
+  Tensor out = Tensor::allocate(gradients.dtype(), gradients.shape());
+  const int64_t n = out.num_elements();
+  if (n == 0) return out;
+  dispatch_floating(gradients.dtype(), "relu_grad", [&](auto t) {
+    using T = decltype(t);
+    const T* g = gradients.data<T>();
+    const T* f = features.data<T>();
+    T* o = out.mutable_data<T>();
+    parallel_for(n, internal::kElementwiseGrain, [&](int64_t s, int64_t e) {
+      // A product with the 0/1 mask, as TF's ReluGrad functor: a NaN or
+      // infinite gradient stays NaN where the feature is not positive.
+      for (int64_t i = s; i < e; ++i) o[i] = g[i] * static_cast<T>(f[i] > T(0));
+    });
+  });
+  return out;
+}
+
 Tensor softmax_last_axis(const Tensor& x, bool log_space) {
   Tensor out = Tensor::allocate(x.dtype(), x.shape());
   const int64_t n = x.rank() == 0 ? 1 : x.shape()[-1];

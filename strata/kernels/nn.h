@@ -45,6 +45,8 @@ Tensor avg_pool2d(const Tensor& input, const ConvGeometry& g);
 // Each out_backprop value goes to the first maximum (row-major window order)
 // of its window, as TF's CPU MaxPoolGrad.
 Tensor max_pool2d_grad(const Tensor& input, const Tensor& out_backprop, const ConvGeometry& g);
+// gradients * (features > 0) (same shape and floating dtype), in one pass.
+Tensor relu_grad(const Tensor& gradients, const Tensor& features);
 // Each out_backprop value is shared equally by its window's in-bounds elements.
 Tensor avg_pool2d_grad(const Tensor& out_backprop, const ConvGeometry& g);
 

@@ -291,6 +291,21 @@ Tensor max_pool2d_grad(const Tensor& input, const Tensor& output, const Tensor& 
   return dx;
 }
 
+Tensor relu_grad(const Tensor& gradients, const Tensor& features) {
+  if (auto out =
+          internal::dispatch(OpKind::ReluGrad, "relu_grad", {gradients, features}, {},
+                             [](std::span<const Tensor> in) { return relu_grad(in[0], in[1]); }))
+    return *out;
+  const char* who = "nn::relu_grad";
+  check_same_floating(gradients, features, who, "gradients", "features");
+  STRATA_CHECK_ARG(gradients.shape() == features.shape(), who,
+                   ": expected gradients and features of the same shape, got ", gradients.shape(),
+                   " and ", features.shape());
+  Tensor dx = kernels::relu_grad(gradients, features);
+  record_op(OpKind::ReluGrad, {gradients, features}, {dx});
+  return dx;
+}
+
 Tensor avg_pool2d_grad(const TensorShape& input_shape, const Tensor& out_backprop,
                        const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
                        const std::string& padding) {

@@ -56,6 +56,12 @@ Tensor avg_pool2d_grad(const TensorShape& input_shape, const Tensor& out_backpro
                        const std::vector<int64_t>& ksize, const std::vector<int64_t>& strides,
                        const std::string& padding = "VALID");
 
+// TF's ReluGrad: gradients * (features > 0), so a NaN gradient stays NaN
+// even where the feature is not positive (features: the relu's input or
+// output; same shape and floating dtype). One fused pass (the Relu
+// gradient's kernel); differentiable like TF's (_ReluGradGrad).
+Tensor relu_grad(const Tensor& gradients, const Tensor& features);
+
 struct DropoutOptions {
   std::optional<std::vector<int64_t>> noise_shape = std::nullopt;
   std::optional<uint64_t> seed = std::nullopt;

@@ -4,12 +4,15 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <initializer_list>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
 #include "strata/base/errors.h"
 #include "strata/core/config.h"
+#include "strata/kernels/internal/conv_direct.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
@@ -511,6 +514,159 @@ TEST(NnKernels, ConvResultsDoNotDependOnThreadCount) {
     internal::reset_runtime_for_testing();
     EXPECT_EQ(one, three) << g.str();
   }
+}
+
+// The direct AVX-512 kernels called directly (not through nn::conv2d's
+// choice of path) against the naive loops, over a deterministic random sweep
+// of small geometries: odd sizes, 1..5 x 1..5 windows, strides 1..3,
+// dilations 1..2, SAME/VALID, output channels from 8 to 130 (vector tails and
+// several 64-channel blocks). Every geometry a *_supported() accepts is run.
+TEST(NnKernels, DirectConvKernelsMatchNaiveLoopsOverASweep) {
+  if (!kernels::internal::direct_conv_enabled()) {
+    GTEST_SKIP() << "no AVX-512F on this CPU (or STRATA_CONV_DIRECT=0): im2col + GEMM only";
+  }
+  std::mt19937 gen(2024);
+  auto pick = [&](std::initializer_list<int64_t> v) {
+    return *(v.begin() + std::uniform_int_distribution<size_t>(0, v.size() - 1)(gen));
+  };
+  int forward = 0, input = 0, filter = 0;
+  for (int trial = 0; (forward < 300 || input < 100) && trial < 5000; ++trial) {
+    Geo g{pick({1, 2, 3}),
+          pick({1, 2, 3, 5, 7, 8, 11, 13}),
+          pick({1, 2, 4, 5, 6, 9, 12, 13}),
+          pick({1, 2, 3, 5, 8, 9, 16, 17}),
+          pick({1, 2, 3, 4, 5}),
+          pick({1, 2, 3, 5}),
+          pick({8, 9, 15, 16, 17, 31, 33, 48, 64, 65, 70, 130}),
+          pick({1, 1, 2, 3}),
+          pick({1, 1, 2, 3}),
+          pick({1, 1, 2}),
+          pick({1, 1, 2}),
+          pick({0, 1}) == 0 ? "SAME" : "VALID"};
+    g.derive();
+    if (g.oh == 0 || g.ow == 0 || g.n * g.oh * g.ow * g.kh * g.kw * g.c * g.o > 1000000) continue;
+    const kernels::ConvGeometry cg{.batch = g.n,
+                                   .in_h = g.h,
+                                   .in_w = g.w,
+                                   .in_c = g.c,
+                                   .filter_h = g.kh,
+                                   .filter_w = g.kw,
+                                   .out_c = g.o,
+                                   .out_h = g.oh,
+                                   .out_w = g.ow,
+                                   .stride_h = g.sh,
+                                   .stride_w = g.sw,
+                                   .dilation_h = g.dh,
+                                   .dilation_w = g.dw,
+                                   .pad_top = g.pt,
+                                   .pad_left = g.pl};
+    const bool f_ok = kernels::internal::direct_forward_supported(cg);
+    const bool i_ok = kernels::internal::direct_backprop_input_supported(cg);
+    const bool w_ok = kernels::internal::direct_backprop_filter_supported(cg);
+    // The predicates' documented limits: >= 8 output channels (input
+    // channels for the input gradient, which is also stride 1 only).
+    EXPECT_TRUE(f_ok && w_ok) << g.str();
+    EXPECT_EQ(i_ok, g.sh == 1 && g.sw == 1 && g.c >= 8) << g.str();
+    const int64_t nx = g.n * g.h * g.w * g.c, nf = g.kh * g.kw * g.c * g.o,
+                  ny = g.n * g.oh * g.ow * g.o;
+    const auto xv = random_values(nx, static_cast<uint32_t>(3 * trial + 1));
+    const auto fv = random_values(nf, static_cast<uint32_t>(3 * trial + 2));
+    const auto dyv = random_values(ny, static_cast<uint32_t>(3 * trial + 3));
+    std::vector<double> y(static_cast<size_t>(ny)), dx(static_cast<size_t>(nx)),
+        df(static_cast<size_t>(nf));
+    g.taps([&](int64_t xi, int64_t fi, int64_t yi) {
+      y[yi] += xv[xi] * fv[fi];
+      dx[xi] += fv[fi] * dyv[yi];
+      df[fi] += xv[xi] * dyv[yi];
+    });
+    const std::vector<float> x32(xv.begin(), xv.end()), f32(fv.begin(), fv.end()),
+        dy32(dyv.begin(), dyv.end());
+    // NaN-filled outputs: every element must be written.
+    auto run = [](size_t n, const std::function<void(float*)>& kernel) {
+      std::vector<float> out(n, std::numeric_limits<float>::quiet_NaN());
+      kernel(out.data());
+      return std::vector<double>(out.begin(), out.end());
+    };
+    if (f_ok) {
+      ++forward;
+      expect_near_all(run(y.size(),
+                          [&](float* o) {
+                            kernels::internal::direct_conv_forward(x32.data(), f32.data(), o, cg);
+                          }),
+                      y, 1e-5, g.str() + " direct forward");
+    }
+    if (i_ok) {
+      ++input;
+      expect_near_all(run(dx.size(),
+                          [&](float* o) {
+                            kernels::internal::direct_conv_backprop_input(f32.data(), dy32.data(),
+                                                                          o, cg);
+                          }),
+                      dx, 1e-5, g.str() + " direct backprop input");
+    }
+    if (w_ok) {
+      ++filter;
+      expect_near_all(run(df.size(),
+                          [&](float* o) {
+                            kernels::internal::direct_conv_backprop_filter(x32.data(), dy32.data(),
+                                                                           o, cg);
+                          }),
+                      df, 1e-5, g.str() + " direct backprop filter");
+    }
+    if (HasFatalFailure()) return;
+  }
+  // The sweep ran (it cannot pass by skipping everything).
+  EXPECT_GE(forward, 300);
+  EXPECT_GE(input, 100);
+  EXPECT_EQ(filter, forward);
+}
+
+TEST(NnKernels, ReluGradPassesGradientsWherePositive) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (DType dtype : {DType::float32, DType::float64}) {
+    const Tensor g = make({1, 2, 3, 4, 5, 6, nan, nan}, {2, 4}, dtype);
+    // Exactly zero passes nothing (so the relu's output works as features).
+    const Tensor f = make({-1, 0, 0.5, -0.0, 2, -3, 1, -1}, {2, 4}, dtype);
+    const Tensor out = nn::relu_grad(g, f);
+    EXPECT_EQ(out.shape(), TensorShape({2, 4}));
+    EXPECT_EQ(out.dtype(), dtype);
+    const std::vector<double> v = values(out);
+    const std::vector<double> want = {0, 0, 3, 0, 5, 0};
+    for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(v[i], want[i]) << i;
+    // As TF's gradients * (features > 0): a NaN gradient stays NaN.
+    EXPECT_TRUE(std::isnan(v[6]));
+    EXPECT_TRUE(std::isnan(v[7]));
+    // Large enough for several parallel chunks.
+    const Tensor big_g = random::uniform({1000, 301}, {.dtype = dtype, .seed = 3});
+    const Tensor big_f = random::uniform({1000, 301}, {.minval = -1, .dtype = dtype, .seed = 4});
+    EXPECT_EQ(values(nn::relu_grad(big_g, big_f)),
+              values(big_g * cast(greater(big_f, zeros_like(big_f)), dtype)));
+    EXPECT_EQ(nn::relu_grad(zeros({0, 3}, dtype), zeros({0, 3}, dtype)).shape(),
+              TensorShape({0, 3}));
+  }
+}
+
+TEST(NnKernels, ReluGradArgumentErrorsNameTheValues) {
+  auto message = [](const std::function<void()>& fn) -> std::string {
+    try {
+      fn();
+    } catch (const InvalidArgumentError& e) {
+      return e.what();
+    }
+    return "no InvalidArgumentError";
+  };
+  EXPECT_NE(message([] {
+              nn::relu_grad(zeros({2, 3}), zeros({3, 2}));
+            }).find("[2, 3] and [3, 2]"),
+            std::string::npos);
+  EXPECT_NE(message([] {
+              nn::relu_grad(zeros({2}), zeros({2}, DType::float64));
+            }).find("float32 and float64"),
+            std::string::npos);
+  EXPECT_NE(message([] {
+              nn::relu_grad(zeros({2}, DType::int32), zeros({2}, DType::int32));
+            }).find("int32"),
+            std::string::npos);
 }
 
 TEST(NnKernels, ConvAndPoolArgumentErrorsNameTheValues) {
