@@ -29,8 +29,11 @@ using Clock = std::chrono::steady_clock;
 // between replica threads that arrive within microseconds of each other then
 // costs no system call. Kept short because replica threads often outnumber
 // cores, and a spinning thread steals time from the ones still computing.
+// Then they block at once: no sched_yield() rounds, which on a loaded machine
+// put the waiter behind every other runnable task (the kernel's EEVDF
+// scheduler pushes a yielding task's deadline back) and tripled the median
+// 1 MiB all-reduce (bench/collective_bench.cc, docs/PERFORMANCE.md).
 constexpr int kSpinPolls = 256;
-constexpr int kYieldPolls = 8;
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -151,14 +154,10 @@ struct internal::LocalState {
     }
     const uint64_t mine = phase.load(std::memory_order_relaxed);
     lock.unlock();
-    for (int i = 0; i < kSpinPolls + kYieldPolls; ++i) {
+    for (int i = 0; i < kSpinPolls; ++i) {
       if (phase.load(std::memory_order_acquire) != mine) return;
       if (failed.load(std::memory_order_acquire)) break;
-      if (i < kSpinPolls) {
-        cpu_relax();
-      } else {
-        std::this_thread::yield();
-      }
+      cpu_relax();
     }
     lock.lock();
     cv.wait_until(lock, deadline, [&] {
