@@ -139,6 +139,23 @@ void await_workers(cluster::Store& store, const std::string& prefix,
   }
 }
 
+// The chief alone checkpoints; the others write to temporary places (TF's
+// CollectiveAllReduceExtended: should_checkpoint, _in_multi_worker_mode, _task_id).
+class MultiWorkerExtended : public DeviceListExtended {
+ public:
+  MultiWorkerExtended(Strategy& owner, std::vector<const Device*> devices, bool is_chief,
+                      bool multi_worker, int task_id)
+      : DeviceListExtended(owner, std::move(devices), is_chief),
+        multi_worker_(multi_worker),
+        task_id_(task_id) {}
+  bool in_multi_worker_mode() const override { return multi_worker_; }
+  int task_id() const override { return task_id_; }
+
+ private:
+  bool multi_worker_;
+  int task_id_;
+};
+
 }  // namespace
 
 struct MultiWorkerMirroredStrategy::Setup {
@@ -165,7 +182,8 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
       num_workers_(setup->num_workers),
       worker_index_(setup->worker_index),
       is_chief_(setup->is_chief) {
-  set_extended(std::make_unique<DeviceListExtended>(*this, devices(), is_chief_));
+  set_extended(std::make_unique<MultiWorkerExtended>(*this, devices(), is_chief_, num_workers_ > 1,
+                                                     setup->task_id));
   if (num_workers_ == 1) return;  // single-worker mode: the local group is everything
 
   const CommunicationOptions& comm = communication_options();

@@ -52,7 +52,11 @@
 // recovery (as TF): restart all workers, resume from a checkpoint
 // (BackupAndRestore).
 //
-// extended().should_checkpoint() is true only on the chief.
+// extended().should_checkpoint() is true only on the chief;
+// extended().in_multi_worker_mode() with two or more workers; extended().task_id()
+// is the resolver's task index. Keras's savers use them (TF's
+// distributed_file_utils): the chief writes at the user's path, the others
+// into <dir>/workertemp_<task_id>, removed after each save.
 // Thread-safety: as every strategy, driven by one thread at a time.
 
 #include <memory>

@@ -130,6 +130,13 @@ class StrategyExtended {
   // chief of a multi-worker strategy; every other strategy: true).
   virtual bool should_checkpoint() const { return true; }
   virtual bool should_save_summary() const { return should_checkpoint(); }
+  // TF's extended._in_multi_worker_mode(): whether the strategy spans more
+  // than one worker process (MultiWorkerMirroredStrategy with >= 2 workers).
+  virtual bool in_multi_worker_mode() const { return false; }
+  // TF's extended._task_id: this worker's index in its job (TF_CONFIG
+  // task.index); 0 outside a cluster. Names the non-chief's temporary write
+  // directory "workertemp_<task_id>" (keras/internal/distributed_file_utils.h).
+  virtual int task_id() const { return 0; }
   Strategy& strategy() const noexcept { return *owner_; }
 
  private:

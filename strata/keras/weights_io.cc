@@ -8,6 +8,7 @@
 #include "strata/base/crc32c.h"
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
+#include "strata/keras/internal/distributed_file_utils.h"
 #include "strata/keras/internal/file_util.h"
 #include "strata/keras/model.h"
 
@@ -222,12 +223,26 @@ WeightsFile read_weights_file(const std::string& path) {
   return out;
 }
 
+namespace {
+
+// Every worker reads the variables (any collective a read needs runs on all
+// of them); a worker that should not checkpoint writes into its temporary
+// directory, removed right after (distributed_file_utils.h).
+void write_as_this_worker(const Model& model, const std::string& path, const WeightsFile& f) {
+  const distribute::Strategy& strategy = model.distribute_strategy();
+  const std::string target = internal::write_filepath(path, strategy);
+  write_weights_file(target, f);
+  internal::remove_temp_dir_with_filepath(target, strategy);
+}
+
+}  // namespace
+
 void save_weights(const Model& model, const std::string& path) {
-  write_weights_file(path, contents_of(model, "weights", /*with_optimizer=*/false));
+  write_as_this_worker(model, path, contents_of(model, "weights", /*with_optimizer=*/false));
 }
 
 void save_model(const Model& model, const std::string& path) {
-  write_weights_file(path, contents_of(model, "model", /*with_optimizer=*/true));
+  write_as_this_worker(model, path, contents_of(model, "model", /*with_optimizer=*/true));
 }
 
 void load_weights(Model& model, const std::string& path) {

@@ -7,7 +7,13 @@
 //   keras::load_training_state(*model, path);  // restores both (BackupAndRestore)
 //
 // Files are written atomically (temporary file in the same directory, fsync,
-// rename). Loading verifies, before assigning anything:
+// rename). Under a multi-worker strategy (MultiWorkerMirroredStrategy with
+// >= 2 workers) every worker must call save_weights / save (reading the
+// variables can need all of them); only the chief writes at `path`, the
+// others write into <dir of path>/workertemp_<task_id>/ and remove that
+// directory at once, as TF's Keras (internal/distributed_file_utils.h).
+// write_weights_file and save_training_state write exactly where told.
+// Loading verifies, before assigning anything:
 //   1. magic, version, sizes and the CRC-32C of the header, the manifest and
 //      the data: DataLossError naming the file, the byte offset and the check;
 //   2. that the file's variables match the model's weights() one for one, in

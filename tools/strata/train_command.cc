@@ -518,17 +518,14 @@ int run_train(const TrainOptions& o) {
   std::shared_ptr<keras::callbacks::BackupAndRestoreCallback> backup;
   bool resuming = false;
   if (!o.checkpoint_dir.empty()) {
-    // Non-chief workers back up into their own subfolder, as TF's
-    // BackupAndRestore does (workertemp_<id>): all hold the same synchronous
-    // state, and no two processes write one file.
-    const std::string dir = chief ? o.checkpoint_dir
-                                  : (std::filesystem::path(o.checkpoint_dir) /
-                                     ("workertemp_" + task.substr(task.find(':') + 1)))
-                                        .string();
-    std::filesystem::create_directories(dir);
+    // Every worker gets the same directory: under multi_worker the chief alone
+    // keeps <dir>/chief/; the others write into <dir>/workertemp_<id>/ and
+    // remove it after each backup, and all restore from the chief's file (TF's
+    // BackupAndRestore).
+    std::filesystem::create_directories(o.checkpoint_dir);
     // The backup stays after a complete run: the same command then trains no
     // more epochs and reports the checkpoint's accuracy; more --epochs continue.
-    backup = keras::callbacks::BackupAndRestore(dir, {.delete_checkpoint = false});
+    backup = keras::callbacks::BackupAndRestore(o.checkpoint_dir, {.delete_checkpoint = false});
     resuming = std::filesystem::exists(backup->backup_path());
     callbacks.push_back(std::make_shared<UnlessInterrupted>(backup));
   }

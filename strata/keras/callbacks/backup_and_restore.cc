@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "strata/base/errors.h"
+#include "strata/distribute/strategy.h"
+#include "strata/keras/internal/distributed_file_utils.h"
 #include "strata/keras/internal/file_util.h"
 #include "strata/keras/model.h"
 #include "strata/keras/weights_io.h"
@@ -24,8 +26,16 @@ std::shared_ptr<BackupAndRestoreCallback> BackupAndRestore(std::string backup_di
   return std::make_shared<BackupAndRestoreCallback>(std::move(backup_dir), options);
 }
 
+namespace {
+constexpr char kFileName[] = "training_state.weights";
+}  // namespace
+
+std::string BackupAndRestoreCallback::chief_dir() const {
+  return (std::filesystem::path(backup_dir_) / "chief").string();
+}
+
 std::string BackupAndRestoreCallback::backup_path() const {
-  return (std::filesystem::path(backup_dir_) / "training_state.weights").string();
+  return (std::filesystem::path(chief_dir()) / kFileName).string();
 }
 
 void BackupAndRestoreCallback::on_train_begin(Logs&) {
@@ -57,13 +67,26 @@ void BackupAndRestoreCallback::on_epoch_end(int epoch, Logs&) {
 }
 
 void BackupAndRestoreCallback::on_train_end(Logs&) {
-  if (!options_.delete_checkpoint) return;
+  // The chief owns the backup; the others' temporary copies are already gone.
+  if (!options_.delete_checkpoint || !model()->distribute_strategy().extended().should_checkpoint())
+    return;
   std::error_code ec;
-  std::filesystem::remove(backup_path(), ec);
+  std::filesystem::remove_all(chief_dir(), ec);
+  STRATA_CHECK(INTERNAL, !ec, "BackupAndRestore: cannot delete the backup '", chief_dir(),
+               "': ", ec.message());
 }
 
 void BackupAndRestoreCallback::save(int completed_epochs) {
-  save_training_state(*model(), backup_path(), {{"epoch", std::to_string(completed_epochs)}});
+  // Every worker saves (reading the variables can need all of them); the chief
+  // into <backup_dir>/chief, the others into <backup_dir>/workertemp_<task_id>,
+  // removed once written (TF's WorkerTrainingState.back_up).
+  const distribute::Strategy& strategy = model()->distribute_strategy();
+  const bool chief = strategy.extended().should_checkpoint();
+  const std::string dir = chief ? chief_dir() : internal::write_dirpath(backup_dir_, strategy);
+  internal::make_dirs(dir);
+  save_training_state(*model(), (std::filesystem::path(dir) / kFileName).string(),
+                      {{"epoch", std::to_string(completed_epochs)}});
+  if (!chief) internal::remove_temp_dirpath(dir, strategy);
 }
 
 }  // namespace strata::keras::callbacks

@@ -13,8 +13,16 @@
 //
 // A resumed run equals an uninterrupted one when everything else is
 // reproducible: fit(x, y) shuffles with a seed derived from compile's seed
-// and the epoch (model.h). The file is <backup_dir>/training_state.weights
-// (docs/formats/weights.md, kind "training_state", metadata "epoch").
+// and the epoch (model.h). The file is <backup_dir>/chief/training_state.weights
+// (TF's read directory; docs/formats/weights.md, kind "training_state",
+// metadata "epoch").
+// Under a multi-worker strategy (as TF's WorkerTrainingState) every worker
+// backs up at the same points, but only the chief's copy stays: the chief
+// writes <backup_dir>/chief/training_state.weights (atomically), the others
+// write <backup_dir>/workertemp_<task_id>/training_state.weights and delete
+// that directory right after. On restart every worker restores from the
+// chief's file, so all resume at the same epoch with the same state. After
+// a complete fit the chief deletes <backup_dir>/chief.
 // The model must be built when fit starts (give the first layer an
 // input_shape, or call the model once) so the weights can be restored.
 // save_freq: "epoch" or every N batches (a mid-epoch backup resumes at the
@@ -44,13 +52,14 @@ class BackupAndRestoreCallback : public Callback {
   void on_epoch_end(int epoch, Logs& logs) override;
   void on_train_batch_end(int64_t batch, Logs& logs) override;
   void on_train_end(Logs& logs) override;
-  // The backup file's path.
+  // The backup file's path (the chief's, which every worker restores from).
   std::string backup_path() const;
   // The epoch fit resumed at (nullopt when it started afresh).
   std::optional<int> resumed_epoch() const noexcept { return resumed_epoch_; }
 
  private:
   void save(int completed_epochs);
+  std::string chief_dir() const;
   std::string backup_dir_;
   BackupAndRestoreOptions options_;
   int current_epoch_ = 0;

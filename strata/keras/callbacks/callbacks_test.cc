@@ -266,6 +266,9 @@ TEST_F(CallbacksTest, BackupAndRestoreResumesAnInterruptedRunToTheSameWeights) {
                  Interrupted);
   }
   auto backup = BackupAndRestore(backup_dir);
+  // TF's layout: the backup lives in <backup_dir>/chief (every worker reads it).
+  EXPECT_EQ(backup->backup_path(),
+            (fs::path(backup_dir) / "chief" / "training_state.weights").string());
   EXPECT_TRUE(fs::exists(backup->backup_path()));
   // A new model and optimizer, as a restarted process would build them.
   auto second = make_model(0.2, 0.9);
@@ -285,6 +288,7 @@ TEST_F(CallbacksTest, BackupAndRestoreResumesAnInterruptedRunToTheSameWeights) {
   EXPECT_EQ(second->optimizer()->iterations(), reference->optimizer()->iterations());
   // Training finished: the backup is gone, so the next fit starts afresh.
   EXPECT_FALSE(fs::exists(backup->backup_path()));
+  EXPECT_FALSE(fs::exists(fs::path(backup_dir) / "chief"));
 }
 
 }  // namespace

@@ -14,7 +14,12 @@
 // names containing "acc"); a missing monitored value skips the save with a
 // warning. save_weights_only chooses save_weights over save (weights plus
 // optimizer variables). save_freq "epoch" saves at each epoch end; an integer
-// saves every that many batches. Files are written atomically.
+// saves every that many batches. Files are written atomically. Under a
+// multi-worker strategy every worker saves at the same points (their logs are
+// the same global values, so save_best_only decides alike), but only the
+// chief's file appears at the path: the others write into
+// <dir>/workertemp_<task_id>/ and remove it at once (Model::save_weights, as
+// TF's ModelCheckpoint with distributed_file_utils).
 //
 // Thread-safety: hooks run on the fit thread.
 
