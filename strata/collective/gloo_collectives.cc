@@ -283,6 +283,13 @@ class MeshContext final : public gloo::rendezvous::Context {
 
   void abort(const std::string& message) {
     registry_->abort(message);
+    close_pairs();
+  }
+
+  // Closes every connection: Gloo's device thread no longer touches the
+  // buffers with operations pending on them (the sentinel receives), so they
+  // can be destroyed without racing a connection error being signalled to them.
+  void close_pairs() {
     for (int r = 0; r < size; ++r) {
       if (r == rank) continue;
       auto& pair = getPair(r);
@@ -718,9 +725,10 @@ GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<RendezvousS
 
 GlooCollectives::~GlooCollectives() {
   if (state_ == nullptr) return;
-  state_->buffers.reset();
   std::lock_guard<std::mutex> lock(state_->mu);
-  state_->context.reset();  // closes the connections before the device goes
+  if (state_->context != nullptr) state_->context->close_pairs();
+  state_->buffers.reset();
+  state_->context.reset();  // before the device goes
 }
 
 int GlooCollectives::rank() const { return state_->rank; }
@@ -985,7 +993,7 @@ void GlooCollectives::reset() {
   std::unique_lock<std::mutex> call_lock(s.call_mu, std::try_to_lock);
   STRATA_CHECK(FAILED_PRECONDITION, call_lock.owns_lock(), kWho,
                "::reset: expected no call in progress on ", s.me());
-  std::shared_ptr<gloo::Context> old;
+  std::shared_ptr<MeshContext> old;
   {
     std::lock_guard<std::mutex> lock(s.mu);
     old = std::move(s.context);
@@ -994,6 +1002,7 @@ void GlooCollectives::reset() {
     s.failure.clear();
     ++s.epoch;
   }
+  if (old != nullptr) old->close_pairs();
   s.buffers.reset();  // registered with the old context
   old.reset();
   s.calls = 0;
