@@ -113,6 +113,11 @@ void* CachingAllocator::allocate(size_t bytes) {
   }
   void* p = std::aligned_alloc(kAlignment, block);
   if (p == nullptr) {
+    // Out of memory: give the idle cached blocks back and try once more.
+    trim();
+    p = std::aligned_alloc(kAlignment, block);
+  }
+  if (p == nullptr) {
     throw ResourceExhaustedError(
         str_cat("CachingAllocator: failed to allocate ", bytes, " bytes (block of ", block, ")"));
   }

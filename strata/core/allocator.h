@@ -78,7 +78,8 @@ class CachingAllocator {
 
   // Returns a kAlignment-aligned block of at least `bytes` bytes (a unique
   // non-null pointer even for 0), contents unspecified. Throws
-  // ResourceExhaustedError if the system has no memory for it.
+  // ResourceExhaustedError if the system has no memory for it even after
+  // the cached blocks are freed.
   void* allocate(size_t bytes);
   // Frees a block from allocate(); `bytes` must be the size requested there.
   void deallocate(void* p, size_t bytes) noexcept;

@@ -194,6 +194,24 @@ TEST(CachingAllocator, ConcurrentAllocAndFreeFromThreads) {
   EXPECT_EQ(s.hits + s.misses, kThreads * kIters);
 }
 
+// Sanitizer allocators abort on an impossible request instead of returning null.
+#if !defined(__SANITIZE_ADDRESS__) && !defined(__SANITIZE_THREAD__)
+TEST(CachingAllocator, OutOfMemoryFreesTheCacheThenThrowsResourceExhausted) {
+  CachingAllocator a(8 * kMiB);
+  a.deallocate(a.allocate(kMiB), kMiB);
+  ASSERT_EQ(a.stats().cached_bytes, kMiB);
+  const size_t impossible = size_t{1} << 62;
+  try {
+    a.allocate(impossible);
+    ADD_FAILURE() << "allocated 2^62 bytes";
+  } catch (const ResourceExhaustedError& e) {
+    EXPECT_NE(std::string(e.what()).find(std::to_string(impossible)), std::string::npos)
+        << e.what();
+  }
+  EXPECT_EQ(a.stats().cached_bytes, 0u);
+}
+#endif
+
 TEST(CachingAllocator, EnvironmentValueIsMiBOrAnError) {
   EXPECT_EQ(CachingAllocator::cache_limit_from_env("0"), 0u);
   EXPECT_EQ(CachingAllocator::cache_limit_from_env("512"), 512 * kMiB);
