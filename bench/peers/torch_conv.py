@@ -4,8 +4,10 @@
 The CNN's two conv layers at batch 128 (3x3, no padding = TF's VALID, stride 1):
   layer 0: input 128x28x28x1  -> 32 filters
   layer 1: input 128x14x14x32 -> 64 filters
-Forward alone, and forward + backward with gradients for both the input and the
-weights (what Strata's benchmark computes: conv2d + both backprops). float32,
+Forward alone, forward + backward with gradients for both the input and the
+weights (what Strata's benchmark computes: conv2d + both backprops), and each
+backprop alone (aten.convolution_backward with one output, the kernel autograd
+calls; pairs with BM_Conv2DBackprop/filter:0 and filter:1). float32,
 PyTorch's default NCHW layout and CPU backend. Prints the median over
 --repetitions of the mean wall-clock and process CPU time per iteration.
 
@@ -62,7 +64,16 @@ def main():
             wg.grad = None
             F.conv2d(xg, wg).backward(dy)
 
-        for name, fn in (("forward", forward), ("forward+backward", forward_backward)):
+        def backprop(mask):
+            def fn():
+                with torch.no_grad():
+                    torch.ops.aten.convolution_backward(dy, x, w, None, [1, 1], [0, 0], [1, 1],
+                                                        False, [0, 0], 1, mask)
+            return fn
+
+        for name, fn in (("forward", forward), ("forward+backward", forward_backward),
+                         ("backprop-input", backprop([True, False, False])),
+                         ("backprop-filter", backprop([False, True, False]))):
             runs = [time_per_iter(fn, args.min_time) for _ in range(args.repetitions)]
             wall = [r[0] for r in runs]
             cpu = [r[1] for r in runs]
