@@ -1,0 +1,150 @@
+#pragma once
+// tf.distribute.experimental.coordinator.ClusterCoordinator (spec §9): the
+// chief's scheduler of closures on the workers of a ParameterServerStrategy.
+//
+//   sd::ClusterCoordinator coordinator(strategy);
+//   auto per_worker = coordinator.create_per_worker_dataset("make_data");  // registered name
+//   auto iterator = per_worker.iter();
+//   std::vector<sd::RemoteValue> losses;
+//   for (int step = 0; step < 100; ++step)
+//     losses.push_back(coordinator.schedule("train_step", {w, b, iterator}));  // at once
+//   coordinator.join();                            // every closure finished
+//   losses.back().fetch();                         // the closure's result tensors
+//
+// schedule(name, args) checks that `name` is registered in this process
+// (NotFoundError otherwise), queues the closure and returns its RemoteValue at
+// once. One thread per worker takes the next queued closure whenever its worker
+// is free (at most one RPC in flight per worker, as TF), so closures run on
+// any free worker, in no particular order.
+//
+// Failures:
+//   - A worker that cannot be reached (gRPC UNAVAILABLE / CANCELLED by its
+//     shutdown / DEADLINE_EXCEEDED) has its closure put back at the head of the
+//     queue for another worker: execution is at-least-once. The worker's
+//     thread then pings it (every ping_interval) and takes closures again once
+//     it answers; its per-worker iterators are re-created on the restarted
+//     task. A closure is attempted at most max_attempts times; when every
+//     worker has been unreachable for worker_unavailable_timeout the
+//     coordinator fails with UnavailableError.
+//   - A closure whose worker reports it could not reach a ps fails the
+//     coordinator with UnavailableError naming the ps (no recovery, as TF:
+//     restart from a checkpoint).
+//   - Any other closure error (the function raised) is not retried.
+//   The first such error is raised by the next schedule / join / done, which
+//   then clears it; queued closures are cancelled (their RemoteValues raise
+//   CancelledError). Closures already running finish.
+//
+// Thread-safety: thread-safe; schedule/join/done are normally called by the
+// one training thread. Destruction cancels queued and in-flight closures and
+// joins the worker threads.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "strata/core/tensor.h"
+#include "strata/core/variable.h"
+#include "strata/distribute/ps/parameter_server_strategy.h"
+
+namespace strata::distribute {
+
+struct ClusterCoordinatorOptions {
+  std::chrono::milliseconds closure_timeout{300000};            // deadline of each closure RPC
+  int max_attempts = 16;                                        // per closure (worker failures)
+  std::chrono::milliseconds worker_unavailable_timeout{60000};  // every worker down this long
+  std::chrono::milliseconds ping_interval{200};                 // probing an unreachable worker
+};
+
+// The result of a scheduled closure (tf.distribute.experimental.coordinator.RemoteValue).
+// A cheap, thread-safe handle.
+class RemoteValue {
+ public:
+  RemoteValue() = default;
+  // Blocks until the closure finished; its result tensors, or its error
+  // re-thrown (CancelledError if it was cancelled). Waits at most `timeout`
+  // (DeadlineExceededError), default: the coordinator's bound on a closure.
+  std::vector<Tensor> fetch(std::chrono::milliseconds timeout) const;
+  std::vector<Tensor> fetch() const;
+  // True once the closure succeeded, failed or was cancelled.
+  bool is_ready() const;
+
+  struct State;
+  explicit RemoteValue(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+ private:
+  std::shared_ptr<State> state_;
+};
+
+// An iterator over a per-worker dataset: each worker iterates its own copy.
+class PerWorkerIterator {
+ public:
+  int64_t id() const noexcept { return id_; }
+  const std::string& dataset_function() const noexcept { return dataset_function_; }
+
+ private:
+  friend class PerWorkerDataset;
+  PerWorkerIterator(int64_t id, std::string fn) : id_(id), dataset_function_(std::move(fn)) {}
+  int64_t id_;
+  std::string dataset_function_;
+};
+
+// What create_per_worker_dataset returns: iter() makes a fresh iterator on
+// every worker (created on a worker before the first closure that uses it runs there).
+class PerWorkerDataset {
+ public:
+  PerWorkerIterator iter() const;
+  const std::string& dataset_function() const noexcept { return dataset_function_; }
+
+ private:
+  friend class ClusterCoordinator;
+  PerWorkerDataset(std::string fn, std::shared_ptr<std::atomic<int64_t>> next_id)
+      : dataset_function_(std::move(fn)), next_id_(std::move(next_id)) {}
+  std::string dataset_function_;
+  std::shared_ptr<std::atomic<int64_t>> next_id_;
+};
+
+// One argument of schedule(): a tensor, a variable of the strategy (passed by
+// reference: the worker reads and updates it on its ps) or a per-worker iterator.
+using ClosureArgument = std::variant<Tensor, Variable, PerWorkerIterator>;
+
+class ClusterCoordinator {
+ public:
+  explicit ClusterCoordinator(ParameterServerStrategy& strategy,
+                              ClusterCoordinatorOptions options = {});
+  ~ClusterCoordinator();
+  ClusterCoordinator(const ClusterCoordinator&) = delete;
+  ClusterCoordinator& operator=(const ClusterCoordinator&) = delete;
+
+  // Queues fn(args) and returns at once. NotFoundError for an unregistered
+  // name; InvalidArgumentError for a Variable not created under a
+  // ParameterServerStrategy; raises a pending coordinator error (see above).
+  RemoteValue schedule(const std::string& function, std::vector<ClosureArgument> args = {});
+  // Blocks until every scheduled closure finished (or was cancelled); raises
+  // the first error since the last raise.
+  void join();
+  // Whether every scheduled closure finished; raises a pending error.
+  bool done();
+  // RemoteValue::fetch of each.
+  std::vector<Tensor> fetch(const RemoteValue& value);
+  std::vector<std::vector<Tensor>> fetch(const std::vector<RemoteValue>& values);
+  // TF's create_per_worker_dataset with a registered dataset function (called
+  // on each worker with InputContext(#workers, worker index)); NotFoundError
+  // when it is not registered here.
+  PerWorkerDataset create_per_worker_dataset(const std::string& dataset_function);
+
+  ParameterServerStrategy& strategy() const noexcept { return *strategy_; }
+  // Closure attempts that failed because their worker was unreachable (retried).
+  int64_t worker_failures() const;
+
+ private:
+  struct State;
+  ParameterServerStrategy* strategy_;
+  std::shared_ptr<std::atomic<int64_t>> next_iterator_id_;
+  std::unique_ptr<State> state_;
+};
+
+}  // namespace strata::distribute

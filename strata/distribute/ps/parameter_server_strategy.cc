@@ -1,0 +1,111 @@
+#include "strata/distribute/ps/parameter_server_strategy.h"
+
+#include "strata/base/errors.h"
+#include "strata/cluster/multi_worker_util.h"
+#include "strata/distribute/ps/internal/remote_variable.h"
+
+namespace strata::distribute {
+
+namespace {
+
+std::string ps_device(int task) {
+  return str_cat("/job:ps/replica:0/task:", task, "/device:CPU:0");
+}
+
+class ParameterServerExtended final : public StrategyExtended {
+ public:
+  ParameterServerExtended(Strategy& owner, int num_ps) : StrategyExtended(owner), num_ps_(num_ps) {}
+  // The coordinator's compute device (TF: the chief's local devices).
+  std::vector<std::string> worker_devices() const override {
+    return {"/job:chief/replica:0/task:0/device:CPU:0"};
+  }
+  std::vector<std::string> parameter_devices() const override {
+    std::vector<std::string> out;
+    for (int k = 0; k < num_ps_; ++k) out.push_back(ps_device(k));
+    return out;
+  }
+
+ private:
+  int num_ps_;
+};
+
+std::vector<std::string> job_targets(const train::ClusterSpec& spec, const std::string& job) {
+  std::vector<std::string> out;
+  for (int index : spec.task_indices(job)) out.push_back(spec.task_address(job, index));
+  return out;
+}
+
+}  // namespace
+
+ParameterServerStrategy::ParameterServerStrategy(
+    std::shared_ptr<cluster_resolver::ClusterResolver> resolver,
+    ParameterServerStrategyOptions options)
+    : resolver_(std::move(resolver)), options_(std::move(options)) {
+  STRATA_CHECK_ARG(resolver_ != nullptr,
+                   "ParameterServerStrategy: expected a cluster resolver, got nullptr");
+  STRATA_CHECK_ARG(options_.rpc_timeout.count() > 0,
+                   "ParameterServerStrategyOptions.rpc_timeout must be > 0, got ",
+                   options_.rpc_timeout.count(), " ms");
+  const train::ClusterSpec spec = resolver_->cluster_spec();
+  STRATA_CHECK_ARG(
+      !spec.jobs().empty(),
+      "Cluster spec must be non-empty in `tf.distribute.cluster_resolver.ClusterResolver`.");
+  multi_worker_util::validate_cluster_spec(spec, resolver_->task_type(), resolver_->task_id());
+  STRATA_CHECK_ARG(spec.has_job("ps") && spec.num_tasks("ps") >= 1,
+                   "There must be at least one ps.");
+  STRATA_CHECK_ARG(spec.has_job("worker") && spec.num_tasks("worker") >= 1,
+                   "There must be at least one worker.");
+  STRATA_CHECK_ARG(spec.has_job("chief") && spec.num_tasks("chief") == 1,
+                   "There must be a chief (the coordinator) in the cluster, got jobs ",
+                   spec.to_json());
+  STRATA_CHECK_ARG(
+      resolver_->task_type() == "chief",
+      "ParameterServerStrategy: expected to be created on the chief (the coordinator), "
+      "got task ",
+      resolver_->task_type().value_or("None"), ":", resolver_->task_id().value_or(-1),
+      " (ps and worker tasks run strata::distribute::Server(resolver).join())");
+  ps_targets_ = job_targets(spec, "ps");
+  worker_targets_ = job_targets(spec, "worker");
+  set_extended(std::make_unique<ParameterServerExtended>(*this, num_ps()));
+}
+
+ParameterServerStrategy::~ParameterServerStrategy() = default;
+
+Variable ParameterServerStrategy::create_variable(const NextVariableCreator&, VariableArgs args) {
+  const VariableOptions& o = args.options;
+  STRATA_CHECK(UNIMPLEMENTED, o.synchronization != VariableSynchronization::ON_READ,
+               "ParameterServerStrategy: synchronization ON_READ variables ('", o.name,
+               "') are not supported");
+  STRATA_CHECK_ARG(args.initial_value.defined(), "ParameterServerStrategy: variable '", o.name,
+                   "' needs an initial value");
+  if (options_.variable_partitioner && args.initial_value.rank() > 0) {
+    const std::vector<int64_t> parts =
+        options_.variable_partitioner(args.initial_value.shape(), args.initial_value.dtype());
+    bool valid = static_cast<int>(parts.size()) == args.initial_value.rank() && parts[0] >= 1;
+    for (size_t i = 1; valid && i < parts.size(); ++i) valid = parts[i] == 1;
+    STRATA_CHECK_ARG(valid,
+                     "variable_partitioner must return a list/tuple whose elements are 1 besides "
+                     "the first element (non-zero), got ",
+                     parts.size(), " partitions for variable '", o.name, "' of shape ",
+                     args.initial_value.shape());
+    STRATA_CHECK(UNIMPLEMENTED, parts[0] == 1 || args.initial_value.shape().dim(0) == 1,
+                 "ParameterServerStrategy: partitioned variables are not implemented yet ('",
+                 o.name, "' into ", parts[0], " shards)");
+  }
+  const int task = static_cast<int>(variables_created_ % num_ps());
+  auto client = ps::internal::TaskClient::get(ps_targets_[task]);
+  ps::internal::RemoteVariableInfo info = client->create_variable(
+      o.name, args.initial_value,
+      o.trainable.value_or(o.synchronization != VariableSynchronization::ON_READ), o.aggregation,
+      options_.rpc_timeout);
+  ++variables_created_;
+  return ps::internal::make_remote_variable(std::move(info), options_.rpc_timeout);
+}
+
+void ParameterServerStrategy::run_on_replicas(const std::function<void(int)>&) {
+  throw FailedPreconditionError(
+      "ParameterServerStrategy.run: use it inside a function scheduled with "
+      "ClusterCoordinator.schedule (the strategy must be used with a ClusterCoordinator)");
+}
+
+}  // namespace strata::distribute

@@ -1,0 +1,90 @@
+#pragma once
+// tf.distribute.experimental.ParameterServerStrategy (spec §9): asynchronous
+// training where variables live on ps tasks and workers run closures the
+// chief schedules through a ClusterCoordinator (cluster_coordinator.h).
+//
+//   // TF_CONFIG: {"cluster": {"chief": [...], "worker": [...], "ps": [...]},
+//   //             "task": {"type": "chief", "index": 0}}
+//   auto resolver = std::make_shared<cr::TFConfigClusterResolver>();
+//   if (resolver->task_type() != "chief") {          // ps and workers serve
+//     sd::Server(*resolver).join();
+//     return 0;
+//   }
+//   sd::ParameterServerStrategy strategy(resolver);
+//   strata::Variable w;
+//   { auto scope = strategy.scope(); w = strata::Variable(strata::zeros({4, 1})); }
+//   w.device();                                      // "/job:ps/replica:0/task:0/device:CPU:0"
+//   sd::ClusterCoordinator coordinator(strategy);
+//   auto loss = coordinator.schedule("train_step", {w, iterator});
+//
+// Construction validates the cluster as TF does (InvalidArgumentError, TF's
+// ValueError): a non-empty cluster ("Cluster spec must be non-empty in
+// `tf.distribute.cluster_resolver.ClusterResolver`."), the multi-worker role
+// rules (multi_worker_util::validate_cluster_spec), at least one ps ("There
+// must be at least one ps.") and one worker ("There must be at least one
+// worker."), a chief job (the coordinator: "There must be a chief ...") and
+// this process being that chief. It contacts no task: a ps that is not up
+// yet fails the first variable creation with UnavailableError.
+//
+// Variables created in the scope are created on ps task k = (creation index
+// mod #ps) at once (CreateVariable RPC with the initial value) and the handle
+// reads and updates them there (ps_variable.h). synchronization ON_READ is
+// UnimplementedError. num_replicas_in_sync() is 1 (one CPU replica per
+// worker; workers with accelerators are not modelled). run() outside a
+// scheduled function is FailedPreconditionError, as TF's.
+//
+// Thread-safety: as every strategy, driven by one thread at a time; the
+// variables it made are thread-safe.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/cluster/cluster_resolver.h"
+#include "strata/distribute/strategy.h"
+
+namespace strata::distribute {
+
+struct ParameterServerStrategyOptions {
+  // TF's variable_partitioner (None by default): called with a variable's
+  // shape and dtype, returns the number of partitions per axis.
+  std::function<std::vector<int64_t>(const TensorShape&, DType)> variable_partitioner = nullptr;
+  // The deadline of every variable RPC made through this strategy's variables.
+  std::chrono::milliseconds rpc_timeout{30000};
+};
+
+class ParameterServerStrategy : public Strategy {
+ public:
+  explicit ParameterServerStrategy(std::shared_ptr<cluster_resolver::ClusterResolver> resolver,
+                                   ParameterServerStrategyOptions options = {});
+  ~ParameterServerStrategy() override;
+
+  std::string name() const override { return "ParameterServerStrategy"; }
+  int num_replicas_in_sync() const override { return 1; }
+  const cluster_resolver::ClusterResolver* cluster_resolver() const override {
+    return resolver_.get();
+  }
+  Variable create_variable(const NextVariableCreator& next, VariableArgs args) override;
+
+  int num_ps() const noexcept { return static_cast<int>(ps_targets_.size()); }
+  int num_workers() const noexcept { return static_cast<int>(worker_targets_.size()); }
+  // Task addresses in task-index order.
+  const std::vector<std::string>& ps_targets() const noexcept { return ps_targets_; }
+  const std::vector<std::string>& worker_targets() const noexcept { return worker_targets_; }
+  std::chrono::milliseconds rpc_timeout() const noexcept { return options_.rpc_timeout; }
+
+ protected:
+  void run_on_replicas(const std::function<void(int local_replica)>& body) override;
+
+ private:
+  std::shared_ptr<cluster_resolver::ClusterResolver> resolver_;
+  ParameterServerStrategyOptions options_;
+  std::vector<std::string> ps_targets_;
+  std::vector<std::string> worker_targets_;
+  int64_t variables_created_ = 0;
+};
+
+}  // namespace strata::distribute

@@ -1,0 +1,461 @@
+// ParameterServerStrategy + ClusterCoordinator over gRPC on loopback: every
+// ps and worker task is a real strata::distribute::Server (its own gRPC server
+// on its own 127.0.0.1 port) running on this process's threads; the test
+// thread is the chief. Killing a task is Server::stop(): its port closes and
+// its in-flight calls are cancelled, as a dead process's would be. The
+// process-level version (SIGKILL) is examples/parameter_server_training.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "strata/distribute/ps/internal/rpc.h"
+#include "strata/strata.h"
+
+namespace sd = strata::distribute;
+namespace cr = strata::distribute::cluster_resolver;
+namespace sps = strata::distribute::ps;
+using strata::Tensor;
+using strata::Variable;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr int64_t kExamples = 256;
+constexpr int64_t kBatch = 32;
+
+// y = x . [1, -2, 0.5] + 0.3 exactly: a linear model can reach loss 0.
+strata::data::Dataset linear_data(const sd::InputContext& ctx) {
+  Tensor x = strata::random::uniform({kExamples, 3}, {.minval = -1, .maxval = 1, .seed = 7});
+  Tensor w = strata::constant(std::vector<float>{1.f, -2.f, 0.5f}, {3, 1});
+  Tensor y = strata::matmul(x, w) + strata::constant(0.3f);
+  return strata::data::Dataset::from_tensor_slices({x, y})
+      .shard(ctx.num_input_pipelines(), ctx.input_pipeline_id())
+      .repeat()
+      .batch(kBatch);
+}
+STRATA_REGISTER_DATASET_FUNCTION(linear_data, linear_data);
+
+// One SGD step: reads w and b from their ps, applies the update there.
+std::vector<Tensor> linear_step(const sps::FunctionArgs& args) {
+  const Variable& w = args.variable(0);
+  const Variable& b = args.variable(1);
+  strata::data::Element batch = args.iterator(2).get_next();
+  const Tensor lr = args.tensor(3);
+  strata::GradientTape tape;
+  Tensor loss = strata::reduce_mean(
+      strata::square(strata::matmul(batch[0], w.value()) + b.value() - batch[1]));
+  std::vector<Tensor> g = tape.gradient(loss, std::vector<Variable>{w, b});
+  w.assign_sub(g[0] * lr);
+  b.assign_sub(g[1] * lr);
+  return {loss};
+}
+STRATA_REGISTER_FUNCTION(linear_step, linear_step);
+
+// The loss of (w, b) over the whole data set, on the worker.
+std::vector<Tensor> linear_loss(const sps::FunctionArgs& args) {
+  strata::data::Element all = linear_data(sd::InputContext())
+                                  .take(kExamples / kBatch)
+                                  .unbatch()
+                                  .batch(kExamples)
+                                  .iter()
+                                  .get_next();
+  return {strata::reduce_mean(strata::square(strata::matmul(all[0], args.variable(0).value()) +
+                                             args.variable(1).value() - all[1]))};
+}
+STRATA_REGISTER_FUNCTION(linear_loss, linear_loss);
+
+std::vector<Tensor> add_one(const sps::FunctionArgs& args) {
+  args.variable(0).assign_add(strata::constant(1.f));
+  return {strata::constant(static_cast<int64_t>(sps::current_worker_index()))};
+}
+STRATA_REGISTER_FUNCTION(add_one, add_one);
+
+std::vector<Tensor> fail_invalid(const sps::FunctionArgs&) {
+  throw strata::InvalidArgumentError("fail_invalid: bad step");
+}
+STRATA_REGISTER_FUNCTION(fail_invalid, fail_invalid);
+
+std::vector<Tensor> sleep_20ms(const sps::FunctionArgs&) {
+  std::this_thread::sleep_for(20ms);
+  return {};
+}
+STRATA_REGISTER_FUNCTION(sleep_20ms, sleep_20ms);
+
+// Reads its variable three times inside a read cache; returns the RPC count.
+std::vector<Tensor> cached_reads(const sps::FunctionArgs& args) {
+  sps::CacheVariableReads cache;
+  Tensor sum = args.variable(0).value() + args.variable(0).value() + args.variable(0).value();
+  return {sum, strata::constant(cache.remote_reads())};
+}
+STRATA_REGISTER_FUNCTION(cached_reads, cached_reads);
+
+// A closure that, the first time it runs on worker 1, stays there until the
+// test releases it (so the test can kill worker 1 with the closure in flight).
+struct Gate {
+  std::mutex mu;
+  std::condition_variable cv;
+  bool held = false;      // a closure is waiting on worker 1
+  bool released = false;  // let it go
+  bool used = false;
+} gate;
+
+std::vector<Tensor> hold_on_worker_1(const sps::FunctionArgs& args) {
+  if (sps::current_worker_index() == 1) {
+    std::unique_lock lock(gate.mu);
+    if (!gate.used) {
+      gate.used = true;
+      gate.held = true;
+      gate.cv.notify_all();
+      gate.cv.wait_for(lock, 20s, [] { return gate.released; });
+    }
+  }
+  return linear_step(args);
+}
+STRATA_REGISTER_FUNCTION(hold_on_worker_1, hold_on_worker_1);
+
+std::shared_ptr<cr::SimpleClusterResolver> task_resolver(const std::string& type, int index,
+                                                         const std::string& address) {
+  strata::train::ClusterSpec spec({{type, std::map<int, std::string>{{index, address}}}});
+  return std::make_shared<cr::SimpleClusterResolver>(
+      spec, cr::SimpleClusterResolverOptions{.task_type = type, .task_id = index});
+}
+
+// chief + `workers` workers + `ps` ps on loopback (ports picked by the servers).
+struct LocalCluster {
+  LocalCluster(int workers, int ps) {
+    sd::ServerOptions options{.shutdown_grace = 100ms, .rpc_timeout = 10s};
+    std::vector<std::string> ps_addresses, worker_addresses;
+    for (int k = 0; k < ps; ++k) {
+      ps_servers.push_back(
+          std::make_unique<sd::Server>(*task_resolver("ps", k, "127.0.0.1:0"), options));
+      ps_addresses.push_back(ps_servers.back()->target());
+    }
+    for (int k = 0; k < workers; ++k) {
+      worker_servers.push_back(
+          std::make_unique<sd::Server>(*task_resolver("worker", k, "127.0.0.1:0"), options));
+      worker_addresses.push_back(worker_servers.back()->target());
+    }
+    spec = strata::train::ClusterSpec(
+        {{"chief", {"127.0.0.1:1"}}, {"worker", worker_addresses}, {"ps", ps_addresses}});
+    chief = std::make_shared<cr::SimpleClusterResolver>(
+        spec, cr::SimpleClusterResolverOptions{.task_type = "chief", .task_id = 0});
+  }
+  strata::train::ClusterSpec spec;
+  std::shared_ptr<cr::SimpleClusterResolver> chief;
+  std::vector<std::unique_ptr<sd::Server>> ps_servers, worker_servers;
+};
+
+Tensor value_on_ps(const sd::Server& ps, const std::string& name) {
+  for (const auto& v : ps.variables())
+    if (v.name == name) return v.value;
+  ADD_FAILURE() << "no variable '" << name << "' on " << ps.target();
+  return {};
+}
+
+struct LinearModel {
+  Variable w, b;
+  explicit LinearModel(sd::ParameterServerStrategy& strategy) {
+    auto scope = strategy.scope();
+    w = Variable(strata::zeros({3, 1}), {.name = "w"});
+    b = Variable(strata::zeros({}), {.name = "b"});
+  }
+};
+
+float full_loss(sd::ClusterCoordinator& coordinator, const LinearModel& m) {
+  return coordinator.schedule("linear_loss", {m.w, m.b}).fetch().at(0).item<float>();
+}
+
+TEST(ParameterServerStrategyTest, ALinearModelTrainsOnTwoWorkersAndTwoPs) {
+  LocalCluster cluster(2, 2);
+  sd::ParameterServerStrategy strategy(cluster.chief);
+  EXPECT_EQ(strategy.num_replicas_in_sync(), 1);
+  LinearModel m(strategy);
+  // Round-robin by creation order: w on ps 0, b on ps 1.
+  EXPECT_EQ(m.w.device(), "/job:ps/replica:0/task:0/device:CPU:0");
+  EXPECT_EQ(m.b.device(), "/job:ps/replica:0/task:1/device:CPU:0");
+  EXPECT_TRUE(sps::is_ps_variable(m.w));
+  ASSERT_EQ(cluster.ps_servers[0]->variables().size(), 1u);
+  ASSERT_EQ(cluster.ps_servers[1]->variables().size(), 1u);
+
+  sd::ClusterCoordinator coordinator(strategy);
+  auto iterator = coordinator.create_per_worker_dataset("linear_data").iter();
+  const float initial = full_loss(coordinator, m);
+  std::vector<sd::RemoteValue> losses;
+  for (int step = 0; step < 300; ++step)
+    losses.push_back(
+        coordinator.schedule("linear_step", {m.w, m.b, iterator, strata::constant(0.2f)}));
+  coordinator.join();
+  EXPECT_TRUE(coordinator.done());
+  for (const auto& l : losses) ASSERT_TRUE(l.is_ready());
+  const float final_loss = full_loss(coordinator, m);
+  EXPECT_GT(initial, 0.5f);
+  EXPECT_LT(final_loss, 1e-3f) << "initial loss " << initial;
+  // Both workers took closures; the ps tasks hold the trained values.
+  EXPECT_GT(cluster.worker_servers[0]->closures_run(), 0);
+  EXPECT_GT(cluster.worker_servers[1]->closures_run(), 0);
+  std::vector<float> w = value_on_ps(*cluster.ps_servers[0], "w").to_vector<float>();
+  ASSERT_EQ(w.size(), 3u);
+  EXPECT_NEAR(w[0], 1.f, 0.05f);
+  EXPECT_NEAR(w[1], -2.f, 0.05f);
+  EXPECT_NEAR(w[2], 0.5f, 0.05f);
+  EXPECT_NEAR(value_on_ps(*cluster.ps_servers[1], "b").item<float>(), 0.3f, 0.05f);
+  EXPECT_EQ(m.w.value().to_vector<float>(), w);  // the chief reads the ps's value
+}
+
+TEST(ParameterServerStrategyTest, UpdatesFromBothWorkersAreAllAppliedOnThePs) {
+  LocalCluster cluster(2, 1);
+  sd::ParameterServerStrategy strategy(cluster.chief);
+  Variable counter;
+  {
+    auto scope = strategy.scope();
+    counter = Variable(strata::constant(0.f), {.name = "counter"});
+  }
+  sd::ClusterCoordinator coordinator(strategy);
+  std::vector<sd::RemoteValue> ran_on;
+  for (int i = 0; i < 100; ++i) ran_on.push_back(coordinator.schedule("add_one", {counter}));
+  coordinator.join();
+  EXPECT_EQ(value_on_ps(*cluster.ps_servers[0], "counter").item<float>(), 100.f);
+  for (const auto& r : ran_on) {
+    const int64_t w = r.fetch().at(0).item<int64_t>();
+    EXPECT_TRUE(w == 0 || w == 1) << w;
+  }
+}
+
+TEST(ParameterServerStrategyTest, ReadsInsideCacheVariableReadsGoToThePsOnce) {
+  LocalCluster cluster(1, 1);
+  sd::ParameterServerStrategy strategy(cluster.chief);
+  Variable v;
+  {
+    auto scope = strategy.scope();
+    v = Variable(strata::constant(2.f));
+  }
+  sd::ClusterCoordinator coordinator(strategy);
+  std::vector<Tensor> out = coordinator.schedule("cached_reads", {v}).fetch();
+  EXPECT_EQ(out.at(0).item<float>(), 6.f);
+  EXPECT_EQ(out.at(1).item<int64_t>(), 1);
+  // On the chief too; an update through the cache refreshes it.
+  sps::CacheVariableReads cache;
+  EXPECT_EQ(v.value().item<float>(), 2.f);
+  v.assign_add(strata::constant(1.f));
+  EXPECT_EQ(v.value().item<float>(), 3.f);
+  EXPECT_EQ(cache.remote_reads(), 1);
+}
+
+TEST(ParameterServerStrategyTest, AClosureOnAKilledWorkerIsRetriedOnAnother) {
+  LocalCluster cluster(2, 2);
+  sd::ParameterServerStrategy strategy(cluster.chief);
+  LinearModel m(strategy);
+  sd::ClusterCoordinator coordinator(strategy, {.ping_interval = 50ms});
+  auto iterator = coordinator.create_per_worker_dataset("linear_data").iter();
+  std::vector<sd::RemoteValue> losses;
+  for (int step = 0; step < 300; ++step)
+    losses.push_back(
+        coordinator.schedule("hold_on_worker_1", {m.w, m.b, iterator, strata::constant(0.2f)}));
+  {
+    std::unique_lock lock(gate.mu);
+    ASSERT_TRUE(gate.cv.wait_for(lock, 30s, [] { return gate.held; }));
+  }
+  // Kill worker 1 with the held closure in flight: its call is cancelled at
+  // the shutdown grace and the coordinator re-queues the closure.
+  std::jthread killer([&] { cluster.worker_servers[1]->stop(); });
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (coordinator.worker_failures() == 0 && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(5ms);
+  {
+    std::lock_guard lock(gate.mu);
+    gate.released = true;
+    gate.cv.notify_all();
+  }
+  killer.join();
+  EXPECT_GE(coordinator.worker_failures(), 1);
+  coordinator.join();
+  for (const auto& l : losses) EXPECT_EQ(l.fetch().size(), 1u);  // every step has a result
+  EXPECT_LT(full_loss(coordinator, m), 1e-3f);
+}
+
+TEST(ParameterServerStrategyTest, AKilledPsRaisesUnavailableOnTheChiefPromptly) {
+  LocalCluster cluster(2, 2);
+  sd::ParameterServerStrategy strategy(cluster.chief);
+  LinearModel m(strategy);
+  sd::ClusterCoordinator coordinator(strategy);
+  auto iterator = coordinator.create_per_worker_dataset("linear_data").iter();
+  for (int step = 0; step < 20; ++step)
+    coordinator.schedule("linear_step", {m.w, m.b, iterator, strata::constant(0.2f)});
+  coordinator.join();
+  cluster.ps_servers[1]->stop();  // holds b
+  const auto start = std::chrono::steady_clock::now();
+  // The error surfaces at the next schedule() or at join(), whichever comes first.
+  std::vector<sd::RemoteValue> later;
+  try {
+    for (int step = 0; step < 50; ++step)
+      later.push_back(
+          coordinator.schedule("linear_step", {m.w, m.b, iterator, strata::constant(0.2f)}));
+    coordinator.join();
+    FAIL() << "schedule() or join() should raise UnavailableError";
+  } catch (const strata::UnavailableError& e) {
+    EXPECT_NE(std::string(e.what()).find(cluster.ps_servers[1]->target()), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  int cancelled = 0;
+  for (const auto& r : later) {
+    try {
+      r.fetch();
+    } catch (const strata::CancelledError&) {
+      ++cancelled;
+    } catch (const strata::UnavailableError&) {
+    }
+  }
+  if (later.size() == 50) {  // raised by join: the rest were cancelled
+    EXPECT_GT(cancelled, 0);
+  }
+  // The chief's own reads of b fail the same way.
+  EXPECT_THROW(m.b.value(), strata::UnavailableError);
+}
+
+TEST(ParameterServerStrategyTest, TheFirstClosureErrorIsRaisedOnceAndCancelsPendingClosures) {
+  LocalCluster cluster(2, 1);
+  sd::ParameterServerStrategy strategy(cluster.chief);
+  sd::ClusterCoordinator coordinator(strategy);
+  sd::RemoteValue bad = coordinator.schedule("fail_invalid");
+  // The error surfaces at the next schedule() or at join(), whichever comes first.
+  std::vector<sd::RemoteValue> pending;
+  try {
+    for (int i = 0; i < 100; ++i) pending.push_back(coordinator.schedule("sleep_20ms"));
+    coordinator.join();
+    FAIL() << "schedule() or join() should raise InvalidArgumentError";
+  } catch (const strata::InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("fail_invalid: bad step"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(bad.fetch(), strata::InvalidArgumentError);
+  int cancelled = 0;
+  for (const auto& r : pending) {
+    try {
+      r.fetch();
+    } catch (const strata::CancelledError&) {
+      ++cancelled;
+    }
+  }
+  // At most one sleep_20ms per worker was running when the error arrived.
+  if (pending.size() > 10) {
+    EXPECT_GE(cancelled, static_cast<int>(pending.size()) - 4);
+  }
+  coordinator.join();
+  // Raised once: the coordinator goes on.
+  EXPECT_TRUE(coordinator.done());
+  EXPECT_EQ(coordinator.schedule("sleep_20ms").fetch().size(), 0u);
+}
+
+TEST(ParameterServerStrategyTest, SchedulingAnUnregisteredFunctionIsNotFoundAtOnce) {
+  LocalCluster cluster(1, 1);
+  sd::ParameterServerStrategy strategy(cluster.chief);
+  sd::ClusterCoordinator coordinator(strategy);
+  EXPECT_THROW(coordinator.schedule("no_such_function"), strata::NotFoundError);
+  EXPECT_THROW(coordinator.create_per_worker_dataset("no_such_dataset"), strata::NotFoundError);
+  Variable local(strata::constant(1.f));
+  EXPECT_THROW(coordinator.schedule("add_one", {local}), strata::InvalidArgumentError);
+  EXPECT_TRUE(coordinator.done());
+}
+
+TEST(ParameterServerStrategyTest, ValidatesTheClusterAsTensorFlow) {
+  auto make = [](strata::train::ClusterSpec spec, std::string type) {
+    return std::make_shared<cr::SimpleClusterResolver>(
+        spec, cr::SimpleClusterResolverOptions{.task_type = type, .task_id = 0});
+  };
+  auto message = [](auto&& fn) {
+    try {
+      fn();
+    } catch (const strata::InvalidArgumentError& e) {
+      return std::string(e.what());
+    }
+    return std::string("<no InvalidArgumentError>");
+  };
+  EXPECT_NE(message([&] {
+              sd::ParameterServerStrategy s(
+                  std::make_shared<cr::SimpleClusterResolver>(strata::train::ClusterSpec()));
+            }).find("Cluster spec must be non-empty"),
+            std::string::npos);
+  EXPECT_EQ(
+      message([&] {
+        sd::ParameterServerStrategy s(make({{"chief", {"a:1"}}, {"worker", {"b:1"}}}, "chief"));
+      }),
+      "There must be at least one ps.");
+  EXPECT_EQ(message([&] {
+              sd::ParameterServerStrategy s(make({{"chief", {"a:1"}}, {"ps", {"b:1"}}}, "chief"));
+            }),
+            "There must be at least one worker.");
+  EXPECT_NE(message([&] {
+              sd::ParameterServerStrategy s(make({{"worker", {"a:1"}}, {"ps", {"b:1"}}}, "worker"));
+            }).find("There must be a chief"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              sd::ParameterServerStrategy s(
+                  make({{"chief", {"a:1"}}, {"worker", {"b:1"}}, {"ps", {"c:1"}}}, "worker"));
+            }).find("expected to be created on the chief"),
+            std::string::npos);
+  EXPECT_NE(message([&] {
+              sd::ParameterServerStrategy s(
+                  make({{"chief", {"a:1"}}, {"worker", {"b:1"}}, {"bogus", {"c:1"}}}, "chief"));
+            }).find("bogus"),
+            std::string::npos);
+  EXPECT_THROW(sd::Server(*task_resolver("chief", 0, "127.0.0.1:0")), strata::InvalidArgumentError);
+  EXPECT_THROW(sd::ParameterServerStrategy(nullptr), strata::InvalidArgumentError);
+}
+
+TEST(ParameterServerStrategyTest, AnInvalidPartitionIsInvalidArgument) {
+  LocalCluster cluster(1, 1);
+  sd::ParameterServerStrategy strategy(
+      cluster.chief, {.variable_partitioner = [](const strata::TensorShape&, strata::DType) {
+        return std::vector<int64_t>{1, 2};
+      }});
+  auto scope = strategy.scope();
+  EXPECT_THROW(Variable(strata::zeros({4, 4})), strata::InvalidArgumentError);
+  Variable scalar(strata::constant(1.f));  // rank 0: never partitioned
+  EXPECT_EQ(scalar.value().item<float>(), 1.f);
+}
+
+TEST(ParameterServerStrategyTest, RunOutsideAScheduledFunctionIsFailedPrecondition) {
+  LocalCluster cluster(1, 1);
+  sd::ParameterServerStrategy strategy(cluster.chief);
+  EXPECT_THROW(strategy.run([] { return 1; }), strata::FailedPreconditionError);
+  EXPECT_THROW(sps::current_worker_index(), strata::FailedPreconditionError);
+}
+
+TEST(ServerTest, AStopRpcEndsJoin) {
+  sd::Server server(*task_resolver("worker", 0, "127.0.0.1:0"), {.shutdown_grace = 100ms});
+  std::atomic<bool> joined{false};
+  std::jthread joiner([&] {
+    server.join();
+    joined = true;
+  });
+  sps::internal::TaskClient client(server.target());
+  EXPECT_EQ(client.ping(5s).task_type, "worker");
+  client.stop(5s);
+  joiner.join();
+  EXPECT_TRUE(joined);
+  EXPECT_THROW(client.ping(2s), strata::UnavailableError);
+}
+
+TEST(ServerTest, APsRejectsClosuresAndAWorkerRejectsVariables) {
+  sd::Server ps(*task_resolver("ps", 0, "127.0.0.1:0"));
+  sd::Server worker(*task_resolver("worker", 0, "127.0.0.1:0"));
+  sps::internal::TaskClient to_ps(ps.target()), to_worker(worker.target());
+  EXPECT_THROW(to_ps.run_closure("add_one", {}, 5s), strata::FailedPreconditionError);
+  EXPECT_THROW(to_worker.create_variable("v", strata::constant(1.f), true,
+                                         strata::VariableAggregation::NONE, 5s),
+               strata::FailedPreconditionError);
+  auto info = to_ps.create_variable("v", strata::constant(1.f), true,
+                                    strata::VariableAggregation::NONE, 5s);
+  EXPECT_THROW(
+      to_ps.update_variable(info.id, sps::internal::UpdateKind::ASSIGN,
+                            strata::constant(std::vector<float>{1.f, 2.f}, {2}), false, 5s),
+      strata::InvalidArgumentError);
+  EXPECT_THROW(to_ps.read_variable(info.id + 7, 5s), strata::NotFoundError);
+}
+
+}  // namespace

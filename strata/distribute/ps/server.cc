@@ -1,0 +1,352 @@
+#include "strata/distribute/ps/server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <grpcpp/resource_quota.h>
+
+#include <atomic>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "strata/base/errors.h"
+#include "strata/base/thread_annotations.h"
+#include "strata/cluster/cluster_spec.h"
+#include "strata/cluster/tcp_store.h"
+#include "strata/distribute/ps/function_registry.h"
+#include "strata/distribute/ps/internal/remote_variable.h"
+#include "strata/distribute/ps/internal/wire.h"
+#include "strata/distribute/ps/ps.grpc.pb.h"
+#include "strata/ops/math_ops.h"
+
+namespace strata::distribute {
+
+namespace pi = ps::internal;
+namespace pp = ps::proto;
+
+namespace {
+
+grpc::Status to_status(const Error& e) {
+  return grpc::Status(static_cast<grpc::StatusCode>(e.code()), e.what());
+}
+
+// Runs a handler body, turning a strata::Error into the matching gRPC status.
+template <typename Fn>
+grpc::Status guarded(Fn&& fn) {
+  try {
+    fn();
+    return grpc::Status::OK;
+  } catch (const Error& e) {
+    return to_status(e);
+  } catch (const std::exception& e) {
+    return grpc::Status(grpc::StatusCode::INTERNAL, e.what());
+  }
+}
+
+struct StoredVariable {
+  std::string name;
+  bool trainable = true;
+  int aggregation = 0;
+  mutable std::mutex mu;  // updates of one variable are applied one at a time
+  Tensor value STRATA_GUARDED_BY(mu);
+};
+
+struct StoredIterator {
+  std::mutex mu;
+  std::optional<data::Iterator> iterator STRATA_GUARDED_BY(mu);
+};
+
+}  // namespace
+
+struct Server::State final : pp::StrataTask::Service {
+  std::string task_type;
+  int task_id = 0;
+  std::string device;
+  ServerOptions options;
+  int64_t incarnation = 0;
+  int port = 0;
+  std::string target;
+
+  mutable std::mutex vars_mu;
+  std::map<int64_t, std::shared_ptr<StoredVariable>> vars STRATA_GUARDED_BY(vars_mu);
+  int64_t next_var_id STRATA_GUARDED_BY(vars_mu) = 0;
+
+  std::mutex iters_mu;
+  std::map<int64_t, std::shared_ptr<StoredIterator>> iters STRATA_GUARDED_BY(iters_mu);
+  std::atomic<int64_t> closures_run{0};
+
+  std::unique_ptr<grpc::Server> server;
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stop_requested STRATA_GUARDED_BY(stop_mu) = false;
+  std::once_flag shutdown_once;
+
+  void request_stop() {
+    std::lock_guard lock(stop_mu);
+    stop_requested = true;
+    stop_cv.notify_all();
+  }
+  void shutdown() {
+    std::call_once(shutdown_once, [&] {
+      server->Shutdown(std::chrono::system_clock::now() + options.shutdown_grace);
+      server->Wait();
+    });
+  }
+
+  void check_role(const char* rpc, const char* role) const {
+    STRATA_CHECK(FAILED_PRECONDITION, task_type == role, rpc, ": task ", task_type, ":", task_id,
+                 " is not a ", role, " task");
+  }
+  std::shared_ptr<StoredVariable> variable(int64_t id) const {
+    std::lock_guard lock(vars_mu);
+    auto it = vars.find(id);
+    STRATA_CHECK(NOT_FOUND, it != vars.end(), "ps task ", task_id, ": no variable with id ", id);
+    return it->second;
+  }
+
+  grpc::Status CreateVariable(grpc::ServerContext*, const pp::CreateVariableRequest* request,
+                              pp::CreateVariableReply* reply) override {
+    return guarded([&] {
+      check_role("CreateVariable", "ps");
+      auto v = std::make_shared<StoredVariable>();
+      v->name = request->name();
+      v->trainable = request->trainable();
+      v->aggregation = request->aggregation();
+      {
+        std::lock_guard vlock(v->mu);
+        v->value = pi::from_proto(request->initial_value());
+      }
+      std::lock_guard lock(vars_mu);
+      const int64_t id = next_var_id++;
+      vars.emplace(id, std::move(v));
+      reply->set_id(id);
+      reply->set_device(device);
+    });
+  }
+
+  grpc::Status ReadVariable(grpc::ServerContext*, const pp::ReadVariableRequest* request,
+                            pp::ReadVariableReply* reply) override {
+    return guarded([&] {
+      check_role("ReadVariable", "ps");
+      auto v = variable(request->id());
+      Tensor value;
+      {
+        std::lock_guard lock(v->mu);
+        value = v->value;
+      }
+      pi::to_proto(value, reply->mutable_value());
+    });
+  }
+
+  grpc::Status UpdateVariable(grpc::ServerContext*, const pp::UpdateVariableRequest* request,
+                              pp::UpdateVariableReply* reply) override {
+    return guarded([&] {
+      check_role("UpdateVariable", "ps");
+      auto v = variable(request->id());
+      const Tensor operand = pi::from_proto(request->value());
+      Tensor after;
+      {
+        std::lock_guard lock(v->mu);
+        STRATA_CHECK_ARG(operand.shape() == v->value.shape() && operand.dtype() == v->value.dtype(),
+                         "UpdateVariable of '", v->name, "': expected ",
+                         dtype_name(v->value.dtype()), " of shape ", v->value.shape(), ", got ",
+                         dtype_name(operand.dtype()), " of shape ", operand.shape());
+        switch (request->kind()) {
+          case pp::UpdateVariableRequest::ASSIGN: v->value = operand; break;
+          case pp::UpdateVariableRequest::ASSIGN_ADD: v->value = add(v->value, operand); break;
+          case pp::UpdateVariableRequest::ASSIGN_SUB: v->value = subtract(v->value, operand); break;
+          default:
+            throw_error(ErrorCode::INVALID_ARGUMENT,
+                        str_cat("UpdateVariable: unknown kind ", request->kind()));
+        }
+        after = v->value;
+      }
+      if (request->read_back()) pi::to_proto(after, reply->mutable_value());
+    });
+  }
+
+  grpc::Status ListVariables(grpc::ServerContext*, const pp::ListVariablesRequest*,
+                             pp::ListVariablesReply* reply) override {
+    return guarded([&] {
+      check_role("ListVariables", "ps");
+      std::lock_guard lock(vars_mu);
+      for (const auto& [id, v] : vars) {
+        std::lock_guard vlock(v->mu);
+        pi::RemoteVariableInfo info;
+        info.target = target;
+        info.id = id;
+        info.name = v->name;
+        info.dtype = v->value.dtype();
+        info.shape = v->value.shape();
+        info.trainable = v->trainable;
+        info.aggregation = static_cast<VariableAggregation>(v->aggregation);
+        info.device = device;
+        pi::to_proto(info, reply->add_variables());
+      }
+    });
+  }
+
+  grpc::Status RunClosure(grpc::ServerContext*, const pp::RunClosureRequest* request,
+                          pp::RunClosureReply* reply) override {
+    return guarded([&] {
+      check_role("RunClosure", "worker");
+      pi::last_unreachable_ps().clear();
+      std::vector<std::unique_lock<std::mutex>> iterator_locks;
+      try {
+        auto fn = ps::FunctionRegistry::global().function(request->function());
+        std::vector<ps::FunctionArgs::Value> values;
+        for (const pp::ClosureArg& arg : request->args()) {
+          switch (arg.kind_case()) {
+            case pp::ClosureArg::kTensor: values.emplace_back(pi::from_proto(arg.tensor())); break;
+            case pp::ClosureArg::kVariable:
+              values.emplace_back(
+                  pi::make_remote_variable(pi::from_proto(arg.variable()), options.rpc_timeout));
+              break;
+            case pp::ClosureArg::kIterator: {
+              std::shared_ptr<StoredIterator> it = iterator(arg.iterator());
+              iterator_locks.emplace_back(it->mu);
+              values.emplace_back(&*it->iterator);
+              break;
+            }
+            default:
+              throw_error(ErrorCode::DATA_LOSS,
+                          str_cat("RunClosure: argument ", values.size(), " has no value"));
+          }
+        }
+        ps::FunctionArgs args(request->function(), std::move(values));
+        ps::internal::CurrentWorkerScope worker(task_id);
+        for (const Tensor& t : (*fn)(args)) pi::to_proto(t, reply->add_results());
+      } catch (const Error& e) {
+        reply->clear_results();
+        reply->set_error_code(static_cast<int>(e.code()));
+        reply->set_error_message(e.what());
+        reply->set_failed_ps(pi::last_unreachable_ps());
+      } catch (const std::exception& e) {
+        reply->clear_results();
+        reply->set_error_code(static_cast<int>(ErrorCode::UNKNOWN));
+        reply->set_error_message(e.what());
+      }
+      ++closures_run;
+    });
+  }
+
+  std::shared_ptr<StoredIterator> iterator(int64_t id) {
+    std::lock_guard lock(iters_mu);
+    auto it = iters.find(id);
+    STRATA_CHECK(NOT_FOUND, it != iters.end(), "worker task ", task_id, ": no per-worker iterator ",
+                 id);
+    return it->second;
+  }
+
+  grpc::Status CreateIterator(grpc::ServerContext*, const pp::CreateIteratorRequest* request,
+                              pp::CreateIteratorReply* reply) override {
+    return guarded([&] {
+      check_role("CreateIterator", "worker");
+      try {
+        auto fn = ps::FunctionRegistry::global().dataset_function(request->dataset_function());
+        data::Dataset ds =
+            (*fn)(InputContext(request->num_input_pipelines(), request->input_pipeline_id()));
+        auto stored = std::make_shared<StoredIterator>();
+        {
+          std::lock_guard lock(stored->mu);
+          stored->iterator.emplace(ds.iter());
+        }
+        std::lock_guard lock(iters_mu);
+        iters[request->id()] = std::move(stored);
+      } catch (const Error& e) {
+        reply->set_error_code(static_cast<int>(e.code()));
+        reply->set_error_message(e.what());
+      }
+    });
+  }
+
+  grpc::Status Ping(grpc::ServerContext*, const pp::PingRequest*, pp::PingReply* reply) override {
+    reply->set_task_type(task_type);
+    reply->set_task_id(task_id);
+    reply->set_incarnation(incarnation);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Stop(grpc::ServerContext*, const pp::StopRequest*, pp::StopReply*) override {
+    // Only flags the stop: gRPC's Shutdown waits for handlers, this one included.
+    request_stop();
+    return grpc::Status::OK;
+  }
+};
+
+Server::Server(const cluster_resolver::ClusterResolver& resolver, ServerOptions options)
+    : state_(std::make_unique<State>()) {
+  State& s = *state_;
+  const std::optional<std::string> type = resolver.task_type();
+  const std::optional<int> id = resolver.task_id();
+  STRATA_CHECK_ARG(type.has_value() && id.has_value(),
+                   "Server: expected the resolver to name this task (task_type and task_id), got ",
+                   type.value_or("None"), ":", id ? std::to_string(*id) : "None");
+  STRATA_CHECK_ARG(*type == "ps" || *type == "worker",
+                   "Server: expected task type 'ps' or 'worker', got '", *type,
+                   "' (the chief runs the ClusterCoordinator)");
+  STRATA_CHECK_ARG(options.max_rpc_threads >= 2, "ServerOptions.max_rpc_threads must be >= 2, got ",
+                   options.max_rpc_threads);
+  s.task_type = *type;
+  s.task_id = *id;
+  s.device = str_cat("/job:", s.task_type, "/replica:0/task:", s.task_id, "/device:CPU:0");
+  s.options = options;
+  s.incarnation =
+      static_cast<int64_t>(std::random_device{}() | (uint64_t{std::random_device{}()} << 32));
+  const std::string address = resolver.cluster_spec().task_address(s.task_type, s.task_id);
+  const auto [host, port] = cluster::split_host_port(address);
+
+  grpc::ServerBuilder builder;
+  grpc::ResourceQuota quota("strata-server");
+  quota.SetMaxThreads(options.max_rpc_threads);
+  builder.SetResourceQuota(quota);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
+                              options.max_rpc_threads / 2);
+  builder.SetMaxReceiveMessageSize(-1);
+  builder.SetMaxSendMessageSize(-1);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s.port);
+  builder.RegisterService(&s);
+  s.server = builder.BuildAndStart();
+  STRATA_CHECK(UNAVAILABLE, s.server != nullptr && s.port > 0, "Server: task ", s.task_type, ":",
+               s.task_id, " cannot listen on ", address);
+  s.target = str_cat(host, ":", s.port);
+}
+
+Server::~Server() {
+  state_->request_stop();
+  state_->shutdown();
+}
+
+void Server::join() {
+  {
+    std::unique_lock lock(state_->stop_mu);
+    state_->stop_cv.wait(lock, [&] { return state_->stop_requested; });
+  }
+  state_->shutdown();
+}
+
+void Server::stop() {
+  state_->request_stop();
+  state_->shutdown();
+}
+
+const std::string& Server::task_type() const noexcept { return state_->task_type; }
+int Server::task_id() const noexcept { return state_->task_id; }
+int Server::port() const noexcept { return state_->port; }
+const std::string& Server::target() const noexcept { return state_->target; }
+
+std::vector<Server::VariableSnapshot> Server::variables() const {
+  std::vector<VariableSnapshot> out;
+  std::lock_guard lock(state_->vars_mu);
+  for (const auto& [id, v] : state_->vars) {
+    std::lock_guard vlock(v->mu);
+    out.push_back({id, v->name, state_->device, v->value});
+  }
+  return out;
+}
+
+int64_t Server::closures_run() const { return state_->closures_run.load(); }
+
+}  // namespace strata::distribute
