@@ -11,6 +11,7 @@
 #include "strata/distribute/ps/function_registry.h"
 #include "strata/distribute/ps/internal/remote_variable.h"
 #include "strata/distribute/ps/internal/rpc.h"
+#include "strata/distribute/sharded_variable.h"
 
 namespace strata::distribute {
 
@@ -307,7 +308,18 @@ RemoteValue ClusterCoordinator::schedule(const std::string& function,
       STRATA_CHECK_ARG(t->defined(), "ClusterCoordinator.schedule('", function, "'): argument ", i,
                        " is an undefined Tensor");
       closure->args.emplace_back(*t);
-    } else if (auto* v = std::get_if<Variable>(&args[i])) {
+    } else if (auto* v = std::get_if<Variable>(&args[i]); v != nullptr && is_sharded_variable(*v)) {
+      const ShardedVariable sharded = *ShardedVariable::from_variable(*v);
+      pi::ShardedVariableInfo wire{sharded.name(), {}};
+      for (const Variable& shard : sharded.variables()) {
+        const pi::RemoteVariableInfo* info = pi::remote_variable_info(shard);
+        STRATA_CHECK_ARG(info != nullptr, "ClusterCoordinator.schedule('", function,
+                         "'): argument ", i, " is a ShardedVariable whose shard ", shard.name(),
+                         " was not created under ParameterServerStrategy.scope()");
+        wire.shards.push_back(*info);
+      }
+      closure->args.emplace_back(std::move(wire));
+    } else if (v != nullptr) {
       const pi::RemoteVariableInfo* info = pi::remote_variable_info(*v);
       STRATA_CHECK_ARG(
           info != nullptr, "ClusterCoordinator.schedule('", function, "'): argument ", i,

@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "strata/base/errors.h"
+#include "strata/distribute/sharded_variable.h"
 
 namespace strata::distribute::ps {
 
@@ -35,6 +36,14 @@ const Variable& FunctionArgs::variable(size_t i) const {
   STRATA_CHECK_ARG(std::holds_alternative<Variable>(v), "function '", function_,
                    "': expected argument ", i, " to be a Variable, got a ", kind_name(v));
   return std::get<Variable>(v);
+}
+
+ShardedVariable FunctionArgs::sharded_variable(size_t i) const {
+  const Variable& v = variable(i);
+  std::optional<ShardedVariable> sharded = ShardedVariable::from_variable(v);
+  STRATA_CHECK_ARG(sharded.has_value(), "function '", function_, "': expected argument ", i,
+                   " to be a partitioned (sharded) variable, got ", v.to_string());
+  return *sharded;
 }
 
 data::Iterator& FunctionArgs::iterator(size_t i) const {

@@ -31,6 +31,10 @@
 #include "strata/data/dataset.h"
 #include "strata/distribute/input_context.h"
 
+namespace strata::distribute {
+class ShardedVariable;
+}  // namespace strata::distribute
+
 namespace strata::distribute::ps {
 
 // The arguments of one closure, as the function sees them on its worker.
@@ -46,6 +50,9 @@ class FunctionArgs {
   // when it is out of range or of another kind.
   const Tensor& tensor(size_t i) const;
   const Variable& variable(size_t i) const;
+  // A partitioned variable argument (the strategy's variable_partitioner
+  // split it): its shards, each a handle to its own ps.
+  ShardedVariable sharded_variable(size_t i) const;
   data::Iterator& iterator(size_t i) const;
 
  private:

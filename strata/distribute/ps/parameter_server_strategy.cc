@@ -2,7 +2,9 @@
 
 #include "strata/base/errors.h"
 #include "strata/cluster/multi_worker_util.h"
+#include "strata/distribute/partitioners.h"
 #include "strata/distribute/ps/internal/remote_variable.h"
+#include "strata/distribute/sharded_variable.h"
 
 namespace strata::distribute {
 
@@ -78,24 +80,27 @@ Variable ParameterServerStrategy::create_variable(const NextVariableCreator&, Va
                "') are not supported");
   STRATA_CHECK_ARG(args.initial_value.defined(), "ParameterServerStrategy: variable '", o.name,
                    "' needs an initial value");
-  if (options_.variable_partitioner && args.initial_value.rank() > 0) {
-    const std::vector<int64_t> parts =
-        options_.variable_partitioner(args.initial_value.shape(), args.initial_value.dtype());
-    bool valid = static_cast<int>(parts.size()) == args.initial_value.rank() && parts[0] >= 1;
-    for (size_t i = 1; valid && i < parts.size(); ++i) valid = parts[i] == 1;
-    STRATA_CHECK_ARG(valid,
-                     "variable_partitioner must return a list/tuple whose elements are 1 besides "
-                     "the first element (non-zero), got ",
-                     parts.size(), " partitions for variable '", o.name, "' of shape ",
-                     args.initial_value.shape());
-    STRATA_CHECK(UNIMPLEMENTED, parts[0] == 1 || args.initial_value.shape().dim(0) == 1,
-                 "ParameterServerStrategy: partitioned variables are not implemented yet ('",
-                 o.name, "' into ", parts[0], " shards)");
-  }
+  // TF's _create_variable: a rank-0 variable is never partitioned; the
+  // partitioner's count is validated and capped at the first dimension.
+  const int64_t shards = num_partitions(options_.variable_partitioner, args.initial_value.shape(),
+                                        args.initial_value.dtype());
+  if (shards <= 1) return create_on_next_ps(args.initial_value, o);
+  // Every shard is created round-robin as its own variable (TF's
+  // _create_variable_round_robin per shard): shard i of the first variable
+  // lands on ps (creation index + i) mod #ps.
+  ShardedVariable sharded = ShardedVariable::create(
+      args.initial_value, shards, o, [this](int64_t, int64_t, VariableArgs shard) {
+        return create_on_next_ps(shard.initial_value, shard.options);
+      });
+  return sharded.as_variable();
+}
+
+Variable ParameterServerStrategy::create_on_next_ps(const Tensor& initial_value,
+                                                    const VariableOptions& o) {
   const int task = static_cast<int>(variables_created_ % num_ps());
   auto client = ps::internal::TaskClient::get(ps_targets_[task]);
   ps::internal::RemoteVariableInfo info = client->create_variable(
-      o.name, args.initial_value,
+      o.name, initial_value,
       o.trainable.value_or(o.synchronization != VariableSynchronization::ON_READ), o.aggregation,
       options_.rpc_timeout);
   ++variables_created_;

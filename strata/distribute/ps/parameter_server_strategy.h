@@ -28,7 +28,19 @@
 //
 // Variables created in the scope are created on ps task k = (creation index
 // mod #ps) at once (CreateVariable RPC with the initial value) and the handle
-// reads and updates them there (ps_variable.h). synchronization ON_READ is
+// reads and updates them there (ps_variable.h).
+//
+// Partitioned variables (TF's variable_partitioner): a rank >= 1 variable the
+// partitioner splits into k = num_partitions(...) > 1 shards is a
+// ShardedVariable whose shards "<name>/part_<i>" hold TF's "div" layout (13
+// rows in 5 shards: 3,3,3,2,2); each shard is one creation in the
+// round-robin, so with 2 ps the shards land on ps 0,1,0,1,0. The handle
+// returned is ShardedVariable::as_variable(): reading it concatenates the
+// shards, ShardedVariable::from_variable gives the shards, and it can be
+// passed to ClusterCoordinator::schedule (FunctionArgs::sharded_variable on
+// the worker: full-tensor use, embedding_lookup per shard, per-shard
+// gradients applied on each shard's ps). An invalid partition is
+// InvalidArgumentError. synchronization ON_READ is
 // UnimplementedError. num_replicas_in_sync() is 1 (one CPU replica per
 // worker; workers with accelerators are not modelled). run() outside a
 // scheduled function is FailedPreconditionError, as TF's.
@@ -51,6 +63,10 @@ namespace strata::distribute {
 struct ParameterServerStrategyOptions {
   // TF's variable_partitioner (None by default): called with a variable's
   // shape and dtype, returns the number of partitions per axis.
+  // (partitioners.h: FixedShardsPartitioner, MinSizePartitioner,
+  // MaxSizePartitioner.) A variable it splits into k > 1 shards becomes a
+  // ShardedVariable (sharded_variable.h) of k ps variables in the "div"
+  // layout, behind the ordinary Variable handle (ShardedVariable::from_variable).
   std::function<std::vector<int64_t>(const TensorShape&, DType)> variable_partitioner = nullptr;
   // The deadline of every variable RPC made through this strategy's variables.
   std::chrono::milliseconds rpc_timeout{30000};
@@ -84,6 +100,9 @@ class ParameterServerStrategy : public Strategy {
   ParameterServerStrategyOptions options_;
   std::vector<std::string> ps_targets_;
   std::vector<std::string> worker_targets_;
+  // One variable on ps task (creation index mod #ps).
+  Variable create_on_next_ps(const Tensor& initial_value, const VariableOptions& options);
+
   int64_t variables_created_ = 0;
 };
 

@@ -94,6 +94,35 @@ std::vector<Tensor> cached_reads(const sps::FunctionArgs& args) {
 }
 STRATA_REGISTER_FUNCTION(cached_reads, cached_reads);
 
+// Partitioned variables on a worker: the full tensor through the handle and
+// the shard count through FunctionArgs::sharded_variable.
+std::vector<Tensor> sharded_value(const sps::FunctionArgs& args) {
+  return {args.variable(0).value(), strata::constant(args.sharded_variable(0).num_shards())};
+}
+STRATA_REGISTER_FUNCTION(sharded_value, sharded_value);
+
+std::vector<Tensor> sharded_lookup(const sps::FunctionArgs& args) {
+  return {sd::embedding_lookup(args.sharded_variable(0), args.tensor(1))};
+}
+STRATA_REGISTER_FUNCTION(sharded_lookup, sharded_lookup);
+
+// One SGD step on loss = sum(lookup(ids) * 1): the gradient of every shard an
+// id falls in is applied on that shard's ps; shards no id reads get none.
+std::vector<Tensor> sharded_sgd_step(const sps::FunctionArgs& args) {
+  const sd::ShardedVariable table = args.sharded_variable(0);
+  strata::GradientTape tape;
+  Tensor loss = strata::reduce_sum(sd::embedding_lookup(table, args.tensor(1)));
+  std::vector<Tensor> g = tape.gradient(loss, table.variables());
+  int64_t updated = 0;
+  for (size_t i = 0; i < g.size(); ++i) {
+    if (!g[i].defined()) continue;
+    table.variables()[i].assign_sub(g[i] * args.tensor(2));
+    ++updated;
+  }
+  return {loss, strata::constant(updated)};
+}
+STRATA_REGISTER_FUNCTION(sharded_sgd_step, sharded_sgd_step);
+
 // A closure that, the first time it runs on worker 1, stays there until the
 // test releases it (so the test can kill worker 1 with the closure in flight).
 struct Gate {
@@ -405,6 +434,141 @@ TEST(ParameterServerStrategyTest, ValidatesTheClusterAsTensorFlow) {
             std::string::npos);
   EXPECT_THROW(sd::Server(*task_resolver("chief", 0, "127.0.0.1:0")), strata::InvalidArgumentError);
   EXPECT_THROW(sd::ParameterServerStrategy(nullptr), strata::InvalidArgumentError);
+}
+
+TEST(ParameterServerStrategyTest, APartitionedVariableIsShardedRoundRobinOnThePsTasks) {
+  LocalCluster cluster(2, 2);
+  sd::ParameterServerStrategy strategy(cluster.chief,
+                                       {.variable_partitioner = sd::FixedShardsPartitioner(5)});
+  const Tensor table =
+      strata::cast(strata::reshape(strata::range(0, 26), {13, 2}), strata::DType::float32);
+  Variable emb, bias;
+  {
+    auto scope = strategy.scope();
+    emb = Variable(table, {.name = "emb"});
+    bias = Variable(strata::constant(0.f), {.name = "bias"});  // rank 0: never partitioned
+  }
+  ASSERT_TRUE(sd::is_sharded_variable(emb));
+  const sd::ShardedVariable sharded = *sd::ShardedVariable::from_variable(emb);
+  EXPECT_EQ(sharded.shard_rows(), (std::vector<int64_t>{3, 3, 3, 2, 2}));
+  EXPECT_EQ(emb.shape(), strata::TensorShape({13, 2}));
+  // Each shard is one creation of the round-robin: ps 0,1,0,1,0; then bias on ps 1.
+  const std::vector<std::string> devices = {"/job:ps/replica:0/task:0/device:CPU:0",
+                                            "/job:ps/replica:0/task:1/device:CPU:0"};
+  for (int64_t i = 0; i < 5; ++i) {
+    EXPECT_TRUE(sps::is_ps_variable(sharded.variables()[i]));
+    EXPECT_EQ(sharded.variables()[i].device(), devices[i % 2]) << i;
+  }
+  EXPECT_EQ(bias.device(), devices[1]);
+  // The ps tasks' own view: the div layout's row blocks, each where it was placed.
+  const std::vector<std::pair<int64_t, int64_t>> rows = {{0, 3}, {3, 6}, {6, 9}, {9, 11}, {11, 13}};
+  std::map<std::string, Tensor> on_ps[2];
+  for (int k = 0; k < 2; ++k)
+    for (const auto& v : cluster.ps_servers[k]->variables()) on_ps[k][v.name] = v.value;
+  ASSERT_EQ(on_ps[0].size(), 3u);  // part_0, part_2, part_4
+  ASSERT_EQ(on_ps[1].size(), 3u);  // part_1, part_3, bias
+  for (int64_t i = 0; i < 5; ++i) {
+    const std::string name = "emb/part_" + std::to_string(i);
+    ASSERT_TRUE(on_ps[i % 2].contains(name)) << name;
+    EXPECT_FALSE(on_ps[(i + 1) % 2].contains(name)) << name;
+    const Tensor& shard = on_ps[i % 2][name];
+    const auto [begin, end] = rows[i];
+    EXPECT_EQ(shard.shape(), strata::TensorShape({end - begin, 2})) << name;
+    std::vector<float> expected;
+    for (int64_t r = begin; r < end; ++r) expected.insert(expected.end(), {2.f * r, 2.f * r + 1});
+    EXPECT_EQ(shard.to_vector<float>(), expected) << name;
+  }
+  // The chief reads the full tensor.
+  EXPECT_EQ(emb.value().to_vector<float>(), table.to_vector<float>());
+
+  sd::ClusterCoordinator coordinator(strategy);
+  // A worker sees the full tensor and the shards.
+  std::vector<Tensor> full = coordinator.schedule("sharded_value", {emb}).fetch();
+  EXPECT_EQ(full.at(0).shape(), strata::TensorShape({13, 2}));
+  EXPECT_EQ(full.at(0).to_vector<float>(), table.to_vector<float>());
+  EXPECT_EQ(full.at(1).item<int64_t>(), 5);
+
+  // Embedding lookup per shard: ids 12 and 0 live in shards 4 and 0, both on
+  // ps 0; ps 1's shards are never read.
+  auto reads = [&](int k) {
+    std::map<std::string, int64_t> out;
+    for (const auto& v : cluster.ps_servers[k]->variables()) out[v.name] = v.reads;
+    return out;
+  };
+  const auto reads0 = reads(0), reads1 = reads(1);
+  Tensor looked_up =
+      coordinator.schedule("sharded_lookup", {emb, strata::constant<int64_t>({12, 0, 12})})
+          .fetch()
+          .at(0);
+  EXPECT_EQ(looked_up.shape(), strata::TensorShape({3, 2}));
+  EXPECT_EQ(looked_up.to_vector<float>(), (std::vector<float>{24, 25, 0, 1, 24, 25}));
+  EXPECT_EQ(reads(1), reads1);
+  EXPECT_EQ(reads(0).at("emb/part_0"), reads0.at("emb/part_0") + 1);
+  EXPECT_EQ(reads(0).at("emb/part_4"), reads0.at("emb/part_4") + 1);
+  EXPECT_EQ(reads(0).at("emb/part_2"), reads0.at("emb/part_2"));
+
+  // Gradients per shard, applied on the shards' ps: ids 4 (shard 1, ps 1)
+  // and 10 (shard 3, ps 1) twice; every looked-up row drops by lr per use.
+  std::vector<Tensor> step =
+      coordinator
+          .schedule("sharded_sgd_step",
+                    {emb, strata::constant<int64_t>({4, 10, 10}), strata::constant(0.5f)})
+          .fetch();
+  EXPECT_EQ(step.at(1).item<int64_t>(), 2);  // two shards got a gradient
+  std::vector<float> expected = table.to_vector<float>();
+  for (int64_t row : {4, 10, 10})
+    for (int c = 0; c < 2; ++c) expected[row * 2 + c] -= 0.5f;
+  EXPECT_EQ(emb.value().to_vector<float>(), expected);
+  std::map<std::string, int64_t> updates[2];
+  for (int k = 0; k < 2; ++k)
+    for (const auto& v : cluster.ps_servers[k]->variables()) updates[k][v.name] = v.updates;
+  EXPECT_EQ(updates[1].at("emb/part_1"), 1);
+  EXPECT_EQ(updates[1].at("emb/part_3"), 1);
+  EXPECT_EQ(updates[0].at("emb/part_0") + updates[0].at("emb/part_2") + updates[0].at("emb/part_4"),
+            0);
+  // The chief's own full-shape update is split per shard.
+  emb.assign_add(strata::ones_like(table));
+  for (float& x : expected) x += 1.f;
+  EXPECT_EQ(emb.value().to_vector<float>(), expected);
+  // A non-sharded argument where a sharded one is expected names the argument.
+  EXPECT_THROW(
+      coordinator.schedule("sharded_lookup", {bias, strata::constant<int64_t>({0})}).fetch(),
+      strata::InvalidArgumentError);
+}
+
+TEST(ParameterServerStrategyTest, PartitionersDecideTheShardCount) {
+  LocalCluster cluster(1, 2);
+  // MinSize: 16 rows of 4 floats = 256 bytes, >= 64 bytes a shard, at most 3 shards.
+  sd::ParameterServerStrategy by_min(cluster.chief,
+                                     {.variable_partitioner = sd::MinSizePartitioner(64, 3)});
+  Variable a;
+  {
+    auto scope = by_min.scope();
+    a = Variable(strata::zeros({16, 4}), {.name = "a"});
+  }
+  EXPECT_EQ(sd::ShardedVariable::from_variable(a)->shard_rows(), (std::vector<int64_t>{6, 5, 5}));
+  // MaxSize: 48 bytes a shard = 3 rows of 4 floats -> 6 shards for 16 rows.
+  sd::ParameterServerStrategy by_max(cluster.chief,
+                                     {.variable_partitioner = sd::MaxSizePartitioner(48)});
+  Variable b, c;
+  {
+    auto scope = by_max.scope();
+    b = Variable(strata::zeros({16, 4}), {.name = "b"});
+    c = Variable(strata::zeros({2, 4}), {.name = "c"});  // one shard: a plain ps variable
+  }
+  EXPECT_EQ(sd::ShardedVariable::from_variable(b)->shard_rows(),
+            (std::vector<int64_t>{3, 3, 3, 3, 2, 2}));
+  EXPECT_FALSE(sd::is_sharded_variable(c));
+  EXPECT_TRUE(sps::is_ps_variable(c));
+  // Fixed shards are capped at the rows.
+  sd::ParameterServerStrategy fixed(cluster.chief,
+                                    {.variable_partitioner = sd::FixedShardsPartitioner(5)});
+  Variable d;
+  {
+    auto scope = fixed.scope();
+    d = Variable(strata::zeros({3, 1}), {.name = "d"});
+  }
+  EXPECT_EQ(sd::ShardedVariable::from_variable(d)->shard_rows(), (std::vector<int64_t>{1, 1, 1}));
 }
 
 TEST(ParameterServerStrategyTest, AnInvalidPartitionIsInvalidArgument) {

@@ -17,6 +17,7 @@
 #include "strata/distribute/ps/internal/remote_variable.h"
 #include "strata/distribute/ps/internal/wire.h"
 #include "strata/distribute/ps/ps.grpc.pb.h"
+#include "strata/distribute/sharded_variable.h"
 #include "strata/ops/math_ops.h"
 
 namespace strata::distribute {
@@ -49,6 +50,8 @@ struct StoredVariable {
   int aggregation = 0;
   mutable std::mutex mu;  // updates of one variable are applied one at a time
   Tensor value STRATA_GUARDED_BY(mu);
+  std::atomic<int64_t> reads{0};    // ReadVariable calls served
+  std::atomic<int64_t> updates{0};  // UpdateVariable calls applied
 };
 
 struct StoredIterator {
@@ -134,6 +137,7 @@ struct Server::State final : pp::StrataTask::Service {
         std::lock_guard lock(v->mu);
         value = v->value;
       }
+      ++v->reads;
       pi::to_proto(value, reply->mutable_value());
     });
   }
@@ -161,6 +165,7 @@ struct Server::State final : pp::StrataTask::Service {
         }
         after = v->value;
       }
+      ++v->updates;
       if (request->read_back()) pi::to_proto(after, reply->mutable_value());
     });
   }
@@ -202,6 +207,15 @@ struct Server::State final : pp::StrataTask::Service {
               values.emplace_back(
                   pi::make_remote_variable(pi::from_proto(arg.variable()), options.rpc_timeout));
               break;
+            case pp::ClosureArg::kShardedVariable: {
+              std::vector<Variable> shards;
+              for (const pp::VariableRef& ref : arg.sharded_variable().shards())
+                shards.push_back(
+                    pi::make_remote_variable(pi::from_proto(ref), options.rpc_timeout));
+              values.emplace_back(
+                  ShardedVariable(std::move(shards), arg.sharded_variable().name()).as_variable());
+              break;
+            }
             case pp::ClosureArg::kIterator: {
               std::shared_ptr<StoredIterator> it = iterator(arg.iterator());
               iterator_locks.emplace_back(it->mu);
@@ -342,7 +356,7 @@ std::vector<Server::VariableSnapshot> Server::variables() const {
   std::lock_guard lock(state_->vars_mu);
   for (const auto& [id, v] : state_->vars) {
     std::lock_guard vlock(v->mu);
-    out.push_back({id, v->name, state_->device, v->value});
+    out.push_back({id, v->name, state_->device, v->value, v->reads.load(), v->updates.load()});
   }
   return out;
 }

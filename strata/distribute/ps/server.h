@@ -68,6 +68,8 @@ class Server {
     std::string name;
     std::string device;
     Tensor value;
+    int64_t reads = 0;    // ReadVariable calls it served
+    int64_t updates = 0;  // UpdateVariable calls applied to it
   };
   std::vector<VariableSnapshot> variables() const;
   // Closures this worker has finished (successfully or not).

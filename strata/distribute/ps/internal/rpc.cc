@@ -288,6 +288,10 @@ ClosureOutcome TaskClient::run_closure(const std::string& function,
       to_proto(*t, a->mutable_tensor());
     } else if (const auto* v = std::get_if<RemoteVariableInfo>(&arg)) {
       to_proto(*v, a->mutable_variable());
+    } else if (const auto* sv = std::get_if<ShardedVariableInfo>(&arg)) {
+      proto::ShardedVariableRef* ref = a->mutable_sharded_variable();
+      ref->set_name(sv->name);
+      for (const RemoteVariableInfo& shard : sv->shards) to_proto(shard, ref->add_shards());
     } else {
       a->set_iterator(std::get<IteratorRef>(arg).id);
     }

@@ -36,11 +36,16 @@ struct RemoteVariableInfo {
 };
 
 // One closure argument on the wire: a tensor, a ps variable, a per-worker
-// iterator id.
+// iterator id, a partitioned variable.
 struct IteratorRef {
   int64_t id = 0;
 };
-using WireArg = std::variant<Tensor, RemoteVariableInfo, IteratorRef>;
+// A partitioned variable: its container's name and its shards, in order.
+struct ShardedVariableInfo {
+  std::string name;
+  std::vector<RemoteVariableInfo> shards;
+};
+using WireArg = std::variant<Tensor, RemoteVariableInfo, IteratorRef, ShardedVariableInfo>;
 
 enum class UpdateKind { ASSIGN, ASSIGN_ADD, ASSIGN_SUB };
 
