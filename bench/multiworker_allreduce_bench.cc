@@ -22,30 +22,13 @@
 
 #include "strata/cluster/tcp_store.h"
 #include "strata/collective/gloo_collectives.h"
-#include "strata/collective/rendezvous_store.h"
 #include "strata/core/tensor.h"
+#include "strata/distribute/cluster_store_rendezvous.h"
 
 namespace {
 
 namespace sc = strata::collective;
 namespace cl = strata::cluster;
-
-class TcpRendezvous final : public sc::RendezvousStore {
- public:
-  explicit TcpRendezvous(std::shared_ptr<cl::Store> store) : store_(std::move(store)) {}
-  void set(const std::string& key, const std::vector<char>& value) override {
-    store_->set(key, value);
-  }
-  std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout) override {
-    return store_->get(key, timeout);
-  }
-  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    store_->wait(keys, timeout);
-  }
-
- private:
-  std::shared_ptr<cl::Store> store_;
-};
 
 std::string arg(int argc, char** argv, const std::string& name, const char* fallback) {
   for (int i = 1; i + 1 < argc; ++i) {
@@ -72,7 +55,8 @@ int main(int argc, char** argv) {
     if (rank == 0) server = std::make_unique<cl::TcpStoreServer>(address);
     auto client = std::make_shared<cl::TcpStoreClient>(
         address, cl::TcpStoreClientOptions{.connect_timeout = std::chrono::seconds(60)});
-    sc::GlooCollectives group(rank, size, std::make_shared<TcpRendezvous>(client),
+    sc::GlooCollectives group(rank, size,
+                              std::make_shared<strata::distribute::ClusterStoreRendezvous>(client),
                               sc::GlooOptions{.timeout = std::chrono::seconds(120)});
     const auto count = static_cast<int64_t>(mib * 1024 * 1024 / 4);
     const strata::Tensor x = strata::constant(std::vector<float>(count, 1.f + rank));

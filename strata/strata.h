@@ -28,6 +28,7 @@
 #include "strata/core/variable.h"
 #include "strata/data/dataset.h"
 #include "strata/data/example_tensors.h"
+#include "strata/distribute/cluster_store_rendezvous.h"
 #include "strata/distribute/communication_options.h"
 #include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/input_context.h"

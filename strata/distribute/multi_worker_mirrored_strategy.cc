@@ -17,31 +17,13 @@
 #include "strata/collective/rendezvous_store.h"
 #include "strata/core/config.h"
 #include "strata/core/device.h"
+#include "strata/distribute/cluster_store_rendezvous.h"
 #include "strata/distribute/distributed_variable.h"
 
 namespace strata::distribute {
 namespace {
 
 namespace mwu = multi_worker_util;
-
-// Gloo's rendezvous over the chief's key-value store.
-class ClusterStoreRendezvous final : public collective::RendezvousStore {
- public:
-  explicit ClusterStoreRendezvous(std::shared_ptr<cluster::Store> store)
-      : store_(std::move(store)) {}
-  void set(const std::string& key, const std::vector<char>& value) override {
-    store_->set(key, value);
-  }
-  std::vector<char> get(const std::string& key, std::chrono::milliseconds timeout) override {
-    return store_->get(key, timeout);
-  }
-  void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override {
-    store_->wait(keys, timeout);
-  }
-
- private:
-  std::shared_ptr<cluster::Store> store_;
-};
 
 using Clock = std::chrono::steady_clock;
 using Milliseconds = std::chrono::milliseconds;
