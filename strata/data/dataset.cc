@@ -670,6 +670,16 @@ class ParallelMapIterator : public IteratorImpl {
           return;
         }
       }
+      {
+        // An input that arrives after the destructor asked the workers to stop
+        // is dropped unmapped, so teardown waits for at most the calls already
+        // running (the input pull, or fn on an earlier input), not a new one.
+        std::lock_guard<std::mutex> l(mu_);
+        if (cancelled_) {
+          --in_flight_;
+          return;
+        }
+      }
       Result r;
       if (error) {
         r.error = error;
