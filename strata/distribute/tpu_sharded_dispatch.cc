@@ -89,6 +89,7 @@ bool is_elementwise(OpKind k) {
     case OpKind::Ceil:
     case OpKind::Round:
     case OpKind::Relu:
+    case OpKind::ReluGrad:
     case OpKind::Relu6:
     case OpKind::LeakyRelu:
     case OpKind::Elu:

@@ -247,6 +247,36 @@ TEST_F(TpuModelParallelTest, OpsWithoutARuleGatherCountAndStayCorrect) {
             strata::multiply(x, constant(2.f)).to_vector<float>());
 }
 
+TEST_F(TpuModelParallelTest, ReluBackwardOfASplitTensorStaysSharded) {
+  // relu's gradient is the fused ReluGrad op: element-wise, so it runs
+  // shard-wise on equally split operands (no gather) and keeps the split.
+  auto tpu_strategy = strategy(2);
+  const Tensor features = random::normal({2, 8, 4, 3}, {.seed = 71});
+  const Tensor upstream = random::normal({2, 8, 4, 3}, {.seed = 72});
+  sd::PerReplica<std::vector<Tensor>> out = tpu_strategy->run([&] {
+    const Tensor f = tpu_strategy->experimental_split_to_logical_devices(features, {1, 2, 1, 1});
+    const Tensor g = tpu_strategy->experimental_split_to_logical_devices(upstream, {1, 2, 1, 1});
+    const Tensor dx = nn::relu_grad(g, f);
+    const tpu::Sharding* s = tpu::sharding_of(dx);
+    EXPECT_TRUE(s != nullptr && s->is_tiled() &&
+                s->partition_dimensions() == std::vector<int64_t>({1, 2, 1, 1}));
+    const sh::ShardedTensor* shards = sh::carried_shards(dx);
+    EXPECT_NE(shards, nullptr);
+    if (shards != nullptr) {
+      EXPECT_EQ(shards->shard(1).device(), tpu_strategy->logical_devices(0)[1]->name());
+    }
+    // And through a tape: relu's backward under the sharded dispatch.
+    GradientTape tape;
+    tape.watch(f);
+    const Tensor y = strata::relu(f);
+    return std::vector<Tensor>{dx, tape.gradient(y, f, {.output_gradients = g})};
+  });
+  EXPECT_EQ(sh::fallback_count("relu_grad"), 0);
+  const Tensor expected = nn::relu_grad(upstream, features);
+  EXPECT_EQ(out.values()[0][0].to_vector<float>(), expected.to_vector<float>());
+  EXPECT_EQ(out.values()[0][1].to_vector<float>(), expected.to_vector<float>());
+}
+
 TEST_F(TpuModelParallelTest, OpsOnATensorAssignedToALogicalDeviceRunThere) {
   auto tpu_strategy = strategy(2);
   const Tensor x = random::normal({3, 3}, {.seed = 61});
