@@ -268,7 +268,12 @@ struct PredictOptions {
 namespace internal {
 class CompiledMetrics;
 struct StepInput;
+struct PsTraining;
 }  // namespace internal
+
+class DatasetCreator;
+class Model;
+std::shared_ptr<Model> build_registered_model(const std::string& name);
 
 class Model : public Layer {
  public:
@@ -287,6 +292,11 @@ class Model : public Layer {
 
   History fit(const data::Dataset& dataset, const FitOptions& options = {});
   History fit(const Tensor& x, const Tensor& y, const FitOptions& options = {});
+  // fit on a registered dataset function (ps_training.h): under
+  // ParameterServerStrategy the steps are scheduled through a
+  // ClusterCoordinator on the workers (steps_per_epoch required); under any
+  // other strategy it trains on the function's dataset for InputContext().
+  History fit(const DatasetCreator& creator, const FitOptions& options = {});
   // The loss and metric results (Keras's evaluate(return_dict=True)).
   Logs evaluate(const data::Dataset& dataset, const EvaluateOptions& options = {});
   Logs evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& options = {});
@@ -337,7 +347,13 @@ class Model : public Layer {
   // BackupAndRestore: called from on_train_begin, makes fit continue at `epoch`.
   void resume_at_epoch(int epoch);
 
+  // The name build_registered_model built this model under ("" otherwise).
+  const std::string& registered_builder() const noexcept { return registered_builder_; }
+
  private:
+  friend struct internal::PsTraining;
+  friend std::shared_ptr<Model> build_registered_model(const std::string& name);
+  History fit_on_coordinator(const DatasetCreator& creator, const FitOptions& options);
   void check_compiled(const char* who) const;
   distribute::Strategy* distributed_strategy_or_null() const;
   void prepare_distributed_step(const data::Element& first_batch, bool training);
@@ -364,6 +380,7 @@ class Model : public Layer {
   std::unique_ptr<internal::CompiledMetrics> compiled_metrics_;
   History history_;
   std::optional<int> resume_epoch_;
+  std::string registered_builder_;
 };
 
 using ModelPtr = std::shared_ptr<Model>;

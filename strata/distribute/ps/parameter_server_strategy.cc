@@ -75,9 +75,6 @@ ParameterServerStrategy::~ParameterServerStrategy() = default;
 
 Variable ParameterServerStrategy::create_variable(const NextVariableCreator&, VariableArgs args) {
   const VariableOptions& o = args.options;
-  STRATA_CHECK(UNIMPLEMENTED, o.synchronization != VariableSynchronization::ON_READ,
-               "ParameterServerStrategy: synchronization ON_READ variables ('", o.name,
-               "') are not supported");
   STRATA_CHECK_ARG(args.initial_value.defined(), "ParameterServerStrategy: variable '", o.name,
                    "' needs an initial value");
   // TF's _create_variable: a rank-0 variable is never partitioned; the
@@ -103,6 +100,9 @@ Variable ParameterServerStrategy::create_on_next_ps(const Tensor& initial_value,
       o.name, initial_value,
       o.trainable.value_or(o.synchronization != VariableSynchronization::ON_READ), o.aggregation,
       options_.rpc_timeout);
+  info.synchronization = o.synchronization == VariableSynchronization::AUTO
+                             ? VariableSynchronization::ON_WRITE
+                             : o.synchronization;
   ++variables_created_;
   return ps::internal::make_remote_variable(std::move(info), options_.rpc_timeout);
 }

@@ -40,10 +40,11 @@
 // passed to ClusterCoordinator::schedule (FunctionArgs::sharded_variable on
 // the worker: full-tensor use, embedding_lookup per shard, per-shard
 // gradients applied on each shard's ps). An invalid partition is
-// InvalidArgumentError. synchronization ON_READ is
-// UnimplementedError. num_replicas_in_sync() is 1 (one CPU replica per
-// worker; workers with accelerators are not modelled). run() outside a
-// scheduled function is FailedPreconditionError, as TF's.
+// InvalidArgumentError. A synchronization ON_READ variable (a metric's state)
+// is one ps variable too, shared by every worker (one replica per worker: its
+// reads need no aggregation), as TF's strategy places it. num_replicas_in_sync() is 1 (one CPU
+// replica per worker; workers with accelerators are not modelled). run() outside a scheduled
+// function is FailedPreconditionError, as TF's.
 //
 // Thread-safety: as every strategy, driven by one thread at a time; the
 // variables it made are thread-safe.

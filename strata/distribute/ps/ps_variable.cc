@@ -52,9 +52,7 @@ class RemoteVariableImpl final : public VariableImpl {
   DType dtype() const override { return info_.dtype; }
   const std::string& device() const override { return info_.device; }
   bool trainable() const override { return info_.trainable; }
-  VariableSynchronization synchronization() const override {
-    return VariableSynchronization::ON_WRITE;
-  }
+  VariableSynchronization synchronization() const override { return info_.synchronization; }
   VariableAggregation aggregation() const override { return info_.aggregation; }
 
   const RemoteVariableInfo& info() const noexcept { return info_; }

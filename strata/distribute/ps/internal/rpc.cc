@@ -88,6 +88,7 @@ void to_proto(const RemoteVariableInfo& info, proto::VariableRef* out) {
   out->set_trainable(info.trainable);
   out->set_aggregation(static_cast<int>(info.aggregation));
   out->set_device(info.device);
+  out->set_synchronization(static_cast<int>(info.synchronization));
 }
 
 RemoteVariableInfo from_proto(const proto::VariableRef& ref) {
@@ -104,6 +105,9 @@ RemoteVariableInfo from_proto(const proto::VariableRef& ref) {
   info.trainable = ref.trainable();
   info.aggregation = static_cast<VariableAggregation>(ref.aggregation());
   info.device = ref.device();
+  STRATA_CHECK(DATA_LOSS, ref.synchronization() >= 0 && ref.synchronization() <= 3,
+               "VariableRef: expected a synchronization in [0, 3], got ", ref.synchronization());
+  info.synchronization = static_cast<VariableSynchronization>(ref.synchronization());
   return info;
 }
 

@@ -32,6 +32,7 @@ struct RemoteVariableInfo {
   TensorShape shape;
   bool trainable = true;
   VariableAggregation aggregation = VariableAggregation::NONE;
+  VariableSynchronization synchronization = VariableSynchronization::ON_WRITE;
   std::string device;  // "/job:ps/replica:0/task:k/device:CPU:0"
 };
 
