@@ -285,7 +285,7 @@ TEST(Bench, ParsesBenchmarkJsonPairsPeersAndChecksTargets) {
   // Median of three iteration runs (2 µs) against OpenBLAS's 1 µs: a miss.
   EXPECT_EQ(table_line(r.output, "matmul m:8/threads:1"),
             (std::vector<std::string>{"matmul m:8/threads:1", "2 µs", "OpenBLAS cblas_sgemm",
-                                      "1 µs", "0.50×", "≥ 0.95", "miss"}))
+                                      "1 µs", "0.50×", "≥ 0.9", "miss"}))
       << r.output;
   EXPECT_EQ(table_line(r.output, "shuffle(10000).batch(128).prefetch, uint8 Fashion-MNIST"),
             (std::vector<std::string>{"shuffle(10000).batch(128).prefetch, uint8 Fashion-MNIST",
