@@ -16,6 +16,15 @@
 #include "strata/distribute/ps/internal/rpc.h"
 #include "strata/strata.h"
 
+// gRPC, protobuf and abseil come from Debian uninstrumented: their locks and
+// completion-queue hand-offs are invisible to ThreadSanitizer, so a buffer
+// they pass between their threads would be reported as a race. Under TSan the
+// interceptors ignore calls from uninstrumented modules (TSAN_OPTIONS still
+// adds to or overrides this).
+#if defined(__SANITIZE_THREAD__)
+extern "C" const char* __tsan_default_options() { return "ignore_noninstrumented_modules=1"; }
+#endif
+
 namespace sd = strata::distribute;
 namespace cr = strata::distribute::cluster_resolver;
 namespace sps = strata::distribute::ps;
@@ -122,6 +131,33 @@ std::vector<Tensor> sharded_sgd_step(const sps::FunctionArgs& args) {
   return {loss, strata::constant(updated)};
 }
 STRATA_REGISTER_FUNCTION(sharded_sgd_step, sharded_sgd_step);
+
+// Each worker's own input pipeline: its element and its index.
+strata::data::Dataset numbers(const sd::InputContext& ctx) {
+  return strata::data::Dataset::range(0, 1000)
+      .shard(ctx.num_input_pipelines(), ctx.input_pipeline_id())
+      .batch(1);
+}
+STRATA_REGISTER_DATASET_FUNCTION(numbers, numbers);
+
+std::vector<Tensor> next_number(const sps::FunctionArgs& args) {
+  return {strata::reshape(args.iterator(0).get_next()[0], {}),
+          strata::constant(static_cast<int64_t>(sps::current_worker_index()))};
+}
+STRATA_REGISTER_FUNCTION(next_number, next_number);
+
+// Asks for argument 0 as a variable (wrong kind when given a tensor).
+std::vector<Tensor> wants_variable(const sps::FunctionArgs& args) {
+  args.variable(0);
+  return {};
+}
+STRATA_REGISTER_FUNCTION(wants_variable, wants_variable);
+
+std::vector<Tensor> sleep_300ms(const sps::FunctionArgs&) {
+  std::this_thread::sleep_for(300ms);
+  return {};
+}
+STRATA_REGISTER_FUNCTION(sleep_300ms, sleep_300ms);
 
 // A closure that, the first time it runs on worker 1, stays there until the
 // test releases it (so the test can kill worker 1 with the closure in flight).
@@ -569,6 +605,85 @@ TEST(ParameterServerStrategyTest, PartitionersDecideTheShardCount) {
     d = Variable(strata::zeros({3, 1}), {.name = "d"});
   }
   EXPECT_EQ(sd::ShardedVariable::from_variable(d)->shard_rows(), (std::vector<int64_t>{1, 1, 1}));
+}
+
+TEST(ParameterServerStrategyTest, EachWorkerIteratesItsOwnPipelineThroughRemoteValues) {
+  LocalCluster cluster(2, 1);
+  sd::ParameterServerStrategy strategy(cluster.chief);
+  sd::ClusterCoordinator coordinator(strategy);
+  auto per_worker = coordinator.create_per_worker_dataset("numbers");
+  auto iterator = per_worker.iter();
+  std::vector<sd::RemoteValue> values;
+  for (int i = 0; i < 40; ++i) values.push_back(coordinator.schedule("next_number", {iterator}));
+  coordinator.join();
+  std::map<int64_t, std::vector<int64_t>> seen;  // worker -> its elements, in order
+  for (const auto& v : values) {
+    ASSERT_TRUE(v.is_ready());
+    std::vector<Tensor> r = coordinator.fetch(v);
+    seen[r.at(1).item<int64_t>()].push_back(r.at(0).item<int64_t>());
+  }
+  // InputContext(2, w): worker w's pipeline is shard w, iterated from its start, once.
+  for (const auto& [w, elements] : seen) {
+    for (size_t k = 0; k < elements.size(); ++k)
+      EXPECT_EQ(elements[k], static_cast<int64_t>(2 * k) + w) << "worker " << w;
+  }
+  EXPECT_EQ(seen[0].size() + seen[1].size(), 40u);
+  // A second iter() starts every pipeline again.
+  auto again = per_worker.iter();
+  EXPECT_NE(again.id(), iterator.id());
+  std::vector<Tensor> first = coordinator.schedule("next_number", {again}).fetch();
+  EXPECT_EQ(first.at(0).item<int64_t>(), first.at(1).item<int64_t>());
+  // fetch of several values; a RemoteValue that is not ready times out.
+  EXPECT_EQ(coordinator.fetch(std::vector<sd::RemoteValue>{values[0], values[1]}).size(), 2u);
+  sd::RemoteValue slow = coordinator.schedule("sleep_300ms");
+  EXPECT_FALSE(slow.is_ready());
+  EXPECT_THROW(slow.fetch(10ms), strata::DeadlineExceededError);
+  EXPECT_EQ(slow.fetch().size(), 0u);
+  EXPECT_TRUE(slow.is_ready());
+  EXPECT_THROW(sd::RemoteValue().fetch(), strata::FailedPreconditionError);
+  EXPECT_FALSE(sd::RemoteValue().is_ready());
+}
+
+TEST(ParameterServerStrategyTest, OptionsAndArgumentsAreValidated) {
+  LocalCluster cluster(1, 1);
+  EXPECT_THROW(sd::ParameterServerStrategy(cluster.chief, {.rpc_timeout = 0ms}),
+               strata::InvalidArgumentError);
+  sd::ParameterServerStrategy strategy(cluster.chief);
+  EXPECT_THROW(sd::ClusterCoordinator(strategy, {.closure_timeout = 0ms}),
+               strata::InvalidArgumentError);
+  EXPECT_THROW(sd::ClusterCoordinator(strategy, {.max_attempts = 0}), strata::InvalidArgumentError);
+  EXPECT_THROW(sd::ClusterCoordinator(strategy, {.ping_interval = 0ms}),
+               strata::InvalidArgumentError);
+  EXPECT_THROW(sd::Server(*task_resolver("ps", 0, "127.0.0.1:0"), {.max_rpc_threads = 1}),
+               strata::InvalidArgumentError);
+  // A variable needs an initial value.
+  {
+    auto scope = strategy.scope();
+    EXPECT_THROW((void)Variable(Tensor{}, {}), strata::InvalidArgumentError);
+  }
+  sd::ClusterCoordinator coordinator(strategy);
+  EXPECT_THROW(coordinator.schedule("add_one", {Tensor()}), strata::InvalidArgumentError);
+  // The function asking for the wrong kind of argument: InvalidArgumentError
+  // raised on the chief, naming the function and the kinds.
+  try {
+    coordinator.schedule("wants_variable", {strata::constant(1.f)}).fetch();
+    FAIL() << "expected InvalidArgumentError";
+  } catch (const strata::InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("wants_variable"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("Tensor"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(coordinator.join(), strata::InvalidArgumentError);  // raised once
+  coordinator.join();
+  // The registry refuses an empty or a taken name.
+  auto& registry = sps::FunctionRegistry::global();
+  EXPECT_THROW(
+      registry.add_function("", [](const sps::FunctionArgs&) { return std::vector<Tensor>{}; }),
+      strata::InvalidArgumentError);
+  EXPECT_THROW(registry.add_function(
+                   "add_one", [](const sps::FunctionArgs&) { return std::vector<Tensor>{}; }),
+               strata::AlreadyExistsError);
+  EXPECT_EQ(registry.find_function("no_such_function"), nullptr);
+  EXPECT_THROW(registry.function("no_such_function"), strata::NotFoundError);
 }
 
 TEST(ParameterServerStrategyTest, AnInvalidPartitionIsInvalidArgument) {
