@@ -5,8 +5,10 @@
 //  * on one device with 2 threads          (BM_ConvStack_OneDevice/2),
 //  * split [1, 2, 1, 1] over 2 logical devices of 1 thread each, with halo
 //    exchange (strata/distribute/tpu_sharded_ops.h)   (BM_ConvStack_TwoLogicalDevices).
-// The backward pass is written out (conv2d_backprop_* / sharded::conv2d_gradients)
-// so both sides run the same kernels.
+// The backward pass is written out (relu_grad, conv2d_backprop_* /
+// sharded::conv2d_gradients) so both sides run the same kernels; the split
+// run's convolutions read their halo rows in place from the neighbouring
+// shard (kernels::tiled_conv2d*), so it copies no windows.
 //
 //   build/bench/tpu_bench --benchmark_repetitions=5 --benchmark_report_aggregates_only=true
 //   (image size: the benchmark argument; 512 by default, 128 for a quick run)
@@ -56,12 +58,6 @@ struct Weights {
 
 const strata::nn::Conv2DOptions kSame{.padding = "SAME"};
 
-// ReLU's gradient, with scalar zeros broadcast (no full-size zero tensors).
-Tensor relu_grad(const Tensor& g, const Tensor& y) {
-  const Tensor zero = strata::zeros({}, y.dtype());
-  return strata::where(strata::greater(y, zero), g, zero);
-}
-
 // Forward + backward on one device; returns the filter gradients.
 std::vector<Tensor> step_plain(const Weights& w) {
   std::vector<Tensor> inputs, outputs;
@@ -75,7 +71,7 @@ std::vector<Tensor> step_plain(const Weights& w) {
   Tensor dy = strata::ones_like(x);
   for (int l = kLayers - 1; l >= 0; --l) {
     const size_t i = static_cast<size_t>(l);
-    dy = relu_grad(dy, outputs[i]);
+    dy = strata::nn::relu_grad(dy, outputs[i]);  // TF's fused ReluGrad
     grads[i] = strata::nn::conv2d_backprop_filter(inputs[i], w.filters[i].shape(), dy, kSame);
     dy = strata::nn::conv2d_backprop_input(inputs[i].shape(), w.filters[i], dy, kSame);
   }
@@ -101,7 +97,7 @@ std::vector<Tensor> step_sharded(const Weights& w,
       x, [](const Tensor& t) { return strata::ones_like(t); }, "ones_like");
   for (int l = kLayers - 1; l >= 0; --l) {
     const size_t i = static_cast<size_t>(l);
-    dy = sh::binary(dy, outputs[i], &relu_grad, "relu_grad");
+    dy = sh::binary(dy, outputs[i], &strata::nn::relu_grad, "relu_grad");
     sh::Conv2DGradients g = sh::conv2d_gradients(inputs[i], w.filters[i], dy, kSame);
     grads[i] = g.filters;
     dy = g.input;

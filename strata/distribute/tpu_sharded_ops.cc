@@ -16,6 +16,7 @@
 #include "strata/distribute/internal/sharded_exec.h"
 #include "strata/distribute/strategy.h"
 #include "strata/distribute/tpu_strategy.h"
+#include "strata/kernels/nn.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/recorder.h"
 
@@ -412,6 +413,56 @@ std::optional<Plan> plan_for(const ShardedTensor& x, Windowed kind, const Tensor
   return p;
 }
 
+// The whole (unpartitioned) convolution's geometry, for one batch slice.
+kernels::ConvGeometry conv_geometry(const ShardedTensor& x, const Plan& p, const Tensor& filters) {
+  kernels::ConvGeometry g;
+  g.batch = x.shape()[0] / parts(x.sharding(), 0);
+  g.in_h = x.shape()[1];
+  g.in_w = x.shape()[2];
+  g.in_c = x.shape()[3];
+  g.filter_h = p.k[0];
+  g.filter_w = p.k[1];
+  g.out_c = filters.shape()[3];
+  g.out_h = p.gh.out;
+  g.out_w = p.gw.out;
+  g.stride_h = p.strides[0];
+  g.stride_w = p.strides[1];
+  g.dilation_h = p.dilations[0];
+  g.dilation_w = p.dilations[1];
+  g.pad_top = p.gh.pad_before;
+  g.pad_left = p.gw.pad_before;
+  return g;
+}
+
+// Whether the shards of x (and filters) can go to the tiled kernels, which
+// read the halo in place: float32 and no tape (they record no ops).
+bool tiled_kernels_apply(const ShardedTensor& x, const Tensor& filters) {
+  return x.dtype() == DType::float32 && filters.dtype() == DType::float32 && !any_recorder_active();
+}
+
+// The tiles of x's batch slice that logical device d's tile lies in, as the
+// grid of the whole height and width (a replicated/maximal x: d's copy).
+kernels::ConvTileGrid tile_grid(const ShardedTensor& x, int d) {
+  const tpu::Sharding& s = x.sharding();
+  if (!s.is_tiled()) return {{x.shard(d)}, 1, 1};
+  const std::vector<int64_t> index = s.tile_index(d);
+  kernels::ConvTileGrid grid{{}, parts(s, 1), parts(s, 2)};
+  for (int64_t i = 0; i < grid.grid_rows; ++i) {
+    for (int64_t j = 0; j < grid.grid_cols; ++j) {
+      const std::vector<int64_t> at = {index[0], i, j, 0};
+      grid.tiles.push_back(x.shard(s.logical_device_at_tile(at)));
+    }
+  }
+  return grid;
+}
+
+// Logical device d's output tile of a windowed op, in output coordinates.
+kernels::ConvWindow output_tile(const tpu::Sharding& s, const Plan& p, int d) {
+  const std::vector<int64_t> index =
+      s.is_tiled() ? s.tile_index(d) : std::vector<int64_t>{0, 0, 0, 0};
+  return {index[1] * p.oth, (index[1] + 1) * p.oth, index[2] * p.otw, (index[2] + 1) * p.otw};
+}
+
 std::optional<ShardedTensor> spatial(const ShardedTensor& x, Windowed kind, const Tensor& filters,
                                      const std::vector<int64_t>& ksize,
                                      const std::vector<int64_t>& strides0,
@@ -426,6 +477,17 @@ std::optional<ShardedTensor> spatial(const ShardedTensor& x, Windowed kind, cons
   const TensorShape out_shape({x.shape()[0], plan->gh.out, plan->gw.out, channels});
   const nn::Conv2DOptions valid_conv{
       .strides = strides, .padding = "VALID", .dilations = plan->dilations};
+  if (kind == Windowed::Conv && tiled_kernels_apply(x, filters)) {
+    const kernels::ConvGeometry g = conv_geometry(x, *plan, filters);
+    if (kernels::tiled_conv2d_supported(g)) {
+      // Each device computes its output tile of the whole convolution,
+      // reading its halo rows/columns in place from the neighbours' shards.
+      std::vector<Tensor> shards = run_shards(x.devices(), holders(s), [&](int d) {
+        return kernels::tiled_conv2d(tile_grid(x, d), filters, g, output_tile(s, *plan, d));
+      });
+      return make(s, out_shape, std::move(shards), x.devices());
+    }
+  }
   std::vector<Tensor> shards = run_shards(x.devices(), holders(s), [&](int d) {
     const auto [r0, r1, c0, c1] = plan->window_of(s, d);
     switch (kind) {
@@ -904,6 +966,33 @@ Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters,
   const nn::Conv2DOptions valid{
       .strides = plan->strides, .padding = "VALID", .dilations = plan->dilations};
   const std::vector<int> which = holders(s);
+  if (tiled_kernels_apply(x, filters) && dy.dtype() == DType::float32) {
+    const kernels::ConvGeometry geom = conv_geometry(x, *plan, filters);
+    if (kernels::tiled_conv2d_supported(geom) &&
+        kernels::tiled_conv2d_backprop_input_supported(geom)) {
+      // Per device, in parallel and in place: the filter gradient of its
+      // output tile, and its input tile's gradient from its dy tile plus the
+      // halo rows/columns of the neighbours' dy (the forward exchange on dy
+      // replaces the reverse exchange of window gradients).
+      std::vector<Tensor> d_input(x.devices().size());
+      std::vector<Tensor> d_filters = run_shards(x.devices(), which, [&](int d) {
+        const TensorShape tile = s.shard_shape(x.shape());
+        const std::vector<int64_t> at =
+            s.is_tiled() ? s.shard_offset(x.shape(), d) : std::vector<int64_t>{0, 0, 0, 0};
+        d_input[static_cast<size_t>(d)] = kernels::tiled_conv2d_backprop_input(
+            filters, tile_grid(dy, d), geom, {at[1], at[1] + tile[1], at[2], at[2] + tile[2]});
+        return kernels::tiled_conv2d_backprop_filter(tile_grid(x, d), dy.shard(d), geom,
+                                                     output_tile(s, *plan, d));
+      });
+      Conv2DGradients g;
+      g.input = make(s, x.shape(), std::move(d_input), x.devices());
+      std::vector<Tensor> present;
+      for (int d : which) present.push_back(d_filters[static_cast<size_t>(d)]);
+      DeviceScope scope(*x.devices().front());
+      g.filters = present.size() == 1 ? present[0] : add_n(present);
+      return g;
+    }
+  }
   // Per device: the filter gradient of its window and the gradient of its
   // window (own tile plus halo), in parallel.
   std::vector<Tensor> d_patch(x.devices().size());

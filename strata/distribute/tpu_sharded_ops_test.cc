@@ -14,6 +14,7 @@
 #include "strata/core/variable.h"
 #include "strata/distribute/tpu_strategy.h"
 #include "strata/distribute/tpu_system.h"
+#include "strata/kernels/internal/conv_direct.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
@@ -146,6 +147,59 @@ TEST_F(ShardedOpsTest, ParallelConv2dGradientsEqualTheUnpartitionedBackprops) {
     EXPECT_EQ(g.input.sharding(), sx.sharding());
     EXPECT_LE(relative_error(unshard(g.input), nn::conv2d_backprop_input(x.shape(), w, dy, o)),
               1e-5);
+    EXPECT_LE(relative_error(g.filters, nn::conv2d_backprop_filter(x, w.shape(), dy, o)), 1e-5);
+  }
+}
+
+// With 16 output channels (float32, no tape) the shards go to the tiled
+// direct kernels, which read the halo in place from the neighbours' shards:
+// the forward and the input gradient are then the very sums of the
+// unpartitioned kernels (bit-identical), the filter gradient the sum of the
+// shards' parts.
+TEST_F(ShardedOpsTest, TiledKernelsReadTheHaloInPlaceAndEqualTheUnpartitionedKernels) {
+  if (!kernels::internal::direct_conv_enabled()) {
+    GTEST_SKIP() << "no AVX-512F on this CPU (or STRATA_CONV_DIRECT=0): no tiled kernels";
+  }
+  struct Case {
+    std::vector<int64_t> parts;
+    int64_t size, k, stride, dilation;
+    const char* padding;
+  };
+  const std::vector<Case> cases = {
+      {{1, 2, 1, 1}, 16, 3, 1, 1, "SAME"}, {{1, 2, 2, 1}, 16, 3, 1, 1, "SAME"},
+      {{1, 2, 4, 1}, 16, 3, 1, 1, "SAME"}, {{1, 4, 1, 1}, 16, 5, 1, 1, "SAME"},
+      {{2, 2, 1, 1}, 12, 3, 1, 1, "SAME"}, {{1, 2, 2, 1}, 18, 3, 1, 1, "VALID"},
+      {{1, 2, 1, 1}, 16, 3, 1, 2, "SAME"}, {{1, 2, 2, 1}, 16, 3, 2, 1, "SAME"},
+      {{1, 1, 2, 1}, 16, 4, 2, 1, "SAME"}, {{1, 4, 2, 1}, 20, 5, 1, 1, "VALID"},
+      {{1, 8, 1, 1}, 16, 7, 1, 1, "SAME"},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(::testing::Message()
+                 << "parts " << TensorShape(c.parts) << " size " << c.size << " k " << c.k
+                 << " stride " << c.stride << " dilation " << c.dilation << " " << c.padding);
+    Tensor x = randn({2, c.size, c.size, 8}, 71);
+    Tensor w = randn({c.k, c.k, 8, 16}, 72);
+    const nn::Conv2DOptions o{.strides = {c.stride, c.stride},
+                              .padding = c.padding,
+                              .dilations = {c.dilation, c.dilation}};
+    const Tensor expected = nn::conv2d(x, w, o);
+    reset_fallback_counts();
+    ShardedTensor sx = sharded(x, c.parts);
+    ShardedTensor y = conv2d(sx, w, o);
+    EXPECT_EQ(unshard(y).to_vector<float>(), expected.to_vector<float>());
+    Tensor dy = randn(expected.shape(), 73);
+    Conv2DGradients g = conv2d_gradients(sx, w, shard(dy, sx.sharding(), sx.devices()), o);
+    EXPECT_EQ(fallback_count("conv2d") + fallback_count("conv2d_gradients"), 0);
+    for (int d = 0; d < sx.num_logical_devices(); ++d) {
+      EXPECT_EQ(y.shard(d).device(), sx.devices()[static_cast<size_t>(d)]->name());
+      EXPECT_EQ(g.input.shard(d).device(), sx.devices()[static_cast<size_t>(d)]->name());
+    }
+    const Tensor dx = nn::conv2d_backprop_input(x.shape(), w, dy, o);
+    if (c.stride == 1) {
+      EXPECT_EQ(unshard(g.input).to_vector<float>(), dx.to_vector<float>());
+    } else {
+      EXPECT_LE(relative_error(unshard(g.input), dx), 1e-5);
+    }
     EXPECT_LE(relative_error(g.filters, nn::conv2d_backprop_filter(x, w.shape(), dy, o)), 1e-5);
   }
 }

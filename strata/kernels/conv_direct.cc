@@ -49,19 +49,22 @@ struct Plan {
   std::vector<int64_t> tap_off;  // element offset of tap (i, j) from a pixel's window corner
 };
 
-Plan make_plan(const ConvGeometry& g) {
-  Plan p{g.filter_h,   g.filter_w, g.in_c,  g.out_c, g.stride_h, g.stride_w, g.dilation_h,
-         g.dilation_w, g.out_h,    g.out_w, 0,       0,          0,          {}};
-  p.padded_w = (g.out_w - 1) * g.stride_w + (g.filter_w - 1) * g.dilation_w + 1;
+// The plan of output window w (rows [y0, y1), columns [x0, x1)) of g's output.
+Plan make_plan(const ConvGeometry& g, const ConvWindow& w) {
+  Plan p{g.filter_h,   g.filter_w,  g.in_c,      g.out_c, g.stride_h, g.stride_w, g.dilation_h,
+         g.dilation_w, w.y1 - w.y0, w.x1 - w.x0, 0,       0,          0,          {}};
+  p.padded_w = (p.ow - 1) * g.stride_w + (g.filter_w - 1) * g.dilation_w + 1;
   // About 16 chunks over the batch, each at most ~64k output values (the
   // chunk's dy must stay in L2 for the filter gradient). Depends on the
   // geometry only.
-  const int64_t by_count = (g.batch * g.out_h + 15) / 16;
-  const int64_t by_size = std::max<int64_t>(65536 / std::max<int64_t>(g.out_w * g.out_c, 1), 1);
-  p.rows_per_chunk = std::clamp<int64_t>(std::min(by_count, by_size), 1, g.out_h);
-  p.chunks_per_image = (g.out_h + p.rows_per_chunk - 1) / p.rows_per_chunk;
+  const int64_t by_count = (g.batch * p.oh + 15) / 16;
+  const int64_t by_size = std::max<int64_t>(65536 / std::max<int64_t>(p.ow * g.out_c, 1), 1);
+  p.rows_per_chunk = std::clamp<int64_t>(std::min(by_count, by_size), 1, p.oh);
+  p.chunks_per_image = (p.oh + p.rows_per_chunk - 1) / p.rows_per_chunk;
   return p;
 }
+
+ConvWindow full_window(const ConvGeometry& g) { return {0, g.out_h, 0, g.out_w}; }
 
 // Row stride of the view when padding is needed (the buffer's layout).
 int64_t padded_row_stride(const Plan& p) { return p.padded_w * p.c; }
@@ -69,18 +72,29 @@ int64_t input_rows_for(const Plan& p, int64_t out_rows) {
   return (out_rows - 1) * p.sh + (p.kh - 1) * p.dh + 1;
 }
 
-// Output rows [y0, y1) of image `img` ([H, W, C]).
-View chunk_view(const float* img, const ConvGeometry& g, const Plan& p, int64_t y0, int64_t y1,
-                float* buffer) {
+// Output rows [y0, y1), columns from x0 (the plan's window width) of image
+// `b` of the tiled input. In place when the rows and columns the chunk reads
+// lie inside one tile (row stride: the tile's), else a zero-bordered copy in
+// `buffer`, its rows gathered from the tiles they lie in (the halo read in
+// place from the neighbouring tiles).
+View chunk_view(const ConvTiles& in, int64_t b, const ConvGeometry& g, const Plan& p, int64_t y0,
+                int64_t y1, int64_t x0, float* buffer) {
   const int64_t first = y0 * p.sh - g.pad_top;  // input row of the view's row 0
+  const int64_t left = x0 * p.sw - g.pad_left;  // input column of the view's column 0
   const int64_t rows = input_rows_for(p, y1 - y0);
-  if (g.pad_left == 0 && p.padded_w <= g.in_w && first >= 0 && first + rows <= g.in_h) {
-    return {img + first * g.in_w * p.c, g.in_w * p.c};
+  const int64_t th = in.tile_h, tw = in.tile_w;
+  const int64_t tile_image = th * tw * p.c;
+  if (left >= 0 && left + p.padded_w <= g.in_w && first >= 0 && first + rows <= g.in_h) {
+    const int64_t ti = first / th, tj = left / tw;
+    if ((first + rows - 1) / th == ti && (left + p.padded_w - 1) / tw == tj) {
+      const float* t = in.tiles[ti * in.grid_cols + tj] + b * tile_image;
+      return {t + ((first - ti * th) * tw + (left - tj * tw)) * p.c, tw * p.c};
+    }
   }
   const int64_t rs = padded_row_stride(p);
-  // Columns [px0, px1) of a padded row hold input columns [px0 - pad_left, ...).
-  const int64_t px0 = std::clamp<int64_t>(g.pad_left, 0, p.padded_w);
-  const int64_t px1 = std::clamp<int64_t>(g.in_w + g.pad_left, px0, p.padded_w);
+  // Columns [px0, px1) of a padded row hold input columns [left + px0, left + px1).
+  const int64_t px0 = std::clamp<int64_t>(-left, 0, p.padded_w);
+  const int64_t px1 = std::clamp<int64_t>(g.in_w - left, px0, p.padded_w);
   for (int64_t r = 0; r < rows; ++r) {
     float* dst = buffer + r * rs;
     const int64_t iy = first + r;
@@ -89,8 +103,16 @@ View chunk_view(const float* img, const ConvGeometry& g, const Plan& p, int64_t 
       continue;
     }
     std::fill(dst, dst + px0 * p.c, 0.f);
-    std::memcpy(dst + px0 * p.c, img + (iy * g.in_w + px0 - g.pad_left) * p.c,
-                static_cast<size_t>((px1 - px0) * p.c) * sizeof(float));
+    const int64_t ti = iy / th;
+    for (int64_t ix = left + px0; ix < left + px1;) {
+      const int64_t tj = ix / tw;
+      const int64_t end = std::min(left + px1, (tj + 1) * tw);
+      const float* src = in.tiles[ti * in.grid_cols + tj] + b * tile_image +
+                         ((iy - ti * th) * tw + (ix - tj * tw)) * p.c;
+      std::memcpy(dst + (ix - left) * p.c, src,
+                  static_cast<size_t>((end - ix) * p.c) * sizeof(float));
+      ix = end;
+    }
     std::fill(dst + px1 * p.c, dst + rs, 0.f);
   }
   return {buffer, rs};
@@ -341,23 +363,27 @@ bool direct_backprop_filter_supported(const ConvGeometry& g) {
 }
 
 void direct_conv_forward(const float* in, const float* filter, float* out, const ConvGeometry& g) {
-  const Plan p = make_plan(g);
-  const int64_t image = g.in_h * g.in_w * p.c;
+  direct_conv_forward(ConvTiles::whole(in, g.in_h, g.in_w), filter, out, g, full_window(g));
+}
+
+void direct_conv_forward(const ConvTiles& in, const float* filter, float* out,
+                         const ConvGeometry& g, const ConvWindow& w) {
+  const Plan p = make_plan(g, w);
   const int64_t buffer_size = input_rows_for(p, p.rows_per_chunk) * padded_row_stride(p);
   const std::vector<int64_t> padded_off = tap_offsets(p, padded_row_stride(p));
-  const std::vector<int64_t> input_off = tap_offsets(p, g.in_w * p.c);
+  const std::vector<int64_t> input_off = tap_offsets(p, in.tile_w * p.c);
   parallel_for(g.batch * p.chunks_per_image, 1, [&](int64_t t0, int64_t t1) {
     std::unique_ptr<float[]> buffer =
         std::make_unique_for_overwrite<float[]>(static_cast<size_t>(buffer_size));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / p.chunks_per_image;
-      const int64_t y0 = (t % p.chunks_per_image) * p.rows_per_chunk;
-      const int64_t y1 = std::min(p.oh, y0 + p.rows_per_chunk);
-      const View v = chunk_view(in + b * image, g, p, y0, y1, buffer.get());
+      const int64_t y0 = w.y0 + (t % p.chunks_per_image) * p.rows_per_chunk;
+      const int64_t y1 = std::min(w.y1, y0 + p.rows_per_chunk);
+      const View v = chunk_view(in, b, g, p, y0, y1, w.x0, buffer.get());
       const int64_t* off = v.data == buffer.get() ? padded_off.data() : input_off.data();
       for (int64_t y = y0; y < y1; ++y) {
         const float* a = v.data + (y - y0) * p.sh * v.row_stride;
-        float* o = out + ((b * p.oh + y) * p.ow) * p.o;
+        float* o = out + ((b * p.oh + (y - w.y0)) * p.ow) * p.o;
         // Filter rows [i0, i1) read real input rows; the others would only
         // multiply padding, so they are skipped.
         const int64_t top = y * p.sh - g.pad_top;
@@ -387,6 +413,12 @@ void direct_conv_forward(const float* in, const float* filter, float* out, const
 
 void direct_conv_backprop_input(const float* filter, const float* dy, float* dx,
                                 const ConvGeometry& g) {
+  direct_conv_backprop_input(filter, ConvTiles::whole(dy, g.out_h, g.out_w), dx, g,
+                             {0, g.in_h, 0, g.in_w});
+}
+
+void direct_conv_backprop_input(const float* filter, const ConvTiles& dy, float* dx,
+                                const ConvGeometry& g, const ConvWindow& dx_window) {
   const ConvGeometry f = backprop_input_as_forward(g);
   // rotated[i', j', o, c] = filter[KH-1-i', KW-1-j', c, o]
   const int64_t kh = g.filter_h, kw = g.filter_w, c = g.in_c, o = g.out_c;
@@ -398,15 +430,19 @@ void direct_conv_backprop_input(const float* filter, const float* dy, float* dx,
       for (int64_t ci = 0; ci < c; ++ci)
         for (int64_t co = 0; co < o; ++co) dst[co * c + ci] = src[ci * o + co];
     }
-  direct_conv_forward(dy, rotated.data(), dx, f);
+  direct_conv_forward(dy, rotated.data(), dx, f, dx_window);
 }
 
 void direct_conv_backprop_filter(const float* in, const float* dy, float* df,
                                  const ConvGeometry& g) {
-  const Plan p = make_plan(g);
+  direct_conv_backprop_filter(ConvTiles::whole(in, g.in_h, g.in_w), dy, df, g, full_window(g));
+}
+
+void direct_conv_backprop_filter(const ConvTiles& in, const float* dy, float* df,
+                                 const ConvGeometry& g, const ConvWindow& w) {
+  const Plan p = make_plan(g, w);
   const int64_t k = p.kh * p.kw * p.c;
   const int64_t size = k * p.o;
-  const int64_t image = g.in_h * g.in_w * p.c;
   const int64_t chunks = g.batch * p.chunks_per_image;
   const int64_t groups = std::clamp<int64_t>(kGroupBudget / size, 1, std::min(kMaxGroups, chunks));
   const int64_t buffer_size = input_rows_for(p, p.rows_per_chunk) * padded_row_stride(p);
@@ -419,7 +455,7 @@ void direct_conv_backprop_filter(const float* in, const float* dy, float* df,
     return koff;
   };
   const std::vector<int64_t> padded_koff = patch_offsets(padded_row_stride(p));
-  const std::vector<int64_t> input_koff = patch_offsets(g.in_w * p.c);
+  const std::vector<int64_t> input_koff = patch_offsets(in.tile_w * p.c);
   std::unique_ptr<float[]> partials = std::make_unique_for_overwrite<float[]>(
       static_cast<size_t>(std::max<int64_t>((groups - 1) * size, 1)));
   parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
@@ -430,9 +466,9 @@ void direct_conv_backprop_filter(const float* in, const float* dy, float* df,
       const int64_t c_begin = chunks * grp / groups, c_end = chunks * (grp + 1) / groups;
       for (int64_t ch = c_begin; ch < c_end; ++ch) {
         const int64_t b = ch / p.chunks_per_image;
-        const int64_t y0 = (ch % p.chunks_per_image) * p.rows_per_chunk;
-        const int64_t y1 = std::min(p.oh, y0 + p.rows_per_chunk);
-        const View v = chunk_view(in + b * image, g, p, y0, y1, buffer.get());
+        const int64_t y0 = w.y0 + (ch % p.chunks_per_image) * p.rows_per_chunk;
+        const int64_t y1 = std::min(w.y1, y0 + p.rows_per_chunk);
+        const View v = chunk_view(in, b, g, p, y0, y1, w.x0, buffer.get());
         const int64_t* koff = v.data == buffer.get() ? padded_koff.data() : input_koff.data();
         for (int64_t o0 = 0; o0 < p.o; o0 += kMaxVectors * kLanes) {
           const int64_t n = std::min<int64_t>(p.o - o0, kMaxVectors * kLanes);
@@ -444,7 +480,7 @@ void direct_conv_backprop_filter(const float* in, const float* dy, float* df,
                              .rows = y1 - y0,
                              .run = run,
                              .ow = p.ow,
-                             .dy = dy + ((b * p.oh + y0) * p.ow) * p.o + o0,
+                             .dy = dy + ((b * p.oh + (y0 - w.y0)) * p.ow) * p.o + o0,
                              .ldy = p.o,
                              .tail = tail_mask(n - (nv - 1) * kLanes),
                              .ldw = p.o,

@@ -9,6 +9,7 @@
 
 #include <Eigen/Core>
 
+#include "strata/base/errors.h"
 #include "strata/kernels/internal/conv_direct.h"
 #include "strata/kernels/internal/gemm.h"
 #include "strata/kernels/internal/kernel_util.h"
@@ -419,6 +420,86 @@ Tensor conv2d(const Tensor& input, const Tensor& filter, const ConvGeometry& g) 
     conv_forward<T>(input.data<T>(), filter.data<T>(), out.mutable_data<T>(), g);
   });
   return out;
+}
+
+namespace {
+
+// The tiles of `grid`, whose union must be [n, h, w, c].
+internal::ConvTiles tiles_of(const ConvTileGrid& grid, const TensorShape& whole, const char* op) {
+  STRATA_CHECK_ARG(!grid.tiles.empty() &&
+                       static_cast<int64_t>(grid.tiles.size()) == grid.grid_rows * grid.grid_cols,
+                   op, ": expected ", grid.grid_rows, " x ", grid.grid_cols, " tiles, got ",
+                   grid.tiles.size());
+  const TensorShape& first = grid.tiles.front().shape();
+  STRATA_CHECK_ARG(first.rank() == 4 && first[0] == whole[0] &&
+                       first[1] * grid.grid_rows == whole[1] &&
+                       first[2] * grid.grid_cols == whole[2] && first[3] == whole[3],
+                   op, ": expected ", grid.grid_rows, " x ", grid.grid_cols, " tiles making up ",
+                   whole, ", got tiles of shape ", first);
+  internal::ConvTiles t{{}, grid.grid_rows, grid.grid_cols, first[1], first[2]};
+  for (const Tensor& tile : grid.tiles) {
+    STRATA_CHECK_ARG(tile.dtype() == DType::float32 && tile.shape() == first, op,
+                     ": expected float32 tiles of shape ", first, ", got ", tile.dtype(), " ",
+                     tile.shape());
+    t.tiles.push_back(tile.data<float>());
+  }
+  return t;
+}
+
+void check_window(const ConvWindow& w, int64_t h, int64_t wd, const char* op) {
+  STRATA_CHECK_ARG(0 <= w.y0 && w.y0 < w.y1 && w.y1 <= h && 0 <= w.x0 && w.x0 < w.x1 && w.x1 <= wd,
+                   op, ": window rows [", w.y0, ", ", w.y1, ") columns [", w.x0, ", ", w.x1,
+                   ") outside [0, ", h, ") x [0, ", wd, ")");
+}
+
+}  // namespace
+
+bool tiled_conv2d_supported(const ConvGeometry& g) {
+  return internal::direct_forward_supported(g) && internal::direct_backprop_filter_supported(g);
+}
+
+bool tiled_conv2d_backprop_input_supported(const ConvGeometry& g) {
+  return internal::direct_backprop_input_supported(g);
+}
+
+Tensor tiled_conv2d(const ConvTileGrid& input, const Tensor& filter, const ConvGeometry& g,
+                    const ConvWindow& w) {
+  STRATA_CHECK(UNIMPLEMENTED, internal::direct_forward_supported(g),
+               "tiled_conv2d: the direct kernels do not take this geometry");
+  check_window(w, g.out_h, g.out_w, "tiled_conv2d");
+  const internal::ConvTiles tiles =
+      tiles_of(input, TensorShape{g.batch, g.in_h, g.in_w, g.in_c}, "tiled_conv2d");
+  Tensor out =
+      Tensor::allocate(DType::float32, TensorShape{g.batch, w.y1 - w.y0, w.x1 - w.x0, g.out_c});
+  internal::direct_conv_forward(tiles, filter.data<float>(), out.mutable_data<float>(), g, w);
+  return out;
+}
+
+Tensor tiled_conv2d_backprop_input(const Tensor& filter, const ConvTileGrid& out_backprop,
+                                   const ConvGeometry& g, const ConvWindow& w) {
+  STRATA_CHECK(UNIMPLEMENTED, internal::direct_backprop_input_supported(g),
+               "tiled_conv2d_backprop_input: the direct kernels do not take this geometry");
+  check_window(w, g.in_h, g.in_w, "tiled_conv2d_backprop_input");
+  const internal::ConvTiles tiles = tiles_of(
+      out_backprop, TensorShape{g.batch, g.out_h, g.out_w, g.out_c}, "tiled_conv2d_backprop_input");
+  Tensor dx =
+      Tensor::allocate(DType::float32, TensorShape{g.batch, w.y1 - w.y0, w.x1 - w.x0, g.in_c});
+  internal::direct_conv_backprop_input(filter.data<float>(), tiles, dx.mutable_data<float>(), g, w);
+  return dx;
+}
+
+Tensor tiled_conv2d_backprop_filter(const ConvTileGrid& input, const Tensor& out_backprop,
+                                    const ConvGeometry& g, const ConvWindow& w) {
+  STRATA_CHECK(UNIMPLEMENTED, internal::direct_backprop_filter_supported(g),
+               "tiled_conv2d_backprop_filter: the direct kernels do not take this geometry");
+  check_window(w, g.out_h, g.out_w, "tiled_conv2d_backprop_filter");
+  const internal::ConvTiles tiles =
+      tiles_of(input, TensorShape{g.batch, g.in_h, g.in_w, g.in_c}, "tiled_conv2d_backprop_filter");
+  Tensor df =
+      Tensor::allocate(DType::float32, TensorShape{g.filter_h, g.filter_w, g.in_c, g.out_c});
+  internal::direct_conv_backprop_filter(tiles, out_backprop.data<float>(), df.mutable_data<float>(),
+                                        g, w);
+  return df;
 }
 
 Tensor conv2d_backprop_input(const Tensor& filter, const Tensor& out_backprop,

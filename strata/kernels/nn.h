@@ -13,6 +13,7 @@
 // Thread-safe (pure functions of their inputs).
 
 #include <cstdint>
+#include <vector>
 
 #include "strata/core/tensor.h"
 
@@ -36,6 +37,39 @@ Tensor conv2d_backprop_input(const Tensor& filter, const Tensor& out_backprop,
 // input [N, H, W, C], out_backprop [N, OH, OW, O] -> d filter [KH, KW, C, O].
 Tensor conv2d_backprop_filter(const Tensor& input, const Tensor& out_backprop,
                               const ConvGeometry& g);
+
+// --- spatially partitioned convolution (TPU model parallelism) ---
+// The input is held as a grid of equal float32 tiles [N, tile_h, tile_w, C]
+// (the shards of one batch slice of a partitioned tensor; tiles[i *
+// grid_cols + j] covers rows [i * tile_h, ...) and columns [j * tile_w, ...)
+// of the whole input g describes) and is read in place: the halo rows and
+// columns a window needs come straight from the neighbouring tiles, with no
+// copied window and no full-size temporary. Only one window of the result
+// is computed, each element the same sum, in the same order, as in the
+// whole convolution. Outputs are allocated on the current device.
+struct ConvTileGrid {
+  std::vector<Tensor> tiles;
+  int64_t grid_rows = 1, grid_cols = 1;
+};
+// Rows [y0, y1) and columns [x0, x1) (of a conv's output, or for the input
+// gradient, of its input).
+struct ConvWindow {
+  int64_t y0 = 0, y1 = 0, x0 = 0, x1 = 0;
+};
+// Whether the tiled kernels take g (float32, the direct AVX-512 kernels
+// enabled and suited to g); callers use the plain kernels otherwise.
+bool tiled_conv2d_supported(const ConvGeometry& g);                 // forward, filter gradient
+bool tiled_conv2d_backprop_input_supported(const ConvGeometry& g);  // stride 1
+// Window w of conv2d(input, filter) -> [N, w.y1 - w.y0, w.x1 - w.x0, O].
+Tensor tiled_conv2d(const ConvTileGrid& input, const Tensor& filter, const ConvGeometry& g,
+                    const ConvWindow& w);
+// Window w (input rows/columns) of the input gradient, out_backprop tiled.
+Tensor tiled_conv2d_backprop_input(const Tensor& filter, const ConvTileGrid& out_backprop,
+                                   const ConvGeometry& g, const ConvWindow& w);
+// The filter gradient contributed by output window w, whose gradient is
+// out_backprop [N, w.y1 - w.y0, w.x1 - w.x0, O].
+Tensor tiled_conv2d_backprop_filter(const ConvTileGrid& input, const Tensor& out_backprop,
+                                    const ConvGeometry& g, const ConvWindow& w);
 
 // Pools use filter_h/filter_w as the window and in_c as the channel count;
 // dilations must be 1. Padded positions never take part (TF): max ignores

@@ -669,6 +669,59 @@ TEST(NnKernels, ReluGradArgumentErrorsNameTheValues) {
             std::string::npos);
 }
 
+TEST(NnKernels, TiledConvKernelsComputeOneWindowOfTheWholeConvolution) {
+  if (!kernels::internal::direct_conv_enabled()) {
+    GTEST_SKIP() << "no AVX-512F on this CPU (or STRATA_CONV_DIRECT=0): no tiled kernels";
+  }
+  // [2, 12, 10, 8] held as 3 x 2 tiles [2, 4, 5, 8]; conv 16 3x3 SAME.
+  const Tensor x = random::normal({2, 12, 10, 8}, {.seed = 81});
+  const Tensor w = random::normal({3, 3, 8, 16}, {.seed = 82});
+  const Tensor dy = random::normal({2, 12, 10, 16}, {.seed = 83});
+  kernels::ConvGeometry g;
+  g.batch = 2, g.in_h = 12, g.in_w = 10, g.in_c = 8, g.filter_h = 3, g.filter_w = 3, g.out_c = 16;
+  g.out_h = 12, g.out_w = 10, g.pad_top = 1, g.pad_left = 1;
+  ASSERT_TRUE(kernels::tiled_conv2d_supported(g) &&
+              kernels::tiled_conv2d_backprop_input_supported(g));
+  auto tiles_of = [](const Tensor& t) {
+    kernels::ConvTileGrid grid{{}, 3, 2};
+    for (int64_t i = 0; i < 3; ++i)
+      for (int64_t j = 0; j < 2; ++j)
+        grid.tiles.push_back(slice(t, {0, i * 4, j * 5, 0}, {-1, 4, 5, -1}));
+    return grid;
+  };
+  const kernels::ConvWindow window{3, 9, 2, 7};  // crosses every tile boundary
+  auto part = [&](const Tensor& t) { return slice(t, {0, 3, 2, 0}, {-1, 6, 5, -1}); };
+  EXPECT_EQ(kernels::tiled_conv2d(tiles_of(x), w, g, window).to_vector<float>(),
+            part(kernels::conv2d(x, w, g)).to_vector<float>());
+  EXPECT_EQ(kernels::tiled_conv2d_backprop_input(w, tiles_of(dy), g, window).to_vector<float>(),
+            part(kernels::conv2d_backprop_input(w, dy, g)).to_vector<float>());
+  // The filter gradient of the window: that of the whole conv with dy zero outside it.
+  const Tensor masked = pad(part(dy), {{0, 0}, {3, 3}, {2, 3}, {0, 0}});
+  const Tensor df = kernels::tiled_conv2d_backprop_filter(tiles_of(x), part(dy), g, window);
+  const std::vector<float> a = df.to_vector<float>(),
+                           b = kernels::conv2d_backprop_filter(x, masked, g).to_vector<float>();
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) EXPECT_NEAR(a[i], b[i], 1e-4 * (1 + std::abs(b[i]))) << i;
+  // Invalid tiles or windows name the bad values.
+  kernels::ConvTileGrid short_grid = tiles_of(x);
+  short_grid.tiles.pop_back();
+  EXPECT_THROW(kernels::tiled_conv2d(short_grid, w, g, window), InvalidArgumentError);
+  kernels::ConvTileGrid wrong = tiles_of(x);
+  wrong.grid_cols = 3, wrong.grid_rows = 2;
+  try {
+    kernels::tiled_conv2d(wrong, w, g, window);
+    ADD_FAILURE() << "no InvalidArgumentError";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("[2, 12, 10, 8]"), std::string::npos) << e.what();
+  }
+  try {
+    kernels::tiled_conv2d(tiles_of(x), w, g, {0, 13, 0, 10});
+    ADD_FAILURE() << "no InvalidArgumentError";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("[0, 13)"), std::string::npos) << e.what();
+  }
+}
+
 TEST(NnKernels, ConvAndPoolArgumentErrorsNameTheValues) {
   auto message = [](const std::function<void()>& fn) -> std::string {
     try {
