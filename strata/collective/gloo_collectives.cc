@@ -20,6 +20,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <span>
 
 #include "strata/base/errors.h"
@@ -412,7 +413,9 @@ struct internal::GlooState {
     const std::string peer = size == 2 ? str_cat(" (peer ", name(1 - rank), ")") : std::string();
     const bool timed_out = gloo_message.find("imeout") != std::string::npos ||
                            gloo_message.find("imed out") != std::string::npos;
-    if (timed_out) {
+    // A connection closed by a peer whose data phase timed out (see
+    // peer_timeout_record) makes this rank one of those that waited.
+    if (timed_out || peer_timeout_record(call_key("timed_out", call))) {
       const std::string verdict = unfinished_verdict(what, call);
       if (!verdict.empty()) fail(ErrorCode::DEADLINE_EXCEEDED, verdict);
     }
@@ -423,22 +426,58 @@ struct internal::GlooState {
                  gloo_message));
   }
 
+  // The store key under which the ranks of this epoch record `what` about `call`
+  // ("<prefix>/<epoch>/<what>/<call>/"; each rank appends its number).
+  std::string call_key(const char* what, uint64_t call) {
+    std::lock_guard<std::mutex> lock(mu);
+    return str_cat(options.prefix, "/", epoch, "/", what, "/", call, "/");
+  }
+  Milliseconds grace() const {
+    return std::clamp(options.timeout / 10, Milliseconds(100), Milliseconds(2000));
+  }
+
+  // Gloo's TCP transport closes every connection of a rank whose wait times out
+  // (its UnboundBuffer signals the timeout to all of the context's pairs), so a
+  // peer still waiting in the same call sees "connection closed" just before its
+  // own deadline, or at once when it entered later. Such a peer looks for the
+  // record a timed-out rank leaves under `key` (waiting up to grace()) and then
+  // reports the same verdict; without one the connection loss is real (a peer
+  // died). Returns the first record found, or nullopt.
+  std::optional<std::string> peer_timeout_record(const std::string& key) {
+    const Clock::time_point until = Clock::now() + grace();
+    try {
+      do {
+        for (int r = 0; r < size; ++r) {
+          if (r == rank) continue;
+          try {
+            const std::vector<char> v = store->get(key + std::to_string(r), Milliseconds(1));
+            return std::string(v.begin(), v.end());
+          } catch (const DeadlineExceededError&) {
+          }
+        }
+      } while (Clock::now() < until);
+    } catch (const Error&) {
+      // The store is gone too (its host died): the local message stands.
+    }
+    return std::nullopt;
+  }
+
+  // The header-phase verdict: `missing` never entered collective #call.
+  [[noreturn]] void fail_not_entered(const std::string& collective, const std::string& missing) {
+    fail(ErrorCode::DEADLINE_EXCEEDED,
+         str_cat(collective, ": ", missing, " never entered it within ", options.timeout.count(),
+                 "ms (reported by ", name(rank), ")"));
+  }
+
   // After a data-phase timeout of `call`: records it in the store, waits
   // briefly for the other ranks that timed out, and names those that did not
   // (they never finished the call). "" when the store cannot tell.
   std::string unfinished_verdict(const std::string& what, uint64_t call) {
-    uint64_t e;
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      e = epoch;
-    }
-    const std::string key = str_cat(options.prefix, "/", e, "/timed_out/", call, "/");
-    const Milliseconds grace =
-        std::clamp(options.timeout / 10, Milliseconds(100), Milliseconds(2000));
+    const std::string key = call_key("timed_out", call);
     std::vector<int> waited, missing;
     try {
       store->set(key + std::to_string(rank), {'1'});
-      const Clock::time_point until = Clock::now() + grace;
+      const Clock::time_point until = Clock::now() + grace();
       for (int r = 0; r < size; ++r) {
         try {
           store->wait({key + std::to_string(r)}, remaining(until));
@@ -567,13 +606,20 @@ struct internal::GlooState {
         const std::string m = err.what();
         const std::string collective =
             str_cat(kWho, ": collective #", mine.call, " ", mine.description);
+        const std::string key = call_key("not_entered", mine.call);
         if (m.find("imed out") != std::string::npos || Clock::now() >= deadline) {
           // The same verdict on every rank that waited (each saw the others'
-          // headers arrive), then who reports it.
-          fail(ErrorCode::DEADLINE_EXCEEDED,
-               str_cat(collective, ": ", names(missing), " never entered it within ",
-                       options.timeout.count(), "ms (reported by ", name(rank), ")"));
+          // headers arrive), then who reports it. Recorded for the peers whose
+          // connections to this rank the timeout closes (peer_timeout_record).
+          const std::string verdict = names(missing);
+          try {
+            store->set(key + std::to_string(rank),
+                       std::vector<char>(verdict.begin(), verdict.end()));
+          } catch (const Error&) {
+          }
+          fail_not_entered(collective, verdict);
         }
+        if (auto theirs = peer_timeout_record(key)) fail_not_entered(collective, *theirs);
         fail(ErrorCode::UNAVAILABLE,
              str_cat(collective, ": ", name(rank), " lost its connection while waiting for ",
                      names(missing), " to enter it: ", m));
