@@ -29,6 +29,31 @@ TEST(GradientTapeTest, UnwatchedTensorsAreNotRecorded) {
   EXPECT_FALSE(tape.gradient(y, x).defined());
 }
 
+// The backward pass runs no product for an input nobody differentiates: an
+// outer tape watching both operands records every op the inner gradient runs.
+TEST(GradientTapeTest, MatMulGradientSkipsTheInputNobodyAsksFor) {
+  const Tensor x = constant(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  const Tensor w = constant(std::vector<float>{1, 0, 0, 1, 1, 1}, {3, 2});
+  auto ops_run_by_gradient = [&](bool also_x) {
+    GradientTape outer({.persistent = true});
+    outer.watch(std::vector<Tensor>{x, w});
+    GradientTape inner;
+    inner.watch(w);
+    if (also_x) inner.watch(x);
+    const Tensor y = matmul(x, w);
+    const size_t before = outer.num_recorded_ops();
+    const std::vector<Tensor> g =
+        also_x ? inner.gradient(y, {x, w}) : std::vector<Tensor>{inner.gradient(y, w)};
+    // d(sum(x w))/dw = x^T 1: column sums of x in every column.
+    EXPECT_EQ(g.back().to_vector<float>(), (std::vector<float>{5, 5, 7, 7, 9, 9}));
+    return outer.num_recorded_ops() - before;
+  };
+  const size_t only_w = ops_run_by_gradient(false);
+  const size_t both = ops_run_by_gradient(true);
+  EXPECT_GE(only_w, 1u);
+  EXPECT_EQ(both, only_w + 1) << "the input gradient is one more MatMul, run only when asked for";
+}
+
 TEST(GradientTapeTest, NonScalarTargetIsTheSumOfItsElements) {
   const Tensor x = constant({1.f, 2.f, 3.f});
   GradientTape tape;

@@ -101,27 +101,29 @@ Tensor scatter_strided(Tensor g, const TensorShape& full, const std::vector<int6
   return g;
 }
 
-Grads matmul_grad(const OpRecord& op, const Tensor& g) {
+// An input nobody differentiates (the first layer's data) gets no product:
+// for a Dense layer on the input batch that GEMM is the step's largest.
+Grads matmul_grad(const OpRecord& op, const Tensor& g, bool need_a, bool need_b) {
   const Tensor& a = op.in[0].value;
   const Tensor& b = op.in[1].value;
   const bool ta = op.attrs.transpose_a;
   const bool tb = op.attrs.transpose_b;
   Tensor ga, gb;
   if (!ta && !tb) {
-    ga = matmul(g, b, {.transpose_b = true});
-    gb = matmul(a, g, {.transpose_a = true});
+    if (need_a) ga = matmul(g, b, {.transpose_b = true});
+    if (need_b) gb = matmul(a, g, {.transpose_a = true});
   } else if (!ta && tb) {
-    ga = matmul(g, b);
-    gb = matmul(g, a, {.transpose_a = true});
+    if (need_a) ga = matmul(g, b);
+    if (need_b) gb = matmul(g, a, {.transpose_a = true});
   } else if (ta && !tb) {
-    ga = matmul(b, g, {.transpose_b = true});
-    gb = matmul(a, g);
+    if (need_a) ga = matmul(b, g, {.transpose_b = true});
+    if (need_b) gb = matmul(a, g);
   } else {
-    ga = matmul(b, g, {.transpose_a = true, .transpose_b = true});
-    gb = matmul(g, a, {.transpose_a = true, .transpose_b = true});
+    if (need_a) ga = matmul(b, g, {.transpose_a = true, .transpose_b = true});
+    if (need_b) gb = matmul(g, a, {.transpose_a = true, .transpose_b = true});
   }
   // Broadcast batch dimensions are summed back.
-  return {fit(ga, op, 0), fit(gb, op, 1)};
+  return {need_a ? fit(ga, op, 0) : Tensor(), need_b ? fit(gb, op, 1) : Tensor()};
 }
 
 // Window geometry of a 2-D pool over NHWC input, as TF computes it.
@@ -470,7 +472,7 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
     case OpKind::Gather: return {gather_grad(op, g), Tensor()};
     case OpKind::UnsortedSegmentSum: return {gather(g, in[1], 0), Tensor()};
     // --- linear algebra ---
-    case OpKind::MatMul: return matmul_grad(op, g);
+    case OpKind::MatMul: return matmul_grad(op, g, need(0), need(1));
     // --- neural network ---
     case OpKind::Softmax: return {y * (g - reduce_sum(g * y, {.axis = {-1}, .keepdims = true}))};
     case OpKind::LogSoftmax: return {g - exp(y) * reduce_sum(g, {.axis = {-1}, .keepdims = true})};
