@@ -15,10 +15,10 @@
 
 #include <map>
 
+#include "strata/distribute/ps/local_cluster.h"
 #include "strata/strata.h"
 
 namespace sd = strata::distribute;
-namespace cr = strata::distribute::cluster_resolver;
 namespace sps = strata::distribute::ps;
 using strata::Tensor;
 using strata::Variable;
@@ -56,31 +56,7 @@ std::vector<Tensor> bench_linear_step(const sps::FunctionArgs& args) {
 }
 STRATA_REGISTER_FUNCTION(bench_linear_step, bench_linear_step);
 
-std::shared_ptr<cr::SimpleClusterResolver> task_resolver(const std::string& type, int index) {
-  strata::train::ClusterSpec spec({{type, std::map<int, std::string>{{index, "127.0.0.1:0"}}}});
-  return std::make_shared<cr::SimpleClusterResolver>(
-      spec, cr::SimpleClusterResolverOptions{.task_type = type, .task_id = index});
-}
-
-struct LocalCluster {
-  LocalCluster(int workers, int ps) {
-    std::vector<std::string> ps_addresses, worker_addresses;
-    for (int k = 0; k < ps; ++k) {
-      ps_servers.push_back(std::make_unique<sd::Server>(*task_resolver("ps", k)));
-      ps_addresses.push_back(ps_servers.back()->target());
-    }
-    for (int k = 0; k < workers; ++k) {
-      worker_servers.push_back(std::make_unique<sd::Server>(*task_resolver("worker", k)));
-      worker_addresses.push_back(worker_servers.back()->target());
-    }
-    chief = std::make_shared<cr::SimpleClusterResolver>(
-        strata::train::ClusterSpec(
-            {{"chief", {"127.0.0.1:1"}}, {"worker", worker_addresses}, {"ps", ps_addresses}}),
-        cr::SimpleClusterResolverOptions{.task_type = "chief", .task_id = 0});
-  }
-  std::shared_ptr<cr::SimpleClusterResolver> chief;
-  std::vector<std::unique_ptr<sd::Server>> ps_servers, worker_servers;
-};
+using sps::LocalCluster;
 
 void BM_PsClosureRoundTrip(benchmark::State& state) {
   LocalCluster cluster(1, 1);

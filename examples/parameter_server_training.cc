@@ -195,6 +195,9 @@ int run_chief(std::shared_ptr<cr::TFConfigClusterResolver> resolver, Children* c
             << ", b " << b.value().values_string() << ", closures retried after a worker failure "
             << coordinator.worker_failures() << "\n";
   expect(loss < 1e-3f, "the loss falls below 1e-3");
+  if (kill_worker)
+    expect(coordinator.worker_failures() >= 1,
+           "the killed worker's closure failed and was retried on the other worker");
   for (const auto& l : losses) expect(l.fetch().size() == 1, "every step has a result");
   return example::exit_code();
 }

@@ -137,8 +137,13 @@ class WorkerService final : public peer::Worker::Service {
   size_t cursor_ = 0;  // one Step at a time per worker (the chief's one RPC in flight)
 };
 
+// The server options of strata::distribute::Server (server.cc), so both sides
+// poll the same way: one completion queue, 1..8 pollers.
 std::unique_ptr<grpc::Server> serve(grpc::Service* service, int* port) {
   grpc::ServerBuilder builder;
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::NUM_CQS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
+  builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS, 8);
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), port);
   builder.RegisterService(service);
   return builder.BuildAndStart();

@@ -5,6 +5,7 @@
 
 #include <map>
 
+#include "strata/distribute/ps/local_cluster.h"
 #include "strata/strata.h"
 
 // gRPC, protobuf and abseil come from Debian uninstrumented: their locks and
@@ -17,7 +18,6 @@ extern "C" const char* __tsan_default_options() { return "ignore_noninstrumented
 #endif
 
 namespace sd = strata::distribute;
-namespace cr = strata::distribute::cluster_resolver;
 namespace keras = strata::keras;
 using strata::Tensor;
 using strata::Variable;
@@ -45,31 +45,9 @@ STRATA_REGISTER_KERAS_MODEL(keras_ps_linear, [] {
   return std::static_pointer_cast<keras::Model>(model);
 });
 
-std::shared_ptr<cr::SimpleClusterResolver> task_resolver(const std::string& type, int index) {
-  strata::train::ClusterSpec spec({{type, std::map<int, std::string>{{index, "127.0.0.1:0"}}}});
-  return std::make_shared<cr::SimpleClusterResolver>(
-      spec, cr::SimpleClusterResolverOptions{.task_type = type, .task_id = index});
-}
-
-struct LocalCluster {
-  LocalCluster(int workers, int ps) {
-    sd::ServerOptions options{.shutdown_grace = 100ms, .rpc_timeout = 10s};
-    std::vector<std::string> ps_addresses, worker_addresses;
-    for (int k = 0; k < ps; ++k) {
-      ps_servers.push_back(std::make_unique<sd::Server>(*task_resolver("ps", k), options));
-      ps_addresses.push_back(ps_servers.back()->target());
-    }
-    for (int k = 0; k < workers; ++k) {
-      worker_servers.push_back(std::make_unique<sd::Server>(*task_resolver("worker", k), options));
-      worker_addresses.push_back(worker_servers.back()->target());
-    }
-    chief = std::make_shared<cr::SimpleClusterResolver>(
-        strata::train::ClusterSpec(
-            {{"chief", {"127.0.0.1:1"}}, {"worker", worker_addresses}, {"ps", ps_addresses}}),
-        cr::SimpleClusterResolverOptions{.task_type = "chief", .task_id = 0});
-  }
-  std::shared_ptr<cr::SimpleClusterResolver> chief;
-  std::vector<std::unique_ptr<sd::Server>> ps_servers, worker_servers;
+struct LocalCluster : sd::ps::LocalCluster {
+  LocalCluster(int workers, int ps)
+      : sd::ps::LocalCluster(workers, ps, {.shutdown_grace = 100ms, .rpc_timeout = 10s}) {}
 };
 
 TEST(KerasParameterServerTest, FitSchedulesTrainingStepsOnTheWorkersAndTheWeightsLiveOnThePs) {

@@ -14,6 +14,7 @@
 #include <thread>
 
 #include "strata/distribute/ps/internal/rpc.h"
+#include "strata/distribute/ps/local_cluster.h"
 #include "strata/strata.h"
 
 // gRPC, protobuf and abseil come from Debian uninstrumented: their locks and
@@ -185,34 +186,13 @@ STRATA_REGISTER_FUNCTION(hold_on_worker_1, hold_on_worker_1);
 
 std::shared_ptr<cr::SimpleClusterResolver> task_resolver(const std::string& type, int index,
                                                          const std::string& address) {
-  strata::train::ClusterSpec spec({{type, std::map<int, std::string>{{index, address}}}});
-  return std::make_shared<cr::SimpleClusterResolver>(
-      spec, cr::SimpleClusterResolverOptions{.task_type = type, .task_id = index});
+  return sps::single_task_resolver(type, index, address);
 }
 
 // chief + `workers` workers + `ps` ps on loopback (ports picked by the servers).
-struct LocalCluster {
-  LocalCluster(int workers, int ps) {
-    sd::ServerOptions options{.shutdown_grace = 100ms, .rpc_timeout = 10s};
-    std::vector<std::string> ps_addresses, worker_addresses;
-    for (int k = 0; k < ps; ++k) {
-      ps_servers.push_back(
-          std::make_unique<sd::Server>(*task_resolver("ps", k, "127.0.0.1:0"), options));
-      ps_addresses.push_back(ps_servers.back()->target());
-    }
-    for (int k = 0; k < workers; ++k) {
-      worker_servers.push_back(
-          std::make_unique<sd::Server>(*task_resolver("worker", k, "127.0.0.1:0"), options));
-      worker_addresses.push_back(worker_servers.back()->target());
-    }
-    spec = strata::train::ClusterSpec(
-        {{"chief", {"127.0.0.1:1"}}, {"worker", worker_addresses}, {"ps", ps_addresses}});
-    chief = std::make_shared<cr::SimpleClusterResolver>(
-        spec, cr::SimpleClusterResolverOptions{.task_type = "chief", .task_id = 0});
-  }
-  strata::train::ClusterSpec spec;
-  std::shared_ptr<cr::SimpleClusterResolver> chief;
-  std::vector<std::unique_ptr<sd::Server>> ps_servers, worker_servers;
+struct LocalCluster : sps::LocalCluster {
+  LocalCluster(int workers, int ps)
+      : sps::LocalCluster(workers, ps, {.shutdown_grace = 100ms, .rpc_timeout = 10s}) {}
 };
 
 Tensor value_on_ps(const sd::Server& ps, const std::string& name) {
