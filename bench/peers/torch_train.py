@@ -51,7 +51,9 @@ def measure(name, args):
     if name == "cnn" and args.channels_last:
         model = model.to(memory_format=torch.channels_last)
         x = x.contiguous(memory_format=torch.channels_last)
-    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    # foreach=True (one multi-tensor kernel per step) is PyTorch 1.13's fastest CPU Adam here: the
+    # default per-parameter loop measured 22-32k MLP examples/s at 1 thread, foreach 30-31k.
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3, foreach=True)
     loss_fn = nn.CrossEntropyLoss()
 
     def step():
@@ -79,7 +81,7 @@ def measure(name, args):
                       "batch_size": BATCH, "examples_per_second": rate, "seconds_per_step": BATCH / rate,
                       "process_cpu_ms_per_step": 1e3 * statistics.median(cpu), "runs": runs, "torch": torch.__version__,
                       "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY", ""),
-                      "channels_last": bool(name == "cnn" and args.channels_last),
+                      "channels_last": bool(name == "cnn" and args.channels_last), "adam_foreach": True,
                       "load1": os.getloadavg()[0]}), flush=True)
 
 
