@@ -55,4 +55,5 @@
 #include "strata/ops/nn_ops.h"
 #include "strata/ops/operators.h"
 #include "strata/ops/random_ops.h"
+#include "strata/ops/training_ops.h"
 #include "strata/tpu/tpu.h"

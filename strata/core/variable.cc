@@ -1,6 +1,7 @@
 #include "strata/core/variable.h"
 
 #include <algorithm>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -76,6 +77,19 @@ class LocalVariableImpl final : public VariableImpl {
 
   void assign_add(const Tensor& delta) override { update(delta, +1); }
   void assign_sub(const Tensor& delta) override { update(delta, -1); }
+
+  void update_in_place(const std::function<void(void*)>& fn) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (buffer_.use_count() == 1) {
+      fn(buffer_->data());
+      return;
+    }
+    // A reader holds the old value: rewrite a fresh copy, then publish it.
+    auto fresh = Buffer::allocate(dtype_, shape_.num_elements());
+    std::memcpy(fresh->data(), buffer_->data(), fresh->size_bytes());
+    fn(fresh->data());
+    buffer_ = std::move(fresh);
+  }
 
   const std::string& name() const override { return name_; }
   const TensorShape& shape() const override { return shape_; }
@@ -240,6 +254,22 @@ void Variable::assign_sub(const Tensor& delta) const {
   STRATA_CHECK_ARG(is_numeric(dtype()), "Variable.assign_sub(", name(),
                    "): expected a numeric variable, got dtype ", dtype_name(dtype()));
   impl().assign_sub(delta);
+}
+
+void VariableImpl::update_in_place(const std::function<void(void*)>& fn) {
+  const Tensor current = read();
+  Tensor copy = Tensor::allocate(current.dtype(), current.shape());
+  std::memcpy(copy.mutable_raw_data(), current.raw_data(), current.size_bytes());
+  fn(copy.mutable_raw_data());
+  assign(copy);
+}
+
+void Variable::update_in_place(const std::function<void(void*)>& fn) const {
+  STRATA_CHECK_ARG(fn != nullptr, "Variable.update_in_place(", name(),
+                   "): expected a function, got an empty one");
+  STRATA_CHECK_ARG(dtype() != DType::string, "Variable.update_in_place(", name(),
+                   "): expected a numeric or bool variable, got dtype string");
+  impl().update_in_place(fn);
 }
 
 VariableCreatorScope::VariableCreatorScope(VariableCreator creator) {

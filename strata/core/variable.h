@@ -80,6 +80,11 @@ class VariableImpl {
   virtual void assign(const Tensor& value) = 0;
   virtual void assign_add(const Tensor& delta) = 0;
   virtual void assign_sub(const Tensor& delta) = 0;
+  // Rewrites the value in place (see Variable::update_in_place). The default
+  // reads the value, lets `fn` rewrite a private copy and assigns it, which
+  // keeps the implementation's assign semantics; implementations holding one
+  // buffer override it to let `fn` write that buffer directly.
+  virtual void update_in_place(const std::function<void(void* data)>& fn);
   virtual const std::string& name() const = 0;
   virtual const TensorShape& shape() const = 0;
   virtual DType dtype() const = 0;
@@ -120,6 +125,21 @@ class Variable {
   void assign(const Tensor& value) const;
   void assign_add(const Tensor& delta) const;
   void assign_sub(const Tensor& delta) const;
+  // Lets `fn` rewrite the value in place: `fn(data)` gets the variable's
+  // shape().num_elements() elements of dtype() (row-major), holding the
+  // current value, and overwrites them with the new one; afterwards reads
+  // give the new value. What an in-place training kernel (TF's
+  // ResourceApplyAdam) writes through, with no temporary of the variable's
+  // size. A plain variable runs `fn` under its lock on its own buffer (on a
+  // fresh copy while a Tensor returned by an earlier read still shares the
+  // buffer, so such tensors keep the old value); a MirroredVariable in replica
+  // context with aggregation NONE forwards to the replica's component; other
+  // implementations rewrite a copy and assign it. `fn` must not touch this
+  // variable (it would deadlock) nor keep `data`; updates of several
+  // variables may nest (lock them in the same order everywhere). If `fn`
+  // throws, the value may be partly rewritten. InvalidArgumentError for a
+  // string variable.
+  void update_in_place(const std::function<void(void* data)>& fn) const;
 
   const std::string& name() const { return impl().name(); }
   const TensorShape& shape() const { return impl().shape(); }

@@ -125,6 +125,42 @@ TEST(VariableTest, AddingToABoolVariableIsRejected) {
   EXPECT_FALSE(v.value().item<bool>());
 }
 
+TEST(VariableTest, UpdateInPlaceRewritesTheBufferAndSparesEarlierReads) {
+  Variable v(constant<float>({1, 2, 3}), {.name = "w"});
+  const void* first = nullptr;
+  v.update_in_place([&](void* data) {
+    first = data;
+    for (int i = 0; i < 3; ++i) static_cast<float*>(data)[i] *= 2;
+  });
+  EXPECT_EQ(v.value().to_vector<float>(), (std::vector<float>{2, 4, 6}));
+  // No reader: the same buffer is rewritten again.
+  v.update_in_place([&](void* data) {
+    EXPECT_EQ(data, first);
+    static_cast<float*>(data)[0] = 10;
+  });
+  // A reader keeps its value: the update goes to a fresh copy of the current value.
+  const Tensor old = v.value();
+  v.update_in_place([&](void* data) {
+    EXPECT_NE(data, old.raw_data());
+    EXPECT_EQ(static_cast<float*>(data)[1], 4.f);
+    static_cast<float*>(data)[1] = -1;
+  });
+  EXPECT_EQ(old.to_vector<float>(), (std::vector<float>{10, 4, 6}));
+  EXPECT_EQ(v.value().to_vector<float>(), (std::vector<float>{10, -1, 6}));
+}
+
+TEST(VariableTest, UpdateInPlaceRefusesStringsAndEmptyFunctions) {
+  Variable s(constant("a"), {.name = "s"});
+  try {
+    s.update_in_place([](void*) {});
+    FAIL() << "expected InvalidArgumentError";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("s"), std::string::npos);
+  }
+  Variable f(constant(1.f));
+  EXPECT_THROW(f.update_in_place(nullptr), InvalidArgumentError);
+}
+
 TEST(VariableTest, StringVariablesCanBeAssigned) {
   Variable v(constant("a"));
   Tensor old = v.value();

@@ -104,6 +104,18 @@ class MirroredVariableImpl final : public DistributedVariableImpl {
   void assign(const Tensor& value) override { update(Update::ASSIGN, value); }
   void assign_add(const Tensor& delta) override { update(Update::ADD, delta); }
   void assign_sub(const Tensor& delta) override { update(Update::SUB, delta); }
+  // Where an assignment would write only the replica's own component (replica
+  // context, aggregation NONE), rewrite that component in place; elsewhere the
+  // rewritten copy goes through assign (every component, or the merge).
+  void update_in_place(const std::function<void(void*)>& fn) override {
+    const int local = local_replica();
+    if (local >= 0 &&
+        (aggregation() == VariableAggregation::NONE || strategy().num_replicas_in_sync() == 1)) {
+      components().at(local).update_in_place(fn);
+      return;
+    }
+    VariableImpl::update_in_place(fn);
+  }
 
  private:
   const char* kind() const override { return "MirroredVariable"; }

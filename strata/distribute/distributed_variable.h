@@ -40,6 +40,9 @@
 //   SyncOnReadVariable, cross-replica context: assign of x with SUM writes x/R
 //     to every component (so the SUM read gives x back); other aggregations
 //     write x; assign_add/assign_sub with SUM is InvalidArgumentError.
+// update_in_place (Variable) writes like assign: a MirroredVariable in replica
+// context with aggregation NONE rewrites the local component's buffer in
+// place; every other case rewrites a copy of the value read and assigns it.
 // A different strategy current while reading or writing is
 // FailedPreconditionError ("Mixing different tf.distribute.Strategy objects").
 //

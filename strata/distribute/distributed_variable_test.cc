@@ -104,6 +104,28 @@ TEST_F(DistributedVariableTest, MirroredReplicaUpdatesFollowTheAggregation) {
   EXPECT_EQ(none.value().item<float>(), 7.f);
 }
 
+TEST_F(DistributedVariableTest, MirroredUpdateInPlaceWritesLikeAssign) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  Variable none = make_in_scope(strategy, constant(1.f), {.name = "none"});
+  Variable first = make_in_scope(strategy, constant(1.f),
+                                 {.aggregation = VariableAggregation::ONLY_FIRST_REPLICA});
+  strategy.run([&] {
+    const float add = static_cast<float>(get_replica_context()->replica_id_in_sync_group()) + 1;
+    // NONE: each replica rewrites its own copy in place.
+    none.update_in_place([&](void* data) { *static_cast<float*>(data) += add; });
+    // Other aggregations: the rewritten value goes through assign (replica 0's wins).
+    first.update_in_place([&](void* data) { *static_cast<float*>(data) += 10 * add; });
+  });
+  EXPECT_EQ(component_values(none), (std::vector<float>{2, 3}));
+  EXPECT_EQ(component_values(first), (std::vector<float>{11, 11}));
+  // Cross-replica context: every copy gets the value rewritten from the one read.
+  {
+    auto scope = strategy.scope();
+    none.update_in_place([](void* data) { *static_cast<float*>(data) *= 4; });
+  }
+  EXPECT_EQ(component_values(none), (std::vector<float>{8, 8}));
+}
+
 TEST_F(DistributedVariableTest, IdenticalValueFromEveryReplica) {
   MirroredStrategy strategy({"CPU:0", "CPU:1"});
   Variable sum = make_in_scope(strategy, constant(0.f), {.aggregation = VariableAggregation::SUM});

@@ -6,6 +6,7 @@
 #include "strata/base/errors.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
+#include "strata/ops/training_ops.h"
 
 namespace strata::keras::optimizers {
 
@@ -37,42 +38,6 @@ void AdamOptimizer::build_slots(const std::vector<Variable>& var_list) {
   }
 }
 
-namespace {
-
-// One pass over the parameters (TF's fused ResourceApplyAdam does the same):
-// reads g, m, v (and vhat), writes the new m, v (vhat) and the update, with
-// Keras's formulas evaluated in the variable's dtype T in Keras's order.
-template <typename T>
-void fused_adam(const Tensor& g, const Tensor& m, const Tensor& v, const Tensor& vhat,
-                T one_minus_b1, T one_minus_b2, T alpha, T epsilon, Tensor& new_m, Tensor& new_v,
-                Tensor& new_vhat, Tensor& delta) {
-  const int64_t n = g.num_elements();
-  const T* gp = g.data<T>();
-  const T* mp = m.data<T>();
-  const T* vp = v.data<T>();
-  T* nm = new_m.mutable_data<T>();
-  T* nv = new_v.mutable_data<T>();
-  T* d = delta.mutable_data<T>();
-  if (vhat.defined()) {
-    const T* hp = vhat.data<T>();
-    T* nh = new_vhat.mutable_data<T>();
-    for (int64_t i = 0; i < n; ++i) {
-      nm[i] = mp[i] + (gp[i] - mp[i]) * one_minus_b1;
-      nv[i] = vp[i] + (gp[i] * gp[i] - vp[i]) * one_minus_b2;
-      nh[i] = std::max(hp[i], nv[i]);
-      d[i] = nm[i] * alpha / (std::sqrt(nh[i]) + epsilon);
-    }
-    return;
-  }
-  for (int64_t i = 0; i < n; ++i) {
-    nm[i] = mp[i] + (gp[i] - mp[i]) * one_minus_b1;
-    nv[i] = vp[i] + (gp[i] * gp[i] - vp[i]) * one_minus_b2;
-    d[i] = nm[i] * alpha / (std::sqrt(nv[i]) + epsilon);
-  }
-}
-
-}  // namespace
-
 void AdamOptimizer::update_step(const Tensor& gradient, const Variable& variable,
                                 double learning_rate) {
   const DType dtype = variable.dtype();
@@ -88,27 +53,13 @@ void AdamOptimizer::update_step(const Tensor& gradient, const Variable& variable
   const Variable& m = slot(variable, "m");
   const Variable& v = slot(variable, "v");
   if (dtype == DType::float32 || dtype == DType::float64) {
-    const Variable* v_hat = amsgrad_ ? &slot(variable, "vhat") : nullptr;
-    Tensor new_m = Tensor::allocate(dtype, variable.shape());
-    Tensor new_v = Tensor::allocate(dtype, variable.shape());
-    Tensor new_vhat = v_hat ? Tensor::allocate(dtype, variable.shape()) : Tensor();
-    Tensor delta = Tensor::allocate(dtype, variable.shape());
-    {
-      const Tensor m_now = m.value(), v_now = v.value();
-      const Tensor vhat_now = v_hat ? v_hat->value() : Tensor();
-      if (dtype == DType::float32) {
-        fused_adam<float>(gradient, m_now, v_now, vhat_now, float(1.0 - beta_1_),
-                          float(1.0 - beta_2_), alpha.item<float>(), float(epsilon_), new_m, new_v,
-                          new_vhat, delta);
-      } else {
-        fused_adam<double>(gradient, m_now, v_now, vhat_now, 1.0 - beta_1_, 1.0 - beta_2_,
-                           alpha.item<double>(), epsilon_, new_m, new_v, new_vhat, delta);
-      }
-    }  // the reads are released, so the assignments below write in place
-    m.assign(new_m);
-    v.assign(new_v);
-    if (v_hat) v_hat->assign(new_vhat);
-    variable.assign_sub(delta);
+    // One fused pass rewriting variable, m, v (vhat) in place, as TF's
+    // ResourceApplyAdam.
+    strata::apply_adam(variable, m, v, amsgrad_ ? &slot(variable, "vhat") : nullptr, gradient,
+                       {.one_minus_beta_1 = 1.0 - beta_1_,
+                        .one_minus_beta_2 = 1.0 - beta_2_,
+                        .alpha = alpha.scalar_as_double(),
+                        .epsilon = epsilon_});
     return;
   }
   m.assign_add((gradient - m.value()) * (1.0 - beta_1_));

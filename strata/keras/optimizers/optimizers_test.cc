@@ -15,7 +15,9 @@
 #include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/keras/losses.h"
+#include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
+#include "strata/ops/training_ops.h"
 
 namespace strata::keras {
 namespace {
@@ -187,6 +189,59 @@ TEST(Adam, AmsgradKeepsTheMaximumSecondMoment) {
   EXPECT_EQ(vars[2].name(), "Adam/a/v");
   EXPECT_EQ(vars[3].name(), "Adam/a/vhat");
   EXPECT_FALSE(vars[1].trainable());
+}
+
+// The fused in-place kernel (strata::apply_adam) on a float32 variable larger
+// than one parallel chunk, with a length that leaves a vector tail.
+TEST(ApplyAdam, Float32InPlaceMatchesTheReferenceOverManyElements) {
+  strata::internal::reset_runtime_for_testing();
+  config::set_intra_op_parallelism_threads(2);  // two chunks run on two threads
+  const int64_t n = 100003;
+  std::vector<float> w0(n), g0(n);
+  for (int64_t i = 0; i < n; ++i) {
+    w0[i] = std::sin(0.001f * static_cast<float>(i));
+    g0[i] = std::cos(0.003f * static_cast<float>(i)) - 0.25f;
+  }
+  Variable w(constant<float>(w0, {n}), {.name = "w"});
+  Variable m(zeros({n}, DType::float32), {.name = "m"});
+  Variable v(zeros({n}, DType::float32), {.name = "v"});
+  Variable vhat(zeros({n}, DType::float32), {.name = "vhat"});
+  const Tensor g = constant<float>(g0, {n});
+  Vec ref(w0.begin(), w0.end()), rm(n, 0.0), rv(n, 0.0), rh(n, 0.0);
+  const Vec gd(g0.begin(), g0.end());
+  for (int t = 1; t <= 3; ++t) {
+    const double alpha = 1e-2 * std::sqrt(1 - std::pow(0.999, t)) / (1 - std::pow(0.9, t));
+    strata::apply_adam(w, m, v, &vhat, g,
+                       {.one_minus_beta_1 = 0.1, .one_minus_beta_2 = 0.001, .alpha = alpha});
+    adam_reference(ref, gd, t, rm, rv, &rh, 1e-2, 0.9, 0.999, 1e-7);
+  }
+  const std::vector<float> got = w.value().to_vector<float>();
+  const std::vector<float> got_m = m.value().to_vector<float>();
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_NEAR(got[i], ref[i], 1e-5 * (1 + std::abs(ref[i]))) << "element " << i;
+    ASSERT_NEAR(got_m[i], rm[i], 1e-6 * (1 + std::abs(rm[i]))) << "element " << i;
+  }
+}
+
+TEST(ApplyAdam, MismatchedSlotOrGradientNamesTheVariable) {
+  Variable w(constant<float>({1, 2}), {.name = "kernel"});
+  Variable m(zeros({2}, DType::float32), {.name = "m"});
+  Variable v(zeros({3}, DType::float32), {.name = "v"});
+  Variable v2(zeros({2}, DType::float32), {.name = "v2"});
+  try {
+    strata::apply_adam(w, m, v, nullptr, constant<float>({1, 1}), {});
+    FAIL() << "expected InvalidArgumentError";
+  } catch (const InvalidArgumentError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("kernel"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("[3]"), std::string::npos) << msg;
+  }
+  EXPECT_THROW(strata::apply_adam(w, m, v2, nullptr, constant<double>({1, 1}), {}),
+               InvalidArgumentError);
+  Variable ints(constant<int32_t>({1, 2}), {.name = "ints"});
+  EXPECT_THROW(strata::apply_adam(ints, m, v2, nullptr, constant<int32_t>({1, 1}), {}),
+               InvalidArgumentError);
+  EXPECT_EQ(w.value().to_vector<float>(), (std::vector<float>{1, 2}));  // nothing changed
 }
 
 TEST(AdamW, DecaysTheVariableBeforeTheAdamStep) {
