@@ -356,9 +356,11 @@ distribute::Strategy* Model::distributed_strategy_or_null() const {
   return strategy_->is_default() ? nullptr : strategy_;
 }
 
-void Model::resume_at_epoch(int epoch) {
+void Model::resume_at_epoch(int epoch, int64_t step) {
   STRATA_CHECK_ARG(epoch >= 0, "resume_at_epoch: expected a non-negative epoch, got ", epoch);
+  STRATA_CHECK_ARG(step >= 0, "resume_at_epoch: expected a non-negative step, got ", step);
   resume_epoch_ = epoch;
+  resume_step_ = step;
 }
 
 namespace {
@@ -410,25 +412,41 @@ History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dat
 
   stop_training = false;
   resume_epoch_.reset();
+  resume_step_ = 0;
   Logs logs;
   cbs.on_train_begin(logs);
   // BackupAndRestore asks, in on_train_begin, to continue after its backup.
   const int initial_epoch = resume_epoch_.value_or(options.initial_epoch);
+  int64_t initial_step = std::exchange(resume_step_, 0);
   resume_epoch_.reset();
 
   std::optional<internal::StepStream> stream;  // kept across epochs with steps_per_epoch
   Logs training_logs;
   for (int epoch = initial_epoch; epoch < options.epochs; ++epoch) {
+    const int64_t first_step = std::exchange(initial_step, 0);
+    // A run resumed mid-epoch (resume_at_epoch) drops the batches trained
+    // before the backup; the first one it trains is held in `pending`.
+    std::optional<internal::StepInput> pending;
+    if (first_step > 0) {
+      if (!options.steps_per_epoch || !stream)
+        stream.emplace(distributed_strategy_or_null(), epoch_dataset(epoch));
+      bool dry = false;
+      for (int64_t i = 0; i < first_step && !dry; ++i) dry = !stream->next();
+      if (options.steps_per_epoch && first_step >= *options.steps_per_epoch) continue;
+      if (!dry) pending = stream->next();
+      if (!pending) continue;  // the backup followed the epoch's last batch
+    }
     reset_metrics();
     Logs epoch_logs;
     cbs.on_epoch_begin(epoch, epoch_logs);
-    if (!options.steps_per_epoch || !stream)
+    if (first_step == 0 && (!options.steps_per_epoch || !stream))
       stream.emplace(distributed_strategy_or_null(), epoch_dataset(epoch));
-    int64_t step = 0;
+    int64_t step = first_step;
     Logs step_logs;
     bool ran_dry = false;
     while (!options.steps_per_epoch || step < *options.steps_per_epoch) {
-      std::optional<internal::StepInput> in = stream->next();
+      std::optional<internal::StepInput> in =
+          pending ? std::exchange(pending, std::nullopt) : stream->next();
       if (!in && options.steps_per_epoch && step == 0) {
         // A finite dataset exactly consumed by the previous epoch: start it again.
         stream.emplace(distributed_strategy_or_null(), epoch_dataset(epoch));
@@ -539,10 +557,14 @@ History Model::fit_on_coordinator(const DatasetCreator& creator, const FitOption
   cbs.append(history);
   stop_training = false;
   resume_epoch_.reset();
+  resume_step_ = 0;
   Logs logs;
   cbs.on_train_begin(logs);
   const int initial_epoch = resume_epoch_.value_or(options.initial_epoch);
   resume_epoch_.reset();
+  STRATA_CHECK(UNIMPLEMENTED, std::exchange(resume_step_, 0) == 0, "Model '", name(),
+               "': resuming mid-epoch (BackupAndRestore with save_freq in batches) under "
+               "ParameterServerStrategy; back up per epoch");
   Logs training_logs;
   for (int epoch = initial_epoch; epoch < options.epochs; ++epoch) {
     reset_metrics();

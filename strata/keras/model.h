@@ -344,8 +344,15 @@ class Model : public Layer {
   // The History of the last fit.
   const History& history() const noexcept { return history_; }
 
-  // BackupAndRestore: called from on_train_begin, makes fit continue at `epoch`.
-  void resume_at_epoch(int epoch);
+  // BackupAndRestore: called from on_train_begin, makes fit continue at `epoch`
+  // or, with `step` > 0, at batch `step` of that epoch. The epoch's first `step`
+  // batches are drawn from its data and dropped untrained, so the run continues
+  // with the batch an uninterrupted run would train next (TF restarts the
+  // epoch's data instead, its iterator not being checkpointed; the step counts
+  // agree). When no batch is left there (with steps_per_epoch: step >=
+  // steps_per_epoch), fit goes on with the next epoch, as TF's
+  // maybe_load_initial_counters_from_ckpt.
+  void resume_at_epoch(int epoch, int64_t step = 0);
 
   // The name build_registered_model built this model under ("" otherwise).
   const std::string& registered_builder() const noexcept { return registered_builder_; }
@@ -380,6 +387,7 @@ class Model : public Layer {
   std::unique_ptr<internal::CompiledMetrics> compiled_metrics_;
   History history_;
   std::optional<int> resume_epoch_;
+  int64_t resume_step_ = 0;
   std::string registered_builder_;
 };
 

@@ -9,11 +9,14 @@
 //       first leaves a marker in its would-be temporary directory
 //       D/ckpt/workertemp_<id>/, which its first save must remove.
 //   checkpoint_worker --dir D --scenario backup [--kill-worker K --kill-at E:B]
-//       BackupAndRestore(D/backup) at every epoch end; worker K SIGKILLs itself
-//       after batch B of epoch E. After fit: model.save_weights(D/final.weights).
+//                     [--save-freq N]
+//       BackupAndRestore(D/backup) at every epoch end (or every N batches);
+//       worker K SIGKILLs itself after batch B of epoch E. After fit:
+//       model.save_weights(D/final.weights).
 //
-// Each worker prints "epochs-run <e,...>", "resumed-at <epoch|none>" and
-// "weights-crc <crc32c of every weight's bytes>" on stdout.
+// Each worker prints "epochs-run <e,...>", "resumed-at <epoch|none>",
+// "resumed-step <batch>" and "weights-crc <crc32c of every weight's bytes>" on
+// stdout.
 #include <signal.h>
 #include <unistd.h>
 
@@ -71,7 +74,7 @@ uint32_t weights_crc(const keras::Model& model) {
 
 int main(int argc, char** argv) {
   std::string dir, scenario;
-  int kill_worker = -1, kill_epoch = -1, kill_batch = -1, epochs = 4;
+  int kill_worker = -1, kill_epoch = -1, kill_batch = -1, epochs = 4, save_freq = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i], value = argv[i + 1];
     if (flag == "--dir") {
@@ -84,6 +87,8 @@ int main(int argc, char** argv) {
       std::sscanf(value.c_str(), "%d:%d", &kill_epoch, &kill_batch);
     } else if (flag == "--epochs") {
       epochs = std::atoi(value.c_str());
+    } else if (flag == "--save-freq") {
+      save_freq = std::atoi(value.c_str());
     } else {
       std::cerr << "checkpoint_worker: unknown flag " << flag << "\n";
       return 2;
@@ -91,7 +96,7 @@ int main(int argc, char** argv) {
   }
   if (dir.empty() || (scenario != "checkpoint" && scenario != "backup")) {
     std::cerr << "usage: checkpoint_worker --dir D --scenario checkpoint|backup "
-                 "[--kill-worker K --kill-at EPOCH:BATCH] [--epochs N]\n";
+                 "[--kill-worker K --kill-at EPOCH:BATCH] [--epochs N] [--save-freq N]\n";
     return 2;
   }
   try {
@@ -122,7 +127,9 @@ int main(int argc, char** argv) {
       callbacks.push_back(keras::callbacks::ModelCheckpoint((ckpt / "model-latest.keras").string(),
                                                             {.save_freq = 5}));
     } else {
-      backup = keras::callbacks::BackupAndRestore((fs::path(dir) / "backup").string());
+      keras::callbacks::BackupAndRestoreOptions options;
+      if (save_freq > 0) options.save_freq = save_freq;
+      backup = keras::callbacks::BackupAndRestore((fs::path(dir) / "backup").string(), options);
       callbacks.push_back(backup);
     }
     int current_epoch = 0;
@@ -153,6 +160,7 @@ int main(int argc, char** argv) {
     const std::optional<int> resumed = backup ? backup->resumed_epoch() : std::nullopt;
     std::cout << "resumed-at " << (resumed ? std::to_string(*resumed) : std::string("none"))
               << "\n";
+    std::cout << "resumed-step " << (backup ? backup->resumed_step() : 0) << "\n";
     char crc[16];
     std::snprintf(crc, sizeof(crc), "%08x", weights_crc(*model));
     std::cout << "weights-crc " << crc << std::endl;

@@ -134,6 +134,31 @@ TEST(MultiWorkerCheckpoint, BackupAndRestoreResumesAfterAKilledWorkerWithTheSame
         << a.model[i].name;
   }
   EXPECT_TRUE(names_in(fs::path(resumed.str()) / "backup").empty()) << again.output;
+
+  // save_freq = 6 batches (counted across epochs, 16 per epoch): the last
+  // backup before worker 1 dies after batch 11 of epoch 2 follows global batch
+  // 42 = batch 9 of epoch 2, so both restarted workers resume at its batch 10
+  // and still end equal to the uninterrupted run.
+  TempDir batches;
+  const std::string every6 = epochs + " --save-freq 6";
+  const Result killed6 = launch("--dir " + fs::path(batches.str()).string() + every6 +
+                                " --kill-worker 1 --kill-at 2:11");
+  ASSERT_NE(killed6.status, 0) << killed6.output;
+  const auto meta =
+      strata::keras::read_weights_file(
+          (fs::path(batches.str()) / "backup" / "chief" / "training_state.weights").string())
+          .metadata;
+  EXPECT_EQ(meta.at("epoch"), "2");
+  EXPECT_EQ(meta.at("batch"), "9");
+  const Result again6 = launch("--dir " + fs::path(batches.str()).string() + every6);
+  ASSERT_EQ(again6.status, 0) << again6.output;
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_EQ(printed(again6, w, "resumed-at"), "2") << again6.output;
+    EXPECT_EQ(printed(again6, w, "resumed-step"), "10") << again6.output;
+    EXPECT_EQ(printed(again6, w, "epochs-run"), "2,3") << again6.output;
+    EXPECT_EQ(printed(again6, w, "weights-crc"), expected) << again6.output;
+  }
+  EXPECT_TRUE(names_in(fs::path(batches.str()) / "backup").empty()) << again6.output;
 }
 
 }  // namespace

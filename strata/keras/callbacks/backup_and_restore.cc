@@ -1,6 +1,9 @@
 #include "strata/keras/callbacks/backup_and_restore.h"
 
 #include <filesystem>
+#include <map>
+#include <optional>
+#include <string>
 #include <utility>
 
 #include "strata/base/errors.h"
@@ -40,6 +43,7 @@ std::string BackupAndRestoreCallback::backup_path() const {
 
 void BackupAndRestoreCallback::on_train_begin(Logs&) {
   resumed_epoch_.reset();
+  resumed_step_ = 0;
   batches_seen_ = 0;
   internal::make_dirs(backup_dir_);
   const std::string path = backup_path();
@@ -47,23 +51,33 @@ void BackupAndRestoreCallback::on_train_begin(Logs&) {
   const std::map<std::string, std::string> meta = load_training_state(*model(), path);
   const auto it = meta.find("epoch");
   STRATA_CHECK(DATA_LOSS, it != meta.end(), "BackupAndRestore: backup '", path, "' has no epoch");
-  // "epoch" counts the epochs completed: training continues with that index.
+  // "epoch" counts the epochs completed: training continues with that index,
+  // after "batch" (the last batch trained in it) when a save_freq=N backup was
+  // taken mid-epoch (TF's _ckpt_saved_epoch / _ckpt_saved_batch).
   const int completed = std::stoi(it->second);
+  const auto batch = meta.find("batch");
+  const int64_t step = batch == meta.end() ? 0 : std::stoll(batch->second) + 1;
+  STRATA_CHECK(DATA_LOSS, completed >= 0 && step >= 0, "BackupAndRestore: backup '", path,
+               "' has epoch ", completed, " and batch ", step - 1);
   resumed_epoch_ = completed;
-  model()->resume_at_epoch(completed);
+  resumed_step_ = step;
+  model()->resume_at_epoch(completed, step);
 }
 
 void BackupAndRestoreCallback::on_epoch_begin(int epoch, Logs&) { current_epoch_ = epoch; }
 
-void BackupAndRestoreCallback::on_train_batch_end(int64_t, Logs&) {
+void BackupAndRestoreCallback::on_train_batch_end(int64_t batch, Logs&) {
   if (options_.save_freq.per_epoch()) return;
-  ++batches_seen_;
-  // A mid-epoch backup records the epochs completed before this one.
-  if (batches_seen_ % options_.save_freq.batches() == 0) save(current_epoch_);
+  // Keras counts the batches since the last backup, across epochs.
+  if (++batches_seen_ < options_.save_freq.batches()) return;
+  batches_seen_ = 0;
+  // A mid-epoch backup records the epochs completed before this one and the
+  // batch it follows.
+  save(current_epoch_, batch);
 }
 
 void BackupAndRestoreCallback::on_epoch_end(int epoch, Logs&) {
-  if (options_.save_freq.per_epoch()) save(epoch + 1);
+  if (options_.save_freq.per_epoch()) save(epoch + 1, std::nullopt);
 }
 
 void BackupAndRestoreCallback::on_train_end(Logs&) {
@@ -76,7 +90,7 @@ void BackupAndRestoreCallback::on_train_end(Logs&) {
                "': ", ec.message());
 }
 
-void BackupAndRestoreCallback::save(int completed_epochs) {
+void BackupAndRestoreCallback::save(int completed_epochs, std::optional<int64_t> batch) {
   // Every worker saves (reading the variables can need all of them); the chief
   // into <backup_dir>/chief, the others into <backup_dir>/workertemp_<task_id>,
   // removed once written (TF's WorkerTrainingState.back_up).
@@ -84,8 +98,9 @@ void BackupAndRestoreCallback::save(int completed_epochs) {
   const bool chief = strategy.extended().should_checkpoint();
   const std::string dir = chief ? chief_dir() : internal::write_dirpath(backup_dir_, strategy);
   internal::make_dirs(dir);
-  save_training_state(*model(), (std::filesystem::path(dir) / kFileName).string(),
-                      {{"epoch", std::to_string(completed_epochs)}});
+  std::map<std::string, std::string> meta = {{"epoch", std::to_string(completed_epochs)}};
+  if (batch) meta["batch"] = std::to_string(*batch);
+  save_training_state(*model(), (std::filesystem::path(dir) / kFileName).string(), meta);
   if (!chief) internal::remove_temp_dirpath(dir, strategy);
 }
 

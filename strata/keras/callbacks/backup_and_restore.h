@@ -25,12 +25,19 @@
 // a complete fit the chief deletes <backup_dir>/chief.
 // The model must be built when fit starts (give the first layer an
 // input_shape, or call the model once) so the weights can be restored.
-// save_freq: "epoch" or every N batches (a mid-epoch backup resumes at the
-// start of that epoch, as Keras without steps bookkeeping).
+// save_freq: "epoch", or every N batches (counted across epochs, as Keras):
+// such a backup also records the batch it follows (metadata "batch", TF's
+// _ckpt_saved_batch), and a restarted fit continues with the next batch of
+// that epoch (Model::resume_at_epoch: the batches already trained are drawn
+// and dropped, so fit(x, y) and datasets that repeat their order end with the
+// weights of an uninterrupted run); after the epoch's last batch it continues
+// with the next epoch.
 //
 // Thread-safety: hooks run on the fit thread.
 
+#include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "strata/keras/callbacks/callback.h"
@@ -56,15 +63,18 @@ class BackupAndRestoreCallback : public Callback {
   std::string backup_path() const;
   // The epoch fit resumed at (nullopt when it started afresh).
   std::optional<int> resumed_epoch() const noexcept { return resumed_epoch_; }
+  // The batch of resumed_epoch() fit resumed at (0: the epoch's start).
+  int64_t resumed_step() const noexcept { return resumed_step_; }
 
  private:
-  void save(int completed_epochs);
+  void save(int completed_epochs, std::optional<int64_t> batch);
   std::string chief_dir() const;
   std::string backup_dir_;
   BackupAndRestoreOptions options_;
   int current_epoch_ = 0;
   int64_t batches_seen_ = 0;
   std::optional<int> resumed_epoch_;
+  int64_t resumed_step_ = 0;
 };
 
 std::shared_ptr<BackupAndRestoreCallback> BackupAndRestore(

@@ -291,5 +291,88 @@ TEST_F(CallbacksTest, BackupAndRestoreResumesAnInterruptedRunToTheSameWeights) {
   EXPECT_FALSE(fs::exists(fs::path(backup_dir) / "chief"));
 }
 
+// fit(x, y) with save_freq = N batches, interrupted by an exception thrown from
+// a batch hook before batch `crash_batch` of epoch `crash_epoch`; then a fresh
+// model resumes. Returns the (epoch, batch) pairs the resumed fit trained.
+struct BatchResumeRun {
+  std::vector<std::pair<int, int64_t>> batches;
+  std::shared_ptr<BackupAndRestoreCallback> backup;
+  std::shared_ptr<SequentialModel> model;
+};
+
+TEST_F(CallbacksTest, BackupAndRestoreEveryNBatchesResumesAtTheNextBatchWithTheSameWeights) {
+  // 16 examples in batches of 4: 4 batches per epoch, shuffled per epoch, so
+  // resuming anywhere but at the right batch of the right epoch changes the weights.
+  auto reference = make_model(0.2, 0.9);
+  const std::vector<Tensor> init = reference->get_weights();
+  reference->fit(x_, y_, {.batch_size = 4, .epochs = 3, .verbose = 0});
+
+  struct Interrupted : std::runtime_error {
+    Interrupted() : std::runtime_error("simulated crash") {}
+  };
+  auto run = [&](int64_t save_freq, int crash_epoch, int64_t crash_batch) {
+    const std::string backup_dir = path("backup_" + std::to_string(save_freq));
+    {
+      int epoch_now = 0;
+      auto crash = LambdaCallback({.on_epoch_begin = [&](int e, Logs&) { epoch_now = e; },
+                                   .on_batch_begin =
+                                       [&](int64_t b, Logs&) {
+                                         if (epoch_now == crash_epoch && b == crash_batch)
+                                           throw Interrupted();
+                                       }});
+      auto first = make_model(0.2, 0.9);
+      first->set_weights(init);
+      EXPECT_THROW(first->fit(x_, y_,
+                              {.batch_size = 4,
+                               .epochs = 3,
+                               .verbose = 0,
+                               .callbacks = {BackupAndRestore(backup_dir, {.save_freq = save_freq}),
+                                             crash}}),
+                   Interrupted);
+    }
+    BatchResumeRun r;
+    r.backup = BackupAndRestore(backup_dir, {.save_freq = save_freq});
+    r.model = make_model(0.2, 0.9);
+    r.model->set_weights(init);
+    int epoch_now = -1;
+    auto record = LambdaCallback(
+        {.on_epoch_begin = [&](int e, Logs&) { epoch_now = e; },
+         .on_batch_begin = [&](int64_t b, Logs&) { r.batches.emplace_back(epoch_now, b); }});
+    r.model->fit(x_, y_,
+                 {.batch_size = 4, .epochs = 3, .verbose = 0, .callbacks = {r.backup, record}});
+    EXPECT_FALSE(fs::exists(r.backup->backup_path()));  // deleted after the complete fit
+    return r;
+  };
+  auto expect_reference_weights = [&](const SequentialModel& m) {
+    const std::vector<Tensor> got = m.get_weights(), want = reference->get_weights();
+    for (size_t i = 0; i < got.size(); ++i) {
+      const std::vector<float> g = got[i].to_vector<float>(), w = want[i].to_vector<float>();
+      for (size_t j = 0; j < g.size(); ++j) EXPECT_NEAR(g[j], w[j], 1e-6) << i << "/" << j;
+    }
+    EXPECT_EQ(m.optimizer()->iterations(), reference->optimizer()->iterations());
+  };
+  using Batches = std::vector<std::pair<int, int64_t>>;
+  {
+    // Backups after global batches 3, 6, 9 (counted across epochs): the crash
+    // before epoch 1's batch 3 resumes after the backup at epoch 1, batch 1.
+    SCOPED_TRACE("save_freq 3");
+    BatchResumeRun r = run(3, 1, 3);
+    EXPECT_EQ(r.backup->resumed_epoch(), 1);
+    EXPECT_EQ(r.backup->resumed_step(), 2);
+    EXPECT_EQ(r.batches, (Batches{{1, 2}, {1, 3}, {2, 0}, {2, 1}, {2, 2}, {2, 3}}));
+    expect_reference_weights(*r.model);
+  }
+  {
+    // A backup after an epoch's last batch (every 4 = each epoch end): fit
+    // continues with the next epoch (TF's batch == steps_per_epoch - 1 case).
+    SCOPED_TRACE("save_freq 4");
+    BatchResumeRun r = run(4, 1, 2);
+    EXPECT_EQ(r.backup->resumed_epoch(), 0);
+    EXPECT_EQ(r.backup->resumed_step(), 4);
+    EXPECT_EQ(r.batches, (Batches{{1, 0}, {1, 1}, {1, 2}, {1, 3}, {2, 0}, {2, 1}, {2, 2}, {2, 3}}));
+    expect_reference_weights(*r.model);
+  }
+}
+
 }  // namespace
 }  // namespace strata::keras::callbacks
