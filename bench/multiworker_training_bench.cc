@@ -1,0 +1,284 @@
+// MLP training under MultiWorkerMirroredStrategy over 2 real processes x 1
+// thread on 127.0.0.1 (Gloo), issue 7's training figure. Same model, optimizer,
+// loss and global batch as training_bench's BM_MirroredTrainMLP (the MLP
+// 784-512-256-10, ReLU, Adam 1e-3, sparse CCE from logits, global batch 128 =
+// 64 per worker, one synthetic batch in memory per worker fed through a
+// dataset at every step); the peer is bench/peers/torch_ddp.py (PyTorch DDP,
+// 2 processes x 1 thread, gloo), run right after it.
+//
+//   multiworker_training_bench [--workers 2] [--steps 200] [--warmup 10] [--repetitions 3]
+//
+// Without TF_CONFIG the program is the launcher: it picks free loopback ports,
+// starts itself once per worker with TF_CONFIG set (worker i = task i), waits
+// (at most --deadline seconds, default 300; then it kills the workers and
+// fails) and exits non-zero if a worker fails. Each worker builds the
+// strategy (1 logical CPU device, 1 intra-op thread), runs --warmup untimed
+// steps, then --repetitions timed runs of --steps steps, each between two
+// cross-worker barriers (an all-reduce), so a run's time is the slowest
+// worker's. Worker 0 prints one JSON line:
+//   {"impl": "strata_multiworker", "workers": 2, "threads": 1, "batch_size": 128,
+//    "examples_per_second": <median>, "seconds_per_step": <median>,
+//    "process_cpu_ms_per_step": <median CPU of every worker per step>, "runs": [...],
+//    "forward_ms": ..., "gradient_ms": ..., "apply_ms": ..., "load1": ...}
+// where forward/gradient/apply split worker 0's step (apply = apply_gradients,
+// with the cross-worker all-reduce).
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <netinet/in.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <iostream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "strata/keras/keras.h"
+#include "strata/strata.h"
+
+extern char** environ;
+
+namespace strata {
+namespace {
+
+namespace keras = strata::keras;
+namespace sd = strata::distribute;
+
+constexpr int64_t kGlobalBatch = 128;
+
+struct Args {
+  int workers = 2;
+  int steps = 200;
+  int warmup = 10;
+  int repetitions = 3;
+  int deadline_s = 300;
+};
+
+Args parse(int argc, char** argv) {
+  Args a;
+  for (int i = 1; i < argc; ++i) {
+    const std::string name = argv[i];
+    STRATA_CHECK_ARG(i + 1 < argc, "multiworker_training_bench: ", name, " needs a value");
+    const int value = std::stoi(argv[++i]);
+    STRATA_CHECK_ARG(value >= 0, "multiworker_training_bench: ", name, " must be >= 0, got ",
+                     value);
+    if (name == "--workers") {
+      a.workers = value;
+    } else if (name == "--steps") {
+      a.steps = value;
+    } else if (name == "--warmup") {
+      a.warmup = value;
+    } else if (name == "--repetitions") {
+      a.repetitions = value;
+    } else if (name == "--deadline") {
+      a.deadline_s = value;
+    } else {
+      STRATA_CHECK_ARG(false, "multiworker_training_bench: unknown flag ", name);
+    }
+  }
+  STRATA_CHECK_ARG(a.workers >= 1 && a.steps >= 1 && a.repetitions >= 1,
+                   "multiworker_training_bench: expected --workers, --steps, --repetitions >= 1");
+  return a;
+}
+
+double now_seconds(clockid_t clock) {
+  timespec ts{};
+  ::clock_gettime(clock, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// --- launcher ----------------------------------------------------------------
+
+// `n` distinct free TCP ports on 127.0.0.1 (held open until all are picked).
+std::vector<int> free_ports(int n) {
+  std::vector<int> fds, ports;
+  for (int i = 0; i < n; ++i) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    STRATA_CHECK(UNAVAILABLE, fd >= 0, "socket: ", std::strerror(errno));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = 0;
+    socklen_t len = sizeof(addr);
+    STRATA_CHECK(UNAVAILABLE,
+                 ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0,
+                 "bind 127.0.0.1:0: ", std::strerror(errno));
+    fds.push_back(fd);
+    ports.push_back(ntohs(addr.sin_port));
+  }
+  for (int fd : fds) ::close(fd);
+  return ports;
+}
+
+int launch(const Args& args, char** argv) {
+  const std::vector<int> ports = free_ports(args.workers);
+  std::string cluster;
+  for (int p : ports) cluster += str_cat(cluster.empty() ? "" : ", ", "\"127.0.0.1:", p, "\"");
+  std::vector<pid_t> pids;
+  for (int i = 0; i < args.workers; ++i) {
+    const std::string tf_config =
+        str_cat("TF_CONFIG={\"cluster\": {\"worker\": [", cluster,
+                "]}, \"task\": {\"type\": \"worker\", \"index\": ", i, "}}");
+    std::vector<std::string> env_strings{tf_config};
+    for (char** e = environ; *e != nullptr; ++e) {
+      if (std::strncmp(*e, "TF_CONFIG=", 10) != 0) env_strings.emplace_back(*e);
+    }
+    std::vector<char*> env;
+    for (std::string& s : env_strings) env.push_back(s.data());
+    env.push_back(nullptr);
+    pid_t pid = 0;
+    const int rc = ::posix_spawn(&pid, "/proc/self/exe", nullptr, nullptr, argv, env.data());
+    STRATA_CHECK(UNAVAILABLE, rc == 0, "posix_spawn worker ", i, ": ", std::strerror(rc));
+    pids.push_back(pid);
+  }
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(args.deadline_s);
+  int failures = 0, running = args.workers;
+  while (running > 0) {
+    int status = 0;
+    const pid_t done = ::waitpid(-1, &status, WNOHANG);
+    if (done > 0) {
+      --running;
+      const bool ok = WIFEXITED(status) && WEXITSTATUS(status) == 0;
+      if (!ok) {
+        ++failures;
+        std::cerr << "multiworker_training_bench: worker pid " << done << " failed (status "
+                  << status << ")\n";
+      }
+      continue;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      std::cerr << "multiworker_training_bench: workers still running after " << args.deadline_s
+                << " s; killing them\n";
+      for (pid_t p : pids) ::kill(p, SIGKILL);
+      while (::waitpid(-1, &status, 0) > 0) {
+      }
+      return 1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return failures == 0 ? 0 : 1;
+}
+
+// --- worker ------------------------------------------------------------------
+
+std::shared_ptr<keras::SequentialModel> make_model() {
+  namespace L = keras::layers;
+  return keras::Sequential({L::Dense(512, {.activation = "relu", .input_shape = {784}}),
+                            L::Dense(256, {.activation = "relu"}), L::Dense(10)});
+}
+
+int work(const Args& args) {
+  config::set_intra_op_parallelism_threads(1);
+  sd::MultiWorkerMirroredStrategy strategy({.communication_options = {.timeout_seconds = 120}});
+  const int worker = strategy.input_pipeline_id();
+  std::shared_ptr<keras::SequentialModel> model;
+  std::shared_ptr<keras::optimizers::AdamOptimizer> optimizer;
+  {
+    auto scope = strategy.scope();
+    model = make_model();
+    optimizer = keras::optimizers::Adam({.learning_rate = 1e-3});
+    optimizer->build(model->trainable_variables());
+  }
+  // Every worker's own synthetic batch of 64 (as torch_ddp.py's processes).
+  sd::DistributedDataset dd =
+      strategy.experimental_distribute_datasets_from_function([&](const sd::InputContext& ctx) {
+        const int64_t b = ctx.get_per_replica_batch_size(kGlobalBatch);
+        const Tensor x = random::uniform({b, 784}, {.seed = 1 + ctx.input_pipeline_id()});
+        const Tensor y = cast(
+            random::uniform_int({b}, 0, 10, {.seed = 2 + ctx.input_pipeline_id()}), DType::int64);
+        return data::Dataset::from_tensors({x, y}).repeat();
+      });
+  sd::DistributedIterator it = dd.iter();
+  bool timing = false;
+  double phase[3] = {0, 0, 0};
+  auto step = [&](const data::Element& batch) {
+    const double t0 = now_seconds(CLOCK_MONOTONIC);
+    double t1 = 0;
+    std::vector<Tensor> grads;
+    {
+      GradientTape tape;
+      Tensor logits = (*model)(batch[0], /*training=*/true);
+      Tensor per_example =
+          keras::losses::sparse_categorical_crossentropy(batch[1], logits, {.from_logits = true});
+      Tensor loss = nn::compute_average_loss(per_example, {.global_batch_size = kGlobalBatch});
+      t1 = now_seconds(CLOCK_MONOTONIC);
+      grads = tape.gradient(loss, model->trainable_variables());
+    }
+    const double t2 = now_seconds(CLOCK_MONOTONIC);
+    optimizer->apply_gradients(zip(grads, model->trainable_variables()));
+    if (timing) {
+      phase[0] += t1 - t0;
+      phase[1] += t2 - t1;
+      phase[2] += now_seconds(CLOCK_MONOTONIC) - t2;
+    }
+  };
+  // A barrier across every worker that also sums `value` over them.
+  auto sum_over_workers = [&](double value) {
+    auto r = strategy.run(
+        [&] { return sd::get_replica_context()->all_reduce(sd::ReduceOp::SUM, constant(value)); });
+    return strategy.experimental_local_results(r).front().item<double>();
+  };
+  for (int i = 0; i < args.warmup; ++i) strategy.run(step, it.get_next());
+  timing = true;
+  std::vector<double> rates, step_seconds, cpu_ms;
+  for (int r = 0; r < args.repetitions; ++r) {
+    sum_over_workers(0);
+    const double wall0 = now_seconds(CLOCK_MONOTONIC);
+    const double cpu0 = now_seconds(CLOCK_PROCESS_CPUTIME_ID);
+    for (int i = 0; i < args.steps; ++i) strategy.run(step, it.get_next());
+    const double cpu = now_seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+    const double total_cpu = sum_over_workers(cpu);  // also the closing barrier
+    const double wall = now_seconds(CLOCK_MONOTONIC) - wall0;
+    step_seconds.push_back(wall / args.steps);
+    rates.push_back(static_cast<double>(kGlobalBatch) * args.steps / wall);
+    cpu_ms.push_back(1e3 * total_cpu / args.steps);
+  }
+  if (worker == 0) {
+    const double steps = static_cast<double>(args.steps) * args.repetitions;
+    std::string runs;
+    for (double r : rates) runs += str_cat(runs.empty() ? "" : ", ", static_cast<int64_t>(r));
+    double load[1] = {0.0};
+    ::getloadavg(load, 1);
+    std::printf(
+        "{\"impl\": \"strata_multiworker\", \"workers\": %d, \"threads\": 1, \"batch_size\": %lld, "
+        "\"examples_per_second\": %.1f, \"seconds_per_step\": %.6f, "
+        "\"process_cpu_ms_per_step\": %.3f, \"runs\": [%s], \"forward_ms\": %.3f, "
+        "\"gradient_ms\": %.3f, \"apply_ms\": %.3f, \"load1\": %.2f}\n",
+        args.workers, static_cast<long long>(kGlobalBatch), median(rates), median(step_seconds),
+        median(cpu_ms), runs.c_str(), 1e3 * phase[0] / steps, 1e3 * phase[1] / steps,
+        1e3 * phase[2] / steps, load[0]);
+    std::fflush(stdout);
+  }
+  sum_over_workers(0);  // keep the chief's store up until every worker is done
+  return 0;
+}
+
+}  // namespace
+}  // namespace strata
+
+int main(int argc, char** argv) {
+  try {
+    const strata::Args args = strata::parse(argc, argv);
+    const char* tf_config = std::getenv("TF_CONFIG");
+    if (tf_config == nullptr || *tf_config == '\0') return strata::launch(args, argv);
+    return strata::work(args);
+  } catch (const std::exception& e) {
+    std::cerr << "multiworker_training_bench: " << e.what() << "\n";
+    return 1;
+  }
+}
