@@ -90,8 +90,9 @@ std::vector<tf::Tensor> train(sd::Strategy* strategy, int kill_worker, int worke
 
 void check_all_reduces(sd::MultiWorkerMirroredStrategy& strategy) {
   const int total = strategy.num_replicas_in_sync();
-  // Every dtype and op through the replica context (SUM/MEAN) and the collectives' MAX/MIN via
-  // reduce.
+  // Every dtype through the replica context's SUM and MEAN (the strategy-level ReduceOps, as in
+  // TF). The collectives' MAX/MIN over Gloo are checked by
+  // GlooCollectives.AllReduceEveryOpOverTwoAndThreeRanks (strata/collective).
   auto results = strategy.run([&] {
     sd::ReplicaContext& ctx = *sd::get_replica_context();
     const int id = ctx.replica_id_in_sync_group();
