@@ -131,6 +131,29 @@ TEST(Topology, InvalidShapesAreUsageErrorsNamingTheValue) {
   EXPECT_EQ(run("topology --computation-shape 1,2").status, 2);
 }
 
+// The README's walkthrough quotes real output: every `$ strata topology ...`
+// line of its text blocks is followed by exactly what the program prints.
+TEST(Topology, TheReadmeWalkthroughShowsTheProgramsOutput) {
+  const std::string readme = read_file(std::string(STRATA_SOURCE_DIR) + "/README.md");
+  ASSERT_FALSE(readme.empty());
+  const std::string prompt = "\n$ strata topology";
+  int checked = 0;
+  for (size_t at = readme.find(prompt); at != std::string::npos; at = readme.find(prompt, at + 1)) {
+    const size_t args_begin = at + prompt.size() - std::string("topology").size();
+    const size_t args_end = readme.find('\n', args_begin);
+    const std::string args = readme.substr(args_begin, args_end - args_begin);
+    const size_t block_end = readme.find("\n```", args_end);
+    ASSERT_NE(block_end, std::string::npos) << args;
+    const std::string quoted = readme.substr(args_end + 1, block_end + 1 - (args_end + 1));
+    Result r = run(args, /*merge_stderr=*/false);
+    EXPECT_EQ(r.status, 0) << args;
+    EXPECT_EQ(r.output, quoted) << "README.md quotes `strata " << args
+                                << "` with output that differs from the program's";
+    ++checked;
+  }
+  EXPECT_GE(checked, 1) << "README.md has no `$ strata topology` walkthrough";
+}
+
 TEST(Launch, GivesEachWorkerItsTaskAndPrefixesItsOutput) {
   Result r = run("launch --nproc 3 -- sh -c 'echo \"$TF_CONFIG\"'");
   ASSERT_EQ(r.status, 0) << r.output;

@@ -187,9 +187,16 @@ TEST_F(Train, LogDirHoldsTensorBoardEventsAndMetricsCsv) {
   for (const char* run_name : {"train", "validation"}) {
     int events = 0;
     for (const auto& e : fs::directory_iterator(logs / run_name)) {
-      if (e.path().filename().string().rfind("events.out.tfevents.", 0) == 0 &&
-          fs::file_size(e.path()) > 0)
-        ++events;
+      if (e.path().filename().string().rfind("events.out.tfevents.", 0) != 0) continue;
+      ++events;
+      // A valid TFRecord file: the file_version Event, then one Event per
+      // epoch with Keras's scalar tags.
+      Result verify = run("tfrecord verify " + e.path().string());
+      EXPECT_EQ(verify.status, 0) << verify.output;
+      EXPECT_NE(verify.output.find(": 3 records"), std::string::npos) << verify.output;
+      const std::string bytes = read_file(e.path().string());
+      EXPECT_NE(bytes.find("epoch_loss"), std::string::npos) << run_name;
+      EXPECT_NE(bytes.find("epoch_accuracy"), std::string::npos) << run_name;
     }
     EXPECT_EQ(events, 1) << run_name;
   }
@@ -227,10 +234,11 @@ TEST_F(Train, TrainsFromTfrecordFilesWrittenByConvertIdx) {
 }
 
 TEST_F(Train, CtrlCStopsAfterTheCurrentStepAndKeepsTheLastWholeEpoch) {
-  TempDir ckpt;
+  TempDir ckpt, logs, plots;
   int out[2];
   ASSERT_EQ(::pipe(out), 0);
-  const std::string data_dir = data_.str(), ckpt_dir = ckpt.str();
+  const std::string data_dir = data_.str(), ckpt_dir = ckpt.str(), log_dir = logs.str(),
+                    plot = plots / "curves.svg";
   const pid_t pid = ::fork();
   ASSERT_GE(pid, 0);
   if (pid == 0) {
@@ -239,7 +247,7 @@ TEST_F(Train, CtrlCStopsAfterTheCurrentStepAndKeepsTheLastWholeEpoch) {
     ::close(out[0]);
     ::execl(STRATA_CLI_PATH, STRATA_CLI_PATH, "train", "--strategy", "default", "--data-dir",
             data_dir.c_str(), "--epochs", "1000", "--batch-size", "8", "--checkpoint-dir",
-            ckpt_dir.c_str(), nullptr);
+            ckpt_dir.c_str(), "--log-dir", log_dir.c_str(), "--plot", plot.c_str(), nullptr);
     ::_exit(127);
   }
   ::close(out[1]);
@@ -267,10 +275,22 @@ TEST_F(Train, CtrlCStopsAfterTheCurrentStepAndKeepsTheLastWholeEpoch) {
       << output;
   const int epoch = std::stoi(m[1]);
   EXPECT_GE(epoch, 3) << output;
+  // Nothing partial: metrics.csv has a row per whole epoch only, no plot was
+  // drawn, and no temporary file is left beside the checkpoint.
+  const auto rows = [&log_dir] {
+    const std::string csv = read_file(log_dir + "/metrics.csv");
+    return std::count(csv.begin(), csv.end(), '\n') - 1;  // less the header
+  };
+  EXPECT_EQ(rows(), epoch - 1) << read_file(log_dir + "/metrics.csv");
+  EXPECT_FALSE(fs::exists(plot)) << output;
+  EXPECT_TRUE(fs::is_empty(plots.str())) << output;
+  for (const auto& e : fs::recursive_directory_iterator(ckpt_dir)) {
+    EXPECT_EQ(e.path().filename().string().find("tmp"), std::string::npos) << e.path();
+  }
   // The checkpoint holds the last whole epoch and is valid: the next run resumes there.
   const std::string total = std::to_string(epoch + 1);
   Result resumed = run("train --strategy default --data-dir " + data_dir + " --epochs " + total +
-                       " --batch-size 8 --checkpoint-dir " + ckpt_dir);
+                       " --batch-size 8 --checkpoint-dir " + ckpt_dir + " --log-dir " + log_dir);
   ASSERT_EQ(resumed.status, 0) << resumed.output;
   EXPECT_NE(
       resumed.output.find("resumed from the checkpoint after epoch " + std::to_string(epoch - 1)),
@@ -279,6 +299,8 @@ TEST_F(Train, CtrlCStopsAfterTheCurrentStepAndKeepsTheLastWholeEpoch) {
   EXPECT_NE(resumed.output.find("Epoch " + std::to_string(epoch) + "/" + total), std::string::npos)
       << resumed.output;
   EXPECT_NE(resumed.output.find("trained 2 epochs"), std::string::npos) << resumed.output;
+  // The resumed run appends the redone epoch and the next one: one row per epoch.
+  EXPECT_EQ(rows(), epoch + 1) << read_file(log_dir + "/metrics.csv");
 }
 
 // BackupAndRestore across a crash: a run killed with SIGKILL during epoch 3
@@ -355,14 +377,27 @@ TEST(TrainUsage, BadFlagsAreOneLineUsageErrorsWithStatus2) {
     const char* args;
     const char* named;  // the message names the bad value
   };
-  for (const Case& c :
-       {Case{"train --no-such-flag", "--no-such-flag"}, Case{"train --model resnet", "resnet"},
-        Case{"train --strategy ps", "ps"}, Case{"train --devices 0", "--devices"},
-        Case{"train --batch-size 0", "--batch-size"}, Case{"train --optimizer lamb", "lamb"},
-        Case{"train --data-dir /no/such/dir", "/no/such/dir"}, Case{"train --plot c.txt", "c.txt"},
-        Case{"train --strategy tpu --tpu-topology 2x2x", "2x2x"},
-        Case{"train --computation-shape 1,1,1,2", "--computation-shape"},
-        Case{"train --strategy default --devices 2", "--devices 2"}}) {
+  for (const Case& c : {Case{"train --no-such-flag", "--no-such-flag"},
+                        Case{"train --model resnet", "resnet"},
+                        Case{"train --strategy ps", "ps"},
+                        Case{"train --devices 0", "--devices"},
+                        Case{"train --batch-size 0", "--batch-size"},
+                        Case{"train --optimizer lamb", "lamb"},
+                        Case{"train --data-dir /no/such/dir", "/no/such/dir"},
+                        Case{"train --plot c.txt", "c.txt"},
+                        Case{"train --strategy tpu --tpu-topology 2x2x", "2x2x"},
+                        Case{"train --computation-shape 1,1,1,2", "--computation-shape"},
+                        Case{"train --strategy default --devices 2", "--devices 2"},
+                        Case{"train --epochs 0", "--epochs"},
+                        Case{"train --learning-rate -1", "--learning-rate"},
+                        Case{"train --seed x", "--seed"},
+                        Case{"train --num-replicas 0", "--num-replicas"},
+                        Case{"train --limit-examples 0", "--limit-examples"},
+                        Case{"train --steps-per-epoch 0", "--steps-per-epoch"},
+                        Case{"train --tpu-topology 1x1x1x2", "--strategy mirrored"},
+                        Case{"train --num-replicas 2", "--num-replicas"},
+                        Case{"train --tfrecord-test 't-*'", "t-*"},
+                        Case{"train extra", "extra"}}) {
     Result r = run(c.args);
     EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
     const std::string first_line = r.output.substr(0, r.output.find('\n'));
