@@ -382,6 +382,22 @@ callbacks::CallbackList make_callbacks(Model* model,
 
 }  // namespace
 
+Model::TrainingStart Model::begin_training(const FitOptions& options, int verbose,
+                                           std::optional<int64_t> steps) {
+  callbacks::CallbackList cbs =
+      make_callbacks(this, options.callbacks, verbose, options.epochs, steps);
+  auto history = std::make_shared<callbacks::HistoryCallback>();
+  cbs.append(history);
+  stop_training = false;
+  resume_epoch_.reset();
+  resume_step_ = 0;
+  Logs logs;
+  cbs.on_train_begin(logs);
+  const int initial_epoch = resume_epoch_.value_or(options.initial_epoch);
+  resume_epoch_.reset();
+  return {std::move(cbs), std::move(history), initial_epoch, std::exchange(resume_step_, 0)};
+}
+
 History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dataset,
                         const FitOptions& options, const ValidationData& validation,
                         const std::function<data::Dataset()>& validation_dataset,
@@ -404,21 +420,8 @@ History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dat
   std::optional<distribute::StrategyScope> scope;
   if (!strategy_->is_default()) scope.emplace(*strategy_);
 
-  callbacks::CallbackList cbs =
-      make_callbacks(this, options.callbacks, verbose, options.epochs,
-                     options.steps_per_epoch ? options.steps_per_epoch : steps_hint);
-  auto history = std::make_shared<callbacks::HistoryCallback>();
-  cbs.append(history);
-
-  stop_training = false;
-  resume_epoch_.reset();
-  resume_step_ = 0;
-  Logs logs;
-  cbs.on_train_begin(logs);
-  // BackupAndRestore asks, in on_train_begin, to continue after its backup.
-  const int initial_epoch = resume_epoch_.value_or(options.initial_epoch);
-  int64_t initial_step = std::exchange(resume_step_, 0);
-  resume_epoch_.reset();
+  auto [cbs, history, initial_epoch, initial_step] = begin_training(
+      options, verbose, options.steps_per_epoch ? options.steps_per_epoch : steps_hint);
 
   std::optional<internal::StepStream> stream;  // kept across epochs with steps_per_epoch
   Logs training_logs;
@@ -551,18 +554,9 @@ History Model::fit_on_coordinator(const DatasetCreator& creator, const FitOption
   for (Variable& v : internal::PsTraining::state_variables(*this)) args.emplace_back(std::move(v));
   args.emplace_back(coordinator.create_per_worker_dataset(creator.dataset_function()).iter());
 
-  callbacks::CallbackList cbs =
-      make_callbacks(this, options.callbacks, verbose, options.epochs, options.steps_per_epoch);
-  auto history = std::make_shared<callbacks::HistoryCallback>();
-  cbs.append(history);
-  stop_training = false;
-  resume_epoch_.reset();
-  resume_step_ = 0;
-  Logs logs;
-  cbs.on_train_begin(logs);
-  const int initial_epoch = resume_epoch_.value_or(options.initial_epoch);
-  resume_epoch_.reset();
-  STRATA_CHECK(UNIMPLEMENTED, std::exchange(resume_step_, 0) == 0, "Model '", name(),
+  auto [cbs, history, initial_epoch, initial_step] =
+      begin_training(options, verbose, options.steps_per_epoch);
+  STRATA_CHECK(UNIMPLEMENTED, initial_step == 0, "Model '", name(),
                "': resuming mid-epoch (BackupAndRestore with save_freq in batches) under "
                "ParameterServerStrategy; back up per epoch");
   Logs training_logs;

@@ -79,6 +79,10 @@ class PerReplica;
 
 namespace strata::keras {
 
+namespace callbacks {
+class HistoryCallback;
+}  // namespace callbacks
+
 // keras.callbacks.History's contents: fit's return value.
 struct History {
   std::vector<int> epoch = {};                              // epochs run (0-based)
@@ -361,6 +365,17 @@ class Model : public Layer {
   friend struct internal::PsTraining;
   friend std::shared_ptr<Model> build_registered_model(const std::string& name);
   History fit_on_coordinator(const DatasetCreator& creator, const FitOptions& options);
+  // What every fit starts with: the callback list (History last), on_train_begin
+  // called, and where to start (BackupAndRestore may ask, in on_train_begin, to
+  // continue after its backup).
+  struct TrainingStart {
+    callbacks::CallbackList callbacks;
+    std::shared_ptr<callbacks::HistoryCallback> history;
+    int initial_epoch;
+    int64_t initial_step;
+  };
+  TrainingStart begin_training(const FitOptions& options, int verbose,
+                               std::optional<int64_t> steps);
   void check_compiled(const char* who) const;
   distribute::Strategy* distributed_strategy_or_null() const;
   void prepare_distributed_step(const data::Element& first_batch, bool training);
