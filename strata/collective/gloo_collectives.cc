@@ -1066,3 +1066,24 @@ void GlooCollectives::reset() {
 }
 
 }  // namespace strata::collective
+
+#if defined(__SANITIZE_THREAD__)
+// Gloo's tcp::UnboundBuffer hands its device thread weak references to itself
+// (gloo/common/memory.h): the device thread locks one into a shared_ptr while
+// it completes a send or receive, and the buffer's destructor spins until
+// every such shared_ptr is gone before the control block is freed. The
+// ordering that makes this safe is the control block's atomic weak count:
+// the device thread decrements it after its last read of the block, and the
+// destroying thread frees the block only after its own decrement took the
+// count to zero. The destroying thread's decrement and free run inside
+// libgloo's ~UnboundBuffer, which is not instrumented, so TSan sees the free
+// (operator delete is intercepted) without the acquire before it and reports
+// a race against the device thread's read in _M_release_last_use (the
+// above-limit all-reduce path, ~AbortableBuffer). The suppression matches only
+// reports with ~UnboundBuffer of Gloo's tcp transport on a stack, i.e. the
+// freeing of Gloo's own buffer object; races on Strata's payload memory and
+// on Strata's buffer wrappers are still reported.
+extern "C" __attribute__((weak)) const char* __tsan_default_suppressions() {
+  return "race:gloo::transport::tcp::UnboundBuffer::~UnboundBuffer\n";
+}
+#endif

@@ -55,6 +55,11 @@
 // UnavailableError, not kill the process); a handler the program installed is
 // left alone.
 //
+// ThreadSanitizer builds: this file supplies a default TSan suppression (a
+// weak __tsan_default_suppressions, so a program's own definition wins) for a
+// report inside uninstrumented libgloo that is not a race; gloo_collectives.cc
+// explains it.
+//
 // Thread-safety: thread-safe; calls are serialised (one rank per process).
 // `rank` arguments must equal this process's rank (InvalidArgumentError).
 
