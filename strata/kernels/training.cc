@@ -13,7 +13,13 @@
 namespace strata::kernels {
 namespace {
 
-#define STRATA_SIMD_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+// One body, compiled for AVX-512, AVX2 and the baseline; the widest the CPU
+// has is picked once, at first use. (GCC's target_clones would pick it in an
+// ifunc resolver that runs during relocation, before a sanitizer runtime is
+// initialised: TSan builds crashed at start-up.)
+template <typename T>
+using AdamFn = void (*)(int64_t n, T* w, T* m, T* v, T* vhat, const T* g, T b1, T b2, T alpha,
+                        T eps);
 
 template <typename T, bool kAmsgrad>
 __attribute__((always_inline)) inline void adam_span(int64_t n, T* __restrict w, T* __restrict m,
@@ -35,22 +41,33 @@ __attribute__((always_inline)) inline void adam_span(int64_t n, T* __restrict w,
   }
 }
 
-STRATA_SIMD_CLONES void adam_f32(int64_t n, float* w, float* m, float* v, float* vhat,
-                                 const float* g, float b1, float b2, float alpha, float eps) {
-  if (vhat != nullptr) {
-    adam_span<float, true>(n, w, m, v, vhat, g, b1, b2, alpha, eps);
-  } else {
-    adam_span<float, false>(n, w, m, v, vhat, g, b1, b2, alpha, eps);
+#define STRATA_ADAM_VARIANT(name, attributes)                                                 \
+  template <typename T>                                                                       \
+  attributes void name(int64_t n, T* w, T* m, T* v, T* vhat, const T* g, T b1, T b2, T alpha, \
+                       T eps) {                                                               \
+    if (vhat != nullptr) {                                                                    \
+      adam_span<T, true>(n, w, m, v, vhat, g, b1, b2, alpha, eps);                            \
+    } else {                                                                                  \
+      adam_span<T, false>(n, w, m, v, vhat, g, b1, b2, alpha, eps);                           \
+    }                                                                                         \
   }
+STRATA_ADAM_VARIANT(adam_avx512, __attribute__((target("avx512f"))))
+STRATA_ADAM_VARIANT(adam_avx2, __attribute__((target("avx2"))))
+STRATA_ADAM_VARIANT(adam_baseline, )
+#undef STRATA_ADAM_VARIANT
+
+template <typename T>
+AdamFn<T> widest_adam() {
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f")) return &adam_avx512<T>;
+  if (__builtin_cpu_supports("avx2")) return &adam_avx2<T>;
+  return &adam_baseline<T>;
 }
 
-STRATA_SIMD_CLONES void adam_f64(int64_t n, double* w, double* m, double* v, double* vhat,
-                                 const double* g, double b1, double b2, double alpha, double eps) {
-  if (vhat != nullptr) {
-    adam_span<double, true>(n, w, m, v, vhat, g, b1, b2, alpha, eps);
-  } else {
-    adam_span<double, false>(n, w, m, v, vhat, g, b1, b2, alpha, eps);
-  }
+template <typename T>
+void adam(int64_t n, T* w, T* m, T* v, T* vhat, const T* g, T b1, T b2, T alpha, T eps) {
+  static const AdamFn<T> widest = widest_adam<T>();
+  widest(n, w, m, v, vhat, g, b1, b2, alpha, eps);
 }
 
 }  // namespace
@@ -68,11 +85,7 @@ void apply_adam(DType dtype, int64_t n, void* var, void* m, void* v, void* vhat,
     const T alpha = static_cast<T>(c.alpha), eps = static_cast<T>(c.epsilon);
     internal::parallel_for(n, internal::kElementwiseGrain, [&](int64_t begin, int64_t end) {
       T* h = hp ? hp + begin : nullptr;
-      if constexpr (std::is_same_v<T, float>) {
-        adam_f32(end - begin, w + begin, mp + begin, vp + begin, h, g + begin, b1, b2, alpha, eps);
-      } else {
-        adam_f64(end - begin, w + begin, mp + begin, vp + begin, h, g + begin, b1, b2, alpha, eps);
-      }
+      adam<T>(end - begin, w + begin, mp + begin, vp + begin, h, g + begin, b1, b2, alpha, eps);
     });
   });
 }
