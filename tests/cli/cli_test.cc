@@ -131,27 +131,44 @@ TEST(Topology, InvalidShapesAreUsageErrorsNamingTheValue) {
   EXPECT_EQ(run("topology --computation-shape 1,2").status, 2);
 }
 
+const std::string kReadme = std::string(STRATA_SOURCE_DIR) + "/README.md";
+
 // The README's walkthrough quotes real output: every `$ strata topology ...`
 // line of its text blocks is followed by exactly what the program prints.
 TEST(Topology, TheReadmeWalkthroughShowsTheProgramsOutput) {
-  const std::string readme = read_file(std::string(STRATA_SOURCE_DIR) + "/README.md");
-  ASSERT_FALSE(readme.empty());
-  const std::string prompt = "\n$ strata topology";
   int checked = 0;
-  for (size_t at = readme.find(prompt); at != std::string::npos; at = readme.find(prompt, at + 1)) {
-    const size_t args_begin = at + prompt.size() - std::string("topology").size();
-    const size_t args_end = readme.find('\n', args_begin);
-    const std::string args = readme.substr(args_begin, args_end - args_begin);
-    const size_t block_end = readme.find("\n```", args_end);
-    ASSERT_NE(block_end, std::string::npos) << args;
-    const std::string quoted = readme.substr(args_end + 1, block_end + 1 - (args_end + 1));
-    Result r = run(args, /*merge_stderr=*/false);
-    EXPECT_EQ(r.status, 0) << args;
-    EXPECT_EQ(r.output, quoted) << "README.md quotes `strata " << args
-                                << "` with output that differs from the program's";
-    ++checked;
+  for (const auto& session : readme_sessions(kReadme, "strata topology")) {
+    for (const QuotedCommand& c : session) {
+      Result r = run_shell(with_this_binary(c.command), /*merge_stderr=*/false);
+      EXPECT_EQ(r.status, 0) << c.command;
+      EXPECT_EQ(r.output, c.output)
+          << "README.md quotes `" << c.command << "` with output that differs from the program's";
+      ++checked;
+    }
   }
   EXPECT_GE(checked, 1) << "README.md has no `$ strata topology` walkthrough";
+}
+
+// The README's tfrecord walkthrough on Debian's Fashion-MNIST test set: every
+// command (run in order in a temporary folder standing for /tmp/fm) prints
+// exactly the output quoted under it, including the corrupt files' reports.
+TEST(Tfrecord, TheReadmeWalkthroughShowsTheProgramsOutput) {
+  if (!std::filesystem::exists("/usr/share/datasets/fashion-mnist/t10k-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
+  }
+  TempDir dir;
+  int checked = 0;
+  for (const auto& session : readme_sessions(kReadme, "mkdir -p /tmp/fm")) {
+    for (const QuotedCommand& c : session) {
+      const std::string command = replace_all(with_this_binary(c.command), "/tmp/fm", dir.str());
+      Result r = run_shell(command);
+      EXPECT_EQ(r.status, 0) << command << "\n" << r.output;
+      EXPECT_EQ(r.output, replace_all(c.output, "/tmp/fm", dir.str()))
+          << "README.md quotes `" << c.command << "` with output that differs from the program's";
+      checked += c.command.find("strata tfrecord") != std::string::npos;
+    }
+  }
+  EXPECT_GE(checked, 4) << "README.md has no `strata tfrecord` walkthrough";
 }
 
 TEST(Launch, GivesEachWorkerItsTaskAndPrefixesItsOutput) {

@@ -13,8 +13,10 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -357,6 +359,44 @@ TEST(TrainDebianData, DefaultDataLoadsWithLimitExamples) {
       std::string::npos)
       << r.output;
   EXPECT_NE(r.output.find("MirroredStrategy, 2 replicas"), std::string::npos) << r.output;
+}
+
+// Output with the timings (which vary from run to run) masked, as one sequence
+// of lines per `[worker:i]` prefix: the workers' lines interleave differently
+// from run to run.
+std::map<std::string, std::string> stable_lines_per_worker(const std::string& output) {
+  static const std::regex timings(
+      "[0-9]+s [0-9]+(ms|us|s)/step|in [0-9.]+ s: [0-9]+ examples/s; wall time [0-9.]+ s");
+  std::map<std::string, std::string> workers;
+  std::istringstream lines(std::regex_replace(output, timings, "<time>"));
+  for (std::string line; std::getline(lines, line);) {
+    workers[line.substr(0, line.find(']') + 1)] += line + "\n";
+  }
+  return workers;
+}
+
+// The README's `strata launch ... strata train --strategy multi_worker` run on
+// Debian's Fashion-MNIST: the program prints what the README quotes but the
+// timings (same strategy, devices, model, per-epoch metrics, accuracy).
+TEST(TrainDebianData, TheReadmesLaunchWalkthroughShowsTheProgramsOutput) {
+  if (!fs::exists("/usr/share/datasets/fashion-mnist/train-images-idx3-ubyte.gz")) {
+    GTEST_SKIP() << "dataset-fashion-mnist is not installed (scripts/setup.sh installs it)";
+  }
+  int checked = 0;
+  for (const auto& session : readme_sessions(std::string(STRATA_SOURCE_DIR) + "/README.md",
+                                             "strata launch --nproc 2 -- strata train")) {
+    for (const QuotedCommand& c : session) {
+      Result r = run_shell(with_this_binary(c.command), /*merge_stderr=*/false);
+      EXPECT_EQ(r.status, 0) << c.command << "\n" << r.output;
+      const auto quoted = stable_lines_per_worker(c.output);
+      EXPECT_EQ(quoted.size(), 2u) << c.output;
+      EXPECT_EQ(stable_lines_per_worker(r.output), quoted)
+          << "README.md quotes `" << c.command << "` with output that differs from the program's:\n"
+          << r.output;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 1) << "README.md has no `$ strata launch --nproc 2 -- strata train` run";
 }
 
 TEST(TrainUsage, HelpListsEveryFlagWithItsDefault) {
