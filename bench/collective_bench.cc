@@ -61,6 +61,7 @@ double stream_add_rate(int n, int64_t bytes, int reps) {
   std::barrier sync(n + 1);
   std::atomic<bool> stop{false};
   std::vector<std::jthread> threads;
+  threads.reserve(n);
   for (int r = 0; r < n; ++r) {
     threads.emplace_back([&, r] {
       const int64_t per = (count + n - 1) / n;

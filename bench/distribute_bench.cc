@@ -23,6 +23,7 @@ void configure_devices(int n) {
 void BM_MirroredRunEmpty(benchmark::State& state) {
   configure_devices(4);
   std::vector<std::string> devices;
+  devices.reserve(state.range(0));
   for (int i = 0; i < state.range(0); ++i) devices.push_back("CPU:" + std::to_string(i));
   sd::MirroredStrategy strategy(devices);
   for (auto _ : state) strategy.run([] {});

@@ -232,6 +232,7 @@ Tensor gather_grad(const OpRecord& op, const Tensor& g) {
   // g: params[:axis] + indices.shape + params[axis+1:]. Move the index dims
   // first, flatten them, scatter-add along dim 0, then move that dim back.
   std::vector<int64_t> perm;
+  perm.reserve(irank);
   for (int i = 0; i < irank; ++i) perm.push_back(axis + i);
   for (int i = 0; i < axis; ++i) perm.push_back(i);
   for (int i = static_cast<int>(axis) + irank; i < grank; ++i) perm.push_back(i);
@@ -458,13 +459,13 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
     }
     case OpKind::StridedSlice: {
       const TensorShape& out = op.out[0].shape;
-      Tensor gg = g;
       if (out.num_elements() == 0) return {zeros(op.in[0].shape, g.dtype())};
-      return {scatter_strided(gg, op.in[0].shape, op.attrs.begin, op.attrs.strides)};
+      return {scatter_strided(g, op.in[0].shape, op.attrs.begin, op.attrs.strides)};
     }
     case OpKind::Pad: {
       const TensorShape& s = op.in[0].shape;
       std::vector<int64_t> begin;
+      begin.reserve(s.rank());
       for (int i = 0; i < s.rank(); ++i) begin.push_back(op.attrs.paddings[2 * i]);
       return {slice(g, begin, s.dims())};
     }

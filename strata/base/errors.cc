@@ -27,30 +27,30 @@ std::string_view error_code_name(ErrorCode code) noexcept {
   return "UNKNOWN";
 }
 
-Error::Error(ErrorCode code, std::string message)
-    : std::runtime_error(std::move(message)), code_(code) {}
+Error::Error(ErrorCode code, const std::string& message)
+    : std::runtime_error(message), code_(code) {}
 
-void throw_error(ErrorCode code, std::string message) {
+void throw_error(ErrorCode code, const std::string& message) {
   switch (code) {
-    case ErrorCode::CANCELLED: throw CancelledError(std::move(message));
-    case ErrorCode::UNKNOWN: throw UnknownError(std::move(message));
-    case ErrorCode::INVALID_ARGUMENT: throw InvalidArgumentError(std::move(message));
-    case ErrorCode::DEADLINE_EXCEEDED: throw DeadlineExceededError(std::move(message));
-    case ErrorCode::NOT_FOUND: throw NotFoundError(std::move(message));
-    case ErrorCode::ALREADY_EXISTS: throw AlreadyExistsError(std::move(message));
-    case ErrorCode::PERMISSION_DENIED: throw PermissionDeniedError(std::move(message));
-    case ErrorCode::RESOURCE_EXHAUSTED: throw ResourceExhaustedError(std::move(message));
-    case ErrorCode::FAILED_PRECONDITION: throw FailedPreconditionError(std::move(message));
-    case ErrorCode::ABORTED: throw AbortedError(std::move(message));
-    case ErrorCode::OUT_OF_RANGE: throw OutOfRangeError(std::move(message));
-    case ErrorCode::UNIMPLEMENTED: throw UnimplementedError(std::move(message));
-    case ErrorCode::INTERNAL: throw InternalError(std::move(message));
-    case ErrorCode::UNAVAILABLE: throw UnavailableError(std::move(message));
-    case ErrorCode::DATA_LOSS: throw DataLossError(std::move(message));
-    case ErrorCode::UNAUTHENTICATED: throw UnauthenticatedError(std::move(message));
+    case ErrorCode::CANCELLED: throw CancelledError(message);
+    case ErrorCode::UNKNOWN: throw UnknownError(message);
+    case ErrorCode::INVALID_ARGUMENT: throw InvalidArgumentError(message);
+    case ErrorCode::DEADLINE_EXCEEDED: throw DeadlineExceededError(message);
+    case ErrorCode::NOT_FOUND: throw NotFoundError(message);
+    case ErrorCode::ALREADY_EXISTS: throw AlreadyExistsError(message);
+    case ErrorCode::PERMISSION_DENIED: throw PermissionDeniedError(message);
+    case ErrorCode::RESOURCE_EXHAUSTED: throw ResourceExhaustedError(message);
+    case ErrorCode::FAILED_PRECONDITION: throw FailedPreconditionError(message);
+    case ErrorCode::ABORTED: throw AbortedError(message);
+    case ErrorCode::OUT_OF_RANGE: throw OutOfRangeError(message);
+    case ErrorCode::UNIMPLEMENTED: throw UnimplementedError(message);
+    case ErrorCode::INTERNAL: throw InternalError(message);
+    case ErrorCode::UNAVAILABLE: throw UnavailableError(message);
+    case ErrorCode::DATA_LOSS: throw DataLossError(message);
+    case ErrorCode::UNAUTHENTICATED: throw UnauthenticatedError(message);
     case ErrorCode::OK: break;
   }
-  throw Error(code, std::move(message));
+  throw Error(code, message);
 }
 
 }  // namespace strata

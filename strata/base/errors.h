@@ -52,7 +52,7 @@ std::string_view error_code_name(ErrorCode code) noexcept;
 // Base of every Strata exception. what() is "<message>"; code() the TF code.
 class Error : public std::runtime_error {
  public:
-  Error(ErrorCode code, std::string message);
+  Error(ErrorCode code, const std::string& message);
   ErrorCode code() const noexcept { return code_; }
   // The message without decoration (same as what()).
   std::string_view message() const noexcept { return what(); }
@@ -61,10 +61,10 @@ class Error : public std::runtime_error {
   ErrorCode code_;
 };
 
-#define STRATA_DECLARE_ERROR_CLASS(Name, Code)                              \
-  class Name : public Error {                                               \
-   public:                                                                  \
-    explicit Name(std::string message) : Error(Code, std::move(message)) {} \
+#define STRATA_DECLARE_ERROR_CLASS(Name, Code)                          \
+  class Name : public Error {                                           \
+   public:                                                              \
+    explicit Name(const std::string& message) : Error(Code, message) {} \
   };
 
 STRATA_DECLARE_ERROR_CLASS(CancelledError, ErrorCode::CANCELLED)
@@ -87,7 +87,7 @@ STRATA_DECLARE_ERROR_CLASS(UnauthenticatedError, ErrorCode::UNAUTHENTICATED)
 #undef STRATA_DECLARE_ERROR_CLASS
 
 // Throws the subclass matching `code` (Error itself for OK/unknown values).
-[[noreturn]] void throw_error(ErrorCode code, std::string message);
+[[noreturn]] void throw_error(ErrorCode code, const std::string& message);
 
 // Re-throws `e` if it holds an exception; used when carrying errors across
 // threads (the exception keeps its dynamic type).

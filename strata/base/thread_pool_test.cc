@@ -65,6 +65,7 @@ TEST(ThreadPool, ConcurrentCallersShareThePool) {
   ThreadPool pool(3);
   std::vector<std::thread> callers;
   std::atomic<int64_t> total{0};
+  callers.reserve(4);
   for (int c = 0; c < 4; ++c) {
     callers.emplace_back([&] {
       for (int rep = 0; rep < 50; ++rep)

@@ -11,9 +11,11 @@
 namespace strata::train {
 namespace {
 
-std::map<int, std::string> from_list(const std::vector<std::string>& addresses) {
+std::map<int, std::string> from_list(std::vector<std::string> addresses) {
   std::map<int, std::string> tasks;
-  for (size_t i = 0; i < addresses.size(); ++i) tasks.emplace(static_cast<int>(i), addresses[i]);
+  for (size_t i = 0; i < addresses.size(); ++i) {
+    tasks.emplace(static_cast<int>(i), std::move(addresses[i]));
+  }
   return tasks;
 }
 
@@ -23,7 +25,7 @@ JobTasks::JobTasks(std::initializer_list<std::string> addresses)
     : tasks_(from_list(std::vector<std::string>(addresses))) {}
 JobTasks::JobTasks(std::initializer_list<std::pair<const int, std::string>> tasks)
     : tasks_(tasks) {}
-JobTasks::JobTasks(std::vector<std::string> addresses) : tasks_(from_list(addresses)) {}
+JobTasks::JobTasks(std::vector<std::string> addresses) : tasks_(from_list(std::move(addresses))) {}
 JobTasks::JobTasks(std::map<int, std::string> tasks) : tasks_(std::move(tasks)) {}
 
 bool JobTasks::is_dense() const noexcept {

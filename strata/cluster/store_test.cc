@@ -53,6 +53,7 @@ TEST(InMemoryStore, AddIsAnAtomicCounterAcrossThreads) {
   InMemoryStore store;
   {
     std::vector<std::jthread> threads;
+    threads.reserve(8);
     for (int t = 0; t < 8; ++t) {
       threads.emplace_back([&] {
         for (int i = 0; i < 500; ++i) store.add("count", 1);

@@ -411,7 +411,7 @@ TcpStoreServer::TcpStoreServer(const std::string& address)
   address_ = host.find(':') != std::string::npos ? str_cat("[", host, "]:", port_)
                                                  : str_cat(host, ":", port_);
   std::tie(state_->wake_read, state_->wake_write) = internal::make_pipe();
-  thread_ = std::jthread([this](std::stop_token stop) { serve(stop); });
+  thread_ = std::jthread([this](const std::stop_token& stop) { serve(stop); });
 }
 
 TcpStoreServer::~TcpStoreServer() {
@@ -422,7 +422,7 @@ TcpStoreServer::~TcpStoreServer() {
   // state_ closes every connection: clients waiting on them see the close.
 }
 
-void TcpStoreServer::serve(std::stop_token stop) {
+void TcpStoreServer::serve(const std::stop_token& stop) {
   auto& s = *state_;
   std::vector<pollfd> fds;
   while (!stop.stop_requested()) {

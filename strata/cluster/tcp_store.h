@@ -71,7 +71,7 @@ class TcpStoreServer {
   int port() const noexcept { return port_; }
 
  private:
-  void serve(std::stop_token stop);
+  void serve(const std::stop_token& stop);
 
   std::string address_;
   int port_ = 0;

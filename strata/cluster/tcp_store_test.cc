@@ -70,6 +70,7 @@ TEST(TcpStore, ManyClientsOnThreadsShareOneAtomicCounter) {
   std::vector<int64_t> last(kThreads);
   {
     std::vector<std::jthread> threads;
+    threads.reserve(kThreads);
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
         TcpStoreClient client(server.address(), kFast);

@@ -103,7 +103,8 @@ void encode(const Header& h, char* out) {
   put(p, h.payload_bytes, 8);
   const size_t len = std::min(h.description.size(), kHeaderBytes - kHeaderFixed);
   put(p, len, 2);
-  std::memcpy(p, h.description.data(), len);
+  // The description is a length-prefixed field, not a C string: no terminator by design.
+  std::memcpy(p, h.description.data(), len);  // NOLINT(bugprone-not-null-terminated-result)
 }
 
 Header decode(const char* in, int from_rank) {

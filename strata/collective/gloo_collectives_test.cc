@@ -406,7 +406,7 @@ TEST(GlooCollectives, ManyBackToBackCallsStayInStep) {
           break;
         case 1:
           if (groups[r]
-                  ->broadcast(r, constant(static_cast<int64_t>(i * 10 + r)), i % 3)
+                  ->broadcast(r, constant(static_cast<int64_t>(i) * 10 + r), i % 3)
                   .item<int64_t>() != i * 10 + i % 3) {
             wrong.fetch_add(1);
           }

@@ -15,7 +15,6 @@ namespace {
 
 using testing::caught;
 using ::testing::ElementsAre;
-using ::testing::ElementsAreArray;
 using ::testing::HasSubstr;
 using testing::run_ranks;
 using testing::run_ranks_ok;
@@ -209,7 +208,7 @@ TEST(HierarchicalCollectives, ManyCallsOverLocalGroupsStayInStep) {
       switch (i % 4) {
         case 0:
           if (c.of(g)
-                  .all_reduce(g, constant(static_cast<int64_t>(g + i)), ReduceOp::SUM)
+                  .all_reduce(g, constant(static_cast<int64_t>(g) + i), ReduceOp::SUM)
                   .item<int64_t>() != 15 + 6 * i) {
             wrong.fetch_add(1);
           }

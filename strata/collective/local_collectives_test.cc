@@ -84,6 +84,7 @@ std::vector<T> rank_values(int r, int64_t n) {
 template <typename T>
 std::vector<T> expected(int size, int64_t n, ReduceOp op) {
   std::vector<std::vector<T>> in;
+  in.reserve(size);
   for (int r = 0; r < size; ++r) in.push_back(rank_values<T>(r, n));
   std::vector<T> out(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -138,7 +139,7 @@ TEST(LocalCollectives, AllReduceOfAListKeepsShapesAndDtypesIncludingEmptyAndScal
   for (int r = 0; r < size; ++r) {
     const float f = static_cast<float>(r + 1);
     in[r] = {constant(std::vector<float>{f, 2 * f, 3 * f, 4 * f, 5 * f, 6 * f}, {2, 3}),
-             constant(std::vector<float>{}, {0, 4}), constant(static_cast<int64_t>(10 * (r + 1))),
+             constant(std::vector<float>{}, {0, 4}), constant(10 * (static_cast<int64_t>(r) + 1)),
              constant(std::vector<double>{f, -f}), constant(7.f * f)};
   }
   run_ranks_ok(size, [&](int r) { out[r] = group.all_reduce(r, in[r], ReduceOp::SUM); });
@@ -440,7 +441,7 @@ TEST(LocalCollectives, OneThousandBackToBackCallsStayInStep) {
     for (int i = 0; i < 1000; ++i) {
       switch (i % 4) {
         case 0: {
-          Tensor s = group.all_reduce(r, constant(static_cast<int64_t>(i + r)), ReduceOp::SUM);
+          Tensor s = group.all_reduce(r, constant(static_cast<int64_t>(i) + r), ReduceOp::SUM);
           if (s.item<int64_t>() != 3 * i + 3) wrong.fetch_add(1);
           break;
         }

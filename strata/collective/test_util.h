@@ -21,6 +21,7 @@ inline std::vector<std::exception_ptr> run_ranks(int n, const std::function<void
   std::vector<std::exception_ptr> errors(n);
   {
     std::vector<std::jthread> threads;
+    threads.reserve(n);
     for (int r = 0; r < n; ++r) {
       threads.emplace_back([&, r] {
         try {

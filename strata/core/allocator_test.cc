@@ -110,6 +110,7 @@ TEST(CachingAllocator, LiveBlocksNeverAlias) {
 TEST(CachingAllocator, CacheBoundIsRespectedOldestEvictedFirst) {
   CachingAllocator a(kMiB);
   std::vector<void*> blocks;
+  blocks.reserve(5);
   for (int i = 0; i < 5; ++i) blocks.push_back(a.allocate(256 * kKiB));
   for (void* p : blocks) a.deallocate(p, 256 * kKiB);
   AllocatorStats s = a.stats();
@@ -158,6 +159,7 @@ TEST(CachingAllocator, ConcurrentAllocAndFreeFromThreads) {
   // Blocks freed on a thread other than the one that allocated them.
   std::vector<std::vector<std::pair<void*, size_t>>> handoff(kThreads);
   std::vector<std::thread> threads;
+  threads.reserve(kThreads);
   for (int t = 0; t < kThreads; ++t) {
     threads.emplace_back([&a, &handoff, t] {
       std::mt19937 rng(static_cast<unsigned>(t));

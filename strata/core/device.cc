@@ -103,6 +103,7 @@ const Device& find_device(std::string_view name) {
     if (d->spec().matches(pattern)) return *d;
   }
   std::vector<std::string> names;
+  names.reserve(devices.size());
   for (const auto& d : devices) names.push_back(d->name());
   throw NotFoundError(
       str_cat("device: no local device matches '", name, "'; local devices are ", names));

@@ -34,7 +34,7 @@ size_t dtype_size(DType d) noexcept {
     case DType::float64: return 8;
     case DType::int32: return 4;
     case DType::int64: return 8;
-    case DType::uint8: return 1;
+    case DType::uint8:
     case DType::bool_: return 1;
     case DType::string: return sizeof(std::string);
   }

@@ -95,7 +95,8 @@ TEST(VariableTest, EachReadIsANewTensorIdentity) {
 
 TEST(VariableTest, CopiesShareTheVariable) {
   Variable a(constant(1.f));
-  Variable b = a;
+  // The copy is the point of the test.
+  const Variable b = a;  // NOLINT(performance-unnecessary-copy-initialization)
   b.assign(constant(4.f));
   EXPECT_EQ(a.value().item<float>(), 4.f);
   EXPECT_TRUE(a.is_same(b));
@@ -222,7 +223,7 @@ class CountingImpl final : public VariableImpl {
 TEST(VariableCreatorScopeTest, ACreatorCanReplaceTheImplementationBehindTheHandle) {
   std::shared_ptr<CountingImpl> made;
   {
-    VariableCreatorScope scope([&](const NextVariableCreator&, VariableArgs args) {
+    VariableCreatorScope scope([&](const NextVariableCreator&, const VariableArgs& args) {
       made = std::make_shared<CountingImpl>(args);
       return Variable(made);
     });
@@ -304,6 +305,7 @@ TEST(VariableThreadSafetyTest, ConcurrentReadsNeverSeeATornValue) {
 TEST(VariableThreadSafetyTest, ConcurrentAssignAddsAreNotLost) {
   Variable v(constant(int64_t{0}));
   std::vector<std::thread> threads;
+  threads.reserve(4);
   for (int w = 0; w < 4; ++w) {
     threads.emplace_back([&] {
       const Tensor one = constant(int64_t{1});

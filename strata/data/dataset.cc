@@ -75,6 +75,8 @@ const char* node_kind_name(NodeKind k) noexcept {
   return "?";
 }
 
+// Overrides take ownership of the files, hence the by-value parameter.
+// NOLINTNEXTLINE(performance-unnecessary-value-param)
 std::shared_ptr<const DatasetNode> DatasetNode::with_files(std::vector<std::string>) const {
   STRATA_CHECK(UNIMPLEMENTED, false, node_kind_name(kind()),
                ": expected a file-reading source, got a node without files");
@@ -1012,7 +1014,7 @@ Options Dataset::options() const {
   return merged;
 }
 
-Dataset Dataset::from_tensors(Element components) {
+Dataset Dataset::from_tensors(const Element& components) {
   auto spec = spec_of(components);
   return make(NodeKind::kTensors, {}, spec, [components](const std::vector<Dataset>&) {
     auto done = std::make_shared<bool>(false);
@@ -1081,8 +1083,8 @@ Dataset Dataset::range(int64_t start, int64_t stop, int64_t step) {
               });
 }
 
-Dataset Dataset::from_generator(GeneratorFactory factory,
-                                std::vector<TensorSpec> output_signature) {
+Dataset Dataset::from_generator(const GeneratorFactory& factory,
+                                const std::vector<TensorSpec>& output_signature) {
   STRATA_CHECK_ARG(factory != nullptr,
                    "from_generator: expected a generator factory, got an empty function");
   return make(NodeKind::kGenerator, {}, output_signature,
@@ -1105,6 +1107,7 @@ Dataset Dataset::zip(const std::vector<Dataset>& datasets) {
   }
   return make(NodeKind::kZip, datasets, spec, [](const std::vector<Dataset>& inputs) {
     std::vector<std::shared_ptr<IteratorImpl>> its;
+    its.reserve(inputs.size());
     for (const Dataset& d : inputs) its.push_back(input_iter(d));
     return make_fn_iterator([its]() -> std::optional<Element> {
       Element out;
@@ -1125,7 +1128,7 @@ Dataset Dataset::map(MapFn fn, MapOptions o) const {
   return Dataset(std::make_shared<MapNode>(*this, std::move(fn), std::move(o)));
 }
 
-Dataset Dataset::filter(Predicate pred) const {
+Dataset Dataset::filter(const Predicate& pred) const {
   STRATA_CHECK_ARG(pred != nullptr, "filter: expected a predicate, got an empty function");
   return make(NodeKind::kFilter, {*this}, element_spec(),
               [pred](const std::vector<Dataset>& inputs) {
@@ -1312,7 +1315,7 @@ Dataset Dataset::concatenate(const Dataset& other) const {
   return make(NodeKind::kConcatenate, {*this, other}, spec, [](const std::vector<Dataset>& inputs) {
     auto first = input_iter(inputs[0]);
     auto second = std::make_shared<std::shared_ptr<IteratorImpl>>();
-    Dataset other = inputs[1];
+    const Dataset& other = inputs[1];
     return make_fn_iterator([first, second, other]() -> std::optional<Element> {
       if (!*second) {
         if (auto e = first->next()) return e;

@@ -215,7 +215,7 @@ class Dataset {
 
   // --- sources -------------------------------------------------------------
   // One element holding the given tensors.
-  static Dataset from_tensors(Element components);
+  static Dataset from_tensors(const Element& components);
   // Slices along dim 0; all components must have the same leading dimension.
   static Dataset from_tensor_slices(Element components);
   static Dataset range(int64_t stop);
@@ -227,12 +227,13 @@ class Dataset {
     return list_files(std::vector<std::string>{pattern}, o);
   }
   // Elements from a C++ callable; each element is checked against the signature.
-  static Dataset from_generator(GeneratorFactory factory, std::vector<TensorSpec> output_signature);
+  static Dataset from_generator(const GeneratorFactory& factory,
+                                const std::vector<TensorSpec>& output_signature);
   static Dataset zip(const std::vector<Dataset>& datasets);
 
   // --- transformations -----------------------------------------------------
   Dataset map(MapFn fn, MapOptions o = {}) const;
-  Dataset filter(Predicate pred) const;
+  Dataset filter(const Predicate& pred) const;
   Dataset batch(int64_t batch_size, bool drop_remainder = false) const;
   Dataset padded_batch(int64_t batch_size, PaddedBatchOptions o = {}) const;
   Dataset unbatch() const;
@@ -277,7 +278,7 @@ class Dataset {
 
 // File readers. `files` are read in order; each element is one scalar string.
 // TFRecordDataset verifies both CRCs (DataLossError naming file and offset).
-Dataset TFRecordDataset(std::vector<std::string> files, TFRecordOptions o = {});
+Dataset TFRecordDataset(std::vector<std::string> files, const TFRecordOptions& o = {});
 Dataset TextLineDataset(std::vector<std::string> files);
 Dataset FixedLengthRecordDataset(std::vector<std::string> files, int64_t record_bytes,
                                  int64_t header_bytes = 0, int64_t footer_bytes = 0);

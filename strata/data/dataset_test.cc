@@ -29,7 +29,7 @@ Ints values(const Dataset& ds) {
   for (const Element& e : ds) out.push_back(e[0].item<int64_t>());
   return out;
 }
-Tensor ints(Ints v) { return constant(v); }
+Tensor ints(const Ints& v) { return constant(v); }
 
 TEST(DatasetSources, RangeFollowsStartStopAndStep) {
   EXPECT_EQ(values(Dataset::range(5)), (Ints{0, 1, 2, 3, 4}));

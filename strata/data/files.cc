@@ -140,7 +140,7 @@ Dataset Dataset::list_files(const std::vector<std::string>& patterns, ListFilesO
       std::vector<std::string>(found.begin(), found.end()), o.shuffle.value_or(true), seed));
 }
 
-Dataset TFRecordDataset(std::vector<std::string> files, TFRecordOptions o) {
+Dataset TFRecordDataset(std::vector<std::string> files, const TFRecordOptions& o) {
   check_files(files, "TFRecordDataset");
   STRATA_CHECK_ARG(o.buffer_size >= 0, "TFRecordDataset: expected buffer_size >= 0, got ",
                    o.buffer_size);

@@ -20,7 +20,7 @@ Dataset with_inputs(const Dataset& ds, std::vector<Dataset> in) {
 }
 
 // A dataset whose iteration fails with `message` (a worker left without files).
-Dataset failing(const std::vector<TensorSpec>& spec, std::string message) {
+Dataset failing(const std::vector<TensorSpec>& spec, const std::string& message) {
   return Dataset::from_generator(
       [message]() -> GeneratorFn {
         return [message]() -> std::optional<Element> { throw InvalidArgumentError(message); };

@@ -21,6 +21,7 @@ class DistributedDatasetTest : public ::testing::Test {
   }
   static std::vector<std::string> cpus(int n) {
     std::vector<std::string> d;
+    d.reserve(n);
     for (int i = 0; i < n; ++i) d.push_back("CPU:" + std::to_string(i));
     return d;
   }

@@ -278,7 +278,7 @@ VariableArgs check_distributed_variable_args(VariableArgs args) {
   return args;
 }
 
-Variable make_distributed_variable(Strategy& strategy, VariableArgs args) {
+Variable make_distributed_variable(Strategy& strategy, const VariableArgs& args) {
   std::vector<Variable> components;
   const int n = strategy.num_local_replicas();
   for (int i = 0; i < n; ++i) {

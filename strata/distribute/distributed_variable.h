@@ -69,7 +69,7 @@ std::vector<Variable> distributed_components(const Variable& v);
 namespace internal {
 // Makes the distributed variable for `args` (already validated by the
 // creator) with one component per local replica of `strategy`.
-Variable make_distributed_variable(Strategy& strategy, VariableArgs args);
+Variable make_distributed_variable(Strategy& strategy, const VariableArgs& args);
 // Validates and normalises `args` for a mirrored-style strategy (AUTO ->
 // ON_WRITE, the §4.1 errors, trainable default).
 VariableArgs check_distributed_variable_args(VariableArgs args);

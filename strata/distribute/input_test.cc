@@ -21,6 +21,7 @@ TEST(RebatchSizes, EveryStepAcrossWorkersSumsToTheGlobalBatch) {
     for (int w = 1; w <= 4; ++w) {
       for (int r = 1; r <= 3; ++r) {
         std::vector<std::vector<int64_t>> lists;
+        lists.reserve(w);
         for (int i = 0; i < w; ++i) lists.push_back(rebatch_sizes(b, w, r, i));
         for (const auto& l : lists) {
           ASSERT_EQ(static_cast<int>(l.size()), w * r);

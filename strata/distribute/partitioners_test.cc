@@ -136,7 +136,7 @@ TEST(PartitionerTest, NumPartitionsAppliesTheStrategyRules) {
 }
 
 TEST(PartitionerTest, NumPartitionsRefusesResultsOtherThanFirstAxisOnly) {
-  auto returning = [](Parts p) { return [p](const TensorShape&, DType) { return p; }; };
+  auto returning = [](const Parts& p) { return [p](const TensorShape&, DType) { return p; }; };
   for (const Parts& bad : {Parts{2, 2}, Parts{}, Parts{0, 1}, Parts{-1, 1}, Parts{1, 3}}) {
     expect_invalid_argument(
         [&] {

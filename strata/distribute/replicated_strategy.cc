@@ -19,6 +19,7 @@ constexpr std::chrono::minutes kMergeTimeout{30};
 
 std::vector<std::string> device_names(const std::vector<const Device*>& devices) {
   std::vector<std::string> names;
+  names.reserve(devices.size());
   for (const Device* d : devices) names.push_back(d->name());
   return names;
 }
@@ -45,7 +46,7 @@ ReplicatedStrategy::ReplicatedStrategy(std::vector<const Device*> devices, int r
   }
   threads_ = std::make_unique<internal::ReplicaThreads>(
       devices_,
-      [this](int replica, std::exception_ptr error) { on_replica_failure(replica, error); });
+      [this](int replica, const std::exception_ptr& error) { on_replica_failure(replica, error); });
 }
 
 ReplicatedStrategy::~ReplicatedStrategy() = default;
@@ -96,7 +97,7 @@ Variable ReplicatedStrategy::create_variable(const NextVariableCreator&, Variabl
         },
         args);
   }
-  Variable v = internal::make_distributed_variable(*this, std::move(args));
+  Variable v = internal::make_distributed_variable(*this, args);
   initialize_distributed_variable(v);
   return v;
 }

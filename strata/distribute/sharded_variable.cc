@@ -200,7 +200,8 @@ ShardedVariable::ShardedVariable(std::vector<Variable> variables, std::string na
 }
 
 ShardedVariable ShardedVariable::create(const Tensor& initial_value, int64_t num_shards,
-                                        VariableOptions options, ShardCreator shard_creator) {
+                                        const VariableOptions& options,
+                                        const ShardCreator& shard_creator) {
   const char* who = "ShardedVariable::create";
   STRATA_CHECK_ARG(initial_value.defined(), who, "(", options.name,
                    "): expected an initial value, got an empty tensor");
@@ -215,7 +216,8 @@ ShardedVariable ShardedVariable::create(const Tensor& initial_value, int64_t num
 
 ShardedVariable ShardedVariable::create(const TensorShape& shape, DType dtype,
                                         const ShardInitializer& init, int64_t num_shards,
-                                        VariableOptions options, ShardCreator shard_creator) {
+                                        const VariableOptions& options,
+                                        const ShardCreator& shard_creator) {
   const char* who = "ShardedVariable::create";
   STRATA_CHECK_ARG(shape.has_known_rank() && shape.is_fully_defined() && shape.rank() >= 1, who,
                    "(", options.name, "): expected a fully defined shape of rank >= 1, got ",

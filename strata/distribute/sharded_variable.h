@@ -124,13 +124,14 @@ class ShardedVariable {
   // InvalidArgumentError if the value is undefined or rank 0, or
   // num_shards < 1.
   static ShardedVariable create(const Tensor& initial_value, int64_t num_shards,
-                                VariableOptions options = {}, ShardCreator shard_creator = {});
+                                const VariableOptions& options = {},
+                                const ShardCreator& shard_creator = {});
   // The same from a shape and dtype: shard i's initial value is
   // init(ShardInfo{shard shape, {offset_i, 0, ...}}); InvalidArgumentError
   // naming the shard if it returns another shape or dtype.
   static ShardedVariable create(const TensorShape& shape, DType dtype, const ShardInitializer& init,
-                                int64_t num_shards, VariableOptions options = {},
-                                ShardCreator shard_creator = {});
+                                int64_t num_shards, const VariableOptions& options = {},
+                                const ShardCreator& shard_creator = {});
 
   // The ShardedVariable behind a handle made by as_variable(); std::nullopt
   // for any other Variable.

@@ -287,7 +287,7 @@ TEST_F(ShardedVariableTest, CreateValidatesItsArguments) {
       {"shard 1", "[2, 2]", "got [1, 2]"});
   expect_invalid_argument(
       [] {
-        ShardedVariable::create(zeros({4, 2}), 2, {}, [](int64_t, int64_t, VariableArgs) {
+        ShardedVariable::create(zeros({4, 2}), 2, {}, [](int64_t, int64_t, const VariableArgs&) {
           return Variable(zeros({1}));
         });
       },

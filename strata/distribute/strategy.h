@@ -357,6 +357,7 @@ auto ReplicaContext::merge_call(Fn&& merge_fn, const Args&... args) {
       [[maybe_unused]] auto gather_one = [&]<size_t J>(std::integral_constant<size_t, J>) {
         using A = std::tuple_element_t<J, std::tuple<Args...>>;
         std::vector<A> values;
+        values.reserve(payloads.size());
         for (const void* p : payloads)
           values.push_back(*std::get<J>(*static_cast<const Payload*>(p)));
         return PerReplica<A>(std::move(values));

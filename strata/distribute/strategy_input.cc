@@ -7,6 +7,7 @@ namespace strata::distribute {
 namespace {
 std::vector<const Device*> local_devices_of(const Strategy& s) {
   std::vector<const Device*> devices;
+  devices.reserve(s.num_local_replicas());
   for (int i = 0; i < s.num_local_replicas(); ++i) devices.push_back(&s.local_device(i));
   return devices;
 }

@@ -171,6 +171,7 @@ ShardedTensor fallback(const std::string& name, const std::vector<ShardedTensor>
   const ShardedTensor& first = inputs.front();
   const Device* device = first.devices().front();
   std::vector<Tensor> full;
+  full.reserve(inputs.size());
   for (const ShardedTensor& x : inputs) full.push_back(unshard(x, device));
   Tensor out;
   {
@@ -605,8 +606,7 @@ ShardedTensor shard(const Tensor& full, const tpu::Sharding& sharding,
   }
   const TensorShape tile = sharding.shard_shape(full.shape());
   std::vector<Tensor> shards = run_shards(devices, holders(sharding), [&](int d) {
-    std::vector<int64_t> size(tile.dims());
-    return slice(full, sharding.shard_offset(full.shape(), d), size);
+    return slice(full, sharding.shard_offset(full.shape(), d), tile.dims());
   });
   return make(sharding, full.shape(), std::move(shards), devices);
 }
@@ -724,6 +724,7 @@ ShardedTensor apply_replicated(const std::vector<ShardedTensor>& inputs,
   std::vector<Tensor> shards =
       run_shards(inputs.front().devices(), holders(replicated), [&](int d) {
         std::vector<Tensor> local;
+        local.reserve(copies.size());
         for (const ShardedTensor& x : copies) local.push_back(x.shard(d));
         return fn(local);
       });
@@ -1017,6 +1018,7 @@ Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters,
   });
   g.input = make(s, x.shape(), std::move(dx), x.devices());
   std::vector<Tensor> present;
+  present.reserve(which.size());
   for (int d : which) present.push_back(d_filters[static_cast<size_t>(d)]);
   {
     DeviceScope scope(*x.devices().front());

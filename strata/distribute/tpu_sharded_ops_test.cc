@@ -6,6 +6,7 @@
 #include <cmath>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "strata/autodiff/gradient_tape.h"
@@ -40,12 +41,12 @@ class ShardedOpsTest : public ::testing::Test {
     std::vector<const Device*> all = local_devices();
     return std::vector<const Device*>(all.begin(), all.begin() + n);
   }
-  static tpu::Sharding split(const Tensor& t, std::vector<int64_t> parts) {
+  static tpu::Sharding split(const Tensor& t, const std::vector<int64_t>& parts) {
     int64_t n = 1;
     for (int64_t p : parts) n *= p;
     return tpu::Sharding::split_to_logical_devices(t.shape(), parts, static_cast<int>(n));
   }
-  static ShardedTensor sharded(const Tensor& t, std::vector<int64_t> parts) {
+  static ShardedTensor sharded(const Tensor& t, const std::vector<int64_t>& parts) {
     tpu::Sharding s = split(t, parts);
     return shard(t, s, devices(s.num_logical_devices()));
   }

@@ -114,6 +114,7 @@ TEST_F(TPUStrategyTest, WithoutAnAssignmentEveryCoreIsAReplicaOfOneLogicalDevice
   EXPECT_EQ(strategy.num_replicas_in_sync(), 8);
   EXPECT_EQ(strategy.num_logical_devices_per_replica(), 1);
   std::vector<std::string> expected;
+  expected.reserve(8);
   for (int k = 0; k < 8; ++k) expected.push_back(cpu(k));
   EXPECT_EQ(strategy.extended().worker_devices(), expected);
   for (int r = 0; r < 8; ++r) {

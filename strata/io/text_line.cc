@@ -7,11 +7,11 @@ namespace strata::io {
 
 TextLineReader::TextLineReader(std::unique_ptr<internal::InputStream> in) : in_(std::move(in)) {}
 
-TextLineReader::TextLineReader(const std::string& path, std::string compression_type)
+TextLineReader::TextLineReader(const std::string& path, const std::string& compression_type)
     : in_(internal::InputStream::open_file(
           path, internal::parse_compression(compression_type, "TextLineReader"))) {}
 
-TextLineReader TextLineReader::from_bytes(std::string bytes, std::string compression_type,
+TextLineReader TextLineReader::from_bytes(std::string bytes, const std::string& compression_type,
                                           std::string name) {
   return TextLineReader(internal::InputStream::from_bytes(
       std::move(bytes), internal::parse_compression(compression_type, "TextLineReader"),

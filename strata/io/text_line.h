@@ -26,8 +26,8 @@ class InputStream;
 class TextLineReader {
  public:
   // NotFoundError if missing; compression_type as TFRecordOptions.
-  explicit TextLineReader(const std::string& path, std::string compression_type = "");
-  static TextLineReader from_bytes(std::string bytes, std::string compression_type = "",
+  explicit TextLineReader(const std::string& path, const std::string& compression_type = "");
+  static TextLineReader from_bytes(std::string bytes, const std::string& compression_type = "",
                                    std::string name = "<memory>");
   ~TextLineReader();
   TextLineReader(TextLineReader&&) noexcept;

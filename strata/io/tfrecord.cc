@@ -54,7 +54,7 @@ std::string tfrecord_frame(std::string_view payload) {
 // ---------------------------------------------------------------------------
 // Writer
 
-TFRecordWriter::TFRecordWriter(std::string path, TFRecordOptions options)
+TFRecordWriter::TFRecordWriter(std::string path, const TFRecordOptions& options)
     : path_(std::move(path)), uncaught_at_construction_(std::uncaught_exceptions()) {
   const auto compression = internal::parse_compression(options.compression_type, "TFRecordWriter");
   file_ = std::make_unique<internal::OutputFile>(path_, compression, options.compression_level);
@@ -114,11 +114,11 @@ void TFRecordWriter::close() {
 
 TFRecordReader::TFRecordReader(std::unique_ptr<internal::InputStream> in) : in_(std::move(in)) {}
 
-TFRecordReader::TFRecordReader(const std::string& path, TFRecordOptions options)
+TFRecordReader::TFRecordReader(const std::string& path, const TFRecordOptions& options)
     : in_(internal::InputStream::open_file(
           path, internal::parse_compression(options.compression_type, "TFRecordReader"))) {}
 
-TFRecordReader TFRecordReader::from_bytes(std::string bytes, TFRecordOptions options,
+TFRecordReader TFRecordReader::from_bytes(std::string bytes, const TFRecordOptions& options,
                                           std::string name) {
   return TFRecordReader(internal::InputStream::from_bytes(
       std::move(bytes), internal::parse_compression(options.compression_type, "TFRecordReader"),
@@ -135,7 +135,7 @@ const std::string& TFRecordReader::name() const { return in_->name(); }
 
 std::optional<std::string> TFRecordReader::read_next() {
   const uint64_t start = in_->offset();
-  auto fail = [&](std::string what) -> std::optional<std::string> {
+  auto fail = [&](const std::string& what) -> std::optional<std::string> {
     in_->seek(start);
     throw DataLossError(str_cat(in_->name(), ": ", what));
   };

@@ -55,7 +55,7 @@ class TFRecordWriter {
  public:
   // Throws InvalidArgumentError/UnimplementedError for a bad compression type, and
   // NotFoundError/PermissionDeniedError when the temporary file cannot be created.
-  explicit TFRecordWriter(std::string path, TFRecordOptions options = {});
+  explicit TFRecordWriter(std::string path, const TFRecordOptions& options = {});
   ~TFRecordWriter();
   TFRecordWriter(TFRecordWriter&&) noexcept;
   TFRecordWriter& operator=(TFRecordWriter&&) noexcept;
@@ -83,9 +83,9 @@ class TFRecordReader {
  public:
   // Opens `path`. NotFoundError if it does not exist; compression errors as
   // TFRecordOptions says.
-  explicit TFRecordReader(const std::string& path, TFRecordOptions options = {});
+  explicit TFRecordReader(const std::string& path, const TFRecordOptions& options = {});
   // Reads from `bytes` (the file's contents); `name` appears in error messages.
-  static TFRecordReader from_bytes(std::string bytes, TFRecordOptions options = {},
+  static TFRecordReader from_bytes(std::string bytes, const TFRecordOptions& options = {},
                                    std::string name = "<memory>");
   ~TFRecordReader();
   TFRecordReader(TFRecordReader&&) noexcept;

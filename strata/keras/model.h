@@ -223,7 +223,7 @@ class ValidationData {
  public:
   ValidationData() = default;
   ValidationData(data::Dataset dataset) : dataset_(std::move(dataset)) {}  // NOLINT
-  ValidationData(std::pair<Tensor, Tensor> xy)
+  ValidationData(const std::pair<Tensor, Tensor>& xy)
       : x_(xy.first), y_(xy.second), tensors_(true) {}  // NOLINT
   bool has_value() const noexcept { return dataset_.has_value() || tensors_; }
   const std::optional<data::Dataset>& dataset() const noexcept { return dataset_; }

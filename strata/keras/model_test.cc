@@ -243,7 +243,7 @@ TEST(ModelFitTest, HistoryHoldsLossMetricsAndValidationPerEpoch) {
 
 TEST(ModelFitTest, ShuffleOrderIsReproducibleAndDiffersPerEpoch) {
   auto [x, y] = classification_data();
-  auto run = [&](uint64_t seed) {
+  auto run = [&, &x = x, &y = y](uint64_t seed) {
     auto model = Sequential(
         {layers::Dense(3, {.kernel_initializer = initializers::zeros(), .input_shape = {4}})});
     model->compile({.optimizer = optimizers::SGD({.learning_rate = 0.3}),

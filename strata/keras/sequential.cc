@@ -32,7 +32,7 @@ std::shared_ptr<SequentialModel> Sequential(const std::vector<LayerPtr>& layers,
   return std::make_shared<SequentialModel>(layers, options);
 }
 
-void SequentialModel::add(LayerPtr layer) {
+void SequentialModel::add(const LayerPtr& layer) {
   STRATA_CHECK_ARG(layer != nullptr, "Sequential '", name(),
                    "': add() expected a layer, got nullptr");
   for (const LayerPtr& l : stack_) {

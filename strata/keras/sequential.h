@@ -35,7 +35,7 @@ class SequentialModel : public Model {
                            const SequentialOptions& options = {});
 
   // Appends a layer (Keras's Sequential.add). InvalidArgumentError for nullptr.
-  void add(LayerPtr layer);
+  void add(const LayerPtr& layer);
 
   TensorShape compute_output_shape(const TensorShape& input_shape) const override;
   // The output shape of each layer, batch dimension -1 (after building).

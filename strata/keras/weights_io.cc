@@ -76,6 +76,7 @@ std::string local_name(const std::string& name) {
 
 std::vector<NamedTensor> named(const std::vector<Variable>& vars) {
   std::vector<NamedTensor> out;
+  out.reserve(vars.size());
   for (const Variable& v : vars) out.push_back({v.name(), v.value()});
   return out;
 }

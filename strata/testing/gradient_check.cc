@@ -55,6 +55,7 @@ Tensor random_uniform(const TensorShape& shape, double lo, double hi, uint64_t s
 GradientCheckResult check_gradients(const TensorFunction& f, const std::vector<Tensor>& inputs,
                                     const GradientCheckOptions& options) {
   std::vector<Tensor> x;
+  x.reserve(inputs.size());
   for (const Tensor& t : inputs) x.push_back(to_f64(t));
 
   // Analytic side.

@@ -213,6 +213,7 @@ DeviceAssignment DeviceAssignment::build(const Topology& topology,
     // constrained dimension first; ties visit the core dimension first, then
     // x, y, z (TF's sort key (count, (i + 1) mod n)).
     std::vector<std::pair<int, int>> order;
+    order.reserve(n);
     for (int i = 0; i < n; ++i) order.emplace_back(replica_counts[i], (i + 1) % n);
     std::sort(order.begin(), order.end());
     std::vector<int> replica_shape(n, 0);

@@ -333,12 +333,12 @@ TEST(Bench, ParsesBenchmarkJsonPairsPeersAndChecksTargets) {
                                       "125.00×", "≥ 10× MLP rate", "pass"}))
       << r.output;
   // The PyTorch peer cannot run: skipped with the reason, no ratio, no verdict.
+  const std::string skipped =
+      "skipped (python '/no/such/python' not found; pass --python or set STRATA_BENCH_PYTHON)";
   EXPECT_EQ(
       table_line(r.output, "MLP training, 1 thread(s)"),
       (std::vector<std::string>{"MLP training, 1 thread(s)", "16k ex/s", "PyTorch (torch_train.py)",
-                                "skipped (python '/no/such/python' not found; pass --python or set "
-                                "STRATA_BENCH_PYTHON)",
-                                "-", "≥ 1.0×", "skipped (no peer)"}))
+                                skipped, "-", "≥ 1.0×", "skipped (no peer)"}))
       << r.output;
   const std::string args = read_file(bench / "fake_bench.args");
   EXPECT_NE(args.find("--benchmark_out_format=json"), std::string::npos) << args;

@@ -120,6 +120,7 @@ class StrategyParityTest : public ::testing::TestWithParam<int> {
   }
   std::vector<std::string> devices() const {
     std::vector<std::string> out;
+    out.reserve(GetParam());
     for (int i = 0; i < GetParam(); ++i) out.push_back("CPU:" + std::to_string(i));
     return out;
   }

@@ -747,6 +747,7 @@ int run_bench(const BenchOptions& o) {
   }
 
   std::vector<Row> rows;
+  rows.reserve(specs.size());
   for (const RowSpec& s : specs) rows.push_back(evaluate(s, runs, peer_values, script_status));
   const std::string load_after = load_average();
 

@@ -160,6 +160,7 @@ int run_launch(const LaunchOptions& options) {
       env_strings.push_back("STRATA_CPU_DEVICES=" + std::to_string(options.devices_per_worker));
     }
     std::vector<char*> envp;
+    envp.reserve(env_strings.size());
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
 

@@ -24,14 +24,14 @@ constexpr size_t kAppendStep = 1 << 20;
   std::string msg = str_cat(op, " ", path, ": ", std::strerror(err));
   switch (err) {
     case ENOENT:
-    case ENOTDIR: throw NotFoundError(std::move(msg));
+    case ENOTDIR: throw NotFoundError(msg);
     case EACCES:
     case EPERM:
-    case EROFS: throw PermissionDeniedError(std::move(msg));
+    case EROFS: throw PermissionDeniedError(msg);
     case ENOSPC:
-    case EDQUOT: throw ResourceExhaustedError(std::move(msg));
-    case EISDIR: throw FailedPreconditionError(std::move(msg));
-    default: throw UnknownError(std::move(msg));
+    case EDQUOT: throw ResourceExhaustedError(msg);
+    case EISDIR: throw FailedPreconditionError(msg);
+    default: throw UnknownError(msg);
   }
 }
 

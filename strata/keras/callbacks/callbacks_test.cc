@@ -56,7 +56,7 @@ class CallbacksTest : public ::testing::Test {
 };
 
 // Sets the logs' `name` to values[epoch] before later callbacks see them.
-CallbackPtr override_log(const std::string& name, std::vector<double> values) {
+CallbackPtr override_log(const std::string& name, const std::vector<double>& values) {
   return LambdaCallback(
       {.on_epoch_end = [name, values](int epoch, Logs& logs) { logs.set(name, values[epoch]); }});
 }

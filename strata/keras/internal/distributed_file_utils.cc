@@ -24,9 +24,9 @@ bool is_temp_dir(const std::string& dirpath, const distribute::Strategy& strateg
 
 // The temporary directory for `dirpath` (created).
 std::string temp_dir(const std::string& dirpath, const distribute::Strategy& strategy) {
-  const std::string dir = is_temp_dir(dirpath, strategy)
-                              ? dirpath
-                              : (fs::path(dirpath) / temp_dir_name(strategy)).string();
+  std::string dir = is_temp_dir(dirpath, strategy)
+                        ? dirpath
+                        : (fs::path(dirpath) / temp_dir_name(strategy)).string();
   make_dirs(dir);
   return dir;
 }

@@ -25,7 +25,7 @@ Tensor grouped_conv2d(const Tensor& x, const Tensor& kernel, const nn::Conv2DOpt
 
 }  // namespace
 
-Conv2DLayer::Conv2DLayer(int64_t filters, std::vector<int64_t> kernel_size,
+Conv2DLayer::Conv2DLayer(int64_t filters, const std::vector<int64_t>& kernel_size,
                          const Conv2DOptions& options)
     : Layer("Conv2D", "conv2d", internal::layer_args(options)),
       filters_(filters),
@@ -96,9 +96,9 @@ Tensor Conv2DLayer::call(const Tensor& inputs, bool /*training*/) {
   return activation_(y);
 }
 
-std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, std::vector<int64_t> kernel_size,
+std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, const std::vector<int64_t>& kernel_size,
                                     const Conv2DOptions& options) {
-  return std::make_shared<Conv2DLayer>(filters, std::move(kernel_size), options);
+  return std::make_shared<Conv2DLayer>(filters, kernel_size, options);
 }
 
 std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, int64_t kernel_size,
@@ -185,7 +185,7 @@ std::shared_ptr<Conv1DLayer> Conv1D(int64_t filters, int64_t kernel_size,
   return std::make_shared<Conv1DLayer>(filters, kernel_size, options);
 }
 
-Conv2DTransposeLayer::Conv2DTransposeLayer(int64_t filters, std::vector<int64_t> kernel_size,
+Conv2DTransposeLayer::Conv2DTransposeLayer(int64_t filters, const std::vector<int64_t>& kernel_size,
                                            const Conv2DTransposeOptions& options)
     : Layer("Conv2DTranspose", "conv2d_transpose", internal::layer_args(options)),
       filters_(filters),
@@ -269,9 +269,9 @@ Tensor Conv2DTransposeLayer::call(const Tensor& inputs, bool /*training*/) {
 }
 
 std::shared_ptr<Conv2DTransposeLayer> Conv2DTranspose(int64_t filters,
-                                                      std::vector<int64_t> kernel_size,
+                                                      const std::vector<int64_t>& kernel_size,
                                                       const Conv2DTransposeOptions& options) {
-  return std::make_shared<Conv2DTransposeLayer>(filters, std::move(kernel_size), options);
+  return std::make_shared<Conv2DTransposeLayer>(filters, kernel_size, options);
 }
 
 }  // namespace strata::keras::layers

@@ -55,7 +55,8 @@ class Conv2DLayer : public Layer {
  public:
   // InvalidArgumentError for filters <= 0, bad kernel_size / strides /
   // dilation_rate / groups / padding / activation.
-  Conv2DLayer(int64_t filters, std::vector<int64_t> kernel_size, const Conv2DOptions& options = {});
+  Conv2DLayer(int64_t filters, const std::vector<int64_t>& kernel_size,
+              const Conv2DOptions& options = {});
 
   int64_t filters() const noexcept { return filters_; }
   const Variable& kernel() const { return kernel_; }
@@ -84,7 +85,7 @@ class Conv2DLayer : public Layer {
   Variable bias_;
 };
 
-std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, std::vector<int64_t> kernel_size,
+std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, const std::vector<int64_t>& kernel_size,
                                     const Conv2DOptions& options = {});
 // kernel_size n means {n, n}.
 std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, int64_t kernel_size,
@@ -168,7 +169,7 @@ struct Conv2DTransposeOptions {
 // or 0 ("valid").
 class Conv2DTransposeLayer : public Layer {
  public:
-  Conv2DTransposeLayer(int64_t filters, std::vector<int64_t> kernel_size,
+  Conv2DTransposeLayer(int64_t filters, const std::vector<int64_t>& kernel_size,
                        const Conv2DTransposeOptions& options = {});
 
   int64_t filters() const noexcept { return filters_; }
@@ -196,7 +197,7 @@ class Conv2DTransposeLayer : public Layer {
 };
 
 std::shared_ptr<Conv2DTransposeLayer> Conv2DTranspose(int64_t filters,
-                                                      std::vector<int64_t> kernel_size,
+                                                      const std::vector<int64_t>& kernel_size,
                                                       const Conv2DTransposeOptions& options = {});
 
 }  // namespace strata::keras::layers

@@ -74,7 +74,7 @@ TEST(EmbeddingTest, RejectsBadArgumentsAndOutOfRangeIndices) {
     FAIL() << "expected InvalidArgumentError";
   } catch (const InvalidArgumentError& e) {
     EXPECT_NE(std::string(e.what()).find("Embedding 'emb'"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("3"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find('3'), std::string::npos) << e.what();
   }
   EXPECT_THROW((*embed)(strata::constant<int64_t>({-1}, {1})), InvalidArgumentError);
 }

@@ -23,7 +23,7 @@ std::string prefix_of(Pooling2DLayer::Kind kind, bool global, int dims) {
 
 }  // namespace
 
-Pooling2DLayer::Pooling2DLayer(Kind kind, std::vector<int64_t> pool_size,
+Pooling2DLayer::Pooling2DLayer(Kind kind, const std::vector<int64_t>& pool_size,
                                const Pooling2DOptions& options)
     : Layer(class_of(kind, false, 2), prefix_of(kind, false, 2), internal::layer_args(options)),
       kind_(kind) {
@@ -55,15 +55,14 @@ Tensor Pooling2DLayer::call(const Tensor& inputs, bool /*training*/) {
   return kind_ == Kind::MAX ? nn::max_pool2d(inputs, k, s, p) : nn::avg_pool2d(inputs, k, s, p);
 }
 
-std::shared_ptr<Pooling2DLayer> MaxPooling2D(std::vector<int64_t> pool_size,
+std::shared_ptr<Pooling2DLayer> MaxPooling2D(const std::vector<int64_t>& pool_size,
                                              const Pooling2DOptions& options) {
-  return std::make_shared<Pooling2DLayer>(Pooling2DLayer::Kind::MAX, std::move(pool_size), options);
+  return std::make_shared<Pooling2DLayer>(Pooling2DLayer::Kind::MAX, pool_size, options);
 }
 
-std::shared_ptr<Pooling2DLayer> AveragePooling2D(std::vector<int64_t> pool_size,
+std::shared_ptr<Pooling2DLayer> AveragePooling2D(const std::vector<int64_t>& pool_size,
                                                  const Pooling2DOptions& options) {
-  return std::make_shared<Pooling2DLayer>(Pooling2DLayer::Kind::AVERAGE, std::move(pool_size),
-                                          options);
+  return std::make_shared<Pooling2DLayer>(Pooling2DLayer::Kind::AVERAGE, pool_size, options);
 }
 
 GlobalPooling2DLayer::GlobalPooling2DLayer(Kind kind, const GlobalPooling2DOptions& options)

@@ -40,7 +40,8 @@ class Pooling2DLayer : public Layer {
  public:
   enum class Kind { MAX, AVERAGE };
   // InvalidArgumentError for non-positive pool_size / strides or a bad padding.
-  Pooling2DLayer(Kind kind, std::vector<int64_t> pool_size, const Pooling2DOptions& options = {});
+  Pooling2DLayer(Kind kind, const std::vector<int64_t>& pool_size,
+                 const Pooling2DOptions& options = {});
 
   TensorShape compute_output_shape(const TensorShape& input_shape) const override;
 
@@ -54,9 +55,9 @@ class Pooling2DLayer : public Layer {
   std::string padding_;
 };
 
-std::shared_ptr<Pooling2DLayer> MaxPooling2D(std::vector<int64_t> pool_size = {2, 2},
+std::shared_ptr<Pooling2DLayer> MaxPooling2D(const std::vector<int64_t>& pool_size = {2, 2},
                                              const Pooling2DOptions& options = {});
-std::shared_ptr<Pooling2DLayer> AveragePooling2D(std::vector<int64_t> pool_size = {2, 2},
+std::shared_ptr<Pooling2DLayer> AveragePooling2D(const std::vector<int64_t>& pool_size = {2, 2},
                                                  const Pooling2DOptions& options = {});
 
 // tf.keras.layers.GlobalAveragePooling2D / GlobalMaxPooling2D arguments.

@@ -11,7 +11,6 @@
 namespace strata::keras::layers {
 namespace {
 
-using testing_util::all_close;
 using testing_util::as_doubles;
 
 // [1, 4, 4, 1] holding 0 .. 15 in row-major order.

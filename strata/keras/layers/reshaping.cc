@@ -105,7 +105,8 @@ std::shared_ptr<ReshapeLayer> Reshape(std::vector<int64_t> target_shape, const L
   return std::make_shared<ReshapeLayer>(std::move(target_shape), args);
 }
 
-ZeroPadding2DLayer::ZeroPadding2DLayer(std::vector<int64_t> padding, const Image2DOptions& options)
+ZeroPadding2DLayer::ZeroPadding2DLayer(const std::vector<int64_t>& padding,
+                                       const Image2DOptions& options)
     : Layer("ZeroPadding2D", "zero_padding2d", internal::layer_args(options)) {
   const std::string who = internal::describe(*this);
   internal::check_channels_last(options.data_format, who);
@@ -124,12 +125,13 @@ Tensor ZeroPadding2DLayer::call(const Tensor& inputs, bool /*training*/) {
   return strata::pad(inputs, {{0, 0}, {top_, bottom_}, {left_, right_}, {0, 0}});
 }
 
-std::shared_ptr<ZeroPadding2DLayer> ZeroPadding2D(std::vector<int64_t> padding,
+std::shared_ptr<ZeroPadding2DLayer> ZeroPadding2D(const std::vector<int64_t>& padding,
                                                   const Image2DOptions& options) {
-  return std::make_shared<ZeroPadding2DLayer>(std::move(padding), options);
+  return std::make_shared<ZeroPadding2DLayer>(padding, options);
 }
 
-Cropping2DLayer::Cropping2DLayer(std::vector<int64_t> cropping, const Image2DOptions& options)
+Cropping2DLayer::Cropping2DLayer(const std::vector<int64_t>& cropping,
+                                 const Image2DOptions& options)
     : Layer("Cropping2D", "cropping2d", internal::layer_args(options)) {
   const std::string who = internal::describe(*this);
   internal::check_channels_last(options.data_format, who);
@@ -152,12 +154,13 @@ Tensor Cropping2DLayer::call(const Tensor& inputs, bool /*training*/) {
   return strata::slice(inputs, {0, top_, left_, 0}, {-1, out.dim(1), out.dim(2), -1});
 }
 
-std::shared_ptr<Cropping2DLayer> Cropping2D(std::vector<int64_t> cropping,
+std::shared_ptr<Cropping2DLayer> Cropping2D(const std::vector<int64_t>& cropping,
                                             const Image2DOptions& options) {
-  return std::make_shared<Cropping2DLayer>(std::move(cropping), options);
+  return std::make_shared<Cropping2DLayer>(cropping, options);
 }
 
-UpSampling2DLayer::UpSampling2DLayer(std::vector<int64_t> size, const UpSampling2DOptions& options)
+UpSampling2DLayer::UpSampling2DLayer(const std::vector<int64_t>& size,
+                                     const UpSampling2DOptions& options)
     : Layer("UpSampling2D", "up_sampling2d", internal::layer_args(options)) {
   const std::string who = internal::describe(*this);
   internal::check_channels_last(options.data_format, who);
@@ -188,9 +191,9 @@ Tensor UpSampling2DLayer::call(const Tensor& inputs, bool /*training*/) {
   return strata::reshape(tiled, out.dims());
 }
 
-std::shared_ptr<UpSampling2DLayer> UpSampling2D(std::vector<int64_t> size,
+std::shared_ptr<UpSampling2DLayer> UpSampling2D(const std::vector<int64_t>& size,
                                                 const UpSampling2DOptions& options) {
-  return std::make_shared<UpSampling2DLayer>(std::move(size), options);
+  return std::make_shared<UpSampling2DLayer>(size, options);
 }
 
 PermuteLayer::PermuteLayer(std::vector<int64_t> dims, const LayerArgs& args)

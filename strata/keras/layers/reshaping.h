@@ -83,7 +83,8 @@ struct Image2DOptions {
 // (Keras's ((top, bottom), (left, right))); entries >= 0.
 class ZeroPadding2DLayer : public Layer {
  public:
-  explicit ZeroPadding2DLayer(std::vector<int64_t> padding, const Image2DOptions& options = {});
+  explicit ZeroPadding2DLayer(const std::vector<int64_t>& padding,
+                              const Image2DOptions& options = {});
   TensorShape compute_output_shape(const TensorShape& input_shape) const override;
 
  protected:
@@ -93,14 +94,15 @@ class ZeroPadding2DLayer : public Layer {
   int64_t top_, bottom_, left_, right_;
 };
 
-std::shared_ptr<ZeroPadding2DLayer> ZeroPadding2D(std::vector<int64_t> padding = {1, 1},
+std::shared_ptr<ZeroPadding2DLayer> ZeroPadding2D(const std::vector<int64_t>& padding = {1, 1},
                                                   const Image2DOptions& options = {});
 
 // Removes `cropping` rows / columns from the edges; the same three forms as
 // ZeroPadding2D (Keras default: nothing). InvalidArgumentError if nothing would remain.
 class Cropping2DLayer : public Layer {
  public:
-  explicit Cropping2DLayer(std::vector<int64_t> cropping, const Image2DOptions& options = {});
+  explicit Cropping2DLayer(const std::vector<int64_t>& cropping,
+                           const Image2DOptions& options = {});
   TensorShape compute_output_shape(const TensorShape& input_shape) const override;
 
  protected:
@@ -110,7 +112,7 @@ class Cropping2DLayer : public Layer {
   int64_t top_, bottom_, left_, right_;
 };
 
-std::shared_ptr<Cropping2DLayer> Cropping2D(std::vector<int64_t> cropping = {0, 0},
+std::shared_ptr<Cropping2DLayer> Cropping2D(const std::vector<int64_t>& cropping = {0, 0},
                                             const Image2DOptions& options = {});
 
 // tf.keras.layers.UpSampling2D's arguments after `size`.
@@ -127,7 +129,8 @@ struct UpSampling2DOptions {
 // Repeats every row size[0] times and every column size[1] times.
 class UpSampling2DLayer : public Layer {
  public:
-  explicit UpSampling2DLayer(std::vector<int64_t> size, const UpSampling2DOptions& options = {});
+  explicit UpSampling2DLayer(const std::vector<int64_t>& size,
+                             const UpSampling2DOptions& options = {});
   TensorShape compute_output_shape(const TensorShape& input_shape) const override;
 
  protected:
@@ -137,7 +140,7 @@ class UpSampling2DLayer : public Layer {
   int64_t rows_, cols_;
 };
 
-std::shared_ptr<UpSampling2DLayer> UpSampling2D(std::vector<int64_t> size = {2, 2},
+std::shared_ptr<UpSampling2DLayer> UpSampling2D(const std::vector<int64_t>& size = {2, 2},
                                                 const UpSampling2DOptions& options = {});
 
 // tf.keras.layers.Permute: reorders the non-batch axes. `dims` is a
