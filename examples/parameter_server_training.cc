@@ -139,7 +139,7 @@ struct Children {
   }
 };
 
-int run_chief(std::shared_ptr<cr::TFConfigClusterResolver> resolver, Children* children,
+int run_chief(const std::shared_ptr<cr::TFConfigClusterResolver>& resolver, Children* children,
               bool kill_worker, bool kill_ps) {
   sd::ParameterServerStrategy strategy(resolver);
   tf::Variable w, b;
