@@ -243,6 +243,7 @@ TEST_F(MultiWorkerTest, StartUpLogsAndListsTheMissingTasks) {
     }));
   }
   std::vector<std::string> errors;
+  errors.reserve(futures.size());
   for (auto& f : futures) errors.push_back(f.get());
   const std::string log = ::testing::internal::GetCapturedStderr();
   for (const std::string& e : errors) {

@@ -83,9 +83,9 @@ bool is_worker_failure(ErrorCode code) {
          code == ErrorCode::DEADLINE_EXCEEDED;
 }
 
-std::exception_ptr make_error(ErrorCode code, std::string message) {
+std::exception_ptr make_error(ErrorCode code, const std::string& message) {
   try {
-    throw_error(code, std::move(message));
+    throw_error(code, message);
   } catch (...) {
     return std::current_exception();
   }
@@ -113,7 +113,7 @@ struct ClusterCoordinator::State {
 
   // Records the first non-retryable error and cancels the queued closures.
   void fail_locked(std::exception_ptr e, const std::string& why) STRATA_REQUIRES(mu) {
-    if (!error) error = e;
+    if (!error) error = std::move(e);
     for (auto& c : queue)
       c->value->set_error(make_error(ErrorCode::CANCELLED,
                                      str_cat("closure '", c->function, "' was cancelled: ", why)));

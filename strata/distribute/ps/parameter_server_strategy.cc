@@ -23,6 +23,7 @@ class ParameterServerExtended final : public StrategyExtended {
   }
   std::vector<std::string> parameter_devices() const override {
     std::vector<std::string> out;
+    out.reserve(static_cast<size_t>(num_ps_));
     for (int k = 0; k < num_ps_; ++k) out.push_back(ps_device(k));
     return out;
   }
@@ -86,7 +87,7 @@ Variable ParameterServerStrategy::create_variable(const NextVariableCreator&, Va
   // _create_variable_round_robin per shard): shard i of the first variable
   // lands on ps (creation index + i) mod #ps.
   ShardedVariable sharded = ShardedVariable::create(
-      args.initial_value, shards, o, [this](int64_t, int64_t, VariableArgs shard) {
+      args.initial_value, shards, o, [this](int64_t, int64_t, const VariableArgs& shard) {
         return create_on_next_ps(shard.initial_value, shard.options);
       });
   return sharded.as_variable();

@@ -55,7 +55,7 @@ std::vector<Tensor> linear_step(const sps::FunctionArgs& args) {
   const Variable& w = args.variable(0);
   const Variable& b = args.variable(1);
   strata::data::Element batch = args.iterator(2).get_next();
-  const Tensor lr = args.tensor(3);
+  const Tensor& lr = args.tensor(3);
   strata::GradientTape tape;
   Tensor loss = strata::reduce_mean(
       strata::square(strata::matmul(batch[0], w.value()) + b.value() - batch[1]));
@@ -231,6 +231,7 @@ TEST(ParameterServerStrategyTest, ALinearModelTrainsOnTwoWorkersAndTwoPs) {
   auto iterator = coordinator.create_per_worker_dataset("linear_data").iter();
   const float initial = full_loss(coordinator, m);
   std::vector<sd::RemoteValue> losses;
+  losses.reserve(300);
   for (int step = 0; step < 300; ++step)
     losses.push_back(
         coordinator.schedule("linear_step", {m.w, m.b, iterator, strata::constant(0.2f)}));
@@ -262,6 +263,7 @@ TEST(ParameterServerStrategyTest, UpdatesFromBothWorkersAreAllAppliedOnThePs) {
   }
   sd::ClusterCoordinator coordinator(strategy);
   std::vector<sd::RemoteValue> ran_on;
+  ran_on.reserve(100);
   for (int i = 0; i < 100; ++i) ran_on.push_back(coordinator.schedule("add_one", {counter}));
   coordinator.join();
   EXPECT_EQ(value_on_ps(*cluster.ps_servers[0], "counter").item<float>(), 100.f);
@@ -298,6 +300,7 @@ TEST(ParameterServerStrategyTest, AClosureOnAKilledWorkerIsRetriedOnAnother) {
   sd::ClusterCoordinator coordinator(strategy, {.ping_interval = 50ms});
   auto iterator = coordinator.create_per_worker_dataset("linear_data").iter();
   std::vector<sd::RemoteValue> losses;
+  losses.reserve(300);
   for (int step = 0; step < 300; ++step)
     losses.push_back(
         coordinator.schedule("hold_on_worker_1", {m.w, m.b, iterator, strata::constant(0.2f)}));
@@ -408,7 +411,7 @@ TEST(ParameterServerStrategyTest, SchedulingAnUnregisteredFunctionIsNotFoundAtOn
 }
 
 TEST(ParameterServerStrategyTest, ValidatesTheClusterAsTensorFlow) {
-  auto make = [](strata::train::ClusterSpec spec, std::string type) {
+  auto make = [](const strata::train::ClusterSpec& spec, const std::string& type) {
     return std::make_shared<cr::SimpleClusterResolver>(
         spec, cr::SimpleClusterResolverOptions{.task_type = type, .task_id = 0});
   };
