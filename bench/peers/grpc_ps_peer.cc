@@ -72,8 +72,8 @@ constexpr int kExamples = 1024, kBatch = 32;
 
 class WorkerService final : public peer::Worker::Service {
  public:
-  WorkerService(int index, int num_workers, std::shared_ptr<grpc::Channel> ps0,
-                std::shared_ptr<grpc::Channel> ps1)
+  WorkerService(int index, int num_workers, const std::shared_ptr<grpc::Channel>& ps0,
+                const std::shared_ptr<grpc::Channel>& ps1)
       : ps0_(peer::Ps::NewStub(ps0)), ps1_(peer::Ps::NewStub(ps1)) {
     std::mt19937 rng(3);
     std::uniform_real_distribution<float> u(-1.f, 1.f);
@@ -241,12 +241,14 @@ int main(int argc, char** argv) {
     {
       Cluster c(1);
       std::vector<double> r;
+      r.reserve(static_cast<size_t>(runs));
       for (int i = 0; i < runs; ++i) r.push_back(round_trip_us(c, 3000));
       report("grpc_ps_peer round_trip_us", r);
     }
     for (int workers : {1, 2}) {
       Cluster c(workers);
       std::vector<double> r;
+      r.reserve(static_cast<size_t>(runs));
       for (int i = 0; i < runs; ++i) r.push_back(steps_per_s(c, 2000));
       report(workers == 1 ? "grpc_ps_peer linear_steps_per_s workers=1"
                           : "grpc_ps_peer linear_steps_per_s workers=2",

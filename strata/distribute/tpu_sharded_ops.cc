@@ -988,6 +988,7 @@ Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters,
       Conv2DGradients g;
       g.input = make(s, x.shape(), std::move(d_input), x.devices());
       std::vector<Tensor> present;
+      present.reserve(which.size());
       for (int d : which) present.push_back(d_filters[static_cast<size_t>(d)]);
       DeviceScope scope(*x.devices().front());
       g.filters = present.size() == 1 ? present[0] : add_n(present);

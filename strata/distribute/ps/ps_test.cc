@@ -597,6 +597,7 @@ TEST(ParameterServerStrategyTest, EachWorkerIteratesItsOwnPipelineThroughRemoteV
   auto per_worker = coordinator.create_per_worker_dataset("numbers");
   auto iterator = per_worker.iter();
   std::vector<sd::RemoteValue> values;
+  values.reserve(40);
   for (int i = 0; i < 40; ++i) values.push_back(coordinator.schedule("next_number", {iterator}));
   coordinator.join();
   std::map<int64_t, std::vector<int64_t>> seen;  // worker -> its elements, in order
