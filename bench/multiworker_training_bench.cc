@@ -139,6 +139,7 @@ int launch(const Args& args, char** argv) {
       if (std::strncmp(*e, "TF_CONFIG=", 10) != 0) env_strings.emplace_back(*e);
     }
     std::vector<char*> env;
+    env.reserve(env_strings.size() + 1);
     for (std::string& s : env_strings) env.push_back(s.data());
     env.push_back(nullptr);
     pid_t pid = 0;
