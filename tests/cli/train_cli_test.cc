@@ -8,6 +8,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -204,20 +205,154 @@ TEST_F(Train, LogDirHoldsTensorBoardEventsAndMetricsCsv) {
   }
 }
 
-TEST_F(Train, PlotWritesSvgAndPng) {
+// metrics.csv as columns: name -> one value per epoch.
+std::map<std::string, std::vector<double>> read_csv_columns(const std::string& path) {
+  // CSVLogger ends rows with "\r\n", as Python's csv module does.
+  std::istringstream in(replace_all(read_file(path), "\r\n", "\n"));
+  std::string line;
+  std::getline(in, line);
+  std::vector<std::string> names;
+  std::istringstream header(line);
+  for (std::string name; std::getline(header, name, ',');) names.push_back(name);
+  std::map<std::string, std::vector<double>> columns;
+  while (std::getline(in, line)) {
+    std::istringstream row(line);
+    std::string cell;
+    for (size_t i = 0; i < names.size() && std::getline(row, cell, ','); ++i)
+      columns[names[i]].push_back(std::stod(cell));
+  }
+  return columns;
+}
+
+// A mark PLplot's SVG driver draws at a data point: a "•" glyph (U+2022) in the
+// series' colour, placed by its text transform.
+struct Mark {
+  std::string color;
+  double x, y;
+};
+
+std::vector<Mark> svg_marks(const std::string& svg) {
+  static const std::regex mark(
+      "<text[^>]*fill=\"(#[0-9A-F]{6})\"[^>]*transform=\"matrix\\(1\\.0+ 0\\.0+ 0\\.0+ -1\\.0+ "
+      "([-0-9.]+) ([-0-9.]+)\\)\"[^>]*>\\s*<tspan[^>]*>&#x2022;</tspan>");
+  std::vector<Mark> marks;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), mark), end; it != end; ++it)
+    marks.push_back({(*it)[1], std::stod((*it)[2]), std::stod((*it)[3])});
+  return marks;
+}
+
+// The texts of the SVG (PLplot writes every character as an entity).
+std::string svg_text(const std::string& svg) {
+  static const std::regex entity("&#x([0-9a-f]+);");
+  std::string text;
+  for (std::sregex_iterator it(svg.begin(), svg.end(), entity), end; it != end; ++it)
+    text += static_cast<char>(
+        std::stoi((*it)[1], nullptr, 16) < 128 ? std::stoi((*it)[1], nullptr, 16) : '*');
+  return text;
+}
+
+// The loss and accuracy panels of --plot's SVG hold, per series (train blue,
+// validation orange), one mark per epoch at the value metrics.csv logged: all
+// four series of a panel on one affine scale, x evenly spaced by epoch.
+TEST_F(Train, PlotSvgDrawsEverySeriesWithTheLoggedValues) {
   TempDir out;
-  Result svg = run(quick("--strategy default --epochs 1 --plot " + (out / "curves.svg")));
-  ASSERT_EQ(svg.status, 0) << svg.output;
-  const std::string s = read_file(out / "curves.svg");
-  EXPECT_NE(s.find("<svg"), std::string::npos);
-  EXPECT_NE(s.find("</svg>"), std::string::npos);
-  Result png = run(quick("--strategy default --epochs 1 --plot " + (out / "curves.png")));
-  ASSERT_EQ(png.status, 0) << png.output;
+  const int epochs = 4;
+  // A small learning rate so that every series still changes from epoch to epoch.
+  nlohmann::json j = run_json(
+      "--strategy default --epochs 4 --optimizer sgd --learning-rate 0.002 "
+      "--plot " +
+      (out / "curves.svg") + " --log-dir " + out.str());
+  ASSERT_EQ(j.at("plot"), out / "curves.svg") << j;
+  const auto csv = read_csv_columns(out / "metrics.csv");
+  const std::string svg = read_file(out / "curves.svg");
+  ASSERT_NE(svg.find("</svg>"), std::string::npos);
+  const std::string text = svg_text(svg);
+  for (const char* label : {"loss", "accuracy", "epoch", "train", "validation"})
+    EXPECT_NE(text.find(label), std::string::npos) << label << " in " << text;
+  std::vector<Mark> marks = svg_marks(svg);
+  ASSERT_EQ(marks.size(), 4u * epochs) << svg.substr(0, 2000);
+  // Drawing order: loss (train, validation), then accuracy (train, validation).
+  const std::array<std::pair<const char*, const char*>, 4> series = {{{"loss", "#1F77B4"},
+                                                                      {"val_loss", "#FF7F0E"},
+                                                                      {"accuracy", "#1F77B4"},
+                                                                      {"val_accuracy", "#FF7F0E"}}};
+  for (int panel = 0; panel < 2; ++panel) {
+    std::vector<double> values, ys;
+    for (int k = 2 * panel; k < 2 * panel + 2; ++k) {
+      const std::vector<double>& logged = csv.at(series[k].first);
+      ASSERT_EQ(logged.size(), static_cast<size_t>(epochs)) << series[k].first;
+      for (int e = 0; e < epochs; ++e) {
+        const Mark& m = marks[k * epochs + e];
+        EXPECT_EQ(m.color, series[k].second) << series[k].first << " epoch " << e;
+        // One mark per epoch, at the same x in both series, evenly spaced.
+        const Mark& first = marks[2 * panel * epochs];
+        const double step = marks[2 * panel * epochs + 1].x - first.x;
+        EXPECT_GT(step, 10.0);
+        EXPECT_NEAR(m.x, first.x + e * step, 0.1) << series[k].first << " epoch " << e;
+        values.push_back(logged[e]);
+        ys.push_back(m.y);
+      }
+    }
+    // y = a * value + b for every mark of the panel (least squares, then the residuals).
+    const double n = static_cast<double>(values.size());
+    double sv = 0, sy = 0, svv = 0, svy = 0;
+    for (size_t i = 0; i < values.size(); ++i)
+      sv += values[i], sy += ys[i], svv += values[i] * values[i], svy += values[i] * ys[i];
+    const double spread = svv - sv * sv / n;
+    ASSERT_GT(spread, 1e-4) << "the logged values hardly change; the check needs a spread";
+    const double a = (svy - sv * sy / n) / spread, b = (sy - a * sv) / n;
+    EXPECT_GT(a, 0) << "higher values must be drawn higher";
+    // The panel's axes span the values (with a margin): the curves fill most of its 450 px.
+    const auto [lo, hi] = std::minmax_element(values.begin(), values.end());
+    EXPECT_GT(a * (*hi - *lo), 150.0) << "panel " << panel;
+    // PLplot places points on its integer device grid (off by up to ~0.02 px here).
+    for (size_t i = 0; i < values.size(); ++i)
+      EXPECT_NEAR(ys[i], a * values[i] + b, 0.15) << "panel " << panel << " mark " << i;
+  }
+  // The last validation point is the final evaluation --json reports (the test set validates).
+  EXPECT_NEAR(csv.at("val_accuracy").back(), j.at("test_accuracy").get<double>(), 1e-6);
+  EXPECT_NEAR(csv.at("val_loss").back(), j.at("test_loss").get<double>(), 1e-5);
+}
+
+uint32_t big_endian(const std::string& bytes, size_t at) {
+  return uint32_t{static_cast<uint8_t>(bytes[at])} << 24 |
+         uint32_t{static_cast<uint8_t>(bytes[at + 1])} << 16 |
+         uint32_t{static_cast<uint8_t>(bytes[at + 2])} << 8 | static_cast<uint8_t>(bytes[at + 3]);
+}
+
+// --plot's PNG: the signature, an IHDR of the page's 1100x450 pixels in 8-bit
+// colour, image data, IEND last and nothing after it; the temporary file was renamed.
+TEST_F(Train, PlotPngIsAWholeImageOfThePageSize) {
+  TempDir out;
+  Result r = run(quick("--strategy default --epochs 2 --plot " + (out / "curves.png")));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("plot: " + (out / "curves.png")), std::string::npos) << r.output;
   const std::string p = read_file(out / "curves.png");
-  ASSERT_GT(p.size(), 1000u);
-  EXPECT_EQ(p.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
-  // Only the two files: the temporary files were renamed.
-  EXPECT_EQ(std::distance(fs::directory_iterator(out.str()), fs::directory_iterator()), 2);
+  ASSERT_GT(p.size(), 10000u);  // two panels of axes, labels, curves and legends
+  ASSERT_EQ(p.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  std::vector<std::string> chunks;
+  size_t at = 8, idat_bytes = 0;
+  while (at + 12 <= p.size()) {
+    const uint32_t length = big_endian(p, at);
+    const std::string type = p.substr(at + 4, 4);
+    chunks.push_back(type);
+    if (type == "IHDR") {
+      ASSERT_EQ(length, 13u);
+      EXPECT_EQ(big_endian(p, at + 8), 1100u) << "width";
+      EXPECT_EQ(big_endian(p, at + 12), 450u) << "height";
+      EXPECT_EQ(static_cast<int>(p[at + 16]), 8) << "bit depth";
+      const int color_type = p[at + 17];
+      EXPECT_TRUE(color_type == 2 || color_type == 6) << "colour type " << color_type;
+    }
+    if (type == "IDAT") idat_bytes += length;
+    at += 12 + size_t{length};
+  }
+  EXPECT_EQ(at, p.size()) << "a chunk runs past the end, or bytes follow IEND";
+  ASSERT_FALSE(chunks.empty());
+  EXPECT_EQ(chunks.front(), "IHDR");
+  EXPECT_EQ(chunks.back(), "IEND");
+  EXPECT_GT(idat_bytes, 5000u);
+  EXPECT_EQ(std::distance(fs::directory_iterator(out.str()), fs::directory_iterator()), 1);
 }
 
 TEST_F(Train, TrainsFromTfrecordFilesWrittenByConvertIdx) {
