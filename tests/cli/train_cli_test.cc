@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -100,6 +101,29 @@ TEST_F(Train, JsonIsOneLineOfFinalMetrics) {
   EXPECT_GT(j.at("test_loss").get<double>(), 0.0);
   EXPECT_GT(j.at("examples_per_second").get<double>(), 0.0);
   EXPECT_GE(j.at("wall_time_s").get<double>(), j.at("train_time_s").get<double>());
+  EXPECT_EQ(j.at("interrupted"), false);
+}
+
+// The CNN end to end under MirroredStrategy for a few steps: the final metrics
+// are sane numbers (a few steps do not have to learn the data).
+TEST_F(Train, CnnTrainsAFewStepsWithSaneFinalMetrics) {
+  nlohmann::json j = run_json(
+      "--model cnn --strategy mirrored --devices 2 --epochs 1 --steps-per-epoch 4 "
+      "--limit-examples 200");
+  EXPECT_EQ(j.at("model"), "cnn");
+  EXPECT_EQ(j.at("replicas"), 2);
+  EXPECT_EQ(j.at("epochs"), 1);
+  EXPECT_EQ(j.at("train_examples"), 4 * 32) << j;  // 4 steps of the global batch
+  const double loss = j.at("test_loss").get<double>();
+  EXPECT_TRUE(std::isfinite(loss)) << j;
+  EXPECT_GT(loss, 0.0) << j;
+  const double accuracy = j.at("test_accuracy").get<double>();
+  EXPECT_GE(accuracy, 0.0) << j;
+  EXPECT_LE(accuracy, 1.0) << j;
+  const double rate = j.at("examples_per_second").get<double>();
+  EXPECT_TRUE(std::isfinite(rate)) << j;
+  EXPECT_GT(rate, 0.0) << j;
+  EXPECT_GT(j.at("train_time_s").get<double>(), 0.0) << j;
   EXPECT_EQ(j.at("interrupted"), false);
 }
 
