@@ -309,9 +309,14 @@ TEST(Bench, ParsesBenchmarkJsonPairsPeersAndChecksTargets) {
   TempDir bench, out;
   write_fake_bench(bench / "fake_bench", kIoJson);
   write_executable(bench / "broken_bench", "#!/bin/sh\necho 'gloo: cannot connect' >&2\nexit 3\n");
+  // Not a Google Benchmark program (bench/peers/allreduce_2proc.py drives it): listed, not run.
+  write_executable(bench / "multiworker_allreduce_bench", "#!/bin/sh\nexit 9\n");
   Result r = run("bench --bench-dir " + bench.str() + " --python /no/such/python --out " +
                  (out / "b.json"));
   EXPECT_EQ(r.status, 1) << r.output;  // broken_bench failed, the rest is reported
+  EXPECT_NE(r.output.find("multiworker_allreduce_bench: not run here (one rank of a 2-process"),
+            std::string::npos)
+      << r.output;
   EXPECT_NE(r.output.find("broken_bench: FAILED (exit status 3: gloo: cannot connect)"),
             std::string::npos)
       << r.output;

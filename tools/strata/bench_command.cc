@@ -192,6 +192,22 @@ QuickPlan quick_plan(const std::string& program) {
   return it == plans.end() ? QuickPlan{"", ""} : it->second;
 }
 
+// The *_bench programs that are not Google Benchmark programs: they have their
+// own drivers and print their own JSON, so `strata bench` lists them with the
+// reason instead of running them (in every mode, --filter included).
+std::string own_driver(const std::string& program) {
+  static const std::map<std::string, std::string> programs = {
+      {"multiworker_allreduce_bench",
+       "not run here (one rank of a 2-process all-reduce: bench/peers/allreduce_2proc.py starts "
+       "it with its raw-Gloo and torch.distributed peers)"},
+      {"multiworker_training_bench",
+       "not run here (its own 2-process launcher, not a Google Benchmark program: run it "
+       "directly, then bench/peers/torch_ddp.py for the peer)"},
+  };
+  auto it = programs.find(program);
+  return it == programs.end() ? "" : it->second;
+}
+
 // ---- peers outside the programs: bench/peers/*.py --------------------------------
 
 struct PeerValue {
@@ -642,6 +658,10 @@ int run_bench(const BenchOptions& o) {
   bool failed = false;
   for (const fs::path& p : programs) {
     const std::string name = p.filename().string();
+    if (const std::string why = own_driver(name); !why.empty()) {
+      statuses.push_back({name, why});
+      continue;
+    }
     const QuickPlan plan = o.quick ? quick_plan(name) : QuickPlan{"", ""};
     if (!plan.skip.empty() && o.filter.empty()) {
       statuses.push_back({name, plan.skip});
