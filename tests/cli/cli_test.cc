@@ -264,12 +264,16 @@ void write_fake_bench(const std::string& path, const std::string& json) {
 }
 
 // Google Benchmark's JSON with repetitions: iterations plus aggregates (the
-// median is used), a counter, bytes_per_second, and an in-program peer.
+// median is used; a "cv" of a counter that is always 0 is a bare NaN), a
+// counter, bytes_per_second, and an in-program peer.
 const char* const kIoJson = R"({"context": {}, "benchmarks": [
  {"name": "BM_PlainRead/real_time", "run_name": "BM_PlainRead/real_time", "run_type": "aggregate",
   "aggregate_name": "median", "real_time": 40, "time_unit": "ms", "bytes_per_second": 6.0e9},
  {"name": "BM_PlainRead/real_time", "run_name": "BM_PlainRead/real_time", "run_type": "aggregate",
   "aggregate_name": "mean", "real_time": 99, "time_unit": "ms", "bytes_per_second": 1.0e9},
+ {"name": "BM_PlainRead/real_time", "run_name": "BM_PlainRead/real_time", "run_type": "aggregate",
+  "aggregate_name": "cv", "real_time": 0.01, "time_unit": "ms", "faults_per_it": NaN,
+  "bytes_per_second": -inf},
  {"name": "BM_TFRecordReadVerified/real_time", "run_name": "BM_TFRecordReadVerified/real_time",
   "run_type": "aggregate", "aggregate_name": "median", "real_time": 80, "time_unit": "ms",
   "bytes_per_second": 3.0e9, "records": 65281},

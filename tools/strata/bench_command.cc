@@ -106,7 +106,11 @@ double median(std::vector<double> v) {
 // Google Benchmark's JSON (--benchmark_out_format=json): iteration runs, several
 // per name with repetitions, and aggregates (their "median" is used when present).
 std::vector<Run> parse_benchmark_json(const std::string& program, const std::string& text) {
-  const nlohmann::json j = nlohmann::json::parse(text);
+  // Google Benchmark writes non-finite numbers as bare NaN / inf, which JSON
+  // lacks: e.g. the "cv" aggregate (stddev / mean) of a counter that is 0 in
+  // every repetition. They become null, which no figure uses.
+  static const std::regex non_finite(R"((:\s*)-?(NaN|nan|Infinity|inf)\b)");
+  const nlohmann::json j = nlohmann::json::parse(std::regex_replace(text, non_finite, "$1null"));
   static const std::set<std::string> not_figures = {"family_index", "per_family_instance_index",
                                                     "repetitions",  "repetition_index",
                                                     "threads",      "iterations"};
