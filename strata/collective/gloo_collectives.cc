@@ -237,14 +237,48 @@ AbortableBuffer::AbortableBuffer(std::unique_ptr<gloo::transport::UnboundBuffer>
 
 AbortableBuffer::~AbortableBuffer() { registry_->remove(this); }
 
+namespace {
+// Runs Gloo's wait(timeout). A connection error signalled to the buffer (a
+// peer that closed after its last message, with a receive still pending on
+// the buffer, such as the sentinel receives) can land after an operation
+// completed but before the wait saw it, and Gloo's wait checks the error
+// first. The completion is counted before the connection's later error and a
+// wait that finds one returns it without looking at errors, so one more short
+// wait tells the two apart: it returns the completion, or the original error
+// stands.
+template <typename Wait>
+bool wait_through_late_errors(Wait&& wait, Milliseconds timeout) {
+  try {
+    return wait(timeout);
+  } catch (const gloo::Exception&) {
+    const std::exception_ptr original = std::current_exception();
+    bool completed = false;
+    try {
+      completed = wait(Milliseconds(1));
+    } catch (const gloo::Exception&) {
+    }
+    if (!completed) std::rethrow_exception(original);
+    return true;
+  }
+}
+}  // namespace
+
 bool AbortableBuffer::waitRecv(int* rank, Milliseconds timeout) {
   // Gloo's algorithms ignore the return value, so an aborted wait throws.
-  if (registry_->aborted() || !inner_->waitRecv(rank, timeout)) registry_->throw_aborted();
+  if (registry_->aborted() ||
+      !wait_through_late_errors([&](Milliseconds t) { return inner_->waitRecv(rank, t); },
+                                timeout)) {
+    registry_->throw_aborted();
+  }
   return true;
 }
 
 bool AbortableBuffer::waitSend(int* rank, Milliseconds timeout) {
-  if (registry_->aborted() || !inner_->waitSend(rank, timeout)) registry_->throw_aborted();
+  if (registry_->aborted() ||
+      !wait_through_late_errors([&](Milliseconds t) { return inner_->waitSend(rank, t); },
+                                timeout)) {
+    registry_->throw_aborted();
+  }
   return true;
 }
 
@@ -288,9 +322,10 @@ class MeshContext final : public gloo::rendezvous::Context {
     close_pairs();
   }
 
-  // Closes every connection: Gloo's device thread no longer touches the
-  // buffers with operations pending on them (the sentinel receives), so they
-  // can be destroyed without racing a connection error being signalled to them.
+  // Resets every connection (Gloo's hard close: SO_LINGER 0), so peers fail at
+  // once. Only for abort(): a reset discards what this rank wrote but the
+  // kernel has not sent yet (a small write can sit corked behind the previous
+  // one), so a peer still reading this rank's last message would lose it.
   void close_pairs() {
     for (int r = 0; r < size; ++r) {
       if (r == rank) continue;
@@ -445,15 +480,29 @@ struct internal::GlooState {
   // reports the same verdict; without one the connection loss is real (a peer
   // died). Returns the first record found, or nullopt.
   std::optional<std::string> peer_timeout_record(const std::string& key) {
+    if (auto found = peer_record({key})) return found->value;
+    return std::nullopt;
+  }
+
+  struct PeerRecord {
+    size_t key = 0;  // index into the keys looked for
+    int rank = -1;   // the peer that left it
+    std::string value;
+  };
+  // The first record another rank left under one of `keys` (each rank appends
+  // its number), waiting up to grace() for one to appear.
+  std::optional<PeerRecord> peer_record(const std::vector<std::string>& keys) {
     const Clock::time_point until = Clock::now() + grace();
     try {
       do {
-        for (int r = 0; r < size; ++r) {
-          if (r == rank) continue;
-          try {
-            const std::vector<char> v = store->get(key + std::to_string(r), Milliseconds(1));
-            return std::string(v.begin(), v.end());
-          } catch (const DeadlineExceededError&) {
+        for (size_t k = 0; k < keys.size(); ++k) {
+          for (int r = 0; r < size; ++r) {
+            if (r == rank) continue;
+            try {
+              const std::vector<char> v = store->get(keys[k] + std::to_string(r), Milliseconds(1));
+              return PeerRecord{.key = k, .rank = r, .value = std::string(v.begin(), v.end())};
+            } catch (const DeadlineExceededError&) {
+            }
           }
         }
       } while (Clock::now() < until);
@@ -461,6 +510,38 @@ struct internal::GlooState {
       // The store is gone too (its host died): the local message stands.
     }
     return std::nullopt;
+  }
+
+  // A rank that finds the schedules differ leaves its own header (call number
+  // and description) in the store before it fails: the failure resets its
+  // connections, which can drop its header before a peer read it, and that
+  // peer then reports the same difference instead of a lost connection. One
+  // key per rank and epoch: a rank fails for good at its first difference.
+  std::string mismatch_key() {
+    std::lock_guard<std::mutex> lock(mu);
+    return str_cat(options.prefix, "/", epoch, "/mismatch/");
+  }
+  [[noreturn]] void fail_schedules_differ(uint64_t call, const std::string& description, int p,
+                                          uint64_t their_call,
+                                          const std::string& their_description) {
+    throw FailedPreconditionError(
+        str_cat(kWho, ": collective schedules differ across workers: this worker, ", name(rank),
+                ", issued collective #", call, " ", description, " but ", name(p),
+                " issued collective #", their_call, " ", their_description));
+  }
+  // Throws the difference when some rank's header differs from `mine`.
+  void check_schedules(const Header& mine, const std::vector<Header>& headers) {
+    for (int p = 0; p < size; ++p) {
+      const Header& h = headers[p];
+      if (h.call == mine.call && h.hash == mine.hash) continue;
+      try {
+        const std::string record = str_cat(mine.call, " ", mine.description);
+        store->set(mismatch_key() + std::to_string(rank),
+                   std::vector<char>(record.begin(), record.end()));
+      } catch (const Error&) {
+      }
+      fail_schedules_differ(mine.call, mine.description, p, h.call, h.description);
+    }
   }
 
   // The header-phase verdict: `missing` never entered collective #call.
@@ -620,27 +701,41 @@ struct internal::GlooState {
           }
           fail_not_entered(collective, verdict);
         }
-        if (auto theirs = peer_timeout_record(key)) fail_not_entered(collective, *theirs);
+        if (auto theirs = peer_record({key, mismatch_key()})) {
+          if (theirs->key == 0) fail_not_entered(collective, theirs->value);
+          const size_t space = theirs->value.find(' ');
+          fail_schedules_differ(mine.call, mine.description, theirs->rank,
+                                std::stoull(theirs->value.substr(0, space)),
+                                theirs->value.substr(space + 1));
+        }
         fail(ErrorCode::UNAVAILABLE,
              str_cat(collective, ": ", name(rank), " lost its connection while waiting for ",
                      names(missing), " to enter it: ", m));
       }
       if (src >= 0 && src < size) arrived[src] = 1;
     }
-    // Each peer's second message follows its header on the same connection.
-    for (int k = 0; k < size - 1; ++k) {
-      int src = -1;
-      b.recv_payload->waitRecv(&src, remaining(deadline));
-    }
-    for (int k = 0; k < size - 1; ++k) {
-      b.send_header->waitSend(remaining(deadline));
-      second->waitSend(remaining(deadline));
-    }
     std::memcpy(b.header_in.data() + rank * kHeaderBytes, b.header_out.data(), kHeaderBytes);
     ex.headers.reserve(size);
-    for (int r = 0; r < size; ++r) {
+    for (int r = 0; r < size; ++r)
       ex.headers.push_back(decode(b.header_in.data() + r * kHeaderBytes, r));
-      const Header& h = ex.headers.back();
+    // Each peer's second message follows its header on the same connection. A
+    // peer that found a difference may fail (resetting its connections) before
+    // its second message arrives: every header is here, so report the difference.
+    try {
+      for (int k = 0; k < size - 1; ++k) {
+        int src = -1;
+        b.recv_payload->waitRecv(&src, remaining(deadline));
+      }
+      for (int k = 0; k < size - 1; ++k) {
+        b.send_header->waitSend(remaining(deadline));
+        second->waitSend(remaining(deadline));
+      }
+    } catch (const gloo::Exception&) {
+      check_schedules(mine, ex.headers);
+      throw;
+    }
+    for (int r = 0; r < size; ++r) {
+      const Header& h = ex.headers[r];
       if (r == rank || !h.attached) continue;
       STRATA_CHECK(DATA_LOSS, h.payload_bytes <= capacity, kWho, ": corrupt call header from rank ",
                    r, " (payload of ", h.payload_bytes, " bytes)");
@@ -679,15 +774,7 @@ struct internal::GlooState {
       const Exchange ex = exchange(ctx, mine, payload, deadline);
       // Every rank holds every header, so every rank finds a difference if
       // there is one (each names itself and the first rank that differs).
-      for (int p = 0; p < size; ++p) {
-        const Header& h = ex.headers[p];
-        if (h.call != call || h.hash != mine.hash) {
-          throw FailedPreconditionError(
-              str_cat(kWho, ": collective schedules differ across workers: this worker, ",
-                      name(rank), ", issued collective #", call, " ", description, " but ", name(p),
-                      " issued collective #", h.call, " ", h.description));
-        }
-      }
+      check_schedules(mine, ex.headers);
       sig.validate(kWho, size);
       if (options.before_data_for_testing) options.before_data_for_testing(call);
       return data(ctx, ex, deadline);
@@ -770,10 +857,14 @@ GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<RendezvousS
   s.connect();
 }
 
+// A graceful close: the buffers go first (each holds the transport context),
+// then the context, whose connections close with a FIN after everything this
+// rank wrote, so a peer that is still finishing the last call receives it.
+// (Gloo's device thread reaches a destroyed buffer only through weak
+// references that the buffer's destructor waits out.)
 GlooCollectives::~GlooCollectives() {
   if (state_ == nullptr) return;
   std::lock_guard<std::mutex> lock(state_->mu);
-  if (state_->context != nullptr) state_->context->close_pairs();
   state_->buffers.reset();
   state_->context.reset();  // before the device goes
 }
@@ -1049,9 +1140,8 @@ void GlooCollectives::reset() {
     s.failure.clear();
     ++s.epoch;
   }
-  if (old != nullptr) old->close_pairs();
   s.buffers.reset();  // registered with the old context
-  old.reset();
+  old.reset();        // a graceful close, as in the destructor
   s.calls = 0;
   try {
     s.connect();

@@ -33,6 +33,26 @@ GlooOptions quick(std::chrono::milliseconds timeout = 20s) {
   return GlooOptions{.timeout = timeout};
 }
 
+// A rank that returns from its last call and destroys its group at once
+// closes its connections while the peer may still be taking that call's last
+// message: the peer must finish the call, not report a lost connection. (Gloo
+// signals the closed connection to the peer's receive buffers, which can land
+// between the message's arrival and the peer's wait; the connections used to
+// be reset, which could also drop the message. Each round races it anew.)
+TEST(GlooCollectives, ARankThatLeavesRightAfterItsLastCallDoesNotFailThePeer) {
+  for (int round = 0; round < 60; ++round) {
+    auto groups = make_groups(2, quick());
+    std::vector<float> got(2);
+    run_ranks_ok(2, [&](int r) {
+      const Tensor sum =
+          groups[r]->all_reduce(r, constant(static_cast<float>(r + 1)), ReduceOp::SUM);
+      got[r] = sum.item<float>();
+      if (r == 1) groups[r].reset();
+    });
+    ASSERT_EQ(got, (std::vector<float>{3, 3})) << "round " << round;
+  }
+}
+
 TEST(GlooCollectives, AllReduceEveryOpOverTwoAndThreeRanks) {
   for (int n : {1, 2, 3}) {
     auto groups = make_groups(n, quick());

@@ -77,6 +77,10 @@ int get_intra_op_parallelism_threads();
 // ("localhost", 0 by default; a multi-worker strategy sets e.g. "worker", 1).
 // FailedPreconditionError after initialisation.
 void set_local_task(std::string job, int task);
+// As set_local_task, but returns false instead of throwing when the runtime is
+// already initialised: the check and the change are one step, so a strategy
+// built while another thread first uses a device does not fail.
+bool set_local_task_if_uninitialized(std::string job, int task);
 
 bool is_runtime_initialized();
 

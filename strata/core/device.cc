@@ -181,13 +181,19 @@ int get_intra_op_parallelism_threads() {
 }
 
 void set_local_task(std::string job, int task) {
+  STRATA_CHECK(FAILED_PRECONDITION, set_local_task_if_uninitialized(std::move(job), task),
+               "The local task cannot be modified after the runtime has been initialized");
+}
+
+bool set_local_task_if_uninitialized(std::string job, int task) {
   STRATA_CHECK_ARG(!job.empty() && task >= 0,
                    "set_local_task: expected a job name and task >= 0, got '", job, "', ", task);
   Runtime& rt = Runtime::get();
   std::lock_guard lock(rt.mu);
-  check_not_initialized(rt, "The local task");
+  if (rt.initialized) return false;
   rt.job = std::move(job);
   rt.task = task;
+  return true;
 }
 
 bool is_runtime_initialized() {

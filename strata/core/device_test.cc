@@ -96,6 +96,8 @@ TEST_F(DeviceTest, ConfigurationAfterInitialisationIsFailedPrecondition) {
   }
   EXPECT_THROW(config::set_intra_op_parallelism_threads(2), FailedPreconditionError);
   EXPECT_THROW(config::set_local_task("worker", 1), FailedPreconditionError);
+  EXPECT_FALSE(config::set_local_task_if_uninitialized("worker", 1));
+  EXPECT_EQ(current_device().name(), "/job:localhost/replica:0/task:0/device:CPU:0");
 }
 
 TEST_F(DeviceTest, InvalidConfigurationIsInvalidArgument) {
@@ -136,6 +138,14 @@ TEST_F(DeviceTest, DeviceScopeIsThreadLocalAndNests) {
 TEST_F(DeviceTest, LocalTaskNamesTheDevices) {
   config::set_local_task("worker", 1);
   EXPECT_EQ(current_device().name(), "/job:worker/replica:0/task:1/device:CPU:0");
+}
+
+TEST_F(DeviceTest, LocalTaskIfUninitializedSetsItOnlyBeforeFirstUse) {
+  EXPECT_THROW(config::set_local_task_if_uninitialized("", 1), InvalidArgumentError);
+  EXPECT_TRUE(config::set_local_task_if_uninitialized("chief", 0));
+  EXPECT_EQ(current_device().name(), "/job:chief/replica:0/task:0/device:CPU:0");
+  EXPECT_FALSE(config::set_local_task_if_uninitialized("worker", 3));
+  EXPECT_EQ(current_device().name(), "/job:chief/replica:0/task:0/device:CPU:0");
 }
 
 }  // namespace

@@ -295,7 +295,7 @@ std::unique_ptr<MultiWorkerMirroredStrategy::Setup> MultiWorkerMirroredStrategy:
   // Name the local devices after this task when nothing has used them yet (TF
   // requires the strategy to be created first; a test running workers as
   // threads of one process keeps the "localhost" names).
-  if (!config::is_runtime_initialized()) config::set_local_task(setup->task_type, setup->task_id);
+  config::set_local_task_if_uninitialized(setup->task_type, setup->task_id);
   setup->devices = local_devices();
   return setup;
 }

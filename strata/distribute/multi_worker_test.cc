@@ -77,7 +77,16 @@ class MultiWorkerTest : public ::testing::Test {
     }
     std::vector<R> out;
     out.reserve(futures.size());
-    for (auto& f : futures) out.push_back(f.get());
+    std::string errors;
+    for (size_t w = 0; w < futures.size(); ++w) {
+      try {
+        out.push_back(futures[w].get());
+      } catch (const std::exception& e) {
+        errors += str_cat("\nworker ", w, ": ", e.what());
+      }
+    }
+    // Every worker's error, not just the first: the root cause may be on either.
+    if (!errors.empty()) throw std::runtime_error("a worker failed:" + errors);
     return out;
   }
 };
