@@ -364,8 +364,8 @@ TEST_F(Train, PlotPngIsAWholeImageOfThePageSize) {
       ASSERT_EQ(length, 13u);
       EXPECT_EQ(big_endian(p, at + 8), 1100u) << "width";
       EXPECT_EQ(big_endian(p, at + 12), 450u) << "height";
-      EXPECT_EQ(static_cast<int>(p[at + 16]), 8) << "bit depth";
-      const int color_type = p[at + 17];
+      EXPECT_EQ(static_cast<unsigned char>(p[at + 16]), 8) << "bit depth";
+      const int color_type = static_cast<unsigned char>(p[at + 17]);
       EXPECT_TRUE(color_type == 2 || color_type == 6) << "colour type " << color_type;
     }
     if (type == "IDAT") idat_bytes += length;
