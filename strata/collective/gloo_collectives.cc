@@ -1170,11 +1170,16 @@ void GlooCollectives::reset() {
 // libgloo's ~UnboundBuffer, which is not instrumented, so TSan sees the free
 // (operator delete is intercepted) without the acquire before it and reports
 // a race against the device thread's read in _M_release_last_use (the
-// above-limit all-reduce path, ~AbortableBuffer). The suppression matches only
-// reports with ~UnboundBuffer of Gloo's tcp transport on a stack, i.e. the
-// freeing of Gloo's own buffer object; races on Strata's payload memory and
-// on Strata's buffer wrappers are still reported.
+// above-limit all-reduce path, ~AbortableBuffer). The same holds when the
+// device thread signals a connection error to a buffer (it holds the weak
+// reference locked while it takes the buffer's mutex) as ~AbortableBuffer
+// frees Gloo's buffer: the free shows up with only ~AbortableBuffer on the
+// stack. The suppressions match only reports with Gloo's ~UnboundBuffer or
+// ~AbortableBuffer (which frees nothing but Gloo's buffer; the registry it
+// leaves is mutex-guarded) on a stack; races on Strata's payload memory are
+// still reported.
 extern "C" __attribute__((weak)) const char* __tsan_default_suppressions() {
-  return "race:gloo::transport::tcp::UnboundBuffer::~UnboundBuffer\n";
+  return "race:gloo::transport::tcp::UnboundBuffer::~UnboundBuffer\n"
+         "race:~AbortableBuffer\n";
 }
 #endif
