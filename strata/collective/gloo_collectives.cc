@@ -450,8 +450,8 @@ struct internal::GlooState {
     const bool timed_out = gloo_message.find("imeout") != std::string::npos ||
                            gloo_message.find("imed out") != std::string::npos;
     // A connection closed by a peer whose data phase timed out (see
-    // peer_timeout_record) makes this rank one of those that waited.
-    if (timed_out || peer_timeout_record(call_key("timed_out", call))) {
+    // peer_record) makes this rank one of those that waited.
+    if (timed_out || peer_record({call_key("timed_out", call)})) {
       const std::string verdict = unfinished_verdict(what, call);
       if (!verdict.empty()) fail(ErrorCode::DEADLINE_EXCEEDED, verdict);
     }
@@ -462,11 +462,23 @@ struct internal::GlooState {
                  gloo_message));
   }
 
-  // The store key under which the ranks of this epoch record `what` about `call`
-  // ("<prefix>/<epoch>/<what>/<call>/"; each rank appends its number).
-  std::string call_key(const char* what, uint64_t call) {
+  // The store key under which the ranks of this epoch record `what`
+  // ("<prefix>/<epoch>/<what>/"; each rank appends its number).
+  std::string epoch_key(const char* what) {
     std::lock_guard<std::mutex> lock(mu);
-    return str_cat(options.prefix, "/", epoch, "/", what, "/", call, "/");
+    return str_cat(options.prefix, "/", epoch, "/", what, "/");
+  }
+  // The same about one call: "<prefix>/<epoch>/<what>/<call>/".
+  std::string call_key(const char* what, uint64_t call) {
+    return str_cat(epoch_key(what), call, "/");
+  }
+  // Leaves this rank's record under `key`; a store that is gone loses it (the
+  // peers then keep their own messages).
+  void leave_record(const std::string& key, const std::string& value) {
+    try {
+      store->set(key + std::to_string(rank), std::vector<char>(value.begin(), value.end()));
+    } catch (const Error&) {
+    }
   }
   Milliseconds grace() const {
     return std::clamp(options.timeout / 10, Milliseconds(100), Milliseconds(2000));
@@ -476,21 +488,15 @@ struct internal::GlooState {
   // (its UnboundBuffer signals the timeout to all of the context's pairs), so a
   // peer still waiting in the same call sees "connection closed" just before its
   // own deadline, or at once when it entered later. Such a peer looks for the
-  // record a timed-out rank leaves under `key` (waiting up to grace()) and then
-  // reports the same verdict; without one the connection loss is real (a peer
-  // died). Returns the first record found, or nullopt.
-  std::optional<std::string> peer_timeout_record(const std::string& key) {
-    if (auto found = peer_record({key})) return found->value;
-    return std::nullopt;
-  }
-
+  // record a timed-out (or mismatched) rank leaves and then reports the same
+  // verdict; without one the connection loss is real (a peer died).
   struct PeerRecord {
     size_t key = 0;  // index into the keys looked for
     int rank = -1;   // the peer that left it
     std::string value;
   };
   // The first record another rank left under one of `keys` (each rank appends
-  // its number), waiting up to grace() for one to appear.
+  // its number), waiting up to grace() for one to appear; nullopt without one.
   std::optional<PeerRecord> peer_record(const std::vector<std::string>& keys) {
     const Clock::time_point until = Clock::now() + grace();
     try {
@@ -517,10 +523,7 @@ struct internal::GlooState {
   // connections, which can drop its header before a peer read it, and that
   // peer then reports the same difference instead of a lost connection. One
   // key per rank and epoch: a rank fails for good at its first difference.
-  std::string mismatch_key() {
-    std::lock_guard<std::mutex> lock(mu);
-    return str_cat(options.prefix, "/", epoch, "/mismatch/");
-  }
+  std::string mismatch_key() { return epoch_key("mismatch"); }
   [[noreturn]] void fail_schedules_differ(uint64_t call, const std::string& description, int p,
                                           uint64_t their_call,
                                           const std::string& their_description) {
@@ -534,12 +537,7 @@ struct internal::GlooState {
     for (int p = 0; p < size; ++p) {
       const Header& h = headers[p];
       if (h.call == mine.call && h.hash == mine.hash) continue;
-      try {
-        const std::string record = str_cat(mine.call, " ", mine.description);
-        store->set(mismatch_key() + std::to_string(rank),
-                   std::vector<char>(record.begin(), record.end()));
-      } catch (const Error&) {
-      }
+      leave_record(mismatch_key(), str_cat(mine.call, " ", mine.description));
       fail_schedules_differ(mine.call, mine.description, p, h.call, h.description);
     }
   }
@@ -692,13 +690,9 @@ struct internal::GlooState {
         if (m.find("imed out") != std::string::npos || Clock::now() >= deadline) {
           // The same verdict on every rank that waited (each saw the others'
           // headers arrive), then who reports it. Recorded for the peers whose
-          // connections to this rank the timeout closes (peer_timeout_record).
+          // connections to this rank the timeout closes (peer_record).
           const std::string verdict = names(missing);
-          try {
-            store->set(key + std::to_string(rank),
-                       std::vector<char>(verdict.begin(), verdict.end()));
-          } catch (const Error&) {
-          }
+          leave_record(key, verdict);
           fail_not_entered(collective, verdict);
         }
         if (auto theirs = peer_record({key, mismatch_key()})) {

@@ -242,6 +242,16 @@ TEST_F(CallbacksTest, LambdaCallbackHooksRunInKerasOrder) {
                 "batch_begin 1", "batch_end 1", "epoch_end 1 loss", "train_end loss"}));
 }
 
+// A resumed run ends where the uninterrupted reference did: weights and step count.
+void expect_same_training_state(const SequentialModel& got, const SequentialModel& want) {
+  const std::vector<Tensor> g = got.get_weights(), w = want.get_weights();
+  for (size_t i = 0; i < g.size(); ++i) {
+    const std::vector<float> gv = g[i].to_vector<float>(), wv = w[i].to_vector<float>();
+    for (size_t j = 0; j < gv.size(); ++j) EXPECT_NEAR(gv[j], wv[j], 1e-6) << i << "/" << j;
+  }
+  EXPECT_EQ(got.optimizer()->iterations(), want.optimizer()->iterations());
+}
+
 TEST_F(CallbacksTest, BackupAndRestoreResumesAnInterruptedRunToTheSameWeights) {
   // Uninterrupted reference: momentum makes the optimizer's slots matter.
   auto reference = make_model(0.2, 0.9);
@@ -280,12 +290,7 @@ TEST_F(CallbacksTest, BackupAndRestoreResumesAnInterruptedRunToTheSameWeights) {
   EXPECT_EQ(backup->resumed_epoch(), 2);  // epochs 0 and 1 were backed up; epoch 2 crashed
   EXPECT_EQ(epochs_run, (std::vector<int>{2, 3, 4}));
   EXPECT_EQ(h.epoch, (std::vector<int>{2, 3, 4}));
-  const std::vector<Tensor> got = second->get_weights(), want = reference->get_weights();
-  for (size_t i = 0; i < got.size(); ++i) {
-    const std::vector<float> g = got[i].to_vector<float>(), w = want[i].to_vector<float>();
-    for (size_t j = 0; j < g.size(); ++j) EXPECT_NEAR(g[j], w[j], 1e-6) << i << "/" << j;
-  }
-  EXPECT_EQ(second->optimizer()->iterations(), reference->optimizer()->iterations());
+  expect_same_training_state(*second, *reference);
   // Training finished: the backup is gone, so the next fit starts afresh.
   EXPECT_FALSE(fs::exists(backup->backup_path()));
   EXPECT_FALSE(fs::exists(fs::path(backup_dir) / "chief"));
@@ -343,14 +348,6 @@ TEST_F(CallbacksTest, BackupAndRestoreEveryNBatchesResumesAtTheNextBatchWithTheS
     EXPECT_FALSE(fs::exists(r.backup->backup_path()));  // deleted after the complete fit
     return r;
   };
-  auto expect_reference_weights = [&](const SequentialModel& m) {
-    const std::vector<Tensor> got = m.get_weights(), want = reference->get_weights();
-    for (size_t i = 0; i < got.size(); ++i) {
-      const std::vector<float> g = got[i].to_vector<float>(), w = want[i].to_vector<float>();
-      for (size_t j = 0; j < g.size(); ++j) EXPECT_NEAR(g[j], w[j], 1e-6) << i << "/" << j;
-    }
-    EXPECT_EQ(m.optimizer()->iterations(), reference->optimizer()->iterations());
-  };
   using Batches = std::vector<std::pair<int, int64_t>>;
   {
     // Backups after global batches 3, 6, 9 (counted across epochs): the crash
@@ -360,7 +357,7 @@ TEST_F(CallbacksTest, BackupAndRestoreEveryNBatchesResumesAtTheNextBatchWithTheS
     EXPECT_EQ(r.backup->resumed_epoch(), 1);
     EXPECT_EQ(r.backup->resumed_step(), 2);
     EXPECT_EQ(r.batches, (Batches{{1, 2}, {1, 3}, {2, 0}, {2, 1}, {2, 2}, {2, 3}}));
-    expect_reference_weights(*r.model);
+    expect_same_training_state(*r.model, *reference);
   }
   {
     // A backup after an epoch's last batch (every 4 = each epoch end): fit
@@ -370,7 +367,7 @@ TEST_F(CallbacksTest, BackupAndRestoreEveryNBatchesResumesAtTheNextBatchWithTheS
     EXPECT_EQ(r.backup->resumed_epoch(), 0);
     EXPECT_EQ(r.backup->resumed_step(), 4);
     EXPECT_EQ(r.batches, (Batches{{1, 0}, {1, 1}, {1, 2}, {1, 3}, {2, 0}, {2, 1}, {2, 2}, {2, 3}}));
-    expect_reference_weights(*r.model);
+    expect_same_training_state(*r.model, *reference);
   }
 }
 
