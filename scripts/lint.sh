@@ -8,6 +8,15 @@
 #   scripts/lint.sh strata/keras             # only units under these folders
 #   scripts/lint.sh --exclude strata         # every unit outside strata/
 #   scripts/lint.sh --jobs 1 --build /tmp/b strata/io
+#   scripts/lint.sh --changed-since tests/lint/baseline strata
+#                                            # only units that differ from the commit named in that
+#                                            # file (or given as a revision), see below
+#   scripts/lint.sh --write-baseline         # every unit; when clean, records HEAD as the baseline
+#
+# --changed-since keeps the units whose source differs from the baseline commit (committed or not),
+# and the units that include, directly or through other project headers, a header that differs.
+# A change to .clang-tidy or to this script, or a baseline that is not an ancestor of HEAD, lints
+# every unit. With nothing changed under the folders it prints so and exits 0.
 #
 # CTest runs it in four parts (tests Lint.ClangTidy.*, label "lint"; tests/CMakeLists.txt).
 set -euo pipefail
@@ -16,17 +25,22 @@ build="${STRATA_BUILD_DIR:-$root/build}"
 jobs="$(nproc)"
 includes=()
 excludes=()
+since=""
+write_baseline=0
 while (($#)); do
   case "$1" in
     --jobs) jobs="$2"; shift 2 ;;
     --build) build="$2"; shift 2 ;;
     --exclude) excludes+=("${2%/}"); shift 2 ;;
-    -h|--help) sed -n '2,12p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    --changed-since) since="$2"; shift 2 ;;
+    --write-baseline) write_baseline=1; shift ;;
+    -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) echo "lint: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) includes+=("${1%/}"); shift ;;
   esac
 done
-((${#includes[@]})) || includes=(strata tools tests bench examples)
+whole_tree=0
+((${#includes[@]})) || { includes=(strata tools tests bench examples); whole_tree=1; }
 
 db="$build/compile_commands.json"
 if [[ ! -f "$db" ]]; then
@@ -54,6 +68,64 @@ if ((${#files[@]} == 0)); then
   exit 2
 fi
 
+# The project headers a file includes, as paths from the root ("x.h" resolves beside the file).
+included_headers() {
+  local dir inc
+  dir="$(dirname "${1#"$root"/}")"
+  while read -r inc; do
+    if [[ "$inc" == */* ]]; then echo "$inc"; else echo "$dir/$inc"; fi
+  done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*[<"]\([^">]*\)[">].*/\1/p' "$1")
+}
+
+# Narrows files to the units a change since the baseline can affect; sets scope for the summary.
+scope="every unit"
+select_changed() {
+  local rev="$since"
+  [[ -f "$root/$since" ]] && rev="$(tr -d '[:space:]' <"$root/$since")"
+  if ! git -C "$root" rev-parse -q --verify "$rev^{commit}" >/dev/null ||
+     ! git -C "$root" merge-base --is-ancestor "$rev" HEAD; then
+    echo "lint: baseline '$rev' is not an ancestor of HEAD; linting every unit"
+    return
+  fi
+  local changed
+  changed="$( (git -C "$root" diff --name-only "$rev" --; git -C "$root" ls-files --others --exclude-standard) | sort -u)"
+  if grep -qxE '\.clang-tidy|scripts/lint\.sh' <<<"$changed"; then
+    echo "lint: .clang-tidy or scripts/lint.sh changed since $rev; linting every unit"
+    return
+  fi
+  # Headers whose text changed, then every project header that includes one of them, to a fixed point.
+  local -A touched=()
+  local h
+  while read -r h; do [[ "$h" == *.h ]] && touched["$h"]=1; done <<<"$changed"
+  local grew=1 header inc
+  while ((grew)); do
+    grew=0
+    while read -r header; do
+      [[ -n "${touched[$header]:-}" ]] && continue
+      while read -r inc; do
+        if [[ -n "${touched[$inc]:-}" ]]; then touched["$header"]=1; grew=1; break; fi
+      done < <(included_headers "$root/$header")
+    done < <(git -C "$root" ls-files '*.h')
+  done
+  local kept=() f rel
+  for f in "${files[@]}"; do
+    rel="${f#"$root"/}"
+    if grep -qxF "$rel" <<<"$changed"; then kept+=("$f"); continue; fi
+    while read -r inc; do
+      if [[ -n "${touched[$inc]:-}" ]]; then kept+=("$f"); break; fi
+    done < <(included_headers "$f")
+  done
+  scope="the ${#kept[@]} of ${#files[@]} units a change since ${rev:0:12} can affect"
+  files=("${kept[@]}")
+}
+if [[ -n "$since" ]]; then
+  select_changed
+  if ((${#files[@]} == 0)); then
+    echo "lint: no unit under ${includes[*]} changed since the baseline; nothing to lint"
+    exit 0
+  fi
+fi
+
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
 export tidy build out
@@ -72,4 +144,12 @@ if [[ -e "${failed[0]}" ]]; then
   echo "lint: clang-tidy found problems in ${#failed[@]} of ${#files[@]} units (above)" >&2
   exit 1
 fi
-echo "lint: clang-tidy clean over ${#files[@]} units in $((SECONDS - start)) s"
+echo "lint: clang-tidy clean over ${#files[@]} units ($scope) in $((SECONDS - start)) s"
+if ((write_baseline)); then
+  if [[ -n "$since" || whole_tree -eq 0 || ${#excludes[@]} -ne 0 || -n "$(git -C "$root" status --porcelain)" ]]; then
+    echo "lint: --write-baseline needs a full run (no folders, --exclude or --changed-since) of a clean work tree" >&2
+    exit 2
+  fi
+  git -C "$root" rev-parse HEAD >"$root/tests/lint/baseline"
+  echo "lint: tests/lint/baseline is now $(cat "$root/tests/lint/baseline"); commit it"
+fi
