@@ -24,6 +24,13 @@
 // LogicalDeviceConfiguration::num_threads if set, else max(1, T / N): they
 // divide the cores, so replicas on different logical devices do not compete.
 //
+// Bounds (Strata's; TensorFlow has none and lets a process run out of memory or
+// threads): the intra-op threads in all, and so the logical CPU devices (each has
+// at least one thread), are at most max_cpu_threads() = 64 per hardware thread
+// (at least 64, at most 4096). Larger values, from the API or the environment,
+// raise InvalidArgumentError naming the value and the accepted range; so does a
+// STRATA_NUM_THREADS or STRATA_CPU_DEVICES that is not a whole number.
+//
 // Thread-safe. The configuration is process-wide state (like TF's context).
 
 #include <cstdint>
@@ -54,6 +61,10 @@ struct LogicalDevice {
   std::string device_type;  // "CPU"
   bool operator==(const LogicalDevice&) const = default;
 };
+
+// The most intra-op threads (and logical CPU devices) one process may have: 64 per
+// hardware thread, at least 64 and at most 4096 (see the bounds above).
+int max_cpu_threads() noexcept;
 
 // Physical devices of `device_type` ("" = all). Strata has one: the CPU.
 std::vector<PhysicalDevice> list_physical_devices(std::string_view device_type = "");

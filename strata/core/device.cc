@@ -1,6 +1,8 @@
 #include "strata/core/device.h"
 
 #include <algorithm>
+#include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -16,6 +18,17 @@ Device::Device(DeviceSpec spec, int num_threads)
       pool_(std::make_unique<ThreadPool>(num_threads)) {}
 
 namespace {
+
+// A whole number in [1, max] from environment variable `name`; anything else is
+// the caller's mistake, named with the accepted range (never silently ignored).
+int env_count(const char* name, const char* value, int max) {
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(value, &end, 10);
+  STRATA_CHECK_ARG(end != value && *end == '\0' && errno == 0 && n >= 1 && n <= max, name,
+                   ": expected a whole number in [1, ", max, "], got '", value, "'");
+  return static_cast<int>(n);
+}
 
 // Process-wide runtime state (TensorFlow's eager context equivalent). Everything
 // is guarded by mu; devices_ is immutable once initialized is true, which is
@@ -38,8 +51,7 @@ struct Runtime {
   int total_threads() const {
     if (intra_op_threads > 0) return intra_op_threads;
     if (const char* env = std::getenv("STRATA_NUM_THREADS")) {
-      const int n = std::atoi(env);
-      if (n > 0) return n;
+      return env_count("STRATA_NUM_THREADS", env, config::max_cpu_threads());
     }
     return std::max(1u, std::thread::hardware_concurrency());
   }
@@ -50,10 +62,7 @@ struct Runtime {
       // STRATA_CPU_DEVICES=K splits the CPU into K logical devices when the
       // program did not configure them (set by `strata launch --devices-per-worker`).
       if (const char* env = std::getenv("STRATA_CPU_DEVICES")) {
-        const int k = std::atoi(env);
-        STRATA_CHECK_ARG(k >= 1 && k <= 4096,
-                         "STRATA_CPU_DEVICES: expected a device count in [1, 4096], got '", env,
-                         "'");
+        const int k = env_count("STRATA_CPU_DEVICES", env, config::max_cpu_threads());
         if (k > 1) cpu_config.resize(k);
       }
     }
@@ -124,6 +133,11 @@ namespace {
 const PhysicalDevice kCpu{"/physical_device:CPU:0", "CPU"};
 }
 
+int max_cpu_threads() noexcept {
+  const int hardware = static_cast<int>(std::thread::hardware_concurrency());
+  return std::clamp(64 * hardware, 64, 4096);
+}
+
 std::vector<PhysicalDevice> list_physical_devices(std::string_view device_type) {
   if (device_type.empty() || device_type == "CPU") return {kCpu};
   return {};
@@ -136,11 +150,20 @@ void set_logical_device_configuration(const PhysicalDevice& device,
   STRATA_CHECK_ARG(!logical_devices.empty(),
                    "set_logical_device_configuration: expected at least one logical device for ",
                    device.name, ", got 0");
+  const int max = max_cpu_threads();
+  STRATA_CHECK_ARG(logical_devices.size() <= static_cast<size_t>(max),
+                   "set_logical_device_configuration: expected at most ", max,
+                   " logical devices (64 per hardware thread), got ", logical_devices.size());
+  int64_t explicit_threads = 0;
   for (size_t i = 0; i < logical_devices.size(); ++i) {
-    STRATA_CHECK_ARG(logical_devices[i].num_threads >= 0,
-                     "LogicalDeviceConfiguration.num_threads must be >= 0, got ",
+    STRATA_CHECK_ARG(logical_devices[i].num_threads >= 0 && logical_devices[i].num_threads <= max,
+                     "LogicalDeviceConfiguration.num_threads must be in [0, ", max, "], got ",
                      logical_devices[i].num_threads, " for logical device ", i);
+    explicit_threads += logical_devices[i].num_threads;
   }
+  STRATA_CHECK_ARG(explicit_threads <= max,
+                   "set_logical_device_configuration: the logical devices' num_threads add up to ",
+                   explicit_threads, ", more than the ", max, " threads a process may have");
   Runtime& rt = Runtime::get();
   std::lock_guard lock(rt.mu);
   check_not_initialized(rt, "Virtual devices");
@@ -167,7 +190,9 @@ std::vector<LogicalDevice> list_logical_devices(std::string_view device_type) {
 }
 
 void set_intra_op_parallelism_threads(int n) {
-  STRATA_CHECK_ARG(n >= 0, "set_intra_op_parallelism_threads: expected n >= 0, got ", n);
+  STRATA_CHECK_ARG(n >= 0 && n <= max_cpu_threads(),
+                   "set_intra_op_parallelism_threads: expected n in [0, ", max_cpu_threads(),
+                   "], got ", n);
   Runtime& rt = Runtime::get();
   std::lock_guard lock(rt.mu);
   check_not_initialized(rt, "Intra op parallelism");

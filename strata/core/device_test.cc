@@ -2,7 +2,11 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "strata/base/errors.h"
 #include "strata/core/config.h"
@@ -108,6 +112,55 @@ TEST_F(DeviceTest, InvalidConfigurationIsInvalidArgument) {
                                                std::vector<config::LogicalDeviceConfiguration>(2)),
       InvalidArgumentError);
   EXPECT_THROW(config::set_intra_op_parallelism_threads(-1), InvalidArgumentError);
+}
+
+TEST_F(DeviceTest, ThreadAndDeviceCountsBeyondTheMachineAreInvalidArgument) {
+  const int max = config::max_cpu_threads();
+  const int hardware = static_cast<int>(std::thread::hardware_concurrency());
+  EXPECT_EQ(max, std::clamp(64 * hardware, 64, 4096));
+  auto cpus = config::list_physical_devices("CPU");
+  EXPECT_THROW(config::set_logical_device_configuration(
+                   cpus[0], std::vector<config::LogicalDeviceConfiguration>(max + 1)),
+               InvalidArgumentError);
+  auto with_threads = [](std::vector<int> threads) {
+    std::vector<config::LogicalDeviceConfiguration> devices(threads.size());
+    for (size_t i = 0; i < threads.size(); ++i) devices[i].num_threads = threads[i];
+    return devices;
+  };
+  EXPECT_THROW(config::set_logical_device_configuration(cpus[0], with_threads({max + 1})),
+               InvalidArgumentError);
+  // Each within the bound, together beyond it.
+  EXPECT_THROW(config::set_logical_device_configuration(cpus[0], with_threads({max, 1})),
+               InvalidArgumentError);
+  EXPECT_THROW(config::set_intra_op_parallelism_threads(max + 1), InvalidArgumentError);
+  config::set_intra_op_parallelism_threads(max);  // the bound itself is accepted
+}
+
+// The environment's counts are checked as strictly as the API's: a value that is
+// not a whole number in range is named, never read as "unset" or wrapped.
+TEST_F(DeviceTest, MalformedOrHugeThreadAndDeviceVariablesAreNamed) {
+  const std::string too_many = std::to_string(config::max_cpu_threads() + 1);
+  for (const char* var : {"STRATA_NUM_THREADS", "STRATA_CPU_DEVICES"}) {
+    for (const std::string& value :
+         {std::string("abc"), std::string("2x"), std::string("0"), std::string("-3"), too_many}) {
+      internal::reset_runtime_for_testing();
+      ::setenv(var, value.c_str(), 1);
+      try {
+        config::list_logical_devices();
+        ADD_FAILURE() << var << "=" << value << " was accepted";
+      } catch (const InvalidArgumentError& e) {
+        const std::string message = e.what();
+        EXPECT_NE(message.find(var), std::string::npos) << message;
+        EXPECT_NE(message.find("'" + value + "'"), std::string::npos) << message;
+        EXPECT_NE(message.find("[1, "), std::string::npos) << message;
+      }
+      ::unsetenv(var);
+    }
+  }
+  internal::reset_runtime_for_testing();
+  ::setenv("STRATA_NUM_THREADS", "3", 1);
+  EXPECT_EQ(config::get_intra_op_parallelism_threads(), 3);
+  ::unsetenv("STRATA_NUM_THREADS");
 }
 
 TEST_F(DeviceTest, DeviceScopeIsThreadLocalAndNests) {

@@ -129,6 +129,13 @@ TEST(Topology, InvalidShapesAreUsageErrorsNamingTheValue) {
   EXPECT_EQ(too_many.status, 2);
   EXPECT_NE(too_many.output.find("requested 5 replicas"), std::string::npos) << too_many.output;
   EXPECT_EQ(run("topology --computation-shape 1,2").status, 2);
+  // A zero in a shape used to divide by zero (SIGFPE) before any check.
+  for (const char* flag : {"--computation-shape 0,1,1,1", "--computation-stride 1,0,1,1"}) {
+    Result zero = run(std::string("topology ") + flag);
+    EXPECT_EQ(zero.status, 2) << flag << "\n" << zero.output;
+    EXPECT_NE(zero.output.find("expected a whole number in [1, "), std::string::npos)
+        << zero.output;
+  }
 }
 
 const std::string kReadme = std::string(STRATA_SOURCE_DIR) + "/README.md";
@@ -241,6 +248,22 @@ TEST(Launch, ForwardsCtrlCToEveryWorker) {
 TEST(Launch, BadArgumentsAreUsageErrors) {
   EXPECT_EQ(run("launch --nproc 0 -- true").status, 2);
   EXPECT_EQ(run("launch --nproc 2").status, 2);
+  for (const char* grace : {"nan", "inf", "-1", "1e300"}) {
+    Result r = run(std::string("launch --grace-seconds ") + grace + " -- true");
+    EXPECT_EQ(r.status, 2) << grace << "\n" << r.output;
+    EXPECT_NE(r.output.find("--grace-seconds: expected a finite number in [0, 3600], got '" +
+                            std::string(grace) + "'"),
+              std::string::npos)
+        << r.output;
+  }
+  Result devices = run("launch --devices-per-worker 100000 -- true");
+  EXPECT_EQ(devices.status, 2) << devices.output;
+  EXPECT_NE(devices.output.find("--devices-per-worker"), std::string::npos) << devices.output;
+  Result threads = run_shell("STRATA_NUM_THREADS=100000 " + std::string(STRATA_CLI_PATH) + " demo");
+  EXPECT_EQ(threads.status, 2) << threads.output;
+  EXPECT_NE(threads.output.find("STRATA_NUM_THREADS: expected a whole number in [1, "),
+            std::string::npos)
+      << threads.output;
   Result missing = run("launch --nproc 1 -- /no/such/program");
   EXPECT_EQ(missing.status, 1);
   EXPECT_NE(missing.output.find("/no/such/program"), std::string::npos) << missing.output;

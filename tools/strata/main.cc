@@ -9,6 +9,7 @@
 
 #include "strata/strata.h"
 #include "tools/strata/bench_command.h"
+#include "tools/strata/flag_checks.h"
 #include "tools/strata/launch.h"
 #include "tools/strata/tfrecord_command.h"
 #include "tools/strata/topology_command.h"
@@ -46,11 +47,12 @@ int main(int argc, char** argv) {
       ->add_option("--devices-per-worker", launch_options.devices_per_worker,
                    "Logical CPU devices per worker (0 = the program's own choice)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 4096));
+      ->check(strata::tools::whole_in(0, strata::config::max_cpu_threads()));
   launch
       ->add_option("--grace-seconds", launch_options.grace_seconds,
                    "Seconds between SIGTERM and SIGKILL when stopping workers")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(strata::tools::finite_in(0, 3600));
   launch->add_option("command", launch_options.command, "-- PROGRAM ARGS...")->required();
   launch->prefix_command(false);
 
@@ -64,21 +66,23 @@ int main(int argc, char** argv) {
   topology
       ->add_option("--devices", topology_options.devices,
                    "Logical devices to assume (default: this machine's)")
-      ->check(CLI::Range(0, 4096));
+      ->check(strata::tools::whole_in(0, strata::config::max_cpu_threads()));
   topology
       ->add_option("--computation-shape", topology_options.computation_shape,
                    "Cores of one replica in x,y,z,core, e.g. 1,1,1,2")
       ->delimiter(',')
-      ->expected(4);
+      ->expected(4)
+      ->check(strata::tools::whole_in(1, strata::config::max_cpu_threads()));
   topology
       ->add_option("--computation-stride", topology_options.computation_stride,
                    "Spacing of a replica's cores in x,y,z,core")
       ->delimiter(',')
-      ->expected(4);
+      ->expected(4)
+      ->check(strata::tools::whole_in(1, strata::config::max_cpu_threads()));
   topology
       ->add_option("--num-replicas", topology_options.num_replicas,
                    "Replicas (default: as many as fit)")
-      ->check(CLI::Range(0, 1 << 20));
+      ->check(strata::tools::whole_in(0, strata::config::max_cpu_threads()));
 
   CLI::App* tfrecord = app.add_subcommand("tfrecord", "Convert, inspect and verify TFRecord files");
   tfrecord->require_subcommand(1);

@@ -40,6 +40,7 @@
 #include "strata/ops/math_ops.h"
 #include "strata/tpu/device_assignment.h"
 #include "strata/tpu/local_topology.h"
+#include "tools/strata/flag_checks.h"
 #include "tools/strata/models.h"
 #include "tools/strata/plot.h"
 #include "tools/strata/tfrecord_command.h"
@@ -346,11 +347,16 @@ void validate_train_options(const TrainOptions& o) {
   if (!o.tpu_topology.empty()) {
     STRATA_CHECK_ARG(o.strategy == "tpu", "--tpu-topology is for --strategy tpu, got --strategy ",
                      o.strategy);
+    int64_t cores = 1;
     try {
-      tpu::parse_mesh_shape(o.tpu_topology);
+      for (int d : tpu::parse_mesh_shape(o.tpu_topology)) cores *= d;
     } catch (const InvalidArgumentError& e) {
       throw InvalidArgumentError(str_cat("--tpu-topology ", o.tpu_topology, ": ", e.what()));
     }
+    // Each core of the emulated mesh is a logical CPU device with its own thread.
+    STRATA_CHECK_ARG(cores <= config::max_cpu_threads(), "--tpu-topology ", o.tpu_topology,
+                     ": expected at most ", config::max_cpu_threads(),
+                     " cores in all (64 per hardware thread), got ", cores);
   }
   STRATA_CHECK_ARG(o.strategy == "tpu" || (o.computation_shape.empty() && o.num_replicas == 0),
                    "--computation-shape and --num-replicas are for --strategy tpu, got --strategy ",
@@ -379,31 +385,34 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
           "--devices", o.devices,
           "Logical CPU devices (default: one per core for mirrored/tpu, the mesh's cores with "
           "--tpu-topology, 1 otherwise)")
-      ->check(CLI::Range(1, 4096));
+      ->check(whole_in(1, config::max_cpu_threads()));
   train->add_option("--tpu-topology", o.tpu_topology,
                     "tpu: mesh shape XxYxZxC (default: from the devices)");
   train
       ->add_option("--computation-shape", o.computation_shape,
                    "tpu: cores of one replica in x,y,z,core")
       ->delimiter(',')
-      ->expected(4);
+      ->expected(4)
+      ->check(whole_in(1, config::max_cpu_threads()));
   train->add_option("--num-replicas", o.num_replicas, "tpu: replicas (default: as many as fit)")
-      ->check(CLI::Range(1, 1 << 20));
+      ->check(whole_in(1, config::max_cpu_threads()));
   train->add_option("--epochs", o.epochs, "Epochs to train")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
+      ->check(whole_in(1, 1000000));
   train->add_option("--batch-size", o.batch_size, "Global batch size (split across the replicas)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1 << 24));
+      ->check(whole_in(1, 1 << 24));
   train
       ->add_option("--learning-rate", o.learning_rate,
                    "Learning rate (default: 0.001 for adam, 0.01 for sgd)")
-      ->check(CLI::PositiveNumber);
+      ->check(finite_in(0, 1e6, /*exclusive_low=*/true));
   train->add_option("--optimizer", o.optimizer, "adam or sgd (momentum 0.9)")
       ->capture_default_str()
       ->check(CLI::IsMember({"adam", "sgd"}));
+  // TensorFlow's seeds are int64; a negative one is refused rather than wrapped.
   train->add_option("--seed", o.seed, "Seed of the initial weights and the shuffling")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(whole_in(0, INT64_MAX));
   train
       ->add_option("--data-dir", o.data_dir,
                    "Folder of the Fashion-MNIST IDX files (default: $STRATA_DATA_DIR, else "
@@ -434,11 +443,11 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
   train
       ->add_option("--limit-examples", o.limit_examples,
                    "Use only the first N training and N test examples (quick runs, tests)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+      ->check(whole_in(1, int64_t{1} << 40));
   train
       ->add_option("--steps-per-epoch", o.steps_per_epoch,
                    "Steps per epoch (default: the whole training set)")
-      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40));
+      ->check(whole_in(1, int64_t{1} << 40));
   return train;
 }
 
