@@ -28,6 +28,12 @@ function(strata_layer layer)
   set_property(GLOBAL APPEND PROPERTY STRATA_LAYERS ${target})
 endfunction()
 
+# Test code is compiled for build speed, not run speed: the library it calls keeps the
+# build type's optimisation, while the tests' own code (assertions, fixtures, small
+# reference loops) takes -O1, which compiles a test unit in 60-70% of the time of -O3
+# (gcc 12; e.g. train_cli_test.cc 12.5 s against 20.3 s of CPU). The last -O wins.
+set(STRATA_TEST_COPTS -O1 CACHE STRING "Extra compile options of the test programs")
+
 # strata_test(<name> SOURCES <files...> [DEPS <targets...>] [LABELS <labels...>] [TIMEOUT s]
 #             [FILTER <gtest filter>])
 # One GoogleTest binary per module; each TEST becomes a CTest test (discovered at test time).
@@ -40,7 +46,7 @@ function(strata_test name)
     set(ARG_TIMEOUT 120)
   endif()
   add_executable(${name} ${ARG_SOURCES})
-  target_compile_options(${name} PRIVATE ${STRATA_WARNINGS})
+  target_compile_options(${name} PRIVATE ${STRATA_WARNINGS} ${STRATA_TEST_COPTS})
   target_link_libraries(${name} PRIVATE strata::strata strata_testing GTest::gtest GTest::gmock GTest::gtest_main ${ARG_DEPS})
   set(props TIMEOUT ${ARG_TIMEOUT})
   if(ARG_LABELS)

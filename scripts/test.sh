@@ -2,8 +2,8 @@
 # Quick-start command 2: sets up a fresh machine, builds, and runs every test.
 # Slow cases (label "slow") are skipped here; they are run by the examples and
 # benchmarks, or with: ctest --test-dir build -L slow
-# The clang-tidy tests (label "lint", about 12 min of CPU, ~6 min of the run on 2 cores) are
-# part of it; --no-lint skips them for a quicker local run.
+# The clang-tidy tests (label "lint": the units changed since tests/lint/baseline, see
+# README "Formatting and linting") are part of it; --no-lint skips them.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${STRATA_BUILD_DIR:-$root/build}"
