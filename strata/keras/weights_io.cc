@@ -196,9 +196,32 @@ WeightsFile read_weights_file(const std::string& path) {
   try {
     const nlohmann::json manifest = nlohmann::json::parse(manifest_bytes);
     out.kind = manifest.at("kind").get<std::string>();
-    auto group = [&](const nlohmann::json& entries) {
+    if (out.kind != "weights" && out.kind != "model" && out.kind != "training_state") {
+      data_loss(path, m_at,
+                str_cat("manifest field 'kind' is '", out.kind,
+                        "', expected 'weights', 'model' or 'training_state'"));
+    }
+    // Every tensor's bytes belong to it alone: two entries sharing bytes would
+    // load one tensor's data into another without any checksum noticing.
+    std::map<uint64_t, std::pair<uint64_t, std::string>> ranges;  // offset -> (end, name)
+    auto claim = [&](uint64_t offset, uint64_t bytes, const std::string& name) {
+      if (bytes == 0) return;
+      auto next = ranges.lower_bound(offset);
+      if (next != ranges.end() && next->first < offset + bytes) {
+        data_loss(path, d_at + offset,
+                  str_cat("manifest entries '", name, "' and '", next->second.second,
+                          "' overlap in the data section"));
+      }
+      if (next != ranges.begin() && std::prev(next)->second.first > offset) {
+        data_loss(path, d_at + offset,
+                  str_cat("manifest entries '", std::prev(next)->second.second, "' and '", name,
+                          "' overlap in the data section"));
+      }
+      ranges.emplace(offset, std::make_pair(offset + bytes, name));
+    };
+    auto group = [&](const char* field) {
       std::vector<NamedTensor> tensors;
-      for (const nlohmann::json& e : entries) {
+      for (const nlohmann::json& e : manifest.at(field)) {
         const std::string name = e.at("name").get<std::string>();
         const DType dtype = dtype_from_name(e.at("dtype").get<std::string>());
         const TensorShape shape(e.at("shape").get<std::vector<int64_t>>());
@@ -209,12 +232,18 @@ WeightsFile read_weights_file(const std::string& path) {
           data_loss(path, d_at + offset,
                     str_cat("manifest entry '", name, "' does not fit the data section"));
         }
+        claim(offset, bytes, name);
         tensors.push_back({name, tensor_from_little_endian(dtype, shape, data.data() + offset)});
       }
       return tensors;
     };
-    out.model = group(manifest.at("model"));
-    out.optimizer = group(manifest.at("optimizer"));
+    out.model = group("model");
+    out.optimizer = group("optimizer");
+    if (out.kind == "weights" && !out.optimizer.empty()) {
+      data_loss(path, m_at,
+                str_cat("manifest of kind 'weights' lists ", out.optimizer.size(),
+                        " optimizer variables; only 'model' and 'training_state' hold them"));
+    }
     out.metadata = manifest.at("metadata").get<std::map<std::string, std::string>>();
   } catch (const nlohmann::json::exception& e) {
     data_loss(path, m_at, str_cat("malformed manifest: ", e.what()));

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "strata/base/crc32c.h"
 #include "strata/base/errors.h"
@@ -114,6 +116,86 @@ TEST_F(WeightsIoTest, FlippedByteAnywhereIsDataLossAndLeavesModelUnchanged) {
   }
   expect_equal(b->get_weights(), before);
   EXPECT_THROW(b->load_weights(path("missing.weights")), NotFoundError);
+}
+
+// The file `bytes` with its manifest replaced by edit(manifest), framed again with
+// valid checksums (the layout of FileLayoutIsTheDocumentedOne): a file whose bytes
+// are intact but whose manifest lies.
+std::string with_manifest(const std::string& bytes,
+                          const std::function<void(nlohmann::json&)>& edit) {
+  auto u64 = [&](size_t at) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; --i) v = v << 8 | uint8_t(bytes[at + i]);
+    return v;
+  };
+  auto put = [](std::string& out, uint64_t v, int n) {
+    for (int i = 0; i < n; ++i) out.push_back(char(v >> (8 * i)));
+  };
+  const uint64_t m = u64(16), d = u64(24);
+  nlohmann::json manifest = nlohmann::json::parse(bytes.substr(36, m));
+  edit(manifest);
+  const std::string new_manifest = manifest.dump();
+  const std::string data = bytes.substr(36 + m + 4, d);
+  std::string header = bytes.substr(0, 16);
+  put(header, new_manifest.size(), 8);
+  put(header, d, 8);
+  std::string out = header;
+  put(out, crc32c::mask(crc32c::value(header)), 4);
+  out += new_manifest;
+  put(out, crc32c::mask(crc32c::value(new_manifest)), 4);
+  out += data;
+  put(out, crc32c::mask(crc32c::value(data)), 4);
+  return out;
+}
+
+TEST_F(WeightsIoTest, AManifestThatLiesIsDataLossNamingTheFieldAndLoadsNothing) {
+  auto a = mlp(), b = mlp();
+  b->compile({.optimizer = optimizers::SGD({.learning_rate = 0.1})});
+  a->save_weights(path("a.weights"));
+  const std::string bytes = internal::read_file(path("a.weights"));
+  // Unchanged but re-framed, the file loads: the helper itself is right.
+  internal::write_file_atomically(path("same.weights"), with_manifest(bytes, [](auto&) {}));
+  EXPECT_NO_THROW(b->load_weights(path("same.weights")));
+  const std::vector<Tensor> before = b->get_weights();
+  struct Case {
+    const char* what;
+    std::function<void(nlohmann::json&)> edit;
+    const char* named;
+  };
+  const std::vector<Case> cases = {
+      {"unknown kind", [](nlohmann::json& j) { j["kind"] = "everything"; },
+       "'kind' is 'everything'"},
+      {"overlapping tensors",
+       [](nlohmann::json& j) { j["model"][1]["offset"] = j["model"][0]["offset"].get<int>() + 4; },
+       "overlap"},
+      {"weights file with optimizer state",
+       [](nlohmann::json& j) {
+         j["optimizer"].push_back({{"name", "SGD/iter"},
+                                   {"dtype", "float32"},
+                                   {"shape", {0}},
+                                   {"offset", 0},
+                                   {"size", 0}});
+       },
+       "only 'model' and 'training_state'"},
+      {"malformed number", [](nlohmann::json& j) { j["model"][0]["offset"] = "zero"; },
+       "malformed manifest"},
+      {"negative dimension", [](nlohmann::json& j) { j["model"][2]["shape"] = {-3}; },
+       "malformed manifest"},
+      {"unknown dtype", [](nlohmann::json& j) { j["model"][2]["dtype"] = "float13"; },
+       "malformed manifest"},
+      {"missing group", [](nlohmann::json& j) { j.erase("optimizer"); }, "malformed manifest"},
+  };
+  for (const Case& c : cases) {
+    internal::write_file_atomically(path("lie.weights"), with_manifest(bytes, c.edit));
+    try {
+      b->load_weights(path("lie.weights"));
+      ADD_FAILURE() << c.what << ": loaded";
+    } catch (const DataLossError& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(c.named)) << c.what;
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(path("lie.weights"))) << c.what;
+    }
+    expect_equal(b->get_weights(), before);
+  }
 }
 
 TEST_F(WeightsIoTest, WrongShapeIsInvalidArgumentNamingTheVariableAndChangesNothing) {

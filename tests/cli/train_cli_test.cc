@@ -619,6 +619,21 @@ TEST(TrainUsage, TpuRefusesAMultiHostPodFromTfConfig) {
   EXPECT_NE(r.output.find("grpc://127.0.0.1:1"), std::string::npos) << r.output;
 }
 
+TEST(TrainUsage, ALabelOutsideTheTenClassesIsDataLossNamingTheFileAndIndex) {
+  TempDir data;
+  write_split(data.str(), "train", 64, 1);
+  write_split(data.str(), "t10k", 16, 2);
+  std::vector<uint8_t> labels(16, 3);
+  labels[11] = 37;
+  write_idx(data / "t10k-labels-idx1-ubyte.gz", {16}, labels);
+  Result r = run("train --data-dir " + data.str() + " --epochs 1");
+  EXPECT_EQ(r.status, 1) << r.output;
+  EXPECT_NE(r.output.find("strata: DATA_LOSS"), std::string::npos) << r.output;
+  EXPECT_NE(r.output.find(data / "t10k-labels-idx1-ubyte.gz" + ": label 37 at index 11"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(TrainUsage, MissingDataFilesAreARuntimeErrorSayingHowToInstall) {
   TempDir empty;
   Result r = run("train --data-dir " + empty.str());

@@ -1,5 +1,8 @@
 #include "strata/keras/callbacks/backup_and_restore.h"
 
+#include <cerrno>
+#include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -31,6 +34,19 @@ std::shared_ptr<BackupAndRestoreCallback> BackupAndRestore(std::string backup_di
 
 namespace {
 constexpr char kFileName[] = "training_state.weights";
+
+// A count the backup's metadata records (a whole decimal number in [0, max]);
+// anything else is a DataLossError naming the file, the field and the value.
+int64_t metadata_count(const std::string& path, const char* field, const std::string& value,
+                       int64_t max) {
+  char* end = nullptr;
+  errno = 0;
+  const long long n = std::strtoll(value.c_str(), &end, 10);
+  STRATA_CHECK(DATA_LOSS, end != value.c_str() && *end == '\0' && errno == 0 && n >= 0 && n <= max,
+               "BackupAndRestore: backup '", path, "' has metadata field '", field, "' = '", value,
+               "', expected a whole number in [0, ", max, "]");
+  return n;
+}
 }  // namespace
 
 std::string BackupAndRestoreCallback::chief_dir() const {
@@ -54,11 +70,10 @@ void BackupAndRestoreCallback::on_train_begin(Logs&) {
   // "epoch" counts the epochs completed: training continues with that index,
   // after "batch" (the last batch trained in it) when a save_freq=N backup was
   // taken mid-epoch (TF's _ckpt_saved_epoch / _ckpt_saved_batch).
-  const int completed = std::stoi(it->second);
+  const int completed = static_cast<int>(metadata_count(path, "epoch", it->second, INT32_MAX));
   const auto batch = meta.find("batch");
-  const int64_t step = batch == meta.end() ? 0 : std::stoll(batch->second) + 1;
-  STRATA_CHECK(DATA_LOSS, completed >= 0 && step >= 0, "BackupAndRestore: backup '", path,
-               "' has epoch ", completed, " and batch ", step - 1);
+  const int64_t step =
+      batch == meta.end() ? 0 : metadata_count(path, "batch", batch->second, INT64_MAX - 1) + 1;
   resumed_epoch_ = completed;
   resumed_step_ = step;
   model()->resume_at_epoch(completed, step);

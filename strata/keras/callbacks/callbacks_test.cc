@@ -1,8 +1,10 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <regex>
+#include <set>
 
 #include "strata/base/errors.h"
 #include "strata/io/tfrecord.h"
@@ -158,6 +160,23 @@ TEST_F(CallbacksTest, CSVLoggerWritesSortedColumnsAndAppends) {
             "epoch,acc,loss,val_loss\r\n0,0.75,0.5,1.5\r\n1,1.0,0.25,0.1\r\n0;0.5;0.125;2.0\r\n");
 }
 
+TEST_F(CallbacksTest, BackToBackTensorBoardRunsNeverShareAnEventFile) {
+  // Two fits starting within the same second in one process: TensorFlow's
+  // per-process counter in the name keeps their files apart.
+  std::set<std::string> files;
+  for (int run = 0; run < 3; ++run) {
+    auto tb = TensorBoard({.log_dir = path("same_logs")});
+    make_model()->fit(x_, y_, {.batch_size = 8, .epochs = 1, .verbose = 0, .callbacks = {tb}});
+    files.insert(tb->event_file("train"));
+  }
+  EXPECT_EQ(files.size(), 3u);
+  int on_disk = 0;
+  for (const auto& e : fs::directory_iterator(fs::path(path("same_logs")) / "train")) {
+    on_disk += e.is_regular_file();
+  }
+  EXPECT_EQ(on_disk, 3);
+}
+
 TEST_F(CallbacksTest, TensorBoardEventFilesParseBackWithEpochScalars) {
   auto model = make_model();
   auto tb = TensorBoard({.log_dir = path("logs")});
@@ -171,7 +190,8 @@ TEST_F(CallbacksTest, TensorBoardEventFilesParseBackWithEpochScalars) {
     const std::string file = tb->event_file(run);
     EXPECT_EQ(fs::path(file).parent_path(), fs::path(path("logs")) / run);
     EXPECT_TRUE(std::regex_match(fs::path(file).filename().string(),
-                                 std::regex("events\\.out\\.tfevents\\.\\d+\\..+")))
+                                 std::regex("events\\.out\\.tfevents\\.\\d{10}\\..+\\." +
+                                            std::to_string(::getpid()) + "\\.\\d+\\.v2")))
         << file;
     io::TFRecordReader reader(file);
     std::vector<tensorflow::Event> events;
@@ -294,6 +314,39 @@ TEST_F(CallbacksTest, BackupAndRestoreResumesAnInterruptedRunToTheSameWeights) {
   // Training finished: the backup is gone, so the next fit starts afresh.
   EXPECT_FALSE(fs::exists(backup->backup_path()));
   EXPECT_FALSE(fs::exists(fs::path(backup_dir) / "chief"));
+}
+
+TEST_F(CallbacksTest, ABackupWithAMalformedEpochOrBatchIsDataLossNamingTheField) {
+  struct Case {
+    std::map<std::string, std::string> metadata;
+    const char* named;
+  };
+  const std::vector<Case> cases = {
+      {{{"epoch", "x7"}}, "'epoch' = 'x7'"},
+      {{{"epoch", "-1"}}, "'epoch' = '-1'"},
+      {{{"epoch", "99999999999"}}, "'epoch' = '99999999999'"},
+      {{{"epoch", "1"}, {"batch", "3b"}}, "'batch' = '3b'"},
+  };
+  for (const Case& c : cases) {
+    const std::string backup_dir = path("bad_backup");
+    fs::remove_all(backup_dir);
+    auto model = make_model(0.2, 0.9);
+    model->fit(x_, y_, {.batch_size = 4, .epochs = 1, .verbose = 0});  // builds the optimizer
+    fs::create_directories(fs::path(backup_dir) / "chief");
+    save_training_state(
+        *model, (fs::path(backup_dir) / "chief" / "training_state.weights").string(), c.metadata);
+    try {
+      model->fit(x_, y_,
+                 {.batch_size = 4,
+                  .epochs = 2,
+                  .verbose = 0,
+                  .callbacks = {BackupAndRestore(backup_dir)}});
+      ADD_FAILURE() << c.named << ": resumed";
+    } catch (const DataLossError& e) {
+      EXPECT_THAT(e.what(), ::testing::HasSubstr(c.named));
+      EXPECT_THAT(e.what(), ::testing::HasSubstr("training_state.weights"));
+    }
+  }
 }
 
 // fit(x, y) with save_freq = N batches, interrupted by an exception thrown from

@@ -2,7 +2,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
+#include <cstdio>
 #include <filesystem>
 
 #include "strata/base/errors.h"
@@ -22,6 +24,18 @@ std::string hostname() {
   char buf[256] = {0};
   if (::gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
   return buf;
+}
+
+// TensorFlow's file name: events.out.tfevents.<%010d seconds>.<host>.<pid>.<uid>.v2,
+// where uid counts the files this process opened. The pid and the counter keep two
+// runs that start in the same second (two processes, or two fits in one) from
+// writing the same file.
+std::string event_file_name(double now) {
+  static std::atomic<int64_t> files_opened{0};
+  char seconds[32];
+  std::snprintf(seconds, sizeof seconds, "%010lld", static_cast<long long>(now));
+  return str_cat("events.out.tfevents.", seconds, ".", hostname(), ".", int64_t(::getpid()), ".",
+                 files_opened.fetch_add(1) + 1, ".v2");
 }
 
 }  // namespace
@@ -51,7 +65,7 @@ TensorBoardCallback::Writer& TensorBoardCallback::writer(const std::string& run)
   internal::make_dirs(dir.string());
   Writer w;
   const double now = wall_time();
-  w.path = (dir / str_cat("events.out.tfevents.", int64_t(now), ".", hostname())).string();
+  w.path = (dir / event_file_name(now)).string();
   tensorflow::Event version;
   version.set_wall_time(now);
   version.set_file_version("brain.Event:2");

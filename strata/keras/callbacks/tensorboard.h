@@ -10,7 +10,9 @@
 // written to <log_dir>/train and the "val_*" logs (prefix removed) to
 // <log_dir>/validation, each as tag "epoch_<name>" with the epoch as step.
 // An event file is TFRecord-framed tensorflow.Event protos (event.proto),
-// named events.out.tfevents.<seconds>.<hostname>, starting with a
+// named as TensorFlow names them, events.out.tfevents.<seconds>.<hostname>.<pid>.
+// <n>.v2 (n counts the event files this process opened, so back-to-back runs never
+// share a file), starting with a
 // file_version "brain.Event:2" event; values are Summary.Value.simple_value.
 // Each epoch rewrites the file atomically with every event so far, so
 // TensorBoard sees whole records while training runs.

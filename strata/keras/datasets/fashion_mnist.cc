@@ -11,6 +11,7 @@ namespace strata::keras::datasets::fashion_mnist {
 namespace {
 
 constexpr const char* kDebianDir = "/usr/share/datasets/fashion-mnist";
+constexpr int kNumClasses = 10;
 
 std::string dims_string(const std::vector<int64_t>& dims) {
   std::string s;
@@ -37,9 +38,22 @@ Tensor load(const std::string& dir, const std::string& file, int rank) {
   return strata::constant(a.data, TensorShape(a.dims));
 }
 
+// Fashion-MNIST has 10 classes. A label outside them would surface much later,
+// as an index error in the loss of some training step (or not at all), far from
+// the file that holds it; it is refused here, naming the file and the index.
+void check_labels(const Tensor& labels, const std::string& path) {
+  const std::vector<uint8_t> values = labels.to_vector<uint8_t>();
+  for (size_t i = 0; i < values.size(); ++i) {
+    STRATA_CHECK(DATA_LOSS, values[i] < kNumClasses, "fashion_mnist.load_data: ", path, ": label ",
+                 int(values[i]), " at index ", i, ", expected a class in [0, ", kNumClasses, ")");
+  }
+}
+
 XY load_split(const std::string& dir, const std::string& prefix) {
   Tensor x = load(dir, prefix + "-images-idx3-ubyte.gz", 3);
-  Tensor y = load(dir, prefix + "-labels-idx1-ubyte.gz", 1);
+  const std::string labels_file = prefix + "-labels-idx1-ubyte.gz";
+  Tensor y = load(dir, labels_file, 1);
+  check_labels(y, (std::filesystem::path(dir) / labels_file).string());
   STRATA_CHECK(DATA_LOSS, x.shape()[0] == y.shape()[0], "fashion_mnist.load_data: ", dir, "/",
                prefix, " has ", x.shape()[0], " images but ", y.shape()[0], " labels");
   return {x, y};
