@@ -35,6 +35,11 @@ std::string hex32(uint32_t v) {
   return s;
 }
 
+// Records of compressed files longer than this are checked to exist before they
+// are buffered (RecordReader::read_next). Below it, the buffer grows with the
+// bytes actually read, so it never exceeds twice the record.
+constexpr uint64_t kLookAheadAbove = uint64_t{16} << 20;
+
 // Lengths beyond this cannot be held in memory; TF calls them "record size too large".
 constexpr uint64_t kMaxRecordLength =
     std::numeric_limits<uint64_t>::max() / 2 - kTFRecordHeaderBytes - kTFRecordFooterBytes;
@@ -171,7 +176,20 @@ std::optional<std::string> TFRecordReader::read_next() {
   char footer[kTFRecordFooterBytes];
   size_t footer_got = 0;
   try {
-    data.reserve(static_cast<size_t>(std::min<uint64_t>(length, 1 << 20)));
+    // In a compressed file the bytes left are unknown: a small file can declare a
+    // record of any length and inflate to gigabytes. Past a few MiB, the reader
+    // first checks that the record's bytes exist (inflating ahead without keeping
+    // them), then holds exactly the record, never more than the record.
+    if (!in_->remaining() && length > kLookAheadAbove) {
+      if (!in_->has_at_least(length + kTFRecordFooterBytes)) {
+        in_->seek(start);
+        return fail(str_cat("truncated record at offset ", start, ": payload of ", length,
+                            " bytes plus 4-byte checksum is longer than the rest of the file"));
+      }
+      data.reserve(static_cast<size_t>(length));
+    } else {
+      data.reserve(static_cast<size_t>(std::min<uint64_t>(length, 1 << 20)));
+    }
     const size_t data_got = in_->append(&data, static_cast<size_t>(length));
     if (data_got < length) {
       return fail(str_cat("truncated record at offset ", start, ": payload needs ", length,

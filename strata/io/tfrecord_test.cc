@@ -1,6 +1,7 @@
 #include "strata/io/tfrecord.h"
 
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -9,6 +10,7 @@
 
 #include "strata/base/crc32c.h"
 #include "strata/base/errors.h"
+#include "strata/io/internal/stream.h"
 #include "strata/io/internal/test_util.h"
 
 namespace strata::io {
@@ -259,6 +261,67 @@ TEST(TFRecordCorruption, AbsurdLengthWithAValidChecksumIsDataLossWithoutAllocati
                                         {.compression_type = "ZLIB"}, "huge.z");
     EXPECT_THROW(read_all(z), DataLossError);
   }
+}
+
+// Peak resident memory of this process so far, in bytes (ctest runs each test in
+// its own process, so it is this test's peak).
+int64_t peak_rss_bytes() {
+  struct rusage usage {};
+  ::getrusage(RUSAGE_SELF, &usage);
+  return int64_t{usage.ru_maxrss} * 1024;
+}
+
+TEST(TFRecordCorruption, ACompressedBombClaimingAHugeRecordIsRefusedWithoutHoldingIt) {
+  // 256 MiB of zeros behind a header claiming 1 TiB, gzipped to about 256 KiB:
+  // the record cannot be there, and the reader must find that out without
+  // holding what the file inflates to.
+  testing::TempDir dir;
+  const std::string path = dir.file("bomb.tfrecord.gz");
+  {
+    internal::OutputFile out(path, internal::Compression::GZIP, 9);
+    std::string header(8, '\0');
+    header[5] = 1;  // 2^40
+    const uint32_t masked = crc32c::mask(crc32c::value(header));
+    for (int i = 0; i < 4; ++i) header.push_back(static_cast<char>((masked >> (8 * i)) & 0xff));
+    out.write(header);
+    const std::string zeros(1 << 20, '\0');
+    for (int i = 0; i < 256; ++i) out.write(zeros);
+    out.commit();
+  }
+  ASSERT_LT(std::filesystem::file_size(path), 2u << 20);
+  const int64_t before = peak_rss_bytes();
+  TFRecordReader reader(path, {.compression_type = "GZIP"});
+  try {
+    reader.read_next();
+    ADD_FAILURE() << "the bomb was read";
+  } catch (const DataLossError& e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("truncated record at offset 0"), std::string::npos)
+        << e.what();
+  }
+  EXPECT_LT(peak_rss_bytes() - before, int64_t{32} << 20);
+  EXPECT_EQ(reader.offset(), 0u);
+}
+
+TEST(TFRecordCompression, ARecordLongerThanTheLookAheadThresholdReadsBackWhole) {
+  // 20 MiB (over the 16 MiB above which a compressed record is checked before it
+  // is buffered), then a small record: both come back exactly.
+  testing::TempDir dir;
+  const std::string path = dir.file("big.tfrecord.gz");
+  std::string big(20 << 20, '\0');
+  for (size_t i = 0; i < big.size(); i += 4096) big[i] = static_cast<char>(i / 4096);
+  {
+    TFRecordWriter w(path, {.compression_type = "GZIP"});
+    w.write(big);
+    w.write("tail");
+    w.close();
+  }
+  TFRecordReader reader(path, {.compression_type = "GZIP"});
+  const std::optional<std::string> first = reader.read_next();
+  ASSERT_TRUE(first.has_value());
+  EXPECT_TRUE(*first == big);
+  EXPECT_EQ(reader.read_next(), std::optional<std::string>("tail"));
+  EXPECT_EQ(reader.read_next(), std::nullopt);
 }
 
 TEST(TFRecordCorruption, ReaderStaysAtTheBadRecordSoSeekingPastItRecovers) {

@@ -71,6 +71,11 @@ class FileSource final : public Source {
     if (::lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0) throw_errno("seek", path_, errno);
   }
   uint64_t size() const override { return size_; }
+  uint64_t tell() const override {
+    const off_t at = ::lseek(fd_, 0, SEEK_CUR);
+    if (at < 0) throw_errno("seek", path_, errno);
+    return static_cast<uint64_t>(at);
+  }
 
  private:
   std::string path_;
@@ -91,6 +96,7 @@ class MemorySource final : public Source {
     pos_ = static_cast<size_t>(std::min<uint64_t>(offset, bytes_.size()));
   }
   uint64_t size() const override { return bytes_.size(); }
+  uint64_t tell() const override { return pos_; }
 
  private:
   std::string bytes_;
@@ -152,7 +158,10 @@ std::unique_ptr<InputStream> InputStream::from_bytes(std::string bytes, Compress
 
 size_t InputStream::raw_read(char* dst, size_t n) {
   if (!inflater_) return source_->read(dst, n);
-  Inflater& z = *inflater_;
+  return inflate_into(*inflater_, dst, n);
+}
+
+size_t InputStream::inflate_into(Inflater& z, char* dst, size_t n) {
   z_stream& s = z.strm;
   size_t produced = 0;
   while (produced == 0 && n > 0) {
@@ -282,6 +291,43 @@ void InputStream::seek(uint64_t offset) {
     offset_ = 0;
   }
   skip(offset - offset_);
+}
+
+bool InputStream::has_at_least(uint64_t n) {
+  if (const std::optional<uint64_t> rest = remaining()) return *rest >= n;
+  uint64_t have = end_ - pos_;  // already inflated into the buffer
+  if (have >= n) return true;
+  // A copy of the decompressor and of its pending input; the source goes back to
+  // where it was, so the real stream continues as if nothing happened.
+  Inflater& z = *inflater_;
+  Inflater ahead;
+  if (inflateCopy(&ahead.strm, &z.strm) != Z_OK) {
+    throw ResourceExhaustedError(str_cat("zlib: cannot copy the inflate state of ", name_));
+  }
+  ahead.in = z.in;
+  if (z.strm.next_in != nullptr) {
+    ahead.strm.next_in = reinterpret_cast<Bytef*>(ahead.in.data()) +
+                         (z.strm.next_in - reinterpret_cast<Bytef*>(z.in.data()));
+  }
+  ahead.finished = z.finished;
+  ahead.source_eof = z.source_eof;
+  const uint64_t source_at = source_->tell();
+  std::string scratch(kBufferSize, '\0');
+  try {
+    while (have < n) {
+      const size_t r =
+          inflate_into(ahead, scratch.data(), std::min<uint64_t>(n - have, scratch.size()));
+      if (r == 0) break;
+      have += r;
+    }
+  } catch (...) {
+    inflateEnd(&ahead.strm);
+    source_->seek(source_at);
+    throw;
+  }
+  inflateEnd(&ahead.strm);
+  source_->seek(source_at);
+  return have >= n;
 }
 
 std::optional<uint64_t> InputStream::remaining() const {

@@ -28,6 +28,8 @@ class Source {
   virtual void seek(uint64_t offset) = 0;
   // Total size in bytes.
   virtual uint64_t size() const = 0;
+  // The offset the next read starts at.
+  virtual uint64_t tell() const = 0;
 };
 
 // Buffered reader of the (decompressed) byte stream. Offsets are positions in the
@@ -58,11 +60,21 @@ class InputStream {
   uint64_t offset() const { return offset_; }
   // Bytes left, when known without reading (uncompressed input only).
   std::optional<uint64_t> remaining() const;
+  // Whether at least n more bytes can be read, without consuming any. Free for
+  // uncompressed input; a compressed stream inflates ahead on a copy of its
+  // decompressor into a fixed scratch buffer (so up to n bytes are inflated
+  // twice, and memory does not grow with n). Readers call it before buffering
+  // a large length that the data itself declares, so a small compressed file
+  // that claims a huge record never makes them hold more than what exists.
+  // Throws DataLossError if the compressed data is corrupt before n bytes.
+  bool has_at_least(uint64_t n);
   const std::string& name() const { return name_; }
 
  private:
   size_t fill();  // refills buf_ from the (inflated) source; 0 at end
   size_t raw_read(char* dst, size_t n);
+  struct Inflater;
+  size_t inflate_into(Inflater& z, char* dst, size_t n);
   void skip(uint64_t n);
 
   struct Inflater;
