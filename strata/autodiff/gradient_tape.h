@@ -73,7 +73,7 @@ struct TensorRecord {
 // input and output is kept; their values only as ops.def's grad_needs column
 // declares for `kind` (so a tape holds no tensor its gradients never read),
 // and input()/output() are the only way to them.
-// Immutable after construction.
+// The tape never modifies a record after constructing it.
 class OpRecord {
  public:
   OpRecord(OpKind kind, const OpAttrs& attrs, std::span<const Tensor> inputs,

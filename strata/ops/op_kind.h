@@ -54,17 +54,26 @@ inline constexpr OpInfo kOpInfo[] = {
 static_assert(sizeof(kOpInfo) / sizeof(kOpInfo[0]) == kNumOpKinds);
 constexpr const OpInfo& op_info(OpKind kind) noexcept { return kOpInfo[static_cast<int>(kind)]; }
 
-// A row that cannot be right: a gradient that is never computed needs nothing kept.
+// Rows that cannot be right: a gradient that is never computed needs nothing
+// kept; the element-wise kernels are element-wise and have fixed arities.
 constexpr bool op_table_is_consistent() noexcept {
   for (const OpInfo& info : kOpInfo) {
     if (!info.differentiable && info.grad_needs != GradNeeds::None) return false;
     if (info.arity < -1 || info.arity == 0) return false;
+    const bool elementwise_kernel =
+        info.kernel == OpKernel::Unary || info.kernel == OpKernel::Binary;
+    if (elementwise_kernel && info.sharding != OpSharding::Elementwise) return false;
+    if (info.kernel == OpKernel::Binary && info.arity != 2) return false;
+    if ((info.kernel == OpKernel::Unary || info.kernel == OpKernel::Reduce) && info.arity != 1) {
+      return false;
+    }
   }
   return true;
 }
 static_assert(op_table_is_consistent(),
-              "ops.def: a non-differentiable op declares grad_needs, or an arity is not "
-              "positive or -1");
+              "ops.def: a non-differentiable op declares grad_needs, an arity is not positive "
+              "or -1, or a Unary/Binary/Reduce row has the wrong arity or is not Elementwise "
+              "(Unary/Binary)");
 }  // namespace internal
 
 constexpr std::string_view op_name(OpKind kind) noexcept { return internal::op_info(kind).name; }
