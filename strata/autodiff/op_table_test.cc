@@ -48,8 +48,8 @@ Tensor rnd(const TensorShape& s, uint64_t seed, double lo = -1.0, double hi = 1.
 // Values at least 0.05 from `kink` (finite differences must not cross it).
 Tensor away_from(const Tensor& x, double kink) { return where(abs(x - kink) < 0.05, x + 0.1, x); }
 
-Tensor int64s(std::vector<int64_t> v, const TensorShape& shape) {
-  return constant(std::move(v), shape);
+Tensor int64s(const std::vector<int64_t>& v, const TensorShape& shape) {
+  return constant(v, shape);
 }
 
 OpSampleTable op_samples() {

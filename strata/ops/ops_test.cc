@@ -39,6 +39,7 @@ TEST(OpKind, PredicatesReadTheColumnsOfOpsDef) {
   static_assert(op_gradient_needs_inputs(OpKind::Pow) && op_gradient_needs_outputs(OpKind::Pow));
   static_assert(op_is_elementwise(OpKind::ReluGrad) && !op_is_elementwise(OpKind::Sum));
   std::vector<std::string_view> names;
+  names.reserve(kNumOpKinds);
   for (int k = 0; k < kNumOpKinds; ++k) names.push_back(op_name(static_cast<OpKind>(k)));
   std::sort(names.begin(), names.end());
   EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end()) << "duplicate op name";
