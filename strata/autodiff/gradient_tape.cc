@@ -41,6 +41,43 @@ Tensor sum_all(std::vector<Tensor> grads) {
 
 }  // namespace
 
+namespace autodiff {
+
+OpRecord::OpRecord(OpKind kind, const OpAttrs& attrs, std::span<const Tensor> inputs,
+                   std::span<const Tensor> outputs)
+    : kind(kind), attrs(attrs) {
+  in.reserve(inputs.size());
+  for (const Tensor& t : inputs) {
+    in.push_back(t.defined() ? TensorRecord{t.shape(), t.dtype(), t.id()} : TensorRecord{});
+  }
+  out.reserve(outputs.size());
+  for (const Tensor& t : outputs) out.push_back({t.shape(), t.dtype(), t.id()});
+  if (op_gradient_needs_inputs(kind)) in_values_.assign(inputs.begin(), inputs.end());
+  if (op_gradient_needs_outputs(kind)) out_values_.assign(outputs.begin(), outputs.end());
+}
+
+const Tensor& OpRecord::input(size_t k) const {
+  STRATA_INTERNAL_CHECK(op_gradient_needs_inputs(kind), "the gradient of ", op_name(kind),
+                        " reads input ", k, ", but ops.def declares grad_needs ",
+                        op_gradient_needs_outputs(kind) ? "Outputs" : "None",
+                        ": declare Inputs or Both there");
+  STRATA_INTERNAL_CHECK(k < in_values_.size(), "the gradient of ", op_name(kind), " reads input ",
+                        k, " of ", in_values_.size());
+  return in_values_[k];
+}
+
+const Tensor& OpRecord::output(size_t k) const {
+  STRATA_INTERNAL_CHECK(op_gradient_needs_outputs(kind), "the gradient of ", op_name(kind),
+                        " reads output ", k, ", but ops.def declares grad_needs ",
+                        op_gradient_needs_inputs(kind) ? "Inputs" : "None",
+                        ": declare Outputs or Both there");
+  STRATA_INTERNAL_CHECK(k < out_values_.size(), "the gradient of ", op_name(kind), " reads output ",
+                        k, " of ", out_values_.size());
+  return out_values_[k];
+}
+
+}  // namespace autodiff
+
 GradientTape::GradientTape(GradientTapeOptions options) : options_(options) {
   recorder_scope_ = std::make_unique<RecorderScope>(*this);
   observer_scope_ = std::make_unique<VariableAccessObserverScope>(*this);
@@ -104,20 +141,8 @@ void GradientTape::record(OpKind kind, std::span<const Tensor> inputs,
   bool any_float_output = false;
   for (const Tensor& t : outputs) any_float_output = any_float_output || is_floating(t.dtype());
   if (!any_float_output) return;
-  autodiff::OpRecord rec{.kind = kind, .attrs = attrs};
-  const bool keep_in = autodiff::gradient_needs_inputs(kind);
-  const bool keep_out = autodiff::gradient_needs_outputs(kind);
-  rec.in.reserve(inputs.size());
-  for (const Tensor& t : inputs) {
-    if (!t.defined()) {
-      rec.in.push_back({});
-      continue;
-    }
-    rec.in.push_back({keep_in ? t : Tensor(), t.shape(), t.dtype(), t.id()});
-  }
-  rec.out.reserve(outputs.size());
+  autodiff::OpRecord rec(kind, attrs, inputs, outputs);
   for (const Tensor& t : outputs) {
-    rec.out.push_back({keep_out ? t : Tensor(), t.shape(), t.dtype(), t.id()});
     if (is_floating(t.dtype())) tracked_.insert(t.id());
   }
   records_.push_back(std::move(rec));

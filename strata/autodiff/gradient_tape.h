@@ -25,14 +25,15 @@
 // still recording, so an outer tape records the gradient computation of an
 // inner one (higher-order gradients).
 //
-// Memory: a record keeps the tensors its gradient function needs (for example
-// Add keeps only shapes, Exp keeps its output); a non-persistent tape drops
-// all records after gradient().
+// Memory: a record keeps only the tensors ops.def declares its gradient needs
+// (Add keeps only shapes, Exp keeps its output, MatMul its inputs); a
+// non-persistent tape drops all records after gradient().
 //
 // Thread-safety: one thread at a time (the thread that created it).
 
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
@@ -61,20 +62,38 @@ struct GradientOptions {
 };
 
 namespace autodiff {
-// One tensor of a recorded op. `value` is left undefined when the op's
-// gradient does not need it (shape, dtype and id are always kept).
+// Shape, dtype and id of one input or output of a recorded op: always kept.
 struct TensorRecord {
-  Tensor value = {};
   TensorShape shape = {};
   DType dtype = DType::float32;
-  uint64_t id = 0;
+  uint64_t id = 0;  // 0 for an undefined input
 };
-// One recorded op: what its gradient function may use.
-struct OpRecord {
-  OpKind kind = OpKind::Identity;
-  OpAttrs attrs = {};
-  std::vector<TensorRecord> in = {};
-  std::vector<TensorRecord> out = {};
+
+// One recorded op: what its gradient function may use. The metadata of every
+// input and output is kept; their values only as ops.def's grad_needs column
+// declares for `kind` (so a tape holds no tensor its gradients never read),
+// and input()/output() are the only way to them.
+// The tape never modifies a record after constructing it.
+class OpRecord {
+ public:
+  OpRecord(OpKind kind, const OpAttrs& attrs, std::span<const Tensor> inputs,
+           std::span<const Tensor> outputs);
+
+  // The value of input / output k. Throws InternalError naming the op when
+  // ops.def does not declare that its gradient needs inputs / outputs (a
+  // gradient reading it would be a bug, never a silently wrong result), or
+  // when k is out of range.
+  const Tensor& input(size_t k) const;
+  const Tensor& output(size_t k) const;
+
+  OpKind kind;
+  OpAttrs attrs;
+  std::vector<TensorRecord> in;
+  std::vector<TensorRecord> out;
+
+ private:
+  std::vector<Tensor> in_values_;   // empty unless op_gradient_needs_inputs(kind)
+  std::vector<Tensor> out_values_;  // empty unless op_gradient_needs_outputs(kind)
 };
 }  // namespace autodiff
 
@@ -149,9 +168,6 @@ namespace autodiff {
 // TF's eager gradient functions do with skip_input_indices.
 std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& output_grads,
                                 const std::vector<bool>& needed = {});
-// Which tensors a record must keep for op_gradient.
-bool gradient_needs_inputs(OpKind kind) noexcept;
-bool gradient_needs_outputs(OpKind kind) noexcept;
 }  // namespace autodiff
 
 }  // namespace strata

@@ -104,8 +104,8 @@ Tensor scatter_strided(Tensor g, const TensorShape& full, const std::vector<int6
 // An input nobody differentiates (the first layer's data) gets no product:
 // for a Dense layer on the input batch that GEMM is the step's largest.
 Grads matmul_grad(const OpRecord& op, const Tensor& g, bool need_a, bool need_b) {
-  const Tensor& a = op.in[0].value;
-  const Tensor& b = op.in[1].value;
+  const Tensor& a = op.input(0);
+  const Tensor& b = op.input(1);
   const bool ta = op.attrs.transpose_a;
   const bool tb = op.attrs.transpose_b;
   Tensor ga, gb;
@@ -196,8 +196,8 @@ bool tracked_by_active_tape(std::initializer_list<const Tensor*> ts) {
 // is composed of differentiable ops (window by window), so that second-order
 // gradients exist (MaxPool2DGrad itself is not differentiable).
 Tensor max_pool_grad(const OpRecord& op, const Tensor& g) {
-  const Tensor& x = op.in[0].value;
-  const Tensor& y = op.out[0].value;
+  const Tensor& x = op.input(0);
+  const Tensor& y = op.output(0);
   if (!tracked_by_active_tape({&x, &y, &g})) {
     return nn::max_pool2d_grad(x, y, g, op.attrs.ksize, op.attrs.strides, op.attrs.padding);
   }
@@ -223,7 +223,7 @@ nn::Conv2DOptions conv_options(const OpRecord& op) {
 }
 
 Tensor gather_grad(const OpRecord& op, const Tensor& g) {
-  const Tensor& indices = op.in[1].value;
+  const Tensor& indices = op.input(1);
   const TensorShape& params = op.in[0].shape;
   const int prank = params.rank();
   const int64_t axis = op.attrs.axis < 0 ? op.attrs.axis + prank : op.attrs.axis;
@@ -266,94 +266,39 @@ Tensor tile_grad(const OpRecord& op, const Tensor& g) {
 
 }  // namespace
 
-bool gradient_needs_inputs(OpKind kind) noexcept {
-  switch (kind) {
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Identity:
-    case OpKind::Neg:
-    case OpKind::Exp:
-    case OpKind::Sqrt:
-    case OpKind::Rsqrt:
-    case OpKind::Reciprocal:
-    case OpKind::Sigmoid:
-    case OpKind::Tanh:
-    case OpKind::Relu:
-    case OpKind::Elu:
-    case OpKind::Cast:
-    case OpKind::AddN:
-    case OpKind::Sum:
-    case OpKind::Mean:
-    case OpKind::Reshape:
-    case OpKind::Transpose:
-    case OpKind::BroadcastTo:
-    case OpKind::Concat:
-    case OpKind::Slice:
-    case OpKind::StridedSlice:
-    case OpKind::Pad:
-    case OpKind::Tile:
-    case OpKind::Softmax:
-    case OpKind::LogSoftmax:
-    case OpKind::AvgPool2D:
-    case OpKind::AvgPool2DGrad: return false;
-    default: return true;
-  }
-}
-
-bool gradient_needs_outputs(OpKind kind) noexcept {
-  switch (kind) {
-    case OpKind::Exp:
-    case OpKind::Sqrt:
-    case OpKind::Rsqrt:
-    case OpKind::Reciprocal:
-    case OpKind::Sigmoid:
-    case OpKind::Tanh:
-    case OpKind::Relu:
-    case OpKind::Elu:
-    case OpKind::Pow:
-    case OpKind::Max:
-    case OpKind::Min:
-    case OpKind::Prod:
-    case OpKind::Softmax:
-    case OpKind::LogSoftmax:
-    case OpKind::MaxPool2D: return true;
-    default: return false;
-  }
-}
-
 std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& output_grads,
                                 const std::vector<bool>& needed) {
   auto need = [&](size_t k) { return needed.empty() || needed[k]; };
   const Tensor& g = output_grads[0];
-  std::vector<Tensor> in;
-  in.reserve(op.in.size());
-  for (const TensorRecord& r : op.in) in.push_back(r.value);
-  const Tensor& y = op.out[0].value.defined() ? op.out[0].value : g;
+  // Values only through the record's checked accessors: a gradient reading
+  // one that ops.def's grad_needs does not declare is an InternalError.
+  auto in = [&](size_t k) -> const Tensor& { return op.input(k); };
+  auto y = [&]() -> const Tensor& { return op.output(0); };
   switch (op.kind) {
     // --- element-wise binary ---
     case OpKind::Add: return {fit(g, op, 0), fit(g, op, 1)};
     case OpKind::Sub: return {fit(g, op, 0), fit(-g, op, 1)};
-    case OpKind::Mul: return {fit(g * in[1], op, 0), fit(g * in[0], op, 1)};
-    case OpKind::Div: return {fit(g / in[1], op, 0), fit(-g * in[0] / square(in[1]), op, 1)};
+    case OpKind::Mul: return {fit(g * in(1), op, 0), fit(g * in(0), op, 1)};
+    case OpKind::Div: return {fit(g / in(1), op, 0), fit(-g * in(0) / square(in(1)), op, 1)};
     case OpKind::Pow: {
       // d/dx x^y = y x^(y-1); d/dy x^y = x^y log x, taken as 0 where x <= 0 (TF).
-      const Tensor& x = in[0];
-      const Tensor& p = in[1];
+      const Tensor& x = in(0);
+      const Tensor& p = in(1);
       const Tensor gx = g * p * pow(x, p - 1.0);
       const Tensor safe_log = where(x > 0.0, log(where(x > 0.0, x, ones_like(x))), zeros_like(x));
-      const Tensor gy = g * y * safe_log;
+      const Tensor gy = g * y() * safe_log;
       return {fit(gx, op, 0), fit(gy, op, 1)};
     }
     case OpKind::Maximum: {
-      const Tensor xmask = as_float_mask(greater_equal(in[0], in[1]), g);
+      const Tensor xmask = as_float_mask(greater_equal(in(0), in(1)), g);
       return {fit(g * xmask, op, 0), fit(g * (1.0 - xmask), op, 1)};
     }
     case OpKind::Minimum: {
-      const Tensor xmask = as_float_mask(less_equal(in[0], in[1]), g);
+      const Tensor xmask = as_float_mask(less_equal(in(0), in(1)), g);
       return {fit(g * xmask, op, 0), fit(g * (1.0 - xmask), op, 1)};
     }
     case OpKind::SquaredDifference: {
-      const Tensor gx = 2.0 * g * (in[0] - in[1]);
+      const Tensor gx = 2.0 * g * (in(0) - in(1));
       return {fit(gx, op, 0), fit(-gx, op, 1)};
     }
     case OpKind::FloorDiv:
@@ -380,32 +325,32 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
     // --- element-wise unary ---
     case OpKind::Identity: return {g};
     case OpKind::Neg: return {-g};
-    case OpKind::Abs: return {g * sign(in[0])};
-    case OpKind::Exp: return {g * y};
-    case OpKind::Log: return {g / in[0]};
-    case OpKind::Log1p: return {g / (1.0 + in[0])};
-    case OpKind::Sqrt: return {g * 0.5 / y};
-    case OpKind::Rsqrt: return {g * -0.5 * y * y * y};
-    case OpKind::Square: return {g * 2.0 * in[0]};
-    case OpKind::Reciprocal: return {-g * y * y};
-    case OpKind::Sin: return {g * cos(in[0])};
-    case OpKind::Cos: return {-g * sin(in[0])};
-    case OpKind::Relu: return {nn::relu_grad(g, y)};  // y > 0 exactly where x > 0
+    case OpKind::Abs: return {g * sign(in(0))};
+    case OpKind::Exp: return {g * y()};
+    case OpKind::Log: return {g / in(0)};
+    case OpKind::Log1p: return {g / (1.0 + in(0))};
+    case OpKind::Sqrt: return {g * 0.5 / y()};
+    case OpKind::Rsqrt: return {g * -0.5 * y() * y() * y()};
+    case OpKind::Square: return {g * 2.0 * in(0)};
+    case OpKind::Reciprocal: return {-g * y() * y()};
+    case OpKind::Sin: return {g * cos(in(0))};
+    case OpKind::Cos: return {-g * sin(in(0))};
+    case OpKind::Relu: return {nn::relu_grad(g, y())};  // y > 0 exactly where x > 0
     case OpKind::ReluGrad:
       // As TF's _ReluGradGrad: linear in the gradients, constant in the features.
-      return {nn::relu_grad(g, in[1]), zeros_like(in[1])};
-    case OpKind::Relu6: return {g * as_float_mask(logical_and(in[0] > 0.0, in[0] < 6.0), g)};
-    case OpKind::LeakyRelu: return {where(in[0] > 0.0, g, g * op.attrs.alpha)};
-    case OpKind::Elu: return {where(y > 0.0, g, g * (y + 1.0))};
-    case OpKind::Sigmoid: return {g * y * (1.0 - y)};
-    case OpKind::Tanh: return {g * (1.0 - y * y)};
-    case OpKind::Softplus: return {g * sigmoid(in[0])};
+      return {nn::relu_grad(g, in(1)), zeros_like(in(1))};
+    case OpKind::Relu6: return {g * as_float_mask(logical_and(in(0) > 0.0, in(0) < 6.0), g)};
+    case OpKind::LeakyRelu: return {where(in(0) > 0.0, g, g * op.attrs.alpha)};
+    case OpKind::Elu: return {where(y() > 0.0, g, g * (y() + 1.0))};
+    case OpKind::Sigmoid: return {g * y() * (1.0 - y())};
+    case OpKind::Tanh: return {g * (1.0 - y() * y())};
+    case OpKind::Softplus: return {g * sigmoid(in(0))};
     case OpKind::Cast:
       // TF: only between floating dtypes.
       if (!is_floating(op.in[0].dtype) || !is_floating(op.out[0].dtype)) return {Tensor()};
       return {cast(g, op.in[0].dtype)};
     case OpKind::Select: {
-      const Tensor& cond = in[0];
+      const Tensor& cond = in(0);
       const Tensor zero = zeros_like(g);
       return {Tensor(), fit(where(cond, g, zero), op, 1), fit(where(cond, zero, g), op, 2)};
     }
@@ -420,14 +365,14 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
     case OpKind::Max:
     case OpKind::Min: {
       // Ties share the gradient equally (TF's reduce_max gradient).
-      const Tensor mask = as_float_mask(equal(in[0], reshape(y, kept_shape(op))), g);
+      const Tensor mask = as_float_mask(equal(in(0), reshape(y(), kept_shape(op))), g);
       const Tensor count = reduce_sum(mask, {.axis = reduction_axes(op), .keepdims = true});
       return {spread(g, op) * mask / count};
     }
     case OpKind::Prod:
       // d prod / d x_i = prod / x_i.
       // TODO(#3): exact gradient at zeros needs an exclusive cumprod (TF); here zeros give inf/nan.
-      return {spread(g, op) * reshape(y, kept_shape(op)) / in[0]};
+      return {spread(g, op) * reshape(y(), kept_shape(op)) / in(0)};
     // --- shape and layout ---
     case OpKind::Reshape: return {reshape(g, op.in[0].shape.dims())};
     case OpKind::Transpose: {
@@ -471,28 +416,30 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
     }
     case OpKind::Tile: return {tile_grad(op, g)};
     case OpKind::Gather: return {gather_grad(op, g), Tensor()};
-    case OpKind::UnsortedSegmentSum: return {gather(g, in[1], 0), Tensor()};
+    case OpKind::UnsortedSegmentSum: return {gather(g, in(1), 0), Tensor()};
     // --- linear algebra ---
     case OpKind::MatMul: return matmul_grad(op, g, need(0), need(1));
     // --- neural network ---
-    case OpKind::Softmax: return {y * (g - reduce_sum(g * y, {.axis = {-1}, .keepdims = true}))};
-    case OpKind::LogSoftmax: return {g - exp(y) * reduce_sum(g, {.axis = {-1}, .keepdims = true})};
+    case OpKind::Softmax:
+      return {y() * (g - reduce_sum(g * y(), {.axis = {-1}, .keepdims = true}))};
+    case OpKind::LogSoftmax:
+      return {g - exp(y()) * reduce_sum(g, {.axis = {-1}, .keepdims = true})};
     case OpKind::Conv2D: {
       const auto opts = conv_options(op);
-      return {need(0) ? nn::conv2d_backprop_input(op.in[0].shape, in[1], g, opts) : Tensor(),
-              need(1) ? nn::conv2d_backprop_filter(in[0], op.in[1].shape, g, opts) : Tensor()};
+      return {need(0) ? nn::conv2d_backprop_input(op.in[0].shape, in(1), g, opts) : Tensor(),
+              need(1) ? nn::conv2d_backprop_filter(in(0), op.in[1].shape, g, opts) : Tensor()};
     }
     case OpKind::Conv2DBackpropInput: {
       // (filter, out_backprop) -> dx, as TF's _Conv2DBackpropInputGrad.
       const auto opts = conv_options(op);
-      return {nn::conv2d_backprop_filter(g, op.in[0].shape, in[1], opts),
-              nn::conv2d(g, in[0], opts)};
+      return {nn::conv2d_backprop_filter(g, op.in[0].shape, in(1), opts),
+              nn::conv2d(g, in(0), opts)};
     }
     case OpKind::Conv2DBackpropFilter: {
       // (input, out_backprop) -> dfilter, as TF's _Conv2DBackpropFilterGrad.
       const auto opts = conv_options(op);
-      return {nn::conv2d_backprop_input(op.in[0].shape, g, in[1], opts),
-              nn::conv2d(in[0], g, opts)};
+      return {nn::conv2d_backprop_input(op.in[0].shape, g, in(1), opts),
+              nn::conv2d(in(0), g, opts)};
     }
     case OpKind::MaxPool2D: return {max_pool_grad(op, g)};
     case OpKind::AvgPool2D:
@@ -505,9 +452,9 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
       return {nn::avg_pool2d(g, k, s, op.attrs.padding)};
     }
     case OpKind::SparseSoftmaxCrossEntropyWithLogits: {
-      const Tensor& logits = in[0];
+      const Tensor& logits = in(0);
       const int64_t classes = op.in[0].shape.dim(-1);
-      const Tensor onehot = one_hot(in[1], classes, {.dtype = logits.dtype()});
+      const Tensor onehot = one_hot(in(1), classes, {.dtype = logits.dtype()});
       return {(softmax(logits) - onehot) * expand_dims(g, -1), Tensor()};
     }
   }

@@ -51,58 +51,6 @@ Tensor carrying(const Tensor& full, const ShardedTensor& x) {
   return strip(full).with_extension(std::make_shared<const ShardedValue>(stripped(x)));
 }
 
-bool is_elementwise(OpKind k) {
-  switch (k) {
-    case OpKind::Add:
-    case OpKind::Sub:
-    case OpKind::Mul:
-    case OpKind::Div:
-    case OpKind::Pow:
-    case OpKind::Maximum:
-    case OpKind::Minimum:
-    case OpKind::FloorDiv:
-    case OpKind::FloorMod:
-    case OpKind::SquaredDifference:
-    case OpKind::Equal:
-    case OpKind::NotEqual:
-    case OpKind::Less:
-    case OpKind::LessEqual:
-    case OpKind::Greater:
-    case OpKind::GreaterEqual:
-    case OpKind::LogicalAnd:
-    case OpKind::LogicalOr:
-    case OpKind::LogicalNot:
-    case OpKind::Identity:
-    case OpKind::Neg:
-    case OpKind::Abs:
-    case OpKind::Sign:
-    case OpKind::Exp:
-    case OpKind::Log:
-    case OpKind::Log1p:
-    case OpKind::Sqrt:
-    case OpKind::Rsqrt:
-    case OpKind::Square:
-    case OpKind::Reciprocal:
-    case OpKind::Sin:
-    case OpKind::Cos:
-    case OpKind::Floor:
-    case OpKind::Ceil:
-    case OpKind::Round:
-    case OpKind::Relu:
-    case OpKind::ReluGrad:
-    case OpKind::Relu6:
-    case OpKind::LeakyRelu:
-    case OpKind::Elu:
-    case OpKind::Sigmoid:
-    case OpKind::Tanh:
-    case OpKind::Softplus:
-    case OpKind::Cast:
-    case OpKind::Select:
-    case OpKind::AddN: return true;
-    default: return false;
-  }
-}
-
 // NumPy broadcasting of the operands' shapes; nullopt if they do not broadcast.
 std::optional<TensorShape> broadcast_all(std::span<const Tensor> inputs) {
   std::vector<int64_t> out;
@@ -144,7 +92,7 @@ class Rules {
   Tensor apply() {
     if (std::optional<Tensor> out = untiled()) return *out;
     const OpKind k = op_.kind;
-    if (is_elementwise(k)) return elementwise();
+    if (op_is_elementwise(k)) return elementwise();
     switch (k) {
       case OpKind::Sum:
       case OpKind::Mean:

@@ -246,14 +246,12 @@ Tensor map_unary(const Tensor& x, const F& f) {
 template <typename T>
 Tensor unary_typed(UnaryOp op, const Tensor& x, double alpha, const char* who) {
   if constexpr (std::is_same_v<T, bool>) {
-    STRATA_CHECK_ARG(op == UnaryOp::LogicalNot || op == UnaryOp::Identity, who,
+    STRATA_CHECK_ARG(op == UnaryOp::LogicalNot, who,
                      ": expected a numeric (non-bool) tensor, got dtype bool");
-    if (op == UnaryOp::Identity) return map_unary<T>(x, [](const auto& v) { return v; });
     return map_unary<T>(x, [](const auto& v) { return !v; });
   } else {
     constexpr bool kFloat = std::is_floating_point_v<T>;
     switch (op) {
-      case UnaryOp::Identity: return map_unary<T>(x, [](const auto& v) { return v; });
       case UnaryOp::LogicalNot:
         throw InvalidArgumentError(str_cat(who, ": expected a bool tensor, got dtype ", x.dtype()));
       case UnaryOp::Neg: return map_unary<T>(x, [](const auto& v) { return -v; });

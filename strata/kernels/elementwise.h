@@ -17,16 +17,21 @@
 
 namespace strata::kernels {
 
-enum class BinaryOp {
+// The opcodes of kernels::binary, kernels::unary and kernels::reduce are the
+// ops of strata/ops/ops.def whose kernel column is Binary, Unary or Reduce:
+// same names, same order, and kNum* counts them. The ops layer static_asserts
+// the agreement (strata/ops/internal/kernel_opcode.h), so an op added to one
+// list and not the other does not build.
+enum class BinaryOp : uint8_t {
   Add,
   Sub,
   Mul,
   Div,
-  FloorDiv,
-  FloorMod,
   Pow,
   Maximum,
   Minimum,
+  FloorDiv,
+  FloorMod,
   SquaredDifference,
   Equal,
   NotEqual,
@@ -37,6 +42,7 @@ enum class BinaryOp {
   LogicalAnd,
   LogicalOr,
 };
+inline constexpr int kNumBinaryOps = static_cast<int>(BinaryOp::LogicalOr) + 1;
 
 // NumPy broadcast of two shapes; InvalidArgumentError naming `who` and both shapes.
 TensorShape broadcast_shape(const TensorShape& a, const TensorShape& b, const char* who);
@@ -46,8 +52,8 @@ TensorShape broadcast_shape(const TensorShape& a, const TensorShape& b, const ch
 // (the ops layer casts integers to float64 first, as TF's truediv).
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* who);
 
-enum class UnaryOp {
-  Identity,
+enum class UnaryOp : uint8_t {
+  LogicalNot,
   Neg,
   Abs,
   Sign,
@@ -70,8 +76,8 @@ enum class UnaryOp {
   Sigmoid,
   Tanh,
   Softplus,
-  LogicalNot,
 };
+inline constexpr int kNumUnaryOps = static_cast<int>(UnaryOp::Softplus) + 1;
 // `alpha` is LeakyRelu's slope / Elu's alpha.
 Tensor unary(UnaryOp op, const Tensor& x, double alpha, const char* who);
 
@@ -84,7 +90,8 @@ Tensor select(const Tensor& cond, const Tensor& x, const Tensor& y);
 // Sum of equally shaped, equally typed tensors.
 Tensor add_n(const std::vector<Tensor>& inputs);
 
-enum class ReduceOp { Sum, Mean, Max, Min, Prod };
+enum class ReduceOp : uint8_t { Sum, Mean, Max, Min, Prod };
+inline constexpr int kNumReduceOps = static_cast<int>(ReduceOp::Prod) + 1;
 // `axes`: sorted, unique, non-negative. Empty tensors reduce to the identity
 // (0, NaN for a float mean, lowest/highest for max/min, 1).
 Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdims);

@@ -5,14 +5,12 @@
 #include "strata/kernels/array.h"
 #include "strata/kernels/elementwise.h"
 #include "strata/ops/dispatch.h"
+#include "strata/ops/internal/kernel_opcode.h"
 #include "strata/ops/operators.h"
 #include "strata/ops/recorder.h"
 
 namespace strata {
 namespace {
-
-using kernels::BinaryOp;
-using kernels::UnaryOp;
 
 // Promotes both operands to a common dtype (recorded casts, so tapes stay connected).
 std::pair<Tensor, Tensor> promote(const Tensor& a, const Tensor& b) {
@@ -20,26 +18,32 @@ std::pair<Tensor, Tensor> promote(const Tensor& a, const Tensor& b) {
   return {a.dtype() == d ? a : cast(a, d), b.dtype() == d ? b : cast(b, d)};
 }
 
-Tensor binary_op(OpKind kind, BinaryOp op, const Tensor& a0, const Tensor& b0, const char* who) {
-  if (auto out = internal::dispatch(kind, who, {a0, b0}, {}, [=](std::span<const Tensor> in) {
-        return binary_op(kind, op, in[0], in[1], who);
+// The kernel opcode comes from ops.def (internal/kernel_opcode.h), so an op
+// cannot run one kernel and record itself as another.
+template <OpKind kKind>
+Tensor binary_op(const Tensor& a0, const Tensor& b0, const char* who) {
+  static_assert(op_kernel(kKind) == OpKernel::Binary);
+  if (auto out = internal::dispatch(kKind, who, {a0, b0}, {}, [=](std::span<const Tensor> in) {
+        return binary_op<kKind>(in[0], in[1], who);
       }))
     return *out;
   auto [a, b] = promote(a0, b0);
-  Tensor out = kernels::binary(op, a, b, who);
-  record_op(kind, {a, b}, {out});
+  Tensor out = kernels::binary(internal::binary_opcode(kKind), a, b, who);
+  record_op(kKind, {a, b}, {out});
   return out;
 }
 
-Tensor unary_op(OpKind kind, UnaryOp op, const Tensor& x, const char* who, double alpha = 0.0) {
+template <OpKind kKind>
+Tensor unary_op(const Tensor& x, const char* who, double alpha = 0.0) {
+  static_assert(op_kernel(kKind) == OpKernel::Unary);
   OpAttrs attrs;
   attrs.alpha = alpha;
-  if (auto out = internal::dispatch(kind, who, {x}, attrs, [=](std::span<const Tensor> in) {
-        return unary_op(kind, op, in[0], who, alpha);
+  if (auto out = internal::dispatch(kKind, who, {x}, attrs, [=](std::span<const Tensor> in) {
+        return unary_op<kKind>(in[0], who, alpha);
       }))
     return *out;
-  Tensor out = kernels::unary(op, x, alpha, who);
-  record_op(kind, {x}, {out}, attrs);
+  Tensor out = kernels::unary(internal::unary_opcode(kKind), x, alpha, who);
+  record_op(kKind, {x}, {out}, attrs);
   return out;
 }
 
@@ -60,17 +64,18 @@ std::vector<int64_t> normalise_axes(const Tensor& x, const std::vector<int64_t>&
   return axes;
 }
 
-Tensor reduce_op(OpKind kind, kernels::ReduceOp op, const Tensor& x, const ReduceOptions& o,
-                 const char* who) {
+template <OpKind kKind>
+Tensor reduce_op(const Tensor& x, const ReduceOptions& o, const char* who) {
+  static_assert(op_kernel(kKind) == OpKernel::Reduce);
   OpAttrs attrs;
   attrs.axes = normalise_axes(x, o.axis, who);
   attrs.keepdims = o.keepdims;
-  if (auto out = internal::dispatch(kind, who, {x}, attrs, [=](std::span<const Tensor> in) {
-        return reduce_op(kind, op, in[0], o, who);
+  if (auto out = internal::dispatch(kKind, who, {x}, attrs, [=](std::span<const Tensor> in) {
+        return reduce_op<kKind>(in[0], o, who);
       }))
     return *out;
-  Tensor out = kernels::reduce(op, x, attrs.axes, o.keepdims);
-  record_op(kind, {x}, {out}, attrs);
+  Tensor out = kernels::reduce(internal::reduce_opcode(kKind), x, attrs.axes, o.keepdims);
+  record_op(kKind, {x}, {out}, attrs);
   return out;
 }
 
@@ -82,42 +87,36 @@ Tensor scalar_like(const Tensor& like, double value) {
 }
 }  // namespace internal
 
-Tensor add(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::Add, BinaryOp::Add, a, b, "add");
-}
+Tensor add(const Tensor& a, const Tensor& b) { return binary_op<OpKind::Add>(a, b, "add"); }
 Tensor subtract(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::Sub, BinaryOp::Sub, a, b, "subtract");
+  return binary_op<OpKind::Sub>(a, b, "subtract");
 }
 Tensor multiply(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::Mul, BinaryOp::Mul, a, b, "multiply");
+  return binary_op<OpKind::Mul>(a, b, "multiply");
 }
 Tensor divide(const Tensor& a, const Tensor& b) {
   const DType d = promote_types(a.dtype(), b.dtype());
   if (!is_floating(d)) {
     // TF's truediv: integer operands are divided as float64.
-    return binary_op(OpKind::Div, BinaryOp::Div, cast(a, DType::float64), cast(b, DType::float64),
-                     "divide");
+    return binary_op<OpKind::Div>(cast(a, DType::float64), cast(b, DType::float64), "divide");
   }
-  return binary_op(OpKind::Div, BinaryOp::Div, a, b, "divide");
+  return binary_op<OpKind::Div>(a, b, "divide");
 }
 Tensor floordiv(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::FloorDiv, BinaryOp::FloorDiv, a, b, "floordiv");
+  return binary_op<OpKind::FloorDiv>(a, b, "floordiv");
 }
 Tensor floormod(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::FloorMod, BinaryOp::FloorMod, a, b, "floormod");
+  return binary_op<OpKind::FloorMod>(a, b, "floormod");
 }
-Tensor pow(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::Pow, BinaryOp::Pow, a, b, "pow");
-}
+Tensor pow(const Tensor& a, const Tensor& b) { return binary_op<OpKind::Pow>(a, b, "pow"); }
 Tensor maximum(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::Maximum, BinaryOp::Maximum, a, b, "maximum");
+  return binary_op<OpKind::Maximum>(a, b, "maximum");
 }
 Tensor minimum(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::Minimum, BinaryOp::Minimum, a, b, "minimum");
+  return binary_op<OpKind::Minimum>(a, b, "minimum");
 }
 Tensor squared_difference(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::SquaredDifference, BinaryOp::SquaredDifference, a, b,
-                   "squared_difference");
+  return binary_op<OpKind::SquaredDifference>(a, b, "squared_difference");
 }
 Tensor add_n(const std::vector<Tensor>& inputs) {
   if (auto out = internal::dispatch(OpKind::AddN, "add_n", std::span<const Tensor>(inputs), {},
@@ -131,69 +130,57 @@ Tensor add_n(const std::vector<Tensor>& inputs) {
   return out;
 }
 
-Tensor equal(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::Equal, BinaryOp::Equal, a, b, "equal");
-}
+Tensor equal(const Tensor& a, const Tensor& b) { return binary_op<OpKind::Equal>(a, b, "equal"); }
 Tensor not_equal(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::NotEqual, BinaryOp::NotEqual, a, b, "not_equal");
+  return binary_op<OpKind::NotEqual>(a, b, "not_equal");
 }
-Tensor less(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::Less, BinaryOp::Less, a, b, "less");
-}
+Tensor less(const Tensor& a, const Tensor& b) { return binary_op<OpKind::Less>(a, b, "less"); }
 Tensor less_equal(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::LessEqual, BinaryOp::LessEqual, a, b, "less_equal");
+  return binary_op<OpKind::LessEqual>(a, b, "less_equal");
 }
 Tensor greater(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::Greater, BinaryOp::Greater, a, b, "greater");
+  return binary_op<OpKind::Greater>(a, b, "greater");
 }
 Tensor greater_equal(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::GreaterEqual, BinaryOp::GreaterEqual, a, b, "greater_equal");
+  return binary_op<OpKind::GreaterEqual>(a, b, "greater_equal");
 }
 Tensor logical_and(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::LogicalAnd, BinaryOp::LogicalAnd, a, b, "logical_and");
+  return binary_op<OpKind::LogicalAnd>(a, b, "logical_and");
 }
 Tensor logical_or(const Tensor& a, const Tensor& b) {
-  return binary_op(OpKind::LogicalOr, BinaryOp::LogicalOr, a, b, "logical_or");
+  return binary_op<OpKind::LogicalOr>(a, b, "logical_or");
 }
-Tensor logical_not(const Tensor& a) {
-  return unary_op(OpKind::LogicalNot, UnaryOp::LogicalNot, a, "logical_not");
-}
+Tensor logical_not(const Tensor& a) { return unary_op<OpKind::LogicalNot>(a, "logical_not"); }
 
 Tensor identity(const Tensor& x) {
   Tensor out = x.reshaped(x.shape());
   record_op(OpKind::Identity, {x}, {out});
   return out;
 }
-Tensor negative(const Tensor& x) { return unary_op(OpKind::Neg, UnaryOp::Neg, x, "negative"); }
-Tensor abs(const Tensor& x) { return unary_op(OpKind::Abs, UnaryOp::Abs, x, "abs"); }
-Tensor sign(const Tensor& x) { return unary_op(OpKind::Sign, UnaryOp::Sign, x, "sign"); }
-Tensor exp(const Tensor& x) { return unary_op(OpKind::Exp, UnaryOp::Exp, x, "exp"); }
-Tensor log(const Tensor& x) { return unary_op(OpKind::Log, UnaryOp::Log, x, "log"); }
-Tensor log1p(const Tensor& x) { return unary_op(OpKind::Log1p, UnaryOp::Log1p, x, "log1p"); }
-Tensor sqrt(const Tensor& x) { return unary_op(OpKind::Sqrt, UnaryOp::Sqrt, x, "sqrt"); }
-Tensor rsqrt(const Tensor& x) { return unary_op(OpKind::Rsqrt, UnaryOp::Rsqrt, x, "rsqrt"); }
-Tensor square(const Tensor& x) { return unary_op(OpKind::Square, UnaryOp::Square, x, "square"); }
-Tensor reciprocal(const Tensor& x) {
-  return unary_op(OpKind::Reciprocal, UnaryOp::Reciprocal, x, "reciprocal");
-}
-Tensor sin(const Tensor& x) { return unary_op(OpKind::Sin, UnaryOp::Sin, x, "sin"); }
-Tensor cos(const Tensor& x) { return unary_op(OpKind::Cos, UnaryOp::Cos, x, "cos"); }
-Tensor floor(const Tensor& x) { return unary_op(OpKind::Floor, UnaryOp::Floor, x, "floor"); }
-Tensor ceil(const Tensor& x) { return unary_op(OpKind::Ceil, UnaryOp::Ceil, x, "ceil"); }
-Tensor round(const Tensor& x) { return unary_op(OpKind::Round, UnaryOp::Round, x, "round"); }
-Tensor relu(const Tensor& x) { return unary_op(OpKind::Relu, UnaryOp::Relu, x, "relu"); }
-Tensor relu6(const Tensor& x) { return unary_op(OpKind::Relu6, UnaryOp::Relu6, x, "relu6"); }
+Tensor negative(const Tensor& x) { return unary_op<OpKind::Neg>(x, "negative"); }
+Tensor abs(const Tensor& x) { return unary_op<OpKind::Abs>(x, "abs"); }
+Tensor sign(const Tensor& x) { return unary_op<OpKind::Sign>(x, "sign"); }
+Tensor exp(const Tensor& x) { return unary_op<OpKind::Exp>(x, "exp"); }
+Tensor log(const Tensor& x) { return unary_op<OpKind::Log>(x, "log"); }
+Tensor log1p(const Tensor& x) { return unary_op<OpKind::Log1p>(x, "log1p"); }
+Tensor sqrt(const Tensor& x) { return unary_op<OpKind::Sqrt>(x, "sqrt"); }
+Tensor rsqrt(const Tensor& x) { return unary_op<OpKind::Rsqrt>(x, "rsqrt"); }
+Tensor square(const Tensor& x) { return unary_op<OpKind::Square>(x, "square"); }
+Tensor reciprocal(const Tensor& x) { return unary_op<OpKind::Reciprocal>(x, "reciprocal"); }
+Tensor sin(const Tensor& x) { return unary_op<OpKind::Sin>(x, "sin"); }
+Tensor cos(const Tensor& x) { return unary_op<OpKind::Cos>(x, "cos"); }
+Tensor floor(const Tensor& x) { return unary_op<OpKind::Floor>(x, "floor"); }
+Tensor ceil(const Tensor& x) { return unary_op<OpKind::Ceil>(x, "ceil"); }
+Tensor round(const Tensor& x) { return unary_op<OpKind::Round>(x, "round"); }
+Tensor relu(const Tensor& x) { return unary_op<OpKind::Relu>(x, "relu"); }
+Tensor relu6(const Tensor& x) { return unary_op<OpKind::Relu6>(x, "relu6"); }
 Tensor leaky_relu(const Tensor& x, double alpha) {
-  return unary_op(OpKind::LeakyRelu, UnaryOp::LeakyRelu, x, "leaky_relu", alpha);
+  return unary_op<OpKind::LeakyRelu>(x, "leaky_relu", alpha);
 }
-Tensor elu(const Tensor& x) { return unary_op(OpKind::Elu, UnaryOp::Elu, x, "elu", 1.0); }
-Tensor sigmoid(const Tensor& x) {
-  return unary_op(OpKind::Sigmoid, UnaryOp::Sigmoid, x, "sigmoid");
-}
-Tensor tanh(const Tensor& x) { return unary_op(OpKind::Tanh, UnaryOp::Tanh, x, "tanh"); }
-Tensor softplus(const Tensor& x) {
-  return unary_op(OpKind::Softplus, UnaryOp::Softplus, x, "softplus");
-}
+Tensor elu(const Tensor& x) { return unary_op<OpKind::Elu>(x, "elu", 1.0); }
+Tensor sigmoid(const Tensor& x) { return unary_op<OpKind::Sigmoid>(x, "sigmoid"); }
+Tensor tanh(const Tensor& x) { return unary_op<OpKind::Tanh>(x, "tanh"); }
+Tensor softplus(const Tensor& x) { return unary_op<OpKind::Softplus>(x, "softplus"); }
 Tensor cast(const Tensor& x, DType dtype) {
   OpAttrs attrs;
   attrs.dtype = dtype;
@@ -217,19 +204,19 @@ Tensor where(const Tensor& condition, const Tensor& x0, const Tensor& y0) {
 Tensor stop_gradient(const Tensor& x) { return x.reshaped(x.shape()); }
 
 Tensor reduce_sum(const Tensor& x, const ReduceOptions& o) {
-  return reduce_op(OpKind::Sum, kernels::ReduceOp::Sum, x, o, "reduce_sum");
+  return reduce_op<OpKind::Sum>(x, o, "reduce_sum");
 }
 Tensor reduce_mean(const Tensor& x, const ReduceOptions& o) {
-  return reduce_op(OpKind::Mean, kernels::ReduceOp::Mean, x, o, "reduce_mean");
+  return reduce_op<OpKind::Mean>(x, o, "reduce_mean");
 }
 Tensor reduce_max(const Tensor& x, const ReduceOptions& o) {
-  return reduce_op(OpKind::Max, kernels::ReduceOp::Max, x, o, "reduce_max");
+  return reduce_op<OpKind::Max>(x, o, "reduce_max");
 }
 Tensor reduce_min(const Tensor& x, const ReduceOptions& o) {
-  return reduce_op(OpKind::Min, kernels::ReduceOp::Min, x, o, "reduce_min");
+  return reduce_op<OpKind::Min>(x, o, "reduce_min");
 }
 Tensor reduce_prod(const Tensor& x, const ReduceOptions& o) {
-  return reduce_op(OpKind::Prod, kernels::ReduceOp::Prod, x, o, "reduce_prod");
+  return reduce_op<OpKind::Prod>(x, o, "reduce_prod");
 }
 Tensor argmax(const Tensor& x, int64_t axis) {
   return kernels::arg_reduce(true, x, x.shape().canonical_axis(axis, "argmax"));

@@ -8,19 +8,57 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "strata/base/errors.h"
 #include "strata/core/config.h"
 #include "strata/kernels/internal/conv_direct.h"
 #include "strata/ops/array_ops.h"
+#include "strata/ops/internal/kernel_opcode.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
+#include "strata/ops/op_kind.h"
 #include "strata/ops/operators.h"
 #include "strata/ops/random_ops.h"
 
 namespace strata {
 namespace {
+
+TEST(OpKind, PredicatesReadTheColumnsOfOpsDef) {
+  static_assert(op_name(OpKind::MatMul) == "MatMul");
+  static_assert(op_arity(OpKind::Select) == 3 && op_arity(OpKind::AddN) == -1);
+  static_assert(op_kernel(OpKind::Exp) == OpKernel::Unary);
+  static_assert(op_kernel(OpKind::Less) == OpKernel::Binary);
+  static_assert(op_kernel(OpKind::Mean) == OpKernel::Reduce);
+  static_assert(op_kernel(OpKind::Identity) == OpKernel::Own);
+  static_assert(!op_is_differentiable(OpKind::ArgMax) && op_is_differentiable(OpKind::Cast));
+  static_assert(!op_gradient_needs_inputs(OpKind::Add) && !op_gradient_needs_outputs(OpKind::Add));
+  static_assert(!op_gradient_needs_inputs(OpKind::Exp) && op_gradient_needs_outputs(OpKind::Exp));
+  static_assert(op_gradient_needs_inputs(OpKind::Mul) && !op_gradient_needs_outputs(OpKind::Mul));
+  static_assert(op_gradient_needs_inputs(OpKind::Pow) && op_gradient_needs_outputs(OpKind::Pow));
+  static_assert(op_is_elementwise(OpKind::ReluGrad) && !op_is_elementwise(OpKind::Sum));
+  std::vector<std::string_view> names;
+  names.reserve(kNumOpKinds);
+  for (int k = 0; k < kNumOpKinds; ++k) names.push_back(op_name(static_cast<OpKind>(k)));
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(std::adjacent_find(names.begin(), names.end()), names.end()) << "duplicate op name";
+}
+
+TEST(OpKind, KernelOpcodesAreTheOpsOfTheSameName) {
+  static_assert(internal::unary_opcode(OpKind::LogicalNot) == kernels::UnaryOp::LogicalNot);
+  static_assert(internal::unary_opcode(OpKind::Softplus) == kernels::UnaryOp::Softplus);
+  static_assert(internal::binary_opcode(OpKind::FloorDiv) == kernels::BinaryOp::FloorDiv);
+  static_assert(internal::reduce_opcode(OpKind::Prod) == kernels::ReduceOp::Prod);
+  // The op runs the kernel its row names.
+  const Tensor x = constant({-1.5f, 0.25f, 2.f});
+  EXPECT_EQ(
+      softplus(x).to_vector<float>(),
+      kernels::unary(internal::unary_opcode(OpKind::Softplus), x, 0.0, "t").to_vector<float>());
+  EXPECT_EQ(floordiv(x, x * 0.5f).to_vector<float>(),
+            kernels::binary(internal::binary_opcode(OpKind::FloorDiv), x, x * 0.5f, "t")
+                .to_vector<float>());
+}
 
 TEST(MathOps, AddBroadcastsColumnAgainstRow) {
   Tensor a = constant({1.f, 2.f, 3.f}, {3, 1});

@@ -5,7 +5,8 @@
 // Each thread has a stack of active recorders (the tapes alive on it). After
 // an op computes its outputs it calls record_op(); if any recorder on this
 // thread wants the op (one of its inputs is watched), the recorder keeps the
-// inputs, outputs and attrs it needs for the backward pass.
+// attrs and the input/output values that ops.def's grad_needs column declares
+// for the op.
 //
 //   Tensor add(const Tensor& a, const Tensor& b) {
 //     Tensor out = kernels::add(a, b);
