@@ -46,6 +46,8 @@ class Metric {
   virtual Tensor result() const = 0;
   // Sets every state variable back to zero.
   virtual void reset_state();
+  // The older Keras name of reset_state (TF 2.x guides still call it).
+  void reset_states() { reset_state(); }
   // The state variables, in creation order.
   const std::vector<Variable>& variables() const noexcept { return variables_; }
 

@@ -15,6 +15,7 @@
 #include "strata/keras/callbacks/history.h"
 #include "strata/keras/callbacks/progbar_logger.h"
 #include "strata/keras/internal/compile_utils.h"
+#include "strata/keras/optimizers/optimizers.h"
 #include "strata/keras/ps_training.h"
 #include "strata/keras/summary.h"
 #include "strata/keras/weights_io.h"
@@ -182,7 +183,8 @@ void Model::compile(const CompileOptions& options) {
   // Metrics are created under the model's strategy (Keras compiles in its scope).
   std::optional<distribute::StrategyScope> scope;
   if (!strategy_->is_default()) scope.emplace(*strategy_);
-  optimizer_ = options.optimizer;
+  optimizer_ = options.optimizer.name().empty() ? options.optimizer.optimizer()
+                                                : optimizers::get(options.optimizer.name());
   loss_ = options.loss;
   loss_weight_ = options.loss_weights.empty() ? 1.0 : options.loss_weights[0];
   steps_per_execution_ = options.steps_per_execution;

@@ -188,9 +188,36 @@ class MetricSpec {
 };
 
 // keras.Model.compile arguments, in Keras's order.
+// compile's optimizer, as Keras accepts it: an optimizer object, or a name
+// ("adam", "sgd", "rmsprop", "adagrad", "adamw"; any case) that compile turns into
+// a fresh optimizer with Keras's defaults (keras.optimizers.get), inside the
+// model's strategy scope.
+//
+//   model->compile({.optimizer = "adam", .loss = "sparse_categorical_crossentropy"});
+//   model->compile({.optimizer = keras::optimizers::SGD({.learning_rate = 0.1})});
+class OptimizerSpec {
+ public:
+  OptimizerSpec() = default;
+  OptimizerSpec(std::nullptr_t) {}  // NOLINT: as an optimizer pointer
+  template <typename O>
+  requires std::is_base_of_v<optimizers::Optimizer, O> OptimizerSpec(
+      std::shared_ptr<O> optimizer)  // NOLINT: as Keras
+      : optimizer_(std::move(optimizer)) {}
+  OptimizerSpec(const char* name) : name_(name) {}             // NOLINT: as Keras
+  OptimizerSpec(std::string name) : name_(std::move(name)) {}  // NOLINT: as Keras
+  // The optimizer object, or nullptr when given by name or not at all.
+  const optimizers::OptimizerPtr& optimizer() const noexcept { return optimizer_; }
+  // The name given, "" when given as an object or not at all.
+  const std::string& name() const noexcept { return name_; }
+
+ private:
+  optimizers::OptimizerPtr optimizer_;
+  std::string name_;
+};
+
 struct CompileOptions {
-  optimizers::OptimizerPtr optimizer = nullptr;  // required for fit
-  LossSpec loss = {};                            // required for fit/evaluate
+  OptimizerSpec optimizer = nullptr;  // required for fit
+  LossSpec loss = {};                 // required for fit/evaluate
   std::vector<MetricSpec> metrics = {};
   // One weight for the single output's loss (Keras's list form); empty = 1.
   std::vector<double> loss_weights = {};

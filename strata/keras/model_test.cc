@@ -128,6 +128,30 @@ TEST(ModelFitTest, LinearRegressionConverges) {
   EXPECT_NEAR(values(w[1])[0], 2.0, 1e-2);
 }
 
+// The guides compile with names:
+//   model.compile(optimizer='adam', loss='sparse_categorical_crossentropy', metrics=['accuracy'])
+TEST(ModelFitTest, CompileTakesTheOptimizerByNameWithKerasDefaults) {
+  auto [x, y] = classification_data();
+  auto model = Sequential({layers::Dense(5, {.activation = "relu", .input_shape = {4}}),
+                           layers::Dense(3, {.activation = "softmax"})});
+  model->compile(
+      {.optimizer = "adam", .loss = "sparse_categorical_crossentropy", .metrics = {"accuracy"}});
+  ASSERT_NE(model->optimizer(), nullptr);
+  EXPECT_EQ(model->optimizer()->name(), "Adam");
+  EXPECT_FLOAT_EQ(model->optimizer()->learning_rate(), 0.001f);  // a float32 variable, as Keras
+  History h = model->fit(x, y, {.batch_size = 8, .epochs = 2, .verbose = 0});
+  EXPECT_EQ(h.history["accuracy"].size(), 2u);
+  model->compile({.optimizer = "SGD", .loss = "sparse_categorical_crossentropy"});
+  EXPECT_EQ(model->optimizer()->name(), "SGD");
+  EXPECT_FLOAT_EQ(model->optimizer()->learning_rate(), 0.01f);
+  try {
+    model->compile({.optimizer = "lamb", .loss = "mse"});
+    ADD_FAILURE() << "unknown optimizer name accepted";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("lamb"), std::string::npos) << e.what();
+  }
+}
+
 TEST(ModelFitTest, FitEqualsHandRolledGradientTapeLoop) {
   auto [x, y] = classification_data();
   auto fitted =

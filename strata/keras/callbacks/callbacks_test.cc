@@ -234,6 +234,45 @@ TEST_F(CallbacksTest, LearningRateSchedulerSetsTheOptimizersRate) {
   EXPECT_NEAR(h.history["lr"][2], 0.025, 1e-7);
 }
 
+// The guide "Distributed training with Keras":
+//   def decay(epoch):
+//     if epoch < 3: return 1e-3
+//     elif epoch >= 3 and epoch < 7: return 1e-4
+//     else: return 1e-5
+//   tf.keras.callbacks.LearningRateScheduler(decay)
+TEST_F(CallbacksTest, LearningRateSchedulerTakesAOneArgumentScheduleAsTheGuideWritesIt) {
+  auto decay = [](int epoch) {
+    if (epoch < 3) return 1e-3;
+    if (epoch >= 3 && epoch < 7) return 1e-4;
+    return 1e-5;
+  };
+  auto model = make_model(/*lr=*/0.4);
+  History h = model->fit(
+      x_, y_,
+      {.batch_size = 8, .epochs = 8, .verbose = 0, .callbacks = {LearningRateScheduler(decay)}});
+  const std::vector<double> want = {1e-3, 1e-3, 1e-3, 1e-4, 1e-4, 1e-4, 1e-4, 1e-5};
+  ASSERT_EQ(h.history["lr"].size(), want.size());
+  for (size_t e = 0; e < want.size(); ++e) EXPECT_FLOAT_EQ(h.history["lr"][e], want[e]) << e;
+}
+
+// The same guide:
+//   checkpoint_dir = './training_checkpoints'
+//   checkpoint_prefix = os.path.join(checkpoint_dir, "ckpt_{epoch}")
+//   tf.keras.callbacks.ModelCheckpoint(filepath=checkpoint_prefix, save_weights_only=True)
+// The folder does not exist before the first save; Keras creates it.
+TEST_F(CallbacksTest, ModelCheckpointCreatesTheFoldersOfItsFilepath) {
+  const std::string checkpoint_dir = path("training_checkpoints/nested");
+  const std::string checkpoint_prefix = (fs::path(checkpoint_dir) / "ckpt_{epoch}").string();
+  auto model = make_model();
+  model->fit(x_, y_,
+             {.batch_size = 8,
+              .epochs = 2,
+              .verbose = 0,
+              .callbacks = {ModelCheckpoint(checkpoint_prefix, {.save_weights_only = true})}});
+  EXPECT_TRUE(fs::exists(fs::path(checkpoint_dir) / "ckpt_1"));
+  EXPECT_TRUE(fs::exists(fs::path(checkpoint_dir) / "ckpt_2"));
+}
+
 TEST_F(CallbacksTest, LambdaCallbackHooksRunInKerasOrder) {
   auto model = make_model();
   std::vector<std::string> events;

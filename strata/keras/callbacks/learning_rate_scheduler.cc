@@ -19,6 +19,13 @@ std::shared_ptr<LearningRateSchedulerCallback> LearningRateScheduler(Schedule sc
   return std::make_shared<LearningRateSchedulerCallback>(std::move(schedule), verbose);
 }
 
+std::shared_ptr<LearningRateSchedulerCallback> LearningRateScheduler(EpochSchedule schedule,
+                                                                     int verbose) {
+  STRATA_CHECK_ARG(schedule != nullptr, "LearningRateScheduler: schedule is empty");
+  return LearningRateScheduler(
+      [schedule = std::move(schedule)](int epoch, double) { return schedule(epoch); }, verbose);
+}
+
 void LearningRateSchedulerCallback::on_epoch_begin(int epoch, Logs&) {
   const auto& opt = model()->optimizer();
   STRATA_CHECK_ARG(opt != nullptr,

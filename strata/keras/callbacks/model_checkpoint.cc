@@ -3,12 +3,14 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <utility>
 
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 #include "strata/keras/callbacks/monitor.h"
+#include "strata/keras/internal/file_util.h"
 #include "strata/keras/model.h"
 
 namespace strata::keras::callbacks {
@@ -241,6 +243,9 @@ void ModelCheckpointCallback::save(int epoch, const Logs& logs) {
   } else if (options_.verbose > 0) {
     std::cout << "\nEpoch " << (epoch + 1) << ": saving model to " << path << "\n";
   }
+  // Keras creates the checkpoint's folder (e.g. "./training_checkpoints/ckpt_{epoch}").
+  const std::filesystem::path folder = std::filesystem::path(path).parent_path();
+  if (!folder.empty()) keras::internal::make_dirs(folder.string());
   if (options_.save_weights_only) {
     model()->save_weights(path);
   } else {

@@ -166,6 +166,18 @@ TEST(MeanSquaredErrorMetric, RunningMeanOfPerExampleErrors) {
   EXPECT_EQ(result_of(*mae), 0.0f);
 }
 
+// TF 2.x guides reset metrics between epochs with the older name:
+//   train_accuracy.reset_states()
+TEST(MeanSquaredErrorMetric, ResetStatesIsTheOlderNameOfResetState) {
+  auto mse = metrics::MeanSquaredError();
+  mse->update_state(constant<float>({1, 2}, {1, 2}), constant<float>({3, 2}, {1, 2}));
+  EXPECT_FLOAT_EQ(result_of(*mse), 2.f);
+  mse->reset_states();
+  EXPECT_EQ(result_of(*mse), 0.0f);
+  mse->update_state(constant<float>({1}, {1, 1}), constant<float>({2}, {1, 1}));
+  EXPECT_FLOAT_EQ(result_of(*mse), 1.f);
+}
+
 TEST(MetricsGet, ResolvesCompileStringsToFreshMetricsNamedByTheString) {
   auto a = metrics::get("sparse_categorical_accuracy");
   auto b = metrics::get("sparse_categorical_accuracy");
