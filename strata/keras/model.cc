@@ -426,6 +426,23 @@ History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dat
       options, verbose, options.steps_per_epoch ? options.steps_per_epoch : steps_hint);
 
   std::optional<internal::StepStream> stream;  // kept across epochs with steps_per_epoch
+  // With steps_per_epoch the data runs on across epochs, so an epoch's batches
+  // depend on every epoch before it. A run resumed at a later epoch (resume_at_epoch)
+  // first replays how the epochs before it drew from the data, without training,
+  // so it continues at exactly the batch the interrupted run would have trained.
+  if (options.steps_per_epoch) {
+    for (int epoch = options.initial_epoch; epoch < initial_epoch; ++epoch) {
+      if (!stream) stream.emplace(distributed_strategy_or_null(), epoch_dataset(epoch));
+      for (int64_t step = 0; step < *options.steps_per_epoch; ++step) {
+        bool drawn = stream->next().has_value();
+        if (!drawn && step == 0) {  // as below: an exhausted dataset starts again
+          stream.emplace(distributed_strategy_or_null(), epoch_dataset(epoch));
+          drawn = stream->next().has_value();
+        }
+        if (!drawn) break;
+      }
+    }
+  }
   Logs training_logs;
   for (int epoch = initial_epoch; epoch < options.epochs; ++epoch) {
     const int64_t first_step = std::exchange(initial_step, 0);

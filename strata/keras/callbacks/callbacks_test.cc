@@ -388,6 +388,41 @@ TEST_F(CallbacksTest, ABackupWithAMalformedEpochOrBatchIsDataLossNamingTheField)
   }
 }
 
+// With steps_per_epoch the data runs on across epochs (2 batches an epoch over 4
+// batches of data: epochs 0 and 1 share one shuffled pass, epoch 2 starts a new
+// one that epoch 3 continues): the resumed run must start its epoch at the batch
+// the uninterrupted run reached there, not at the start of a new pass.
+TEST_F(CallbacksTest, BackupAndRestoreWithStepsPerEpochResumesAtTheSameDataPosition) {
+  const FitOptions base{.batch_size = 4, .epochs = 5, .verbose = 0, .steps_per_epoch = 2};
+  auto reference = make_model(0.2, 0.9);
+  const std::vector<Tensor> init = reference->get_weights();
+  reference->fit(x_, y_, base);
+
+  const std::string backup_dir = path("backup_steps");
+  struct Interrupted : std::runtime_error {
+    Interrupted() : std::runtime_error("simulated crash") {}
+  };
+  {
+    auto first = make_model(0.2, 0.9);
+    first->set_weights(init);
+    FitOptions crashing = base;
+    crashing.callbacks = {LambdaCallback({.on_epoch_end =
+                                              [](int epoch, Logs&) {
+                                                if (epoch == 3) throw Interrupted();
+                                              }}),
+                          BackupAndRestore(backup_dir)};
+    EXPECT_THROW(first->fit(x_, y_, crashing), Interrupted);
+  }
+  auto second = make_model(0.2, 0.9);
+  second->set_weights(init);
+  auto backup = BackupAndRestore(backup_dir);
+  FitOptions resumed = base;
+  resumed.callbacks = {backup};
+  second->fit(x_, y_, resumed);
+  EXPECT_EQ(backup->resumed_epoch(), 3);
+  expect_same_training_state(*second, *reference);
+}
+
 // fit(x, y) with save_freq = N batches, interrupted by an exception thrown from
 // a batch hook before batch `crash_batch` of epoch `crash_epoch`; then a fresh
 // model resumes. Returns the (epoch, batch) pairs the resumed fit trained.
