@@ -38,4 +38,11 @@ void validate(const CommunicationOptions& options);
 // The timeout in milliseconds (600 s when unset).
 int64_t collective_timeout_ms(const CommunicationOptions& options);
 
+// TensorFlow spells these tf.distribute.experimental.CommunicationOptions and
+// tf.distribute.experimental.CommunicationImplementation; both spellings work.
+namespace experimental {
+using CommunicationImplementation = distribute::CommunicationImplementation;
+using CommunicationOptions = distribute::CommunicationOptions;
+}  // namespace experimental
+
 }  // namespace strata::distribute

@@ -8,8 +8,8 @@
 //   sd::MultiWorkerMirroredStrategy strategy;             // reads TF_CONFIG
 //   strategy.cluster_resolver()->task_type();             // "worker"
 //   strategy.num_replicas_in_sync();                      // workers x local devices
-//   sd::MultiWorkerMirroredStrategy custom({.communication_options = {.timeout_seconds = 30},
-//                                           .cluster_resolver = resolver});
+//   sd::MultiWorkerMirroredStrategy custom({.cluster_resolver = resolver,
+//                                           .communication_options = {.timeout_seconds = 30}});
 //
 // Start-up (the constructor is collective: every worker must construct it):
 //   1. The cluster comes from the resolver (TFConfigClusterResolver by
@@ -77,12 +77,12 @@ class GlooCollectives;
 
 namespace strata::distribute {
 
-// Field order as API.md's `MultiWorkerMirroredStrategy({.communication_options = ...,
-// .cluster_resolver = ...})`.
+// Fields in the order of TensorFlow's arguments,
+// MultiWorkerMirroredStrategy(cluster_resolver=None, communication_options=None).
 struct MultiWorkerMirroredStrategyOptions {
-  CommunicationOptions communication_options = {};
   // nullptr: a TFConfigClusterResolver reading $TF_CONFIG.
   std::shared_ptr<cluster_resolver::ClusterResolver> cluster_resolver = nullptr;
+  CommunicationOptions communication_options = {};
 };
 
 class MultiWorkerMirroredStrategy : public ReplicatedStrategy {
@@ -119,5 +119,11 @@ class MultiWorkerMirroredStrategy : public ReplicatedStrategy {
   std::shared_ptr<cluster::Store> store_;
   std::shared_ptr<collective::GlooCollectives> cross_workers_;
 };
+
+// tf.distribute.experimental.MultiWorkerMirroredStrategy: the name the seed page and
+// older guides use; the same class.
+namespace experimental {
+using MultiWorkerMirroredStrategy = distribute::MultiWorkerMirroredStrategy;
+}  // namespace experimental
 
 }  // namespace strata::distribute

@@ -12,6 +12,7 @@
 #include <future>
 #include <thread>
 #include <tuple>
+#include <type_traits>
 
 #include "strata/base/errors.h"
 #include "strata/core/config.h"
@@ -57,9 +58,9 @@ class MultiWorkerTest : public ::testing::Test {
   static MultiWorkerMirroredStrategyOptions options_for(const train::ClusterSpec& spec,
                                                         const std::string& type, int id,
                                                         double timeout_seconds = 30) {
-    return {.communication_options = {.timeout_seconds = timeout_seconds},
-            .cluster_resolver = std::make_shared<cr::SimpleClusterResolver>(
-                spec, cr::SimpleClusterResolverOptions{.task_type = type, .task_id = id})};
+    return {.cluster_resolver = std::make_shared<cr::SimpleClusterResolver>(
+                spec, cr::SimpleClusterResolverOptions{.task_type = type, .task_id = id}),
+            .communication_options = {.timeout_seconds = timeout_seconds}};
   }
 
   // Runs body(strategy) on one thread per worker and returns each worker's result.
@@ -338,6 +339,24 @@ TEST_F(MultiWorkerTest, RolesAreValidated) {
   EXPECT_THROW(MultiWorkerMirroredStrategy(options_for(spec, "ps", 0)), InvalidArgumentError);
   EXPECT_THROW(MultiWorkerMirroredStrategy(options_for(spec, "worker", 5)), InvalidArgumentError);
   EXPECT_THROW(MultiWorkerMirroredStrategy(options_for(spec, "chief", 0)), InvalidArgumentError);
+}
+
+// The seed page's and older guides' spellings name the same types:
+//   tf.distribute.experimental.MultiWorkerMirroredStrategy(
+//       communication_options=tf.distribute.experimental.CommunicationOptions(
+//           implementation=tf.distribute.experimental.CommunicationImplementation.RING))
+TEST_F(MultiWorkerTest, TheExperimentalSpellingsNameTheSameTypes) {
+  static_assert(
+      std::is_same_v<experimental::MultiWorkerMirroredStrategy, MultiWorkerMirroredStrategy>);
+  static_assert(std::is_same_v<experimental::CommunicationOptions, CommunicationOptions>);
+  static_assert(
+      std::is_same_v<experimental::CommunicationImplementation, CommunicationImplementation>);
+  experimental::MultiWorkerMirroredStrategy strategy(
+      {.cluster_resolver = std::make_shared<cr::SimpleClusterResolver>(
+           train::ClusterSpec(std::vector<train::ClusterSpec::Job>{})),
+       .communication_options = experimental::CommunicationOptions{
+           .implementation = experimental::CommunicationImplementation::RING}});
+  EXPECT_EQ(strategy.num_input_pipelines(), 1);
 }
 
 TEST_F(MultiWorkerTest, AnEmptyClusterIsSingleWorkerMode) {
