@@ -1,10 +1,8 @@
 // cache: the first complete pass is kept in memory and replayed.
 #include "strata/data/dataset.h"
 
-#include <mutex>
-
 #include "strata/base/errors.h"
-#include "strata/base/thread_annotations.h"
+#include "strata/base/mutex.h"
 #include "strata/data/internal/node.h"
 #include "strata/data/internal/transform_util.h"
 
@@ -17,7 +15,7 @@ using internal::make_fn_iterator;
 namespace {
 
 struct CacheState {
-  std::mutex mu;
+  Mutex mu;
   bool complete STRATA_GUARDED_BY(mu) = false;
   std::shared_ptr<const std::vector<Element>> data STRATA_GUARDED_BY(mu);
 };
@@ -30,7 +28,7 @@ class CacheNode : public DatasetNode {
   std::unique_ptr<IteratorImpl> make_iterator() const override {
     std::shared_ptr<const std::vector<Element>> data;
     {
-      std::lock_guard<std::mutex> l(state_->mu);
+      MutexLock l(state_->mu);
       if (state_->complete) data = state_->data;
     }
     if (data) {
@@ -48,7 +46,7 @@ class CacheNode : public DatasetNode {
     return make_fn_iterator([in, local, st]() -> std::optional<Element> {
       auto e = in->next();
       if (!e) {
-        std::lock_guard<std::mutex> l(st->mu);
+        MutexLock l(st->mu);
         if (!st->complete) {
           st->complete = true;
           st->data = std::make_shared<const std::vector<Element>>(std::move(*local));

@@ -1,14 +1,13 @@
 // map (sequential and parallel) and filter.
 #include "strata/data/dataset.h"
 
-#include <condition_variable>
 #include <exception>
 #include <map>
 #include <mutex>
 #include <thread>
 
 #include "strata/base/errors.h"
-#include "strata/base/thread_annotations.h"
+#include "strata/base/mutex.h"
 #include "strata/data/internal/node.h"
 #include "strata/data/internal/transform_util.h"
 
@@ -79,24 +78,26 @@ class ParallelMapIterator : public IteratorImpl {
   }
   ~ParallelMapIterator() override {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       cancelled_ = true;
     }
     cv_.notify_all();
     threads_.clear();  // joins
   }
   std::optional<Element> next() override {
-    std::unique_lock<std::mutex> l(mu_);
+    MutexLock l(mu_);
     while (true) {
-      if (deterministic_) {
-        auto it = results_.find(next_out_);
-        if (it != results_.end()) return take(l, it);
-        if (end_seq_ >= 0 && next_out_ >= end_seq_) return std::nullopt;
-      } else {
-        if (!results_.empty()) return take(l, results_.begin());
-        if (end_seq_ >= 0 && in_flight_ == 0) return std::nullopt;
+      auto it = deterministic_ ? results_.find(next_out_) : results_.begin();
+      if (it != results_.end()) {
+        Result r = take(it);
+        l.unlock();
+        cv_.notify_all();
+        if (r.error) std::rethrow_exception(r.error);
+        return std::move(r.value);
       }
-      cv_.wait(l);
+      if (end_seq_ >= 0 && (deterministic_ ? next_out_ >= end_seq_ : in_flight_ == 0))
+        return std::nullopt;
+      cv_.wait(mu_);
     }
   }
 
@@ -105,16 +106,12 @@ class ParallelMapIterator : public IteratorImpl {
     std::optional<Element> value;
     std::exception_ptr error;
   };
-  std::optional<Element> take(std::unique_lock<std::mutex>& l,
-                              std::map<int64_t, Result>::iterator it) {
+  Result take(std::map<int64_t, Result>::iterator it) STRATA_REQUIRES(mu_) {
     Result r = std::move(it->second);
     results_.erase(it);
     ++next_out_;
     ++consumed_;
-    l.unlock();
-    cv_.notify_all();
-    if (r.error) std::rethrow_exception(r.error);
-    return std::move(r.value);
+    return r;
   }
   void work() {
     while (true) {
@@ -122,16 +119,18 @@ class ParallelMapIterator : public IteratorImpl {
       std::optional<Element> input;
       std::exception_ptr error;
       {
-        std::unique_lock<std::mutex> l(mu_);
-        cv_.wait(l, [&] { return cancelled_ || end_seq_ >= 0 || next_in_ - consumed_ < window_; });
+        MutexLock l(mu_);
+        cv_.wait(mu_, [&]() STRATA_REQUIRES(mu_) {
+          return cancelled_ || end_seq_ >= 0 || next_in_ - consumed_ < window_;
+        });
         if (cancelled_ || end_seq_ >= 0) return;
       }
       {
         // Input pulls are serialised by in_mu_ (not mu_, so the consumer can
         // take results meanwhile); numbering under it keeps input order.
-        std::lock_guard<std::mutex> il(in_mu_);
+        MutexLock il(in_mu_);
         {
-          std::lock_guard<std::mutex> l(mu_);
+          MutexLock l(mu_);
           if (cancelled_ || end_seq_ >= 0) return;
           seq = next_in_++;
           ++in_flight_;
@@ -143,7 +142,7 @@ class ParallelMapIterator : public IteratorImpl {
         }
         if (!input && !error) {
           {
-            std::lock_guard<std::mutex> l(mu_);
+            MutexLock l(mu_);
             end_seq_ = seq;
             --in_flight_;
           }
@@ -155,7 +154,7 @@ class ParallelMapIterator : public IteratorImpl {
         // An input that arrives after the destructor asked the workers to stop
         // is dropped unmapped, so teardown waits for at most the calls already
         // running (the input pull, or fn on an earlier input), not a new one.
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         if (cancelled_) {
           --in_flight_;
           return;
@@ -172,7 +171,7 @@ class ParallelMapIterator : public IteratorImpl {
         }
       }
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         results_.emplace(seq, std::move(r));
         --in_flight_;
       }
@@ -184,9 +183,9 @@ class ParallelMapIterator : public IteratorImpl {
   MapFn fn_;
   const int64_t window_;
   const bool deterministic_;
-  std::mutex in_mu_;  // serialises in_->next()
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex in_mu_;  // serialises in_->next()
+  Mutex mu_;
+  CondVar cv_;
   std::map<int64_t, Result> results_ STRATA_GUARDED_BY(mu_);
   int64_t next_in_ STRATA_GUARDED_BY(mu_) = 0;
   int64_t next_out_ STRATA_GUARDED_BY(mu_) = 0;

@@ -1,14 +1,12 @@
 // prefetch: a background producer thread filling a bounded buffer.
 #include "strata/data/dataset.h"
 
-#include <condition_variable>
 #include <deque>
 #include <exception>
-#include <mutex>
 #include <thread>
 
 #include "strata/base/errors.h"
-#include "strata/base/thread_annotations.h"
+#include "strata/base/mutex.h"
 #include "strata/data/internal/node.h"
 #include "strata/data/internal/transform_util.h"
 
@@ -29,15 +27,15 @@ class PrefetchIterator : public IteratorImpl {
   }
   ~PrefetchIterator() override {
     {
-      std::lock_guard<std::mutex> l(mu_);
+      MutexLock l(mu_);
       cancelled_ = true;
     }
     cv_.notify_all();
     thread_ = std::jthread();  // joins
   }
   std::optional<Element> next() override {
-    std::unique_lock<std::mutex> l(mu_);
-    cv_.wait(l, [&] { return !buffer_.empty() || done_; });
+    MutexLock l(mu_);
+    cv_.wait(mu_, [&]() STRATA_REQUIRES(mu_) { return !buffer_.empty() || done_; });
     if (buffer_.empty()) return std::nullopt;
     Slot s = std::move(buffer_.front());
     buffer_.pop_front();
@@ -55,8 +53,9 @@ class PrefetchIterator : public IteratorImpl {
   void produce() {
     while (true) {
       {
-        std::unique_lock<std::mutex> l(mu_);
-        cv_.wait(l, [&] { return cancelled_ || buffer_.size() < capacity_; });
+        MutexLock l(mu_);
+        cv_.wait(mu_,
+                 [&]() STRATA_REQUIRES(mu_) { return cancelled_ || buffer_.size() < capacity_; });
         if (cancelled_) return;
       }
       Slot s;
@@ -67,7 +66,7 @@ class PrefetchIterator : public IteratorImpl {
         s.error = std::current_exception();
       }
       {
-        std::lock_guard<std::mutex> l(mu_);
+        MutexLock l(mu_);
         end = !s.value && !s.error;
         if (end) {
           done_ = true;
@@ -82,8 +81,8 @@ class PrefetchIterator : public IteratorImpl {
 
   std::shared_ptr<IteratorImpl> in_;
   const size_t capacity_;
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;
   std::deque<Slot> buffer_ STRATA_GUARDED_BY(mu_);
   bool done_ STRATA_GUARDED_BY(mu_) = false;
   bool cancelled_ STRATA_GUARDED_BY(mu_) = false;
