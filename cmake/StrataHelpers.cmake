@@ -2,7 +2,14 @@
 # dependencies are exactly the edges ARCHITECTURE.md allows, and one GoogleTest
 # binary per module.
 
-set(STRATA_WARNINGS -Wall -Wextra -Werror -Wno-error=deprecated-declarations -Werror=switch)
+set(STRATA_WARNINGS -Wall -Wextra -Werror -Wno-error=deprecated-declarations -Werror=switch
+                    -Wshadow -Wnon-virtual-dtor)
+# Under clang every build checks the STRATA_GUARDED_BY / STRATA_REQUIRES annotations
+# (strata/base/mutex.h); the clang-tsa preset is such a build, and the ThreadSafety.*
+# tests check a GCC build's units with the installed clang.
+if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
+  list(APPEND STRATA_WARNINGS -Wthread-safety)
+endif()
 
 # strata_layer(<layer> SOURCES <files...> DEPS <strata layers...> LIBS <third-party targets...>
 #              PRIVATE_LIBS <third-party targets...>)

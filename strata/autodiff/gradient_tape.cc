@@ -43,9 +43,9 @@ Tensor sum_all(std::vector<Tensor> grads) {
 
 namespace autodiff {
 
-OpRecord::OpRecord(OpKind kind, const OpAttrs& attrs, std::span<const Tensor> inputs,
+OpRecord::OpRecord(OpKind op_kind, const OpAttrs& op_attrs, std::span<const Tensor> inputs,
                    std::span<const Tensor> outputs)
-    : kind(kind), attrs(attrs) {
+    : kind(op_kind), attrs(op_attrs) {
   in.reserve(inputs.size());
   for (const Tensor& t : inputs) {
     in.push_back(t.defined() ? TensorRecord{t.shape(), t.dtype(), t.id()} : TensorRecord{});

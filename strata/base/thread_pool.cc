@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 
 namespace strata {
 
@@ -17,7 +18,7 @@ ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads) {
 
 ThreadPool::~ThreadPool() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     stopping_ = true;
   }
   work_available_.notify_all();
@@ -28,8 +29,9 @@ void ThreadPool::worker_loop() {
   for (;;) {
     std::function<void()> task;
     {
-      std::unique_lock lock(mu_);
-      work_available_.wait(lock, [&] { return stopping_ || !queue_.empty(); });
+      MutexLock lock(mu_);
+      work_available_.wait(mu_,
+                           [&]() STRATA_REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
       if (queue_.empty()) return;  // stopping and drained
       task = std::move(queue_.front());
       queue_.pop_front();
@@ -55,9 +57,9 @@ struct ForState {
   int64_t chunks;
   std::atomic<int64_t> next{0};
   std::atomic<int64_t> done{0};
-  std::mutex mu;
-  std::condition_variable all_done;
-  std::exception_ptr error;  // guarded by mu
+  Mutex mu;
+  CondVar all_done;
+  std::exception_ptr error STRATA_GUARDED_BY(mu);
 
   // Claims and runs chunks until none are left. Returns after its last one.
   void run_chunks() {
@@ -69,11 +71,11 @@ struct ForState {
       try {
         (*fn)(begin, end);
       } catch (...) {
-        std::lock_guard lock(mu);
+        MutexLock lock(mu);
         if (!error) error = std::current_exception();
       }
       if (done.fetch_add(1) + 1 == chunks) {
-        std::lock_guard lock(mu);
+        MutexLock lock(mu);
         all_done.notify_all();
       }
     }
@@ -96,7 +98,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
   // Ask at most one helper per worker; each helper drains chunks until none remain.
   const int64_t helpers = std::min<int64_t>(chunks - 1, static_cast<int64_t>(workers_.size()));
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     for (int64_t i = 0; i < helpers; ++i) queue_.emplace_back([state] { state->run_chunks(); });
   }
   if (helpers == 1) {
@@ -107,8 +109,9 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
   state->run_chunks();
   // Intra-op chunks cannot block on anything outside this pool, so this wait is
   // bounded by the chunks' own run time.
-  std::unique_lock lock(state->mu);
-  state->all_done.wait(lock, [&] { return state->done.load() == chunks; });
+  MutexLock lock(state->mu);
+  state->all_done.wait(state->mu,
+                       [&]() STRATA_REQUIRES(state->mu) { return state->done.load() == chunks; });
   if (state->error) std::rethrow_exception(state->error);
 }
 

@@ -15,15 +15,13 @@
 // Thread-safe: several threads may call parallel_for on the same pool at once
 // (their chunks share the workers). Destruction joins the workers.
 
-#include <condition_variable>
 #include <cstdint>
 #include <deque>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
-#include "strata/base/thread_annotations.h"
+#include "strata/base/mutex.h"
 
 namespace strata {
 
@@ -49,8 +47,8 @@ class ThreadPool {
   void worker_loop();
 
   const int num_threads_;
-  std::mutex mu_;
-  std::condition_variable work_available_;
+  Mutex mu_;
+  CondVar work_available_;
   std::deque<std::function<void()>> queue_ STRATA_GUARDED_BY(mu_);
   bool stopping_ STRATA_GUARDED_BY(mu_) = false;
   std::vector<std::jthread> workers_;

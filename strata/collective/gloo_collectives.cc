@@ -291,15 +291,15 @@ class AbortableTransport final : public gloo::transport::Context {
         registry_(std::move(registry)) {
     setTimeout(inner_->getTimeout());
   }
-  std::unique_ptr<gloo::transport::Pair>& getPair(int rank) override {
-    return inner_->getPair(rank);
+  std::unique_ptr<gloo::transport::Pair>& getPair(int peer) override {
+    return inner_->getPair(peer);
   }
-  std::unique_ptr<gloo::transport::Pair>& createPair(int rank) override {
-    return inner_->createPair(rank);
+  std::unique_ptr<gloo::transport::Pair>& createPair(int peer) override {
+    return inner_->createPair(peer);
   }
   std::unique_ptr<gloo::transport::UnboundBuffer> createUnboundBuffer(void* ptr,
-                                                                      size_t size) override {
-    return std::make_unique<AbortableBuffer>(inner_->createUnboundBuffer(ptr, size), registry_);
+                                                                      size_t bytes) override {
+    return std::make_unique<AbortableBuffer>(inner_->createUnboundBuffer(ptr, bytes), registry_);
   }
 
  private:
@@ -310,7 +310,7 @@ class AbortableTransport final : public gloo::transport::Context {
 // A full-mesh context whose operations abort() can interrupt.
 class MeshContext final : public gloo::rendezvous::Context {
  public:
-  MeshContext(int rank, int size) : gloo::rendezvous::Context(rank, size) {}
+  MeshContext(int my_rank, int group_size) : gloo::rendezvous::Context(my_rank, group_size) {}
 
   void connect(gloo::rendezvous::Store& store, std::shared_ptr<gloo::transport::Device>& device) {
     connectFullMesh(store, device);

@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 #include "strata/collective/internal/reduce.h"
 #include "strata/core/device.h"
 
@@ -49,17 +50,17 @@ int HierarchicalCollectives::local_rank(int rank) const {
 }
 
 uint64_t HierarchicalCollectives::next_call(int lr) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return calls_[lr]++;
 }
 
 void HierarchicalCollectives::publish(uint64_t call, Outcome outcome) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   outcomes_[call % 2] = std::move(outcome);
 }
 
 HierarchicalCollectives::Outcome HierarchicalCollectives::take(uint64_t call) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return outcomes_[call % 2];
 }
 
@@ -206,7 +207,7 @@ void HierarchicalCollectives::abort(const std::string& reason) {
 void HierarchicalCollectives::reset() {
   local_->reset();
   cross_->reset();
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   calls_.assign(local_size_, 0);
   outcomes_ = {};
 }

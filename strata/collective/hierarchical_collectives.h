@@ -36,11 +36,10 @@
 #include <array>
 #include <exception>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "strata/base/thread_annotations.h"
+#include "strata/base/mutex.h"
 #include "strata/collective/collectives.h"
 
 namespace strata::collective {
@@ -85,7 +84,7 @@ class HierarchicalCollectives final : public Collectives {
   const std::shared_ptr<Collectives> cross_;
   const int process_index_;
 
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<uint64_t> calls_ STRATA_GUARDED_BY(mu_);  // per local rank
   std::array<Outcome, 2> outcomes_ STRATA_GUARDED_BY(mu_);
 };

@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <cstring>
-#include <mutex>
 #include <new>
+#include <optional>
 #include <thread>
 
 #include "strata/base/errors.h"
-#include "strata/base/thread_annotations.h"
+#include "strata/base/mutex.h"
 #include "strata/collective/internal/buffer_pool.h"
 #include "strata/collective/internal/reduce.h"
 #include "strata/collective/internal/signature.h"
@@ -107,8 +106,8 @@ struct internal::LocalState {
   const int size;
   const CollectiveOptions options;
 
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   // Completed barrier phases; written under mu, polled without it.
   std::atomic<uint64_t> phase{0};
   std::atomic<bool> failed{false};
@@ -136,11 +135,11 @@ struct internal::LocalState {
     cv.notify_all();
   }
 
-  // Arrives at the current barrier phase and returns once every rank has; the
-  // last to arrive runs `leader` first (under mu). Returns without mu held.
+  // Arrives at the current barrier phase. The last rank to arrive runs `leader`
+  // first and completes the phase (nullopt); the others get the phase to wait
+  // past, with spin_past() and then wait_past().
   template <typename Leader>
-  void arrive(std::unique_lock<std::mutex>& lock, int rank, Clock::time_point deadline,
-              const char* what, uint64_t call, const char* missing_means, Leader&& leader) {
+  std::optional<uint64_t> arrive(int rank, Leader&& leader) STRATA_REQUIRES(mu) {
     if (failed.load(std::memory_order_relaxed)) throw_failure();
     here[rank] = 1;
     if (++arrived == size) {
@@ -149,25 +148,31 @@ struct internal::LocalState {
       std::fill(here.begin(), here.end(), 0);
       phase.fetch_add(1, std::memory_order_release);
       cv.notify_all();
-      lock.unlock();
-      return;
+      return std::nullopt;
     }
-    const uint64_t mine = phase.load(std::memory_order_relaxed);
-    lock.unlock();
+    return phase.load(std::memory_order_relaxed);
+  }
+
+  // Polls a while, without mu, for the phase after `mine`; true once it came.
+  bool spin_past(uint64_t mine) const {
     for (int i = 0; i < kSpinPolls; ++i) {
-      if (phase.load(std::memory_order_acquire) != mine) return;
-      if (failed.load(std::memory_order_acquire)) break;
+      if (phase.load(std::memory_order_acquire) != mine) return true;
+      if (failed.load(std::memory_order_acquire)) return false;
       cpu_relax();
     }
-    lock.lock();
-    cv.wait_until(lock, deadline, [&] {
+    return false;
+  }
+
+  // Blocks until the phase after `mine` or `deadline`. Throws the group's
+  // failure, or fails the group with DeadlineExceededError naming the ranks
+  // that did not arrive (`missing_means` says at what).
+  void wait_past(uint64_t mine, int rank, Clock::time_point deadline, const char* what,
+                 uint64_t call, const char* missing_means) STRATA_REQUIRES(mu) {
+    cv.wait_until(mu, deadline, [&]() STRATA_REQUIRES(mu) {
       return phase.load(std::memory_order_relaxed) != mine ||
              failed.load(std::memory_order_relaxed);
     });
-    if (phase.load(std::memory_order_relaxed) != mine) {
-      lock.unlock();
-      return;
-    }
+    if (phase.load(std::memory_order_relaxed) != mine) return;
     if (failed.load(std::memory_order_relaxed)) throw_failure();
     std::vector<int> missing;
     for (int r = 0; r < size; ++r) {
@@ -183,19 +188,19 @@ struct internal::LocalState {
 namespace {
 
 // Marks `rank` inside a call for its duration (reset() refuses while any is).
-// Destroyed before `lock`, which it re-acquires if a barrier released it.
+// Takes mu for the marking and the unmarking only, so it outlives the call's
+// own lock, which barriers release and re-acquire.
 class CallScope {
  public:
-  CallScope(internal::LocalState& s, std::unique_lock<std::mutex>& lock, int rank)
-      STRATA_REQUIRES(s.mu)
-      : s_(s), lock_(lock), rank_(rank) {
-    STRATA_CHECK_ARG(!s.inside[rank], kWho, ": rank ", rank,
+  CallScope(internal::LocalState& s, int rank) : s_(s), rank_(rank) {
+    MutexLock lock(s_.mu);
+    STRATA_CHECK_ARG(!s_.inside[rank], kWho, ": rank ", rank,
                      " is already inside a collective (two threads used the same rank)");
-    s.inside[rank] = 1;
-    ++s.active;
+    s_.inside[rank] = 1;
+    ++s_.active;
   }
   ~CallScope() {
-    if (!lock_.owns_lock()) lock_.lock();
+    MutexLock lock(s_.mu);
     s_.inside[rank_] = 0;
     --s_.active;
   }
@@ -204,7 +209,6 @@ class CallScope {
 
  private:
   internal::LocalState& s_;
-  std::unique_lock<std::mutex>& lock_;
   int rank_;
 };
 
@@ -214,7 +218,7 @@ void check_rank(int rank, int size) {
 }
 
 // Builds the plan of the call every rank has now published (leader, under mu).
-void make_plan(internal::LocalState& s, uint64_t call) {
+void make_plan(internal::LocalState& s, uint64_t call) STRATA_REQUIRES(s.mu) {
   Plan& plan = s.plan;
   plan = Plan{};
   try {
@@ -372,23 +376,38 @@ auto run_call(internal::LocalState& s, int rank, CallSignature sig, std::vector<
   const ReduceOp op = sig.op;
   const int root = sig.root;
   const char* what = internal::kind_name(kind);
-  std::unique_lock<std::mutex> lock(s.mu);
+  CallScope scope(s, rank);
+  MutexLock lock(s.mu);
   if (s.failed.load(std::memory_order_relaxed)) s.throw_failure();
-  CallScope scope(s, lock, rank);
   const uint64_t call = s.calls + 1;
   s.slots[rank] = Request{std::move(sig), std::move(tensors)};
-  s.arrive(lock, rank, deadline, what, call, "that never arrived", [&] {
+  // Each barrier: arrive under mu, then wait for the others without it (spinning
+  // first: they usually come within microseconds).
+  std::optional<uint64_t> mine = s.arrive(rank, [&] {
+    s.mu.assert_held();  // arrive() runs the leader under mu
     ++s.calls;
     make_plan(s, call);
   });
+  lock.unlock();
+  if (mine && !s.spin_past(*mine)) {
+    lock.lock();
+    s.wait_past(*mine, rank, deadline, what, call, "that never arrived");
+    lock.unlock();
+  }
   if (s.plan.error_code != ErrorCode::OK) throw_error(s.plan.error_code, s.plan.error);
   if (kind != CollectiveKind::barrier) {
     do_part(s, kind, op, rank, root);
     lock.lock();
-    s.arrive(lock, rank, deadline, what, call, "to finish their part", [&] {
+    mine = s.arrive(rank, [&] {
       // Every rank is done reading the inputs: release them now.
       for (Request& r : s.slots) r.tensors.clear();
     });
+    lock.unlock();
+    if (mine && !s.spin_past(*mine)) {
+      lock.lock();
+      s.wait_past(*mine, rank, deadline, what, call, "to finish their part");
+      lock.unlock();
+    }
   }
   return finish(s.plan);
 }
@@ -441,13 +460,13 @@ void LocalCollectives::barrier(int rank) {
 }
 
 void LocalCollectives::abort(const std::string& reason) {
-  std::lock_guard<std::mutex> lock(state_->mu);
+  MutexLock lock(state_->mu);
   state_->fail(ErrorCode::ABORTED, reason);
 }
 
 void LocalCollectives::reset() {
   internal::LocalState& s = *state_;
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   STRATA_CHECK(FAILED_PRECONDITION, s.active == 0, kWho,
                "::reset: expected no rank inside a call, got ", s.active);
   s.failed.store(false, std::memory_order_relaxed);

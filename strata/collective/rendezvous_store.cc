@@ -1,12 +1,13 @@
 #include "strata/collective/rendezvous_store.h"
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 
 namespace strata::collective {
 
 void InMemoryRendezvousStore::set(const std::string& key, const std::vector<char>& value) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     values_[key] = value;
   }
   cv_.notify_all();
@@ -15,20 +16,20 @@ void InMemoryRendezvousStore::set(const std::string& key, const std::vector<char
 std::vector<char> InMemoryRendezvousStore::get(const std::string& key,
                                                std::chrono::milliseconds timeout) {
   wait({key}, timeout);
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return values_.at(key);
 }
 
 void InMemoryRendezvousStore::wait(const std::vector<std::string>& keys,
                                    std::chrono::milliseconds timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  auto all_set = [&] {
+  MutexLock lock(mu_);
+  auto all_set = [&]() STRATA_REQUIRES(mu_) {
     for (const auto& k : keys) {
       if (values_.find(k) == values_.end()) return false;
     }
     return true;
   };
-  if (cv_.wait_for(lock, timeout, all_set)) return;
+  if (cv_.wait_for(mu_, timeout, all_set)) return;
   std::vector<std::string> missing;
   for (const auto& k : keys) {
     if (values_.find(k) == values_.end()) missing.push_back(k);

@@ -13,13 +13,11 @@
 // appears. Implementations are thread-safe.
 
 #include <chrono>
-#include <condition_variable>
 #include <map>
-#include <mutex>
 #include <string>
 #include <vector>
 
-#include "strata/base/thread_annotations.h"
+#include "strata/base/mutex.h"
 
 namespace strata::collective {
 
@@ -44,8 +42,8 @@ class InMemoryRendezvousStore final : public RendezvousStore {
   void wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) override;
 
  private:
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;
   std::map<std::string, std::vector<char>> values_ STRATA_GUARDED_BY(mu_);
 };
 

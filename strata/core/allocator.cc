@@ -10,6 +10,7 @@
 #include <string_view>
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define STRATA_ASAN 1
@@ -96,7 +97,7 @@ size_t CachingAllocator::reserved_size(size_t bytes) const noexcept {
 void* CachingAllocator::allocate(size_t bytes) {
   const size_t block = reserved_size(bytes);
   if (cacheable(block)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     auto it = free_.find(block);
     if (it != free_.end()) {
       // Most recently freed first: its pages are the likeliest to be cached.
@@ -132,7 +133,7 @@ void CachingAllocator::deallocate(void* p, size_t bytes) noexcept {
   if (p == nullptr) return;
   const size_t block = reserved_size(bytes);
   if (cacheable(block)) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!shut_down_) {
       while (stats_.cached_bytes + block > max_cached_bytes_) evict_oldest_locked();
       try {
@@ -181,18 +182,18 @@ void CachingAllocator::free_all_locked() {
 }
 
 void CachingAllocator::trim() noexcept {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   free_all_locked();
 }
 
 void CachingAllocator::shutdown() noexcept {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   free_all_locked();
   shut_down_ = true;
 }
 
 AllocatorStats CachingAllocator::stats() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return stats_;
 }
 

@@ -41,9 +41,8 @@
 #include <cstdint>
 #include <deque>
 #include <map>
-#include <mutex>
 
-#include "strata/base/thread_annotations.h"
+#include "strata/base/mutex.h"
 
 namespace strata {
 
@@ -112,7 +111,7 @@ class CachingAllocator {
   void free_all_locked() STRATA_REQUIRES(mu_);
 
   const size_t max_cached_bytes_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   // Free blocks by block size; each deque is ordered oldest first.
   std::map<size_t, std::deque<Block>> free_ STRATA_GUARDED_BY(mu_);
   uint64_t next_seq_ STRATA_GUARDED_BY(mu_) = 0;

@@ -4,10 +4,10 @@
 #include <cerrno>
 #include <cstdint>
 #include <cstdlib>
-#include <mutex>
 #include <thread>
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 #include "strata/core/config.h"
 
 namespace strata {
@@ -31,24 +31,27 @@ int env_count(const char* name, const char* value, int max) {
 }
 
 // Process-wide runtime state (TensorFlow's eager context equivalent). Everything
-// is guarded by mu; devices_ is immutable once initialized is true, which is
-// what lets current_device() read it after a single acquire.
+// is guarded by mu; devices is written under mu and immutable once initialized
+// is true, which is what lets current_device() read it after a single acquire
+// (so it carries no annotation: its readers hold no lock).
 struct Runtime {
-  std::mutex mu;
-  bool initialized = false;
-  std::vector<config::LogicalDeviceConfiguration> cpu_config;  // empty = one device
-  int intra_op_threads = 0;
-  std::string job = "localhost";
-  int task = 0;
+  Mutex mu;
+  bool initialized STRATA_GUARDED_BY(mu) = false;
+  // empty = one device
+  std::vector<config::LogicalDeviceConfiguration> cpu_config STRATA_GUARDED_BY(mu);
+  int intra_op_threads STRATA_GUARDED_BY(mu) = 0;
+  std::string job STRATA_GUARDED_BY(mu) = "localhost";
+  int task STRATA_GUARDED_BY(mu) = 0;
   std::vector<std::unique_ptr<Device>> devices;
-  std::vector<std::unique_ptr<Device>> retired;  // reset_runtime_for_testing keeps these alive
+  // reset_runtime_for_testing keeps these alive
+  std::vector<std::unique_ptr<Device>> retired STRATA_GUARDED_BY(mu);
 
   static Runtime& get() {
     static Runtime runtime;
     return runtime;
   }
 
-  int total_threads() const {
+  int total_threads() const STRATA_REQUIRES(mu) {
     if (intra_op_threads > 0) return intra_op_threads;
     if (const char* env = std::getenv("STRATA_NUM_THREADS")) {
       return env_count("STRATA_NUM_THREADS", env, config::max_cpu_threads());
@@ -56,7 +59,7 @@ struct Runtime {
     return std::max(1u, std::thread::hardware_concurrency());
   }
 
-  void initialize_locked() {
+  void initialize_locked() STRATA_REQUIRES(mu) {
     if (initialized) return;
     if (cpu_config.empty()) {
       // STRATA_CPU_DEVICES=K splits the CPU into K logical devices when the
@@ -85,7 +88,7 @@ struct Runtime {
   }
 
   const std::vector<std::unique_ptr<Device>>& ensure_initialized() {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     initialize_locked();
     return devices;
   }
@@ -93,7 +96,7 @@ struct Runtime {
 
 thread_local const Device* t_current_device = nullptr;
 
-void check_not_initialized(const Runtime& rt, std::string_view what) {
+void check_not_initialized(const Runtime& rt, std::string_view what) STRATA_REQUIRES(rt.mu) {
   STRATA_CHECK(FAILED_PRECONDITION, !rt.initialized, what,
                " cannot be modified after the runtime has been initialized");
 }
@@ -165,7 +168,7 @@ void set_logical_device_configuration(const PhysicalDevice& device,
                    "set_logical_device_configuration: the logical devices' num_threads add up to ",
                    explicit_threads, ", more than the ", max, " threads a process may have");
   Runtime& rt = Runtime::get();
-  std::lock_guard lock(rt.mu);
+  MutexLock lock(rt.mu);
   check_not_initialized(rt, "Virtual devices");
   rt.cpu_config = std::move(logical_devices);
 }
@@ -175,7 +178,7 @@ std::vector<LogicalDeviceConfiguration> get_logical_device_configuration(
   STRATA_CHECK_ARG(device == kCpu, "get_logical_device_configuration: unknown physical device '",
                    device.name, "'");
   Runtime& rt = Runtime::get();
-  std::lock_guard lock(rt.mu);
+  MutexLock lock(rt.mu);
   return rt.cpu_config;
 }
 
@@ -194,14 +197,14 @@ void set_intra_op_parallelism_threads(int n) {
                    "set_intra_op_parallelism_threads: expected n in [0, ", max_cpu_threads(),
                    "], got ", n);
   Runtime& rt = Runtime::get();
-  std::lock_guard lock(rt.mu);
+  MutexLock lock(rt.mu);
   check_not_initialized(rt, "Intra op parallelism");
   rt.intra_op_threads = n;
 }
 
 int get_intra_op_parallelism_threads() {
   Runtime& rt = Runtime::get();
-  std::lock_guard lock(rt.mu);
+  MutexLock lock(rt.mu);
   return rt.total_threads();
 }
 
@@ -214,7 +217,7 @@ bool set_local_task_if_uninitialized(std::string job, int task) {
   STRATA_CHECK_ARG(!job.empty() && task >= 0,
                    "set_local_task: expected a job name and task >= 0, got '", job, "', ", task);
   Runtime& rt = Runtime::get();
-  std::lock_guard lock(rt.mu);
+  MutexLock lock(rt.mu);
   if (rt.initialized) return false;
   rt.job = std::move(job);
   rt.task = task;
@@ -223,7 +226,7 @@ bool set_local_task_if_uninitialized(std::string job, int task) {
 
 bool is_runtime_initialized() {
   Runtime& rt = Runtime::get();
-  std::lock_guard lock(rt.mu);
+  MutexLock lock(rt.mu);
   return rt.initialized;
 }
 
@@ -232,7 +235,7 @@ bool is_runtime_initialized() {
 namespace internal {
 void reset_runtime_for_testing() {
   Runtime& rt = Runtime::get();
-  std::lock_guard lock(rt.mu);
+  MutexLock lock(rt.mu);
   for (auto& d : rt.devices) rt.retired.push_back(std::move(d));
   rt.devices.clear();
   rt.cpu_config.clear();

@@ -2,14 +2,13 @@
 
 #include <algorithm>
 #include <cstring>
-#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 #include "strata/base/str_cat.h"
-#include "strata/base/thread_annotations.h"
 #include "strata/core/device.h"
 
 namespace strata {
@@ -55,14 +54,14 @@ class LocalVariableImpl final : public VariableImpl {
   }
 
   Tensor read() const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return Tensor::from_buffer(buffer_, shape_, 0, device_);
   }
 
   void assign(const Tensor& value) override {
     std::shared_ptr<Buffer> fresh;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       if (dtype_ != DType::string && buffer_.use_count() == 1) {
         // No reader holds the buffer: overwrite it in place.
         std::memcpy(buffer_->data(), value.raw_data(), value.size_bytes());
@@ -71,7 +70,7 @@ class LocalVariableImpl final : public VariableImpl {
     }
     // Copy outside the lock, then publish (readers keep the old buffer).
     fresh = copy_of(value);
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     buffer_ = std::move(fresh);
   }
 
@@ -79,7 +78,7 @@ class LocalVariableImpl final : public VariableImpl {
   void assign_sub(const Tensor& delta) override { update(delta, -1); }
 
   void update_in_place(const std::function<void(void*)>& fn) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (buffer_.use_count() == 1) {
       fn(buffer_->data());
       return;
@@ -114,7 +113,7 @@ class LocalVariableImpl final : public VariableImpl {
 
   void update(const Tensor& delta, int sign) {
     const int64_t n = shape_.num_elements();
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (buffer_.use_count() == 1) {
       add_into(dtype_, buffer_->data(), buffer_->data(), delta.raw_data(), n, sign);
       return;
@@ -134,7 +133,7 @@ class LocalVariableImpl final : public VariableImpl {
   const VariableSynchronization synchronization_;
   const VariableAggregation aggregation_;
 
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::shared_ptr<Buffer> buffer_ STRATA_GUARDED_BY(mu_);
 };
 

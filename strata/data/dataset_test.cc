@@ -3,13 +3,12 @@
 #include <gtest/gtest.h>
 
 #include <atomic>
-#include <condition_variable>
 #include <filesystem>
 #include <fstream>
-#include <mutex>
 #include <set>
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 #include "strata/io/tfrecord.h"
 
 namespace strata::data {
@@ -341,12 +340,12 @@ TEST(DatasetPrefetch, DestroyingTheIteratorMidPrefetchJoinsTheProducer) {
   // iterator dies. The generator's state is freed only once the thread joined.
   auto alive = std::make_shared<std::atomic<int>>(0);
   std::weak_ptr<int64_t> state;
-  std::mutex mu;
+  Mutex mu;
   auto ds = Dataset::from_generator(
       [alive, &state, &mu]() -> GeneratorFn {
         auto counter = std::make_shared<int64_t>(0);
         {
-          std::lock_guard<std::mutex> l(mu);
+          MutexLock l(mu);
           state = counter;
         }
         return [counter]() -> std::optional<Element> { return Element{constant((*counter)++)}; };
@@ -359,7 +358,7 @@ TEST(DatasetPrefetch, DestroyingTheIteratorMidPrefetchJoinsTheProducer) {
       EXPECT_EQ(it.get_next()[0].item<int64_t>(), 0);
       EXPECT_EQ(it.get_next()[0].item<int64_t>(), 1);
     }
-    std::lock_guard<std::mutex> l(mu);
+    MutexLock l(mu);
     EXPECT_TRUE(state.expired());
   }
 }
@@ -367,17 +366,17 @@ TEST(DatasetPrefetch, DestroyingTheIteratorMidPrefetchJoinsTheProducer) {
 TEST(DatasetPrefetch, DestroyingTheIteratorWhileTheGeneratorIsBusyWaitsForIt) {
   // The generator blocks inside a call until the test releases it; the
   // iterator's destructor must wait for that call and then join.
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   bool release = false;
   int calls = 0;
   auto ds = Dataset::from_generator(
       [&]() -> GeneratorFn {
         return [&]() -> std::optional<Element> {
-          std::unique_lock<std::mutex> l(mu);
+          MutexLock l(mu);
           ++calls;
           cv.notify_all();
-          if (calls > 1) cv.wait(l, [&] { return release; });
+          if (calls > 1) cv.wait(mu, [&] { return release; });
           return Element{constant(int64_t{calls})};
         };
       },
@@ -385,8 +384,8 @@ TEST(DatasetPrefetch, DestroyingTheIteratorWhileTheGeneratorIsBusyWaitsForIt) {
   auto it = std::make_unique<Iterator>(ds.prefetch(1).iter());
   EXPECT_EQ(it->get_next()[0].item<int64_t>(), 1);
   {
-    std::unique_lock<std::mutex> l(mu);
-    cv.wait(l, [&] { return calls >= 2; });  // the producer is inside call 2
+    MutexLock l(mu);
+    cv.wait(mu, [&] { return calls >= 2; });  // the producer is inside call 2
     release = true;
   }
   cv.notify_all();

@@ -11,6 +11,7 @@
 #include "strata/core/random.h"
 #include "strata/data/dataset.h"
 #include "strata/data/internal/node.h"
+#include "strata/data/internal/transform_util.h"
 #include "strata/io/text_line.h"
 #include "strata/io/tfrecord.h"
 
@@ -20,15 +21,6 @@ namespace {
 // Reads one file's records: returns nullopt at its end.
 using RecordReaderFn = std::function<std::optional<std::string>()>;
 using OpenFn = std::function<RecordReaderFn(const std::string& path)>;
-
-class FnIter : public internal::IteratorImpl {
- public:
-  explicit FnIter(std::function<std::optional<Element>()> f) : f_(std::move(f)) {}
-  std::optional<Element> next() override { return f_(); }
-
- private:
-  std::function<std::optional<Element>()> f_;
-};
 
 // A reader source: one scalar string per record, files read in order.
 class FileSourceNode : public DatasetNode {
@@ -46,7 +38,7 @@ class FileSourceNode : public DatasetNode {
     auto st = std::make_shared<State>();
     auto files = files_;
     auto open = open_;
-    return std::make_unique<FnIter>([st, files, open]() -> std::optional<Element> {
+    return internal::make_fn_iterator([st, files, open]() -> std::optional<Element> {
       while (st->file < files.size()) {
         if (!st->reader) st->reader = open(files[st->file]);
         if (auto rec = st->reader()) return Element{constant(*rec)};
@@ -94,7 +86,7 @@ class ListFilesNode : public DatasetNode {
       }
     }
     auto pos = std::make_shared<size_t>(0);
-    return std::make_unique<FnIter>([order, pos]() -> std::optional<Element> {
+    return internal::make_fn_iterator([order, pos]() -> std::optional<Element> {
       if (*pos == order->size()) return std::nullopt;
       return Element{constant((*order)[(*pos)++])};
     });

@@ -7,12 +7,11 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <future>
 #include <memory>
-#include <mutex>
 #include <thread>
 
+#include "strata/base/mutex.h"
 #include "strata/data/dataset.h"
 
 namespace strata::data {
@@ -92,8 +91,8 @@ TEST(IteratorTeardown, ParallelMapWithASlowFnStopsPromptlyAndRunsNoFnAfterwards)
 TEST(IteratorTeardown, ParallelMapDropsAnInputPulledDuringDestructionUnmapped) {
   // The generator's third call blocks until released; the destructor must wait
   // for it (user code is never interrupted) but must not map what it returns.
-  std::mutex mu;
-  std::condition_variable cv;
+  Mutex mu;
+  CondVar cv;
   bool blocked = false, release = false;
   std::atomic<int> pulls{0}, mapped{0};
   auto ds = Dataset::from_generator(
@@ -101,10 +100,10 @@ TEST(IteratorTeardown, ParallelMapDropsAnInputPulledDuringDestructionUnmapped) {
                   return [&]() -> std::optional<Element> {
                     const int n = ++pulls;
                     if (n == 3) {
-                      std::unique_lock<std::mutex> l(mu);
+                      MutexLock l(mu);
                       blocked = true;
                       cv.notify_all();
-                      cv.wait(l, [&] { return release; });
+                      cv.wait(mu, [&] { return release; });
                     }
                     return scalar(n);
                   };
@@ -119,13 +118,13 @@ TEST(IteratorTeardown, ParallelMapDropsAnInputPulledDuringDestructionUnmapped) {
   auto it = std::make_unique<Iterator>(ds.iter());
   EXPECT_EQ(it->get_next()[0].item<int64_t>(), 1);
   {
-    std::unique_lock<std::mutex> l(mu);
-    ASSERT_TRUE(cv.wait_for(l, 10s, [&] { return blocked; }));
+    MutexLock l(mu);
+    ASSERT_TRUE(cv.wait_for(mu, 10s, [&] { return blocked; }));
   }
   ASSERT_TRUE(eventually([&] { return mapped.load() == 2; }));  // inputs 1 and 2
   auto unblock = [&] {
     {
-      std::lock_guard<std::mutex> l(mu);
+      MutexLock l(mu);
       release = true;
     }
     cv.notify_all();

@@ -196,8 +196,8 @@ TEST_F(MultiWorkerTest, UnevenDataAcrossWorkersDoesNotDeadlock) {
     for (const auto& x : dist) {
       auto counts = s.run(
           [](const data::Element& e) {
-            const Tensor n = constant(e[0].shape().dim(0));
-            return get_replica_context()->all_reduce(ReduceOp::SUM, n).item<int64_t>();
+            const Tensor rows = constant(e[0].shape().dim(0));
+            return get_replica_context()->all_reduce(ReduceOp::SUM, rows).item<int64_t>();
           },
           x);
       sizes.push_back(s.experimental_local_results(counts)[0]);

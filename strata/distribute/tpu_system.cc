@@ -1,10 +1,10 @@
 #include "strata/distribute/tpu_system.h"
 
 #include <iostream>
-#include <mutex>
 #include <string>
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 #include "strata/tpu/local_topology.h"
 
 namespace strata {
@@ -12,9 +12,9 @@ namespace {
 
 // The process-wide TPU system state (documented in tpu_system.h).
 struct TpuSystemState {
-  std::mutex mu;
-  bool connected = false;
-  std::optional<tpu::experimental::Topology> topology;
+  Mutex mu;
+  bool connected STRATA_GUARDED_BY(mu) = false;
+  std::optional<tpu::experimental::Topology> topology STRATA_GUARDED_BY(mu);
 };
 
 TpuSystemState& state() {
@@ -27,13 +27,15 @@ TpuSystemState& state() {
 namespace config {
 
 void experimental_connect_to_cluster() {
-  std::lock_guard<std::mutex> lock(state().mu);
-  state().connected = true;
+  TpuSystemState& s = state();
+  MutexLock lock(s.mu);
+  s.connected = true;
 }
 
 bool is_connected_to_cluster() {
-  std::lock_guard<std::mutex> lock(state().mu);
-  return state().connected;
+  TpuSystemState& s = state();
+  MutexLock lock(s.mu);
+  return s.connected;
 }
 
 }  // namespace config
@@ -41,15 +43,16 @@ bool is_connected_to_cluster() {
 namespace tpu::experimental {
 
 Topology initialize_tpu_system() {
-  std::lock_guard<std::mutex> lock(state().mu);
-  if (state().topology.has_value()) {
+  TpuSystemState& s = state();
+  MutexLock lock(s.mu);
+  if (s.topology.has_value()) {
     std::cerr << "WARNING: TPU system local has already been initialized. Reinitializing the "
                  "TPU can cause previously created variables on TPU to be lost.\n";
-    state().topology.reset();
+    s.topology.reset();
   }
   try {
     Topology topology = local_topology_from_environment();
-    state().topology = topology;
+    s.topology = topology;
     return topology;
   } catch (const InvalidArgumentError& e) {
     throw NotFoundError(std::string("TPUs not found in the cluster. Failed in initialization: ") +
@@ -58,18 +61,21 @@ Topology initialize_tpu_system() {
 }
 
 void shutdown_tpu_system() {
-  std::lock_guard<std::mutex> lock(state().mu);
-  state().topology.reset();
+  TpuSystemState& s = state();
+  MutexLock lock(s.mu);
+  s.topology.reset();
 }
 
 bool is_tpu_system_initialized() {
-  std::lock_guard<std::mutex> lock(state().mu);
-  return state().topology.has_value();
+  TpuSystemState& s = state();
+  MutexLock lock(s.mu);
+  return s.topology.has_value();
 }
 
 std::optional<Topology> initialized_topology() {
-  std::lock_guard<std::mutex> lock(state().mu);
-  return state().topology;
+  TpuSystemState& s = state();
+  MutexLock lock(s.mu);
+  return s.topology;
 }
 
 }  // namespace tpu::experimental

@@ -92,9 +92,11 @@ struct FixedLenFeature {
   FeatureDType dtype = FeatureDType::float32;
   std::optional<FeatureValues> default_value;
 
-  FixedLenFeature(std::vector<int64_t> shape, FeatureDType dtype,
-                  std::optional<FeatureValues> default_value = std::nullopt)
-      : shape(std::move(shape)), dtype(dtype), default_value(std::move(default_value)) {}
+  FixedLenFeature(std::vector<int64_t> feature_shape, FeatureDType feature_dtype,
+                  std::optional<FeatureValues> feature_default = std::nullopt)
+      : shape(std::move(feature_shape)),
+        dtype(feature_dtype),
+        default_value(std::move(feature_default)) {}
   // A tensor dtype, as TensorFlow's FixedLenFeature([784], tf.float32): any
   // type with a to_feature_dtype() found by argument-dependent lookup —
   // strata::DType gets one from strata/data/example_tensors.h (io itself does
@@ -103,15 +105,16 @@ struct FixedLenFeature {
   requires requires(D d) {
     { to_feature_dtype(d) } -> std::same_as<FeatureDType>;
   }
-  FixedLenFeature(std::vector<int64_t> shape, D dtype,
-                  std::optional<FeatureValues> default_value = std::nullopt)
-      : FixedLenFeature(std::move(shape), to_feature_dtype(dtype), std::move(default_value)) {}
+  FixedLenFeature(std::vector<int64_t> feature_shape, D feature_dtype,
+                  std::optional<FeatureValues> feature_default = std::nullopt)
+      : FixedLenFeature(std::move(feature_shape), to_feature_dtype(feature_dtype),
+                        std::move(feature_default)) {}
 };
 
 // tf.io.VarLenFeature(dtype): any number of values, returned as a sparse result.
 struct VarLenFeature {
   FeatureDType dtype = FeatureDType::float32;
-  explicit VarLenFeature(FeatureDType dtype) : dtype(dtype) {}
+  explicit VarLenFeature(FeatureDType feature_dtype) : dtype(feature_dtype) {}
   template <typename D>
   requires requires(D d) {
     { to_feature_dtype(d) } -> std::same_as<FeatureDType>;

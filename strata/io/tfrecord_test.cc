@@ -119,8 +119,8 @@ TEST_P(TFRecordRoundTrip, SeekReturnsToARecordStartForwardAndBackward) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Compression, TFRecordRoundTrip, ::testing::Values("", "ZLIB", "GZIP"),
-                         [](const auto& info) {
-                           return info.param.empty() ? std::string("NONE") : info.param;
+                         [](const auto& param_info) {
+                           return param_info.param.empty() ? std::string("NONE") : param_info.param;
                          });
 
 TEST(TFRecordCompression, GzipAndZlibFilesAreStandardContainers) {

@@ -29,6 +29,8 @@
 // leaves the rest of the file as it was.
 //
 // Returns 0, or 1 when a benchmark program failed (the others still run).
+// bench_runner.h runs the programs and peers, bench_targets.json lists the
+// table's rows, bench_report.h evaluates and renders them.
 
 #include <string>
 
@@ -46,15 +48,5 @@ struct BenchOptions {
 };
 
 int run_bench(const BenchOptions& options);
-
-// The markers of the generated section and the replacement of its body, public
-// for `--write-docs`: returns `document` with the text between the markers
-// replaced by `body` (or with a new section holding the markers appended when it
-// has neither). FailedPreconditionError when only one marker is present or END
-// comes before BEGIN.
-extern const char* const kGeneratedBegin;
-extern const char* const kGeneratedEnd;
-std::string replace_generated_section(const std::string& document, const std::string& body,
-                                      const std::string& name);
 
 }  // namespace strata::tools

@@ -2,13 +2,15 @@
 
 #include <algorithm>
 
+#include "strata/base/mutex.h"
+
 namespace strata::collective::internal {
 
 std::shared_ptr<Buffer> BufferPool::get(const std::shared_ptr<BufferPool>& pool, DType dtype,
                                         int64_t num_elements) {
   std::shared_ptr<Buffer> owned;
   {
-    std::lock_guard<std::mutex> lock(pool->mu_);
+    MutexLock lock(pool->mu_);
     auto& idle = pool->idle_;
     auto it = std::find_if(idle.begin(), idle.end(), [&](const std::shared_ptr<Buffer>& b) {
       return b->dtype() == dtype && b->num_elements() == num_elements;
@@ -31,7 +33,7 @@ std::shared_ptr<Buffer> BufferPool::get(const std::shared_ptr<BufferPool>& pool,
 
 void BufferPool::give_back(std::shared_ptr<Buffer> buffer) {
   std::shared_ptr<Buffer> evicted;  // freed outside the lock
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (max_idle_ == 0) return;
   if (idle_.size() >= max_idle_) {
     evicted = std::move(idle_.front());

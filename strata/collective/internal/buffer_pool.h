@@ -14,10 +14,9 @@
 
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <vector>
 
-#include "strata/base/thread_annotations.h"
+#include "strata/base/mutex.h"
 #include "strata/core/buffer.h"
 
 namespace strata::collective::internal {
@@ -35,7 +34,7 @@ class BufferPool {
   void give_back(std::shared_ptr<Buffer> buffer);
 
   const size_t max_idle_;
-  std::mutex mu_;
+  Mutex mu_;
   std::vector<std::shared_ptr<Buffer>> idle_ STRATA_GUARDED_BY(mu_);
 };
 

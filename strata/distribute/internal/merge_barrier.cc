@@ -1,6 +1,7 @@
 #include "strata/distribute/internal/merge_barrier.h"
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 
 namespace strata::distribute::internal {
 
@@ -15,7 +16,7 @@ MergeBarrier::MergeBarrier(int num_replicas, std::chrono::milliseconds timeout)
     : num_replicas_(num_replicas), timeout_(timeout), payloads_(num_replicas, nullptr) {}
 
 std::shared_ptr<void> MergeBarrier::arrive(int replica, const void* payload, const Merge& merge) {
-  std::unique_lock lock(mu_);
+  MutexLock lock(mu_);
   if (error_) std::rethrow_exception(error_);
   if (finished_ > 0) {
     error_ = mismatch_error();
@@ -28,8 +29,9 @@ std::shared_ptr<void> MergeBarrier::arrive(int replica, const void* payload, con
   ++arrived_;
   changed_.notify_all();
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  auto wait_for = [&](auto pred, const char* what) {
-    if (!changed_.wait_until(lock, deadline, [&] { return error_ || pred(); })) {
+  auto wait_for = [&](auto pred, const char* what) STRATA_REQUIRES(mu_) {
+    if (!changed_.wait_until(mu_, deadline,
+                             [&]() STRATA_REQUIRES(mu_) { return error_ || pred(); })) {
       error_ = std::make_exception_ptr(DeadlineExceededError(
           str_cat("merge_call: replica ", replica, " waited ", timeout_.count(), " ms for ", what,
                   " (", arrived_, " of ", num_replicas_, " replicas arrived)")));
@@ -38,7 +40,8 @@ std::shared_ptr<void> MergeBarrier::arrive(int replica, const void* payload, con
     if (error_) std::rethrow_exception(error_);
   };
   if (replica == 0) {
-    wait_for([&] { return arrived_ == num_replicas_; }, "the other replicas");
+    wait_for([&]() STRATA_REQUIRES(mu_) { return arrived_ == num_replicas_; },
+             "the other replicas");
     std::vector<const void*> payloads = payloads_;
     const Merge* merge_fn = merge_;
     lock.unlock();
@@ -58,12 +61,12 @@ std::shared_ptr<void> MergeBarrier::arrive(int replica, const void* payload, con
     changed_.notify_all();
     return result_;
   }
-  wait_for([&] { return round_ != round; }, "replica 0 to run merge_fn");
+  wait_for([&]() STRATA_REQUIRES(mu_) { return round_ != round; }, "replica 0 to run merge_fn");
   return result_;
 }
 
 void MergeBarrier::replica_finished(int) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   ++finished_;
   if (arrived_ > 0 && !error_) {
     error_ = mismatch_error();
@@ -72,13 +75,13 @@ void MergeBarrier::replica_finished(int) {
 }
 
 void MergeBarrier::abort(std::exception_ptr error) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   if (!error_) error_ = std::move(error);
   changed_.notify_all();
 }
 
 void MergeBarrier::reset() {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   round_ = 0;
   arrived_ = 0;
   finished_ = 0;

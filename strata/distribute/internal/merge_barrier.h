@@ -16,15 +16,13 @@
 // Thread-safe: one instance per strategy, used by its replica threads.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
 #include <memory>
-#include <mutex>
 #include <vector>
 
-#include "strata/base/thread_annotations.h"
+#include "strata/base/mutex.h"
 
 namespace strata::distribute::internal {
 
@@ -48,8 +46,8 @@ class MergeBarrier {
  private:
   const int num_replicas_;
   const std::chrono::milliseconds timeout_;
-  std::mutex mu_;
-  std::condition_variable changed_;
+  Mutex mu_;
+  CondVar changed_;
   uint64_t round_ STRATA_GUARDED_BY(mu_) = 0;
   int arrived_ STRATA_GUARDED_BY(mu_) = 0;
   int finished_ STRATA_GUARDED_BY(mu_) = 0;

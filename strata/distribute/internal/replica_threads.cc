@@ -3,6 +3,7 @@
 #include <string>
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 
 namespace strata::distribute::internal {
 
@@ -45,7 +46,7 @@ ReplicaThreads::ReplicaThreads(std::vector<const Device*> devices, FailureHandle
 
 ReplicaThreads::~ReplicaThreads() {
   for (auto& slot : slots_) {
-    std::lock_guard lock(slot->mu);
+    MutexLock lock(slot->mu);
     slot->stop = true;
     slot->wake.notify_one();
   }
@@ -59,8 +60,9 @@ void ReplicaThreads::thread_main(int replica) {
   uint64_t seen = 0;
   for (;;) {
     {
-      std::unique_lock lock(slot.mu);
-      slot.wake.wait(lock, [&] { return slot.stop || slot.generation != seen; });
+      MutexLock lock(slot.mu);
+      slot.wake.wait(
+          slot.mu, [&]() STRATA_REQUIRES(slot.mu) { return slot.stop || slot.generation != seen; });
       if (slot.stop) return;
       seen = slot.generation;
     }
@@ -71,7 +73,7 @@ void ReplicaThreads::thread_main(int replica) {
       slot.error = std::current_exception();
       if (on_failure_) on_failure_(replica, slot.error);
     }
-    std::lock_guard lock(done_mu_);
+    MutexLock lock(done_mu_);
     if (--remaining_ == 0) all_done_.notify_one();
   }
 }
@@ -79,19 +81,19 @@ void ReplicaThreads::thread_main(int replica) {
 void ReplicaThreads::run_all(const Job& job) {
   job_ = &job;
   {
-    std::lock_guard lock(done_mu_);
+    MutexLock lock(done_mu_);
     remaining_ = size();
   }
   for (auto& slot : slots_) {
-    std::lock_guard lock(slot->mu);
+    MutexLock lock(slot->mu);
     ++slot->generation;
     slot->wake.notify_one();
   }
   {
     // Bounded by the replicas: a failing replica aborts the collectives the
     // others wait in (on_failure_), so every replica returns.
-    std::unique_lock lock(done_mu_);
-    all_done_.wait(lock, [&] { return remaining_ == 0; });
+    MutexLock lock(done_mu_);
+    all_done_.wait(done_mu_, [&]() STRATA_REQUIRES(done_mu_) { return remaining_ == 0; });
   }
   job_ = nullptr;
   int first = -1;

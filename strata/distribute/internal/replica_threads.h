@@ -16,15 +16,13 @@
 // Thread-safety: run_all may be called by one thread at a time (a strategy's
 // step is issued by its owner thread). Destruction stops and joins the threads.
 
-#include <condition_variable>
 #include <cstdint>
 #include <exception>
 #include <functional>
-#include <mutex>
 #include <thread>
 #include <vector>
 
-#include "strata/base/thread_annotations.h"
+#include "strata/base/mutex.h"
 #include "strata/core/device.h"
 
 namespace strata::distribute::internal {
@@ -54,8 +52,8 @@ class ReplicaThreads {
 
  private:
   struct Slot {
-    std::mutex mu;
-    std::condition_variable wake;
+    Mutex mu;
+    CondVar wake;
     uint64_t generation STRATA_GUARDED_BY(mu) = 0;
     bool stop STRATA_GUARDED_BY(mu) = false;
     std::exception_ptr error;  // written by the replica before it reports done
@@ -67,8 +65,8 @@ class ReplicaThreads {
   FailureHandler on_failure_;
   std::vector<std::unique_ptr<Slot>> slots_;
   const Job* job_ = nullptr;  // valid during run_all; published by the slots' mutexes
-  std::mutex done_mu_;
-  std::condition_variable all_done_;
+  Mutex done_mu_;
+  CondVar all_done_;
   int remaining_ STRATA_GUARDED_BY(done_mu_) = 0;
   std::vector<std::jthread> threads_;
 };

@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 #include "strata/keras/metrics/metrics.h"
 #include "strata/keras/model.h"
 
@@ -38,7 +39,7 @@ CompiledMetrics::CompiledMetrics(const std::vector<MetricSpec>& metrics,
 }
 
 void CompiledMetrics::build(const TensorShape& y_true, const TensorShape& y_pred) {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   if (built_) return;
   std::vector<metrics::MetricPtr> resolved;
   for (const Entry& e : entries_)
@@ -48,7 +49,7 @@ void CompiledMetrics::build(const TensorShape& y_true, const TensorShape& y_pred
 }
 
 bool CompiledMetrics::built() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   return built_;
 }
 
@@ -62,7 +63,7 @@ void CompiledMetrics::update_state(const Tensor& y_true, const Tensor& y_pred,
 }
 
 std::vector<metrics::MetricPtr> CompiledMetrics::metrics() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  MutexLock lock(mu_);
   std::vector<metrics::MetricPtr> out;
   for (const Entry& e : entries_) {
     if (e.metric) out.push_back(e.metric);

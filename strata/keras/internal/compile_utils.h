@@ -8,10 +8,10 @@
 // under a mutex.
 
 #include <cstdint>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "strata/base/mutex.h"
 #include "strata/core/tensor.h"
 #include "strata/keras/metric.h"
 
@@ -41,9 +41,11 @@ class CompiledMetrics {
     metrics::MetricPtr metric;
     bool weighted;
   };
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
+  // Written by the constructor and (the metrics) by build() under mu_; read
+  // without it once built.
   std::vector<Entry> entries_;
-  bool built_ = false;
+  bool built_ STRATA_GUARDED_BY(mu_) = false;
 };
 
 }  // namespace strata::keras::internal

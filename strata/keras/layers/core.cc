@@ -1,6 +1,7 @@
 #include "strata/keras/layers/core.h"
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 #include "strata/distribute/strategy.h"
 #include "strata/keras/layers/internal/common.h"
 #include "strata/ops/nn_ops.h"
@@ -54,7 +55,7 @@ Tensor DropoutLayer::call(const Tensor& inputs, bool training) {
     const int replica = context ? context->replica_id_in_sync_group() : 0;
     uint64_t call = 0;
     {
-      std::lock_guard<std::mutex> lock(mu_);
+      MutexLock lock(mu_);
       call = calls_[replica]++;
     }
     seed = mix(mix(*options_.seed ^ mix(call)) ^ static_cast<uint64_t>(replica));

@@ -18,11 +18,11 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "strata/base/mutex.h"
 #include "strata/keras/activations.h"
 #include "strata/keras/layer.h"
 
@@ -59,8 +59,8 @@ class DropoutLayer : public Layer {
  private:
   double rate_;
   DropoutOptions options_;
-  std::mutex mu_;
-  std::map<int, uint64_t> calls_;  // training calls so far, per replica id; guarded by mu_
+  Mutex mu_;
+  std::map<int, uint64_t> calls_ STRATA_GUARDED_BY(mu_);  // training calls so far, per replica id
 };
 
 std::shared_ptr<DropoutLayer> Dropout(double rate, const DropoutOptions& options = {});

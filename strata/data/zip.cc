@@ -1,0 +1,100 @@
+// zip, concatenate and enumerate: transformations that combine streams.
+#include "strata/data/dataset.h"
+
+#include "strata/base/errors.h"
+#include "strata/data/internal/node.h"
+#include "strata/data/internal/transform_util.h"
+
+namespace strata::data {
+
+using internal::input_iter;
+using internal::IteratorImpl;
+using internal::make_dataset;
+using internal::make_fn_iterator;
+using internal::specs_string;
+
+namespace {
+
+// The most specific spec compatible with both (dims that differ become -1);
+// nullopt if dtypes or ranks differ.
+std::optional<TensorSpec> most_specific_compatible(const TensorSpec& a, const TensorSpec& b) {
+  if (a.dtype != b.dtype) return std::nullopt;
+  if (!a.shape.has_known_rank() || !b.shape.has_known_rank())
+    return TensorSpec(TensorShape::unknown_rank(), a.dtype);
+  if (a.shape.rank() != b.shape.rank()) return std::nullopt;
+  std::vector<int64_t> d(a.shape.rank());
+  for (int i = 0; i < a.shape.rank(); ++i)
+    d[i] = a.shape.dim(i) == b.shape.dim(i) ? a.shape.dim(i) : -1;
+  return TensorSpec(TensorShape(d), a.dtype);
+}
+
+}  // namespace
+
+Dataset Dataset::zip(const std::vector<Dataset>& datasets) {
+  STRATA_CHECK_ARG(!datasets.empty(), "zip: expected at least one dataset, got none");
+  std::vector<TensorSpec> spec;
+  for (const Dataset& d : datasets) {
+    auto s = d.element_spec();
+    spec.insert(spec.end(), s.begin(), s.end());
+  }
+  return make_dataset(NodeKind::kZip, datasets, spec, [](const std::vector<Dataset>& inputs) {
+    std::vector<std::shared_ptr<IteratorImpl>> its;
+    its.reserve(inputs.size());
+    for (const Dataset& d : inputs) its.push_back(input_iter(d));
+    return make_fn_iterator([its]() -> std::optional<Element> {
+      Element out;
+      for (const auto& it : its) {
+        auto e = it->next();
+        if (!e) return std::nullopt;
+        out.insert(out.end(), e->begin(), e->end());
+      }
+      return out;
+    });
+  });
+}
+
+Dataset Dataset::concatenate(const Dataset& other) const {
+  const auto a = element_spec(), b = other.element_spec();
+  STRATA_CHECK_ARG(a.size() == b.size(),
+                   "concatenate: expected datasets with compatible element specs, got ",
+                   specs_string(a), " and ", specs_string(b));
+  std::vector<TensorSpec> spec;
+  for (size_t i = 0; i < a.size(); ++i) {
+    auto s = most_specific_compatible(a[i], b[i]);
+    STRATA_CHECK_ARG(s.has_value(),
+                     "concatenate: expected datasets with compatible element specs, got ",
+                     specs_string(a), " and ", specs_string(b));
+    spec.push_back(*s);
+  }
+  return make_dataset(NodeKind::kConcatenate, {*this, other}, spec,
+                      [](const std::vector<Dataset>& inputs) {
+                        auto first = input_iter(inputs[0]);
+                        auto second = std::make_shared<std::shared_ptr<IteratorImpl>>();
+                        const Dataset& tail = inputs[1];
+                        return make_fn_iterator([first, second, tail]() -> std::optional<Element> {
+                          if (!*second) {
+                            if (auto e = first->next()) return e;
+                            *second = input_iter(tail);
+                          }
+                          return (*second)->next();
+                        });
+                      });
+}
+
+Dataset Dataset::enumerate(int64_t start) const {
+  auto spec = element_spec();
+  spec.insert(spec.begin(), TensorSpec(TensorShape{}, DType::int64));
+  return make_dataset(NodeKind::kEnumerate, {*this}, spec,
+                      [start](const std::vector<Dataset>& inputs) {
+                        auto in = input_iter(inputs[0]);
+                        auto i = std::make_shared<int64_t>(start);
+                        return make_fn_iterator([in, i]() -> std::optional<Element> {
+                          auto e = in->next();
+                          if (!e) return std::nullopt;
+                          e->insert(e->begin(), constant((*i)++));
+                          return e;
+                        });
+                      });
+}
+
+}  // namespace strata::data
