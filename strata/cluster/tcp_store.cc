@@ -18,6 +18,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include "strata/base/coding.h"
 #include "strata/base/errors.h"
 
 namespace strata::cluster {
@@ -63,39 +64,22 @@ struct ProtocolError {
 std::string errno_text(int err) { return std::strerror(err); }
 
 void put_u8(std::string& out, uint8_t v) { out.push_back(static_cast<char>(v)); }
-void put_u32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
-void put_u64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>((v >> (8 * i)) & 0xff));
-}
 void put_bytes(std::string& out, const char* data, size_t n) {
-  put_u32(out, static_cast<uint32_t>(n));
+  coding::put_fixed32(out, static_cast<uint32_t>(n));
   out.append(data, n);
 }
 void put_string(std::string& out, const std::string& s) { put_bytes(out, s.data(), s.size()); }
 void put_keys(std::string& out, const std::vector<std::string>& keys) {
-  put_u32(out, static_cast<uint32_t>(keys.size()));
+  coding::put_fixed32(out, static_cast<uint32_t>(keys.size()));
   for (const auto& k : keys) put_string(out, k);
 }
-uint32_t read_u32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= static_cast<uint32_t>(static_cast<uint8_t>(p[i])) << (8 * i);
-  return v;
-}
-
 // Reads the fields of one payload; throws ProtocolError past its end.
 class Reader {
  public:
   explicit Reader(std::string_view data) : data_(data) {}
   uint8_t u8() { return static_cast<uint8_t>(take(1)[0]); }
-  uint32_t u32() { return read_u32(take(4).data()); }
-  uint64_t u64() {
-    auto p = take(8);
-    uint64_t v = 0;
-    for (int i = 0; i < 8; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(p[i])) << (8 * i);
-    return v;
-  }
+  uint32_t u32() { return coding::decode_fixed32(take(4).data()); }
+  uint64_t u64() { return coding::decode_fixed64(take(8).data()); }
   std::string str() { return std::string(take(u32())); }
   std::vector<std::string> keys() {
     const uint32_t n = u32();
@@ -206,7 +190,7 @@ struct ServerState {
   }
 
   void reply(Conn& c, const std::string& payload) {
-    put_u32(c.out, static_cast<uint32_t>(payload.size()));
+    coding::put_fixed32(c.out, static_cast<uint32_t>(payload.size()));
     c.out += payload;
     flush(c);
   }
@@ -294,7 +278,7 @@ struct ServerState {
         try {
           const int64_t value = add_to_counter("TcpStoreServer", key, data[key], delta);
           put_u8(out, kOk);
-          put_u64(out, static_cast<uint64_t>(value));
+          coding::put_fixed64(out, static_cast<uint64_t>(value));
         } catch (const InvalidArgumentError& e) {
           out.clear();
           put_u8(out, kError);
@@ -319,7 +303,7 @@ struct ServerState {
   // Handles the complete frames buffered on `c`, one at a time.
   void process(Conn& c) {
     while (!c.dead && !c.waiting && c.in.size() >= 4) {
-      const uint32_t len = read_u32(c.in.data());
+      const uint32_t len = coding::decode_fixed32(c.in.data());
       if (len > kMaxFrame) {
         c.dead = true;
         return;
@@ -575,7 +559,7 @@ std::string TcpStoreClient::call(const std::string& request, Milliseconds wait_t
   };
 
   std::string frame;
-  internal::put_u32(frame, static_cast<uint32_t>(request.size()));
+  coding::put_fixed32(frame, static_cast<uint32_t>(request.size()));
   frame += request;
   size_t sent = 0;
   while (sent < frame.size()) {
@@ -603,7 +587,7 @@ std::string TcpStoreClient::call(const std::string& request, Milliseconds wait_t
       in.append(buf, static_cast<size_t>(n));
       if (!have_header && in.size() == 4) {
         have_header = true;
-        const uint32_t len = internal::read_u32(in.data());
+        const uint32_t len = coding::decode_fixed32(in.data());
         if (len > internal::kMaxFrame)
           fail(ErrorCode::DATA_LOSS, str_cat("reply frame of ", len, " bytes"));
         want = 4 + len;
@@ -663,7 +647,7 @@ Bytes TcpStoreClient::get(const std::string& key, Milliseconds timeout) {
   std::string req;
   internal::put_u8(req, internal::kGet);
   internal::put_string(req, key);
-  internal::put_u64(req, static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0)));
+  coding::put_fixed64(req, static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0)));
   const std::string what = str_cat("get('", key, "')");
   const std::string who = str_cat("TcpStoreClient(", address_, "): ", what);
   const auto start = Clock::now();
@@ -685,7 +669,7 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys, Milliseconds tim
   std::string req;
   internal::put_u8(req, internal::kWait);
   internal::put_keys(req, keys);
-  internal::put_u64(req, static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0)));
+  coding::put_fixed64(req, static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0)));
   const std::string what = str_cat("wait(", internal::quoted(keys), ")");
   const std::string who = str_cat("TcpStoreClient(", address_, "): ", what);
   const auto start = Clock::now();
@@ -704,7 +688,7 @@ int64_t TcpStoreClient::add(const std::string& key, int64_t delta) {
   std::string req;
   internal::put_u8(req, internal::kAdd);
   internal::put_string(req, key);
-  internal::put_u64(req, static_cast<uint64_t>(delta));
+  coding::put_fixed64(req, static_cast<uint64_t>(delta));
   const std::string what = str_cat("add('", key, "', ", delta, ")");
   const std::string who = str_cat("TcpStoreClient(", address_, "): ", what);
   const std::string reply = call(req, Milliseconds(0), what);

@@ -23,6 +23,7 @@
 #include <optional>
 #include <span>
 
+#include "strata/base/coding.h"
 #include "strata/base/errors.h"
 #include "strata/base/thread_annotations.h"
 #include "strata/collective/internal/buffer_pool.h"
@@ -82,43 +83,46 @@ struct Payload {
   size_t bytes = 0;
 };
 
-void put(char*& p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) *p++ = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint64_t take(const char*& p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(*p++)) << (8 * i);
-  return v;
-}
-
 void encode(const Header& h, char* out) {
   std::memset(out, 0, kHeaderBytes);
   char* p = out;
-  put(p, kHeaderMagic, 4);
-  put(p, static_cast<uint64_t>(h.kind), 1);
-  put(p, h.call, 8);
-  put(p, h.hash, 8);
-  put(p, static_cast<uint64_t>(h.dim0), 8);
-  put(p, h.attached ? 1 : 0, 1);
-  put(p, h.payload_bytes, 8);
+  coding::encode_fixed32(p, kHeaderMagic);
+  p += 4;
+  *p++ = static_cast<char>(h.kind);
+  coding::encode_fixed64(p, h.call);
+  p += 8;
+  coding::encode_fixed64(p, h.hash);
+  p += 8;
+  coding::encode_fixed64(p, static_cast<uint64_t>(h.dim0));
+  p += 8;
+  *p++ = static_cast<char>(h.attached ? 1 : 0);
+  coding::encode_fixed64(p, h.payload_bytes);
+  p += 8;
   const size_t len = std::min(h.description.size(), kHeaderBytes - kHeaderFixed);
-  put(p, len, 2);
+  coding::encode_fixed16(p, static_cast<uint16_t>(len));
+  p += 2;
   // The description is a length-prefixed field, not a C string: no terminator by design.
   std::memcpy(p, h.description.data(), len);  // NOLINT(bugprone-not-null-terminated-result)
 }
 
 Header decode(const char* in, int from_rank) {
   const char* p = in;
-  STRATA_CHECK(DATA_LOSS, take(p, 4) == kHeaderMagic, kWho, ": corrupt call header from rank ",
-               from_rank, " (bad magic)");
+  STRATA_CHECK(DATA_LOSS, coding::decode_fixed32(p) == kHeaderMagic, kWho,
+               ": corrupt call header from rank ", from_rank, " (bad magic)");
+  p += 4;
   Header h;
-  h.kind = static_cast<CollectiveKind>(take(p, 1));
-  h.call = take(p, 8);
-  h.hash = take(p, 8);
-  h.dim0 = static_cast<int64_t>(take(p, 8));
-  h.attached = take(p, 1) != 0;
-  h.payload_bytes = take(p, 8);
-  const size_t len = take(p, 2);
+  h.kind = static_cast<CollectiveKind>(static_cast<uint8_t>(*p++));
+  h.call = coding::decode_fixed64(p);
+  p += 8;
+  h.hash = coding::decode_fixed64(p);
+  p += 8;
+  h.dim0 = static_cast<int64_t>(coding::decode_fixed64(p));
+  p += 8;
+  h.attached = *p++ != 0;
+  h.payload_bytes = coding::decode_fixed64(p);
+  p += 8;
+  const size_t len = coding::decode_fixed16(p);
+  p += 2;
   STRATA_CHECK(DATA_LOSS, len <= kHeaderBytes - kHeaderFixed, kWho,
                ": corrupt call header from rank ", from_rank, " (description length ", len, ")");
   h.description.assign(p, len);
