@@ -10,7 +10,7 @@
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 #include "strata/keras/internal/distributed_file_utils.h"
-#include "strata/keras/internal/file_util.h"
+#include "strata/base/file.h"
 #include "strata/keras/model.h"
 
 namespace strata::keras {
@@ -136,11 +136,11 @@ void write_weights_file(const std::string& path, const WeightsFile& contents) {
   coding::put_fixed32(out, crc32c::mask(crc32c::value(m)));
   out += data;
   coding::put_fixed32(out, crc32c::mask(crc32c::value(data)));
-  internal::write_file_atomically(path, out);
+  strata::write_file_atomically(path, out);
 }
 
 WeightsFile read_weights_file(const std::string& path) {
-  const std::string in = internal::read_file(path);
+  const std::string in = strata::read_file(path);
   const uint64_t size = in.size();
   if (size < kHeaderBytes + kCrcBytes) {
     data_loss(path, size,

@@ -9,7 +9,7 @@
 
 #include "strata/base/crc32c.h"
 #include "strata/base/errors.h"
-#include "strata/keras/internal/file_util.h"
+#include "strata/base/file.h"
 #include "strata/keras/layers/dense.h"
 #include "strata/keras/optimizers/sgd.h"
 #include "strata/keras/sequential.h"
@@ -64,7 +64,7 @@ TEST_F(WeightsIoTest, FileLayoutIsTheDocumentedOne) {
   reset_uids_for_testing();
   auto a = mlp();
   a->save_weights(path("a.weights"));
-  const std::string bytes = internal::read_file(path("a.weights"));
+  const std::string bytes = strata::read_file(path("a.weights"));
   ASSERT_GE(bytes.size(), 36u);
   EXPECT_EQ(bytes.substr(0, 8), std::string("\x89STW\r\n\x1a\n", 8));
   auto u32 = [&](size_t at) {
@@ -90,9 +90,9 @@ TEST_F(WeightsIoTest, FileLayoutIsTheDocumentedOne) {
 TEST_F(WeightsIoTest, TruncatedFileIsDataLossNamingFileAndOffset) {
   auto a = mlp();
   a->save_weights(path("a.weights"));
-  const std::string bytes = internal::read_file(path("a.weights"));
+  const std::string bytes = strata::read_file(path("a.weights"));
   for (size_t keep : {size_t(0), size_t(10), size_t(40), bytes.size() / 2, bytes.size() - 1}) {
-    internal::write_file_atomically(path("t.weights"), bytes.substr(0, keep));
+    strata::write_file_atomically(path("t.weights"), bytes.substr(0, keep));
     try {
       a->load_weights(path("t.weights"));
       ADD_FAILURE() << "no error for " << keep << " bytes";
@@ -106,12 +106,12 @@ TEST_F(WeightsIoTest, TruncatedFileIsDataLossNamingFileAndOffset) {
 TEST_F(WeightsIoTest, FlippedByteAnywhereIsDataLossAndLeavesModelUnchanged) {
   auto a = mlp(), b = mlp();
   a->save_weights(path("a.weights"));
-  const std::string bytes = internal::read_file(path("a.weights"));
+  const std::string bytes = strata::read_file(path("a.weights"));
   const std::vector<Tensor> before = b->get_weights();
   for (size_t at : {size_t(3), size_t(20), size_t(50), bytes.size() - 30, bytes.size() - 2}) {
     std::string bad = bytes;
     bad[at] = char(bad[at] ^ 0x10);
-    internal::write_file_atomically(path("bad.weights"), bad);
+    strata::write_file_atomically(path("bad.weights"), bad);
     EXPECT_THROW(b->load_weights(path("bad.weights")), DataLossError) << "flipped byte " << at;
   }
   expect_equal(b->get_weights(), before);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 #include "strata/base/str_cat.h"
 
 namespace strata::tools {
@@ -544,23 +545,6 @@ std::string load_average() {
   return os.str();
 }
 
-void write_atomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    STRATA_CHECK(PERMISSION_DENIED, f.good(), "bench: cannot write '", path, "'");
-    f << contents;
-    f.flush();
-    STRATA_CHECK(DATA_LOSS, f.good(), "bench: writing '", path, "' failed");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    STRATA_CHECK(PERMISSION_DENIED, false, "bench: cannot write '", path, "'");
-  }
-}
-
 std::string read_whole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   STRATA_CHECK(NOT_FOUND, in.good(), "bench: cannot read '", path, "'");
@@ -852,13 +836,13 @@ int run_bench(const BenchOptions& o) {
       if (!r.error.empty()) e["error"] = r.error;
       j["figures"].push_back(e);
     }
-    write_atomically(o.out, j.dump(2) + "\n");
+    write_file_atomically(o.out, j.dump(2) + "\n");
     out << "wrote " << o.out << "\n";
   }
   if (!o.write_docs.empty()) {
     const std::string body =
         markdown(rows, statuses, scripts, command, when, load_before, load_after);
-    write_atomically(o.write_docs,
+    write_file_atomically(o.write_docs,
                      replace_generated_section(read_whole(o.write_docs), body, o.write_docs));
     out << "rewrote the generated section of " << o.write_docs << "\n";
   }

@@ -16,7 +16,7 @@
 #include "strata/keras/callbacks/learning_rate_scheduler.h"
 #include "strata/keras/callbacks/model_checkpoint.h"
 #include "strata/keras/callbacks/tensorboard.h"
-#include "strata/keras/internal/file_util.h"
+#include "strata/base/file.h"
 #include "strata/keras/layers/dense.h"
 #include "strata/keras/losses.h"
 #include "strata/keras/optimizers/sgd.h"
@@ -148,7 +148,7 @@ TEST_F(CallbacksTest, CSVLoggerWritesSortedColumnsAndAppends) {
               .verbose = 0,
               .callbacks = {override_log("loss", {0.5, 0.25}), override_log("val_loss", {1.5, 0.1}),
                             override_log("acc", {0.75, 1.0}), CSVLogger(csv)}});
-  EXPECT_EQ(internal::read_file(csv),
+  EXPECT_EQ(strata::read_file(csv),
             "epoch,acc,loss,val_loss\r\n0,0.75,0.5,1.5\r\n1,1.0,0.25,0.1\r\n");
   model->fit(x_, y_,
              {.batch_size = 8,
@@ -156,7 +156,7 @@ TEST_F(CallbacksTest, CSVLoggerWritesSortedColumnsAndAppends) {
               .verbose = 0,
               .callbacks = {override_log("loss", {0.125}), override_log("val_loss", {2.0}),
                             override_log("acc", {0.5}), CSVLogger(csv, ";", /*append=*/true)}});
-  EXPECT_EQ(internal::read_file(csv),
+  EXPECT_EQ(strata::read_file(csv),
             "epoch,acc,loss,val_loss\r\n0,0.75,0.5,1.5\r\n1,1.0,0.25,0.1\r\n0;0.5;0.125;2.0\r\n");
 }
 
