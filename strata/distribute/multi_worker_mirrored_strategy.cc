@@ -2,13 +2,13 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "strata/base/errors.h"
+#include "strata/base/logging.h"
 #include "strata/cluster/multi_worker_util.h"
 #include "strata/cluster/tcp_store.h"
 #include "strata/collective/gloo_collectives.h"
@@ -44,12 +44,10 @@ Milliseconds log_interval(Milliseconds startup) {
   return std::clamp(startup / 4, Milliseconds(250), Milliseconds(5000));
 }
 
-// One line on stderr (written at once: workers may be threads of one process).
 void log_waiting(const std::string& me, Milliseconds waited, Milliseconds startup,
                  const std::string& what) {
-  std::cerr << str_cat("INFO: MultiWorkerMirroredStrategy: ", me, " waiting for the rendezvous (",
-                       waited.count(), "ms of ", startup.count(), "ms): ", what, "\n")
-            << std::flush;
+  STRATA_LOG(INFO, "MultiWorkerMirroredStrategy: ", me, " waiting for the rendezvous (",
+             waited.count(), "ms of ", startup.count(), "ms): ", what);
 }
 
 // The start-up phase: connect to the chief's store, retrying (and logging)

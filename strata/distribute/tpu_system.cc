@@ -1,10 +1,10 @@
 #include "strata/distribute/tpu_system.h"
 
-#include <iostream>
 #include <mutex>
 #include <string>
 
 #include "strata/base/errors.h"
+#include "strata/base/logging.h"
 #include "strata/tpu/local_topology.h"
 
 namespace strata {
@@ -43,8 +43,9 @@ namespace tpu::experimental {
 Topology initialize_tpu_system() {
   std::lock_guard<std::mutex> lock(state().mu);
   if (state().topology.has_value()) {
-    std::cerr << "WARNING: TPU system local has already been initialized. Reinitializing the "
-                 "TPU can cause previously created variables on TPU to be lost.\n";
+    STRATA_LOG(WARNING,
+               "TPU system local has already been initialized. Reinitializing the TPU can cause "
+               "previously created variables on TPU to be lost.");
     state().topology.reset();
   }
   try {

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "strata/base/errors.h"
+#include "strata/base/logging.h"
 #include "strata/base/str_cat.h"
 #include "strata/keras/callbacks/monitor.h"
 #include "strata/keras/internal/file_util.h"
@@ -222,8 +223,8 @@ void ModelCheckpointCallback::save(int epoch, const Logs& logs) {
   if (options_.save_best_only) {
     const std::optional<double> current = logs.get(options_.monitor);
     if (!current) {
-      std::cerr << "WARNING: Can save best model only with " << options_.monitor
-                << " available, skipping.\n";
+      STRATA_LOG(WARNING, "Can save best model only with ", options_.monitor,
+                 " available, skipping.");
       return;
     }
     const bool improved = !best_ || (maximize_ ? *current > *best_ : *current < *best_);
