@@ -129,10 +129,10 @@ Header decode(const char* in, int from_rank) {
   return h;
 }
 
-// gloo::rendezvous::Store over a RendezvousStore, with this epoch's key prefix.
+// gloo::rendezvous::Store over a strata::Store, with this epoch's key prefix.
 class StoreAdapter final : public gloo::rendezvous::Store {
  public:
-  StoreAdapter(RendezvousStore& store, std::string prefix, Milliseconds timeout)
+  StoreAdapter(strata::Store& store, std::string prefix, Milliseconds timeout)
       : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
   void set(const std::string& key, const std::vector<char>& data) override {
     store_.set(prefix_ + key, data);
@@ -149,7 +149,7 @@ class StoreAdapter final : public gloo::rendezvous::Store {
   }
 
  private:
-  RendezvousStore& store_;
+  strata::Store& store_;
   const std::string prefix_;
   const Milliseconds timeout_;
 };
@@ -356,7 +356,7 @@ void with_type(DType dtype, Fn&& fn) {
 }  // namespace
 
 struct internal::GlooState {
-  GlooState(int r, int n, std::shared_ptr<RendezvousStore> s, GlooOptions o)
+  GlooState(int r, int n, std::shared_ptr<Store> s, GlooOptions o)
       : rank(r),
         size(n),
         store(std::move(s)),
@@ -365,7 +365,7 @@ struct internal::GlooState {
 
   const int rank;
   const int size;
-  const std::shared_ptr<RendezvousStore> store;
+  const std::shared_ptr<Store> store;
   const GlooOptions options;
   const std::shared_ptr<internal::BufferPool> pool;
   std::shared_ptr<gloo::transport::Device> device;  // outlives the contexts below
@@ -823,13 +823,13 @@ void ignore_sigpipe_once() {
 }
 }  // namespace
 
-GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<RendezvousStore> store,
+GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<Store> store,
                                  GlooOptions options) {
   ignore_sigpipe_once();
   STRATA_CHECK_ARG(size >= 1, kWho, ": expected size >= 1, got ", size);
   STRATA_CHECK_ARG(rank >= 0 && rank < size, kWho, ": expected a rank in [0, ", size, "), got ",
                    rank);
-  STRATA_CHECK_ARG(store != nullptr, kWho, ": expected a RendezvousStore, got nullptr");
+  STRATA_CHECK_ARG(store != nullptr, kWho, ": expected a Store, got nullptr");
   STRATA_CHECK_ARG(options.timeout.count() > 0, kWho, ": expected GlooOptions.timeout > 0, got ",
                    options.timeout.count(), "ms");
   STRATA_CHECK_ARG(options.rank_names.empty() || options.rank_names.size() == size_t(size), kWho,

@@ -32,7 +32,7 @@ struct Cluster {
 
 Cluster make_gloo_cluster(int processes, int local, std::chrono::milliseconds timeout = 20s) {
   Cluster c{processes, local, std::vector<std::shared_ptr<HierarchicalCollectives>>(processes)};
-  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto store = std::make_shared<InMemoryStore>();
   run_ranks_ok(processes, [&](int p) {
     auto cross =
         std::make_shared<GlooCollectives>(p, processes, store, GlooOptions{.timeout = timeout});
