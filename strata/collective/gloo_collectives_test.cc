@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "strata/collective/test_util.h"
+#include "strata/testing/run_ranks.h"
 
 namespace strata::collective {
 namespace {

@@ -8,7 +8,7 @@
 
 #include "strata/collective/gloo_collectives.h"
 #include "strata/collective/local_collectives.h"
-#include "strata/collective/test_util.h"
+#include "strata/testing/run_ranks.h"
 
 namespace strata::collective {
 namespace {

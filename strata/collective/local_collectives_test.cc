@@ -8,7 +8,7 @@
 #include <cmath>
 #include <random>
 
-#include "strata/collective/test_util.h"
+#include "strata/testing/run_ranks.h"
 #include "strata/core/device.h"
 
 namespace strata::collective {

@@ -15,6 +15,7 @@
 #include "strata/keras/sequential.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/random_ops.h"
+#include "strata/testing/files.h"
 
 namespace strata::keras {
 namespace {
@@ -23,16 +24,8 @@ namespace fs = std::filesystem;
 
 class WeightsIoTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("strata_weights_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
+  std::string path(const std::string& name) const { return dir_.file(name); }
+  strata::testing::TempDir dir_{"strata_weights"};
 };
 
 std::shared_ptr<SequentialModel> mlp(int64_t hidden = 3) {
@@ -56,7 +49,7 @@ TEST_F(WeightsIoTest, RoundTripRestoresEveryWeight) {
   expect_equal(b->get_weights(), a->get_weights());
   // No temporary file is left beside the target.
   int files = 0;
-  for (const auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file();
+  for (const auto& e : fs::directory_iterator(dir_.path())) files += e.is_regular_file();
   EXPECT_EQ(files, 1);
 }
 

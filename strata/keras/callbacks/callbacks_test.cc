@@ -24,6 +24,7 @@
 #include "strata/keras/weights_io.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/random_ops.h"
+#include "strata/testing/files.h"
 
 namespace strata::keras::callbacks {
 namespace {
@@ -33,15 +34,9 @@ namespace fs = std::filesystem;
 class CallbacksTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("strata_callbacks_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     x_ = strata::random::uniform({16, 4}, {.minval = -1, .maxval = 1, .seed = 21});
     y_ = strata::random::uniform_int({16}, 0, 3, {.seed = 22});
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::shared_ptr<SequentialModel> make_model(double lr = 0.1, double momentum = 0.0) {
     auto model = Sequential({layers::Dense(3, {.input_shape = {4}})});
@@ -51,9 +46,9 @@ class CallbacksTest : public ::testing::Test {
                     })});
     return model;
   }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return dir_.file(name); }
 
-  fs::path dir_;
+  strata::testing::TempDir dir_{"strata_callbacks"};
   Tensor x_, y_;
 };
 
