@@ -75,17 +75,16 @@ TEST(Coding, VarintDecodingReportsTruncationAtEveryByte) {
   put_varint64(full, std::numeric_limits<uint64_t>::max());
   for (size_t n = 0; n < full.size(); ++n) {
     SCOPED_TRACE(n);
-    EXPECT_EQ(decode_varint64(std::string_view(full).substr(0, n)).status,
-              VarintStatus::truncated);
+    EXPECT_EQ(decode_varint64(std::string_view(full).substr(0, n)).status, VarintStatus::truncated);
   }
   EXPECT_EQ(decode_varint64(full).status, VarintStatus::ok);
 }
 
 TEST(Coding, VarintDecodingRejectsBitsBeyondTheWidth) {
   // 2^64 would need bit 1 of the tenth byte.
-  EXPECT_EQ(decode_varint64(bytes({0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02}))
-                .status,
-            VarintStatus::overflow);
+  EXPECT_EQ(
+      decode_varint64(bytes({0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x02})).status,
+      VarintStatus::overflow);
   // 2^32 would need bit 4 of the fifth byte.
   EXPECT_EQ(decode_varint32(bytes({0x80, 0x80, 0x80, 0x80, 0x10})).status, VarintStatus::overflow);
   // The same bytes are a fine 64-bit varint.

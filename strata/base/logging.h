@@ -4,8 +4,8 @@
 // logging module. What a program prints for its user (Keras's progress bars,
 // `strata` subcommand output) goes to stdout and is not logging.
 //
-//   STRATA_LOG(WARNING, "Early stopping conditioned on metric `", monitor, "` which is not available");
-//   // stderr: W 2026-12-04T03:00:00.123Z early_stopping.cc:42] Early stopping conditioned on ...
+//   STRATA_LOG(WARNING, "metric `", monitor, "` is not available");
+//   // stderr: W 2026-12-04T03:00:00.123Z early_stopping.cc:42] metric `loss` is not available
 //
 // Line format: "<I|W|E> <UTC time, ISO 8601, milliseconds>Z <file basename>:<line>] <message>",
 // one line per call, written with a single write so the lines of concurrent
@@ -53,10 +53,10 @@ int parse_min_log_level(const char* value) noexcept;
 
 // STRATA_LOG(INFO|WARNING|ERROR, parts...): logs str_cat(parts...). The parts
 // are not evaluated when the severity is below the threshold.
-#define STRATA_LOG(severity, ...)                                                     \
-  do {                                                                                \
-    if (::strata::log_enabled(::strata::LogSeverity::severity)) {                     \
+#define STRATA_LOG(severity, ...)                                                        \
+  do {                                                                                   \
+    if (::strata::log_enabled(::strata::LogSeverity::severity)) {                        \
       ::strata::internal::write_log(::strata::LogSeverity::severity, __FILE__, __LINE__, \
-                                    ::strata::str_cat(__VA_ARGS__));                  \
-    }                                                                                 \
+                                    ::strata::str_cat(__VA_ARGS__));                     \
+    }                                                                                    \
   } while (false)

@@ -42,8 +42,8 @@ std::vector<int> pick_free_ports(int n) {
   std::vector<int> ports;
   for (int i = 0; i < n; ++i) {
     UniqueFd s(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
-    STRATA_CHECK(UNAVAILABLE, s.valid(), "pick_free_ports: socket() failed: ",
-                 std::strerror(errno));
+    STRATA_CHECK(UNAVAILABLE, s.valid(),
+                 "pick_free_ports: socket() failed: ", std::strerror(errno));
     sockaddr_in addr{};
     addr.sin_family = AF_INET;
     addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);

@@ -75,7 +75,8 @@ TcpStoreClient::TcpStoreClient(std::string address, TcpStoreClientOptions option
     backoff = std::min(backoff * 2, Milliseconds(500));
   }
   throw UnavailableError(str_cat("TcpStoreClient: could not connect to the store at ", address_,
-                                 " within ", strata::internal::format_duration(options_.connect_timeout),
+                                 " within ",
+                                 strata::internal::format_duration(options_.connect_timeout),
                                  " (last error: ", last_error, ")"));
 }
 
@@ -230,9 +231,10 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys, Milliseconds tim
   if (reply_status(r, who) == internal::kTimeout) {
     const auto missing = parse_reply(who, [&] { return r.keys(); });
     const auto waited = std::chrono::duration_cast<Milliseconds>(Clock::now() - start);
-    throw DeadlineExceededError(str_cat(
-        who, ": keys ", internal::quoted(missing), " still missing after waiting ",
-        strata::internal::format_duration(waited), " (timeout ", strata::internal::format_duration(timeout), ")"));
+    throw DeadlineExceededError(str_cat(who, ": keys ", internal::quoted(missing),
+                                        " still missing after waiting ",
+                                        strata::internal::format_duration(waited), " (timeout ",
+                                        strata::internal::format_duration(timeout), ")"));
   }
 }
 

@@ -157,7 +157,8 @@ struct ServerState {
         const auto delta = static_cast<int64_t>(r.u64());
         r.finish();
         try {
-          const int64_t value = strata::internal::add_to_counter("TcpStoreServer", key, data[key], delta);
+          const int64_t value =
+              strata::internal::add_to_counter("TcpStoreServer", key, data[key], delta);
           put_u8(out, kOk);
           coding::put_fixed64(out, static_cast<uint64_t>(value));
         } catch (const InvalidArgumentError& e) {

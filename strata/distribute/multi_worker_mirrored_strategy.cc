@@ -51,9 +51,8 @@ void log_waiting(const std::string& me, Milliseconds waited, Milliseconds startu
 
 // The start-up phase: connect to the chief's store, retrying (and logging)
 // until the deadline; then UnavailableError naming the chief and its address.
-std::shared_ptr<Store> connect_to_chief(const std::string& address,
-                                                 const std::string& chief, const std::string& me,
-                                                 Milliseconds startup) {
+std::shared_ptr<Store> connect_to_chief(const std::string& address, const std::string& chief,
+                                        const std::string& me, Milliseconds startup) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + startup;
   const Milliseconds interval = log_interval(startup);
@@ -79,9 +78,8 @@ std::shared_ptr<Store> connect_to_chief(const std::string& address,
 
 // Waits until every worker has set `prefix<w>`, logging the missing tasks every
 // few seconds; at the deadline UnavailableError lists them.
-void await_workers(Store& store, const std::string& prefix,
-                   const std::vector<std::string>& names, const std::string& me,
-                   Milliseconds startup) {
+void await_workers(Store& store, const std::string& prefix, const std::vector<std::string>& names,
+                   const std::string& me, Milliseconds startup) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + startup;
   const Milliseconds interval = log_interval(startup);
@@ -214,8 +212,7 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
       failure = e.what();
     }
     const std::string key = str_cat("strata/mwms/rendezvous/", attempt, "/");
-    store_->set(key + std::to_string(worker_index_),
-                to_bytes(failure.empty() ? "ok" : failure));
+    store_->set(key + std::to_string(worker_index_), to_bytes(failure.empty() ? "ok" : failure));
     bool everyone_ok = true;
     for (int w = 0; w < num_workers_; ++w) {
       everyone_ok &= to_string(store_->get(key + std::to_string(w), startup)) == "ok";

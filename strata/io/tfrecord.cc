@@ -35,7 +35,7 @@ std::string tfrecord_frame(std::string_view payload) {
   coding::encode_fixed32(out.data() + 8, crc32c::mask(crc32c::value(out.data(), 8)));
   out.replace(kTFRecordHeaderBytes, payload.size(), payload);
   coding::encode_fixed32(out.data() + kTFRecordHeaderBytes + payload.size(),
-           crc32c::mask(crc32c::value(payload)));
+                         crc32c::mask(crc32c::value(payload)));
   return out;
 }
 

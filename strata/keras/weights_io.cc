@@ -8,9 +8,9 @@
 #include "strata/base/coding.h"
 #include "strata/base/crc32c.h"
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 #include "strata/base/str_cat.h"
 #include "strata/keras/internal/distributed_file_utils.h"
-#include "strata/base/file.h"
 #include "strata/keras/model.h"
 
 namespace strata::keras {
@@ -169,7 +169,8 @@ WeightsFile read_weights_file(const std::string& path) {
                 m_at + m_size + kCrcBytes + d_size + kCrcBytes, " bytes, the file has ", size));
   }
   const std::string_view manifest_bytes = std::string_view(in).substr(m_at, m_size);
-  if (crc32c::unmask(coding::decode_fixed32(in.data() + m_at + m_size)) != crc32c::value(manifest_bytes)) {
+  if (crc32c::unmask(coding::decode_fixed32(in.data() + m_at + m_size)) !=
+      crc32c::value(manifest_bytes)) {
     data_loss(path, m_at + m_size, "manifest checksum mismatch");
   }
   const std::string_view data = std::string_view(in).substr(d_at, d_size);

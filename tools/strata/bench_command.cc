@@ -843,7 +843,7 @@ int run_bench(const BenchOptions& o) {
     const std::string body =
         markdown(rows, statuses, scripts, command, when, load_before, load_after);
     write_file_atomically(o.write_docs,
-                     replace_generated_section(read_whole(o.write_docs), body, o.write_docs));
+                          replace_generated_section(read_whole(o.write_docs), body, o.write_docs));
     out << "rewrote the generated section of " << o.write_docs << "\n";
   }
   return failed ? 1 : 0;

@@ -21,8 +21,7 @@ AddrInfo::~AddrInfo() {
   if (list) ::freeaddrinfo(list);
 }
 
-std::string resolve(const std::string& host, const std::string& port, bool passive,
-                    AddrInfo& out) {
+std::string resolve(const std::string& host, const std::string& port, bool passive, AddrInfo& out) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
@@ -44,8 +43,7 @@ std::pair<UniqueFd, UniqueFd> make_pipe() {
 }
 
 int ms_until(Clock::time_point deadline) {
-  const auto left =
-      std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+  const auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
   return static_cast<int>(std::clamp<int64_t>(left, 0, 1 << 30));
 }
 

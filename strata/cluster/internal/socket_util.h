@@ -28,8 +28,7 @@ struct AddrInfo {
 
 // Resolves host:port for a TCP stream socket (passive: for bind). Returns the
 // getaddrinfo error text, empty on success.
-std::string resolve(const std::string& host, const std::string& port, bool passive,
-                    AddrInfo& out);
+std::string resolve(const std::string& host, const std::string& port, bool passive, AddrInfo& out);
 
 // Disables Nagle's algorithm: the store's requests are small and latency-bound.
 void set_nodelay(int fd);

@@ -11,7 +11,7 @@
 namespace strata::cluster::internal {
 
 inline constexpr uint8_t kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kWait = 5;  // request ops
-inline constexpr uint8_t kOk = 0, kTimeout = 1, kError = 2;                  // reply statuses
+inline constexpr uint8_t kOk = 0, kTimeout = 1, kError = 2;                    // reply statuses
 inline constexpr uint32_t kMaxFrame = 1u << 30;
 inline constexpr size_t kFrameHeaderBytes = 4;
 

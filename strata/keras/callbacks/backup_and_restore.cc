@@ -10,9 +10,9 @@
 #include <utility>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 #include "strata/distribute/strategy.h"
 #include "strata/keras/internal/distributed_file_utils.h"
-#include "strata/base/file.h"
 #include "strata/keras/model.h"
 #include "strata/keras/weights_io.h"
 

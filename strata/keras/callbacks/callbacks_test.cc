@@ -7,6 +7,7 @@
 #include <set>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 #include "strata/io/tfrecord.h"
 #include "strata/keras/callbacks/backup_and_restore.h"
 #include "strata/keras/callbacks/csv_logger.h"
@@ -16,7 +17,6 @@
 #include "strata/keras/callbacks/learning_rate_scheduler.h"
 #include "strata/keras/callbacks/model_checkpoint.h"
 #include "strata/keras/callbacks/tensorboard.h"
-#include "strata/base/file.h"
 #include "strata/keras/layers/dense.h"
 #include "strata/keras/losses.h"
 #include "strata/keras/optimizers/sgd.h"

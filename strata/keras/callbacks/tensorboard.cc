@@ -8,10 +8,10 @@
 #include <filesystem>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 #include "strata/base/str_cat.h"
 #include "strata/io/tfrecord.h"
 #include "strata/keras/callbacks/event.pb.h"
-#include "strata/base/file.h"
 
 namespace strata::keras::callbacks {
 namespace {

@@ -5,9 +5,9 @@
 #include <system_error>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 #include "strata/base/str_cat.h"
 #include "strata/distribute/strategy.h"
-#include "strata/base/file.h"
 
 namespace strata::keras::internal {
 namespace {
