@@ -26,7 +26,8 @@ namespace strata::cluster {
 namespace internal {
 
 // Everything the server thread owns: the listening socket, the connections, the
-// data and the pending GET/WAIT requests. Touched only by that thread.
+// data and the pending GET/WAIT requests. Once the thread runs, only it touches
+// them (the destructor only writes a byte to wake_write).
 struct ServerState {
   struct Conn {
     UniqueFd fd;
