@@ -65,7 +65,7 @@ std::string format_log_line(LogSeverity severity, std::chrono::system_clock::tim
   const std::time_t t = seconds.count();
   std::tm tm{};
   ::gmtime_r(&t, &tm);
-  char stamp[32];
+  char stamp[64];  // room for any int the format could print, as -O3 checks
   std::snprintf(stamp, sizeof stamp, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
                 tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
                 static_cast<int>(millis.count()));

@@ -45,6 +45,7 @@
 #include "strata/base/file.h"
 #include "strata/base/store.h"
 #include "strata/base/thread_annotations.h"
+#include "strata/cluster/socket.h"  // split_host_port: addresses are host:port
 
 namespace strata::cluster {
 

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 
 #include "strata/base/errors.h"
 #include "strata/base/file.h"
