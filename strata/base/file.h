@@ -74,8 +74,10 @@ class AtomicFileWriter {
   // commit() or abandon().
   void append(std::string_view data);
   // fsyncs and closes the temporary file, renames it over the target and fsyncs
-  // the directory. On any failure the temporary file is removed and the error
-  // thrown; the writer is closed either way.
+  // the directory. On a failure before the rename the temporary file is removed
+  // and the target untouched; when only the directory fsync fails, the new file
+  // is in place but its survival of a crash is not assured, and that error is
+  // thrown too. The writer is closed either way.
   void commit();
   // Closes and removes the temporary file; no-op once closed.
   void abandon() noexcept;
@@ -112,8 +114,8 @@ void sync_dir(const std::string& dir);
 
 // A new, empty directory "<system temp dir>/<prefix>_XXXXXX" (mkdtemp), removed
 // with everything in it on destruction (removal errors are ignored: a destructor
-// does not throw). Move-only; a moved-from TempDir removes nothing. Immutable
-// after construction.
+// does not throw). Move-only; a moved-from TempDir removes nothing. One thread
+// at a time.
 class TempDir {
  public:
   // Throws (throw_os_error) when the directory cannot be created.
