@@ -94,6 +94,7 @@ TEST(Logging, LinesFromManyThreadsNeverInterleave) {
   ::testing::internal::CaptureStderr();
   {
     std::vector<std::jthread> threads;
+    threads.reserve(kThreads);
     for (int t = 0; t < kThreads; ++t) {
       threads.emplace_back([&, t] {
         for (int i = 0; i < kLines; ++i) STRATA_LOG(INFO, "t", t, " ", payload, " end");
