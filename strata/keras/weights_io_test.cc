@@ -145,9 +145,9 @@ TEST_F(WeightsIoTest, AManifestThatLiesIsDataLossNamingTheFieldAndLoadsNothing) 
   auto a = mlp(), b = mlp();
   b->compile({.optimizer = optimizers::SGD({.learning_rate = 0.1})});
   a->save_weights(path("a.weights"));
-  const std::string bytes = internal::read_file(path("a.weights"));
+  const std::string bytes = strata::read_file(path("a.weights"));
   // Unchanged but re-framed, the file loads: the helper itself is right.
-  internal::write_file_atomically(path("same.weights"), with_manifest(bytes, [](auto&) {}));
+  strata::write_file_atomically(path("same.weights"), with_manifest(bytes, [](auto&) {}));
   EXPECT_NO_THROW(b->load_weights(path("same.weights")));
   const std::vector<Tensor> before = b->get_weights();
   struct Case {
@@ -179,7 +179,7 @@ TEST_F(WeightsIoTest, AManifestThatLiesIsDataLossNamingTheFieldAndLoadsNothing) 
       {"missing group", [](nlohmann::json& j) { j.erase("optimizer"); }, "malformed manifest"},
   };
   for (const Case& c : cases) {
-    internal::write_file_atomically(path("lie.weights"), with_manifest(bytes, c.edit));
+    strata::write_file_atomically(path("lie.weights"), with_manifest(bytes, c.edit));
     try {
       b->load_weights(path("lie.weights"));
       ADD_FAILURE() << c.what << ": loaded";
