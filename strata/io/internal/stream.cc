@@ -50,8 +50,8 @@ class FileSource final : public Source {
   }
   uint64_t size() const override { return size_; }
   uint64_t tell() const override {
-    const off_t at = ::lseek(fd_, 0, SEEK_CUR);
-    if (at < 0) throw_errno("seek", path_, errno);
+    const off_t at = ::lseek(fd_.get(), 0, SEEK_CUR);
+    if (at < 0) throw_os_error("cannot seek in", path_, errno);
     return static_cast<uint64_t>(at);
   }
 
