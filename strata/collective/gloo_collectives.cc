@@ -33,11 +33,7 @@ namespace strata::collective {
 using internal::CallHeader;
 using internal::CallSignature;
 using internal::CollectiveKind;
-using internal::kDummyBytes;
-using internal::kHeaderBytes;
 using internal::MeshContext;
-using internal::payload_capacity;
-using internal::StoreAdapter;
 using Clock = std::chrono::steady_clock;
 using Milliseconds = std::chrono::milliseconds;
 
