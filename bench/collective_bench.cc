@@ -150,7 +150,7 @@ BENCHMARK(BM_LocalAllReduce)
 // Two GlooCollectives on threads over loopback; the benchmark thread is rank 0.
 void BM_GlooAllReduce(benchmark::State& state) {
   const int64_t bytes = state.range(0) * kMiB;
-  auto store = std::make_shared<sc::InMemoryRendezvousStore>();
+  auto store = std::make_shared<strata::InMemoryStore>();
   std::unique_ptr<sc::GlooCollectives> peer;
   std::jthread connect([&] { peer = std::make_unique<sc::GlooCollectives>(1, 2, store); });
   sc::GlooCollectives group(0, 2, store);
@@ -177,7 +177,7 @@ BENCHMARK(BM_GlooAllReduce)->Arg(1)->Arg(64)->UseRealTime()->MeasureProcessCPUTi
 
 // The fixed cost of a call: all_reduce of one float (header exchange + a tiny ring).
 void BM_GlooAllReduceScalar(benchmark::State& state) {
-  auto store = std::make_shared<sc::InMemoryRendezvousStore>();
+  auto store = std::make_shared<strata::InMemoryStore>();
   std::unique_ptr<sc::GlooCollectives> peer;
   std::jthread connect([&] { peer = std::make_unique<sc::GlooCollectives>(1, 2, store); });
   sc::GlooCollectives group(0, 2, store);

@@ -23,7 +23,6 @@
 #include "strata/cluster/tcp_store.h"
 #include "strata/collective/gloo_collectives.h"
 #include "strata/core/tensor.h"
-#include "strata/distribute/cluster_store_rendezvous.h"
 
 namespace {
 
@@ -55,8 +54,7 @@ int main(int argc, char** argv) {
     if (rank == 0) server = std::make_unique<cl::TcpStoreServer>(address);
     auto client = std::make_shared<cl::TcpStoreClient>(
         address, cl::TcpStoreClientOptions{.connect_timeout = std::chrono::seconds(60)});
-    sc::GlooCollectives group(rank, size,
-                              std::make_shared<strata::distribute::ClusterStoreRendezvous>(client),
+    sc::GlooCollectives group(rank, size, client,
                               sc::GlooOptions{.timeout = std::chrono::seconds(120)});
     const auto count = static_cast<int64_t>(mib * 1024 * 1024 / 4);
     const strata::Tensor x = strata::constant(std::vector<float>(count, 1.f + rank));

@@ -24,12 +24,9 @@
 // with the cross-worker all-reduce).
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-
-#include <netinet/in.h>
 
 #include <algorithm>
 #include <chrono>
@@ -103,30 +100,8 @@ double median(std::vector<double> v) {
 
 // --- launcher ----------------------------------------------------------------
 
-// `n` distinct free TCP ports on 127.0.0.1 (held open until all are picked).
-std::vector<int> free_ports(int n) {
-  std::vector<int> fds, ports;
-  for (int i = 0; i < n; ++i) {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    STRATA_CHECK(UNAVAILABLE, fd >= 0, "socket: ", std::strerror(errno));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof(addr);
-    STRATA_CHECK(UNAVAILABLE,
-                 ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-                     ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0,
-                 "bind 127.0.0.1:0: ", std::strerror(errno));
-    fds.push_back(fd);
-    ports.push_back(ntohs(addr.sin_port));
-  }
-  for (int fd : fds) ::close(fd);
-  return ports;
-}
-
 int launch(const Args& args, char** argv) {
-  const std::vector<int> ports = free_ports(args.workers);
+  const std::vector<int> ports = cluster::pick_free_ports(args.workers);
   std::string cluster;
   for (int p : ports) cluster += str_cat(cluster.empty() ? "" : ", ", "\"127.0.0.1:", p, "\"");
   std::vector<pid_t> pids;

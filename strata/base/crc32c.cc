@@ -3,6 +3,8 @@
 #include <array>
 #include <cstring>
 
+#include "strata/base/coding.h"
+
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define STRATA_CRC32C_X86 1
 #include <nmmintrin.h>
@@ -31,12 +33,6 @@ constexpr Tables make_tables() {
 
 constexpr Tables kTables = make_tables();
 
-// Little-endian loads assembled byte by byte: correct on any host, and compilers
-// turn them into a single load on little-endian machines.
-inline uint32_t load_le32(const uint8_t* p) {
-  return uint32_t{p[0]} | (uint32_t{p[1]} << 8) | (uint32_t{p[2]} << 16) | (uint32_t{p[3]} << 24);
-}
-
 using ExtendFn = uint32_t (*)(uint32_t, const void*, size_t) noexcept;
 
 ExtendFn choose() noexcept {
@@ -55,8 +51,8 @@ uint32_t extend_portable(uint32_t crc, const void* data, size_t n) noexcept {
     --n;
   }
   while (n >= 8) {
-    const uint32_t lo = load_le32(p) ^ c;
-    const uint32_t hi = load_le32(p + 4);
+    const uint32_t lo = coding::decode_fixed32(reinterpret_cast<const char*>(p)) ^ c;
+    const uint32_t hi = coding::decode_fixed32(reinterpret_cast<const char*>(p + 4));
     c = kTables[7][lo & 0xffu] ^ kTables[6][(lo >> 8) & 0xffu] ^ kTables[5][(lo >> 16) & 0xffu] ^
         kTables[4][lo >> 24] ^ kTables[3][hi & 0xffu] ^ kTables[2][(hi >> 8) & 0xffu] ^
         kTables[1][(hi >> 16) & 0xffu] ^ kTables[0][hi >> 24];

@@ -24,6 +24,6 @@
 #include "strata/cluster/cluster_spec.h"
 #include "strata/cluster/multi_worker_util.h"
 #include "strata/cluster/slurm_cluster_resolver.h"
-#include "strata/cluster/store.h"
+#include "strata/cluster/socket.h"
 #include "strata/cluster/tcp_store.h"
 #include "strata/cluster/tpu_cluster_resolver.h"

@@ -5,7 +5,7 @@
 //   strata::cluster::TcpStoreServer server("127.0.0.1:0");          // 0 = pick a free port
 //   strata::cluster::TcpStoreClient client(server.address(),
 //       {.connect_timeout = std::chrono::seconds(30), .timeout = std::chrono::seconds(60)});
-//   client.set("rank/0", strata::cluster::to_bytes("10.0.0.1:4000"));
+//   client.set("rank/0", strata::to_bytes("10.0.0.1:4000"));
 //   auto peer = client.get("rank/1", std::chrono::seconds(30));      // blocks until set
 //
 // Wire protocol (all integers little-endian, encoded byte by byte):
@@ -40,16 +40,16 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <utility>
 #include <vector>
 
+#include "strata/base/file.h"
+#include "strata/base/store.h"
 #include "strata/base/thread_annotations.h"
-#include "strata/cluster/store.h"
+#include "strata/cluster/socket.h"  // split_host_port: addresses are host:port
 
 namespace strata::cluster {
 
 namespace internal {
-class UniqueFd;
 struct ServerState;
 }  // namespace internal
 
@@ -117,16 +117,11 @@ class TcpStoreClient : public Store {
 
   const std::string address_;
   const TcpStoreClientOptions options_;
-  std::unique_ptr<internal::UniqueFd> abort_read_, abort_write_;
+  UniqueFd abort_read_, abort_write_;
   std::atomic<bool> aborted_{false};
   std::mutex mu_;
-  std::unique_ptr<internal::UniqueFd> socket_ STRATA_GUARDED_BY(mu_);
+  UniqueFd socket_ STRATA_GUARDED_BY(mu_);
   bool broken_ STRATA_GUARDED_BY(mu_) = false;
 };
-
-// Splits "host:port" or "[v6 address]:port" into host and port (brackets
-// dropped). InvalidArgumentError naming the address when it has no host, no
-// port or a port outside 0-65535.
-std::pair<std::string, std::string> split_host_port(const std::string& address);
 
 }  // namespace strata::cluster

@@ -1,5 +1,5 @@
-// The only file of Strata that includes Gloo (ARCHITECTURE.md: Gloo is private
-// to one file).
+// Gloo stays private to the collective layer: this file and the shims of
+// internal/gloo_transport.h are the only sources that include it.
 #include "strata/collective/gloo_collectives.h"
 
 #include <gloo/allgatherv.h>
@@ -7,12 +7,7 @@
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
-#include <gloo/rendezvous/context.h>
-#include <gloo/rendezvous/store.h>
-#include <gloo/transport/context.h>
-#include <gloo/transport/pair.h>
 #include <gloo/transport/tcp/device.h>
-#include <gloo/transport/unbound_buffer.h>
 #include <gloo/types.h>
 
 #include <algorithm>
@@ -26,14 +21,19 @@
 #include "strata/base/errors.h"
 #include "strata/base/thread_annotations.h"
 #include "strata/collective/internal/buffer_pool.h"
+#include "strata/collective/internal/gloo_call_header.h"
+#include "strata/collective/internal/gloo_failure_reports.h"
+#include "strata/collective/internal/gloo_transport.h"
 #include "strata/collective/internal/reduce.h"
 #include "strata/collective/internal/signature.h"
 #include "strata/core/device.h"
 
 namespace strata::collective {
 
+using internal::CallHeader;
 using internal::CallSignature;
 using internal::CollectiveKind;
+using internal::MeshContext;
 using Clock = std::chrono::steady_clock;
 using Milliseconds = std::chrono::milliseconds;
 
@@ -41,301 +41,13 @@ namespace {
 
 constexpr const char* kWho = "GlooCollectives";
 
-// The per-call header every rank sends every peer. Fixed size, encoded field
-// by field in little-endian order (STYLE §11):
-//   u32 magic | u8 kind | u64 call | u64 fingerprint hash | i64 dim0 |
-//   u8 payload attached | u64 payload bytes |
-//   u16 description length | description bytes (truncated) | zero padding
-constexpr size_t kHeaderBytes = 512;
-constexpr uint32_t kHeaderMagic = 0x47435453;  // "STCG"
-constexpr size_t kHeaderFixed = 4 + 1 + 8 + 8 + 8 + 1 + 8 + 2;
 // A slot prefix distinct from those of Gloo's algorithms (0x01..0x08).
 constexpr uint8_t kHeaderSlotPrefix = 0x53;
-
-// Every call sends each peer two messages on the header slot: the header, then
-// either this rank's data for the call ("the payload", when it fits in the
-// peer's receive area) or a few dummy bytes. Each rank posts both receives
-// before it sends, so the payload travels in the same round trip as the
-// header instead of a second one after the headers agree. The receive area is
-// the same size on every rank (it depends only on the group size), so no
-// message can exceed what its receiver posted, whatever the peers' calls are.
-constexpr size_t kPayloadAreaBytes = size_t{4} << 20;  // across all peers
-constexpr size_t kDummyBytes = 8;
-size_t payload_capacity(int size) {
-  const size_t per_peer = kPayloadAreaBytes / static_cast<size_t>(std::max(1, size - 1));
-  return std::max<size_t>(size_t{256} << 10, per_peer / 64 * 64);
-}
-
-struct Header {
-  CollectiveKind kind = CollectiveKind::barrier;
-  uint64_t call = 0;
-  uint64_t hash = 0;
-  int64_t dim0 = 0;
-  bool attached = false;       // the second message carries the payload
-  uint64_t payload_bytes = 0;  // its length when attached
-  std::string description;
-};
 
 // What a call sends along with its header (nothing when data == nullptr).
 struct Payload {
   const void* data = nullptr;
   size_t bytes = 0;
-};
-
-void put(char*& p, uint64_t v, int bytes) {
-  for (int i = 0; i < bytes; ++i) *p++ = static_cast<char>((v >> (8 * i)) & 0xff);
-}
-uint64_t take(const char*& p, int bytes) {
-  uint64_t v = 0;
-  for (int i = 0; i < bytes; ++i) v |= static_cast<uint64_t>(static_cast<uint8_t>(*p++)) << (8 * i);
-  return v;
-}
-
-void encode(const Header& h, char* out) {
-  std::memset(out, 0, kHeaderBytes);
-  char* p = out;
-  put(p, kHeaderMagic, 4);
-  put(p, static_cast<uint64_t>(h.kind), 1);
-  put(p, h.call, 8);
-  put(p, h.hash, 8);
-  put(p, static_cast<uint64_t>(h.dim0), 8);
-  put(p, h.attached ? 1 : 0, 1);
-  put(p, h.payload_bytes, 8);
-  const size_t len = std::min(h.description.size(), kHeaderBytes - kHeaderFixed);
-  put(p, len, 2);
-  // The description is a length-prefixed field, not a C string: no terminator by design.
-  std::memcpy(p, h.description.data(), len);  // NOLINT(bugprone-not-null-terminated-result)
-}
-
-Header decode(const char* in, int from_rank) {
-  const char* p = in;
-  STRATA_CHECK(DATA_LOSS, take(p, 4) == kHeaderMagic, kWho, ": corrupt call header from rank ",
-               from_rank, " (bad magic)");
-  Header h;
-  h.kind = static_cast<CollectiveKind>(take(p, 1));
-  h.call = take(p, 8);
-  h.hash = take(p, 8);
-  h.dim0 = static_cast<int64_t>(take(p, 8));
-  h.attached = take(p, 1) != 0;
-  h.payload_bytes = take(p, 8);
-  const size_t len = take(p, 2);
-  STRATA_CHECK(DATA_LOSS, len <= kHeaderBytes - kHeaderFixed, kWho,
-               ": corrupt call header from rank ", from_rank, " (description length ", len, ")");
-  h.description.assign(p, len);
-  return h;
-}
-
-// gloo::rendezvous::Store over a RendezvousStore, with this epoch's key prefix.
-class StoreAdapter final : public gloo::rendezvous::Store {
- public:
-  StoreAdapter(RendezvousStore& store, std::string prefix, Milliseconds timeout)
-      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
-  void set(const std::string& key, const std::vector<char>& data) override {
-    store_.set(prefix_ + key, data);
-  }
-  std::vector<char> get(const std::string& key) override {
-    return store_.get(prefix_ + key, timeout_);
-  }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-  void wait(const std::vector<std::string>& keys, const Milliseconds& timeout) override {
-    std::vector<std::string> prefixed;
-    prefixed.reserve(keys.size());
-    for (const auto& k : keys) prefixed.push_back(prefix_ + k);
-    store_.wait(prefixed, timeout);
-  }
-
- private:
-  RendezvousStore& store_;
-  const std::string prefix_;
-  const Milliseconds timeout_;
-};
-
-// --- abort support -------------------------------------------------------------
-// Gloo's public API cannot interrupt an operation in flight from another
-// thread. Its transport can: an unbound buffer's wait returns false after
-// abortWaitRecv()/abortWaitSend(). Every buffer Gloo's algorithms (and the
-// header exchange) create goes through the context's transport context, so the
-// connected context's transport context is wrapped: the wrapper hands out
-// buffers that register themselves, and abort() aborts the waits of every live
-// buffer (the waiter then throws) and closes every connection (so the peers'
-// reads fail instead of waiting out their timeouts).
-
-class AbortRegistry;
-
-class AbortableBuffer final : public gloo::transport::UnboundBuffer {
- public:
-  AbortableBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> inner,
-                  std::shared_ptr<AbortRegistry> registry);
-  ~AbortableBuffer() override;
-
-  bool waitRecv(int* rank, Milliseconds timeout) override;
-  bool waitSend(int* rank, Milliseconds timeout) override;
-  void abortWaitRecv() override { inner_->abortWaitRecv(); }
-  void abortWaitSend() override { inner_->abortWaitSend(); }
-  void send(int dst, uint64_t slot, size_t offset, size_t nbytes) override {
-    inner_->send(dst, slot, offset, nbytes);
-  }
-  void recv(int src, uint64_t slot, size_t offset, size_t nbytes) override {
-    inner_->recv(src, slot, offset, nbytes);
-  }
-  void recv(std::vector<int> srcs, uint64_t slot, size_t offset, size_t nbytes) override {
-    inner_->recv(std::move(srcs), slot, offset, nbytes);
-  }
-
- private:
-  const std::unique_ptr<gloo::transport::UnboundBuffer> inner_;
-  const std::shared_ptr<AbortRegistry> registry_;
-};
-
-// The live buffers of one context and whether it was aborted. Thread-safe.
-class AbortRegistry {
- public:
-  // False (and the abort message) when already aborted.
-  bool add(AbortableBuffer* b) {
-    std::lock_guard<std::mutex> lock(mu_);
-    live_.push_back(b);
-    return !aborted_;
-  }
-  void remove(AbortableBuffer* b) {
-    std::lock_guard<std::mutex> lock(mu_);
-    live_.erase(std::find(live_.begin(), live_.end(), b));
-  }
-  void abort(const std::string& message) {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (!aborted_) {
-      aborted_ = true;
-      message_ = message;
-    }
-    for (AbortableBuffer* b : live_) {
-      b->abortWaitRecv();
-      b->abortWaitSend();
-    }
-  }
-  [[noreturn]] void throw_aborted() {
-    std::lock_guard<std::mutex> lock(mu_);
-    throw gloo::IoException(message_.empty() ? std::string("aborted") : message_);
-  }
-  bool aborted() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return aborted_;
-  }
-
- private:
-  std::mutex mu_;
-  std::vector<AbortableBuffer*> live_;
-  bool aborted_ = false;
-  std::string message_;
-};
-
-AbortableBuffer::AbortableBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> inner,
-                                 std::shared_ptr<AbortRegistry> registry)
-    : gloo::transport::UnboundBuffer(inner->ptr, inner->size),
-      inner_(std::move(inner)),
-      registry_(std::move(registry)) {
-  registry_->add(this);
-}
-
-AbortableBuffer::~AbortableBuffer() { registry_->remove(this); }
-
-namespace {
-// Runs Gloo's wait(timeout). A connection error signalled to the buffer (a
-// peer that closed after its last message, with a receive still pending on
-// the buffer, such as the sentinel receives) can land after an operation
-// completed but before the wait saw it, and Gloo's wait checks the error
-// first. The completion is counted before the connection's later error and a
-// wait that finds one returns it without looking at errors, so one more short
-// wait tells the two apart: it returns the completion, or the original error
-// stands.
-template <typename Wait>
-bool wait_through_late_errors(Wait&& wait, Milliseconds timeout) {
-  try {
-    return wait(timeout);
-  } catch (const gloo::Exception&) {
-    const std::exception_ptr original = std::current_exception();
-    bool completed = false;
-    try {
-      completed = wait(Milliseconds(1));
-    } catch (const gloo::Exception&) {
-    }
-    if (!completed) std::rethrow_exception(original);
-    return true;
-  }
-}
-}  // namespace
-
-bool AbortableBuffer::waitRecv(int* rank, Milliseconds timeout) {
-  // Gloo's algorithms ignore the return value, so an aborted wait throws.
-  if (registry_->aborted() ||
-      !wait_through_late_errors([&](Milliseconds t) { return inner_->waitRecv(rank, t); },
-                                timeout)) {
-    registry_->throw_aborted();
-  }
-  return true;
-}
-
-bool AbortableBuffer::waitSend(int* rank, Milliseconds timeout) {
-  if (registry_->aborted() ||
-      !wait_through_late_errors([&](Milliseconds t) { return inner_->waitSend(rank, t); },
-                                timeout)) {
-    registry_->throw_aborted();
-  }
-  return true;
-}
-
-class AbortableTransport final : public gloo::transport::Context {
- public:
-  AbortableTransport(std::shared_ptr<gloo::transport::Context> inner,
-                     std::shared_ptr<AbortRegistry> registry)
-      : gloo::transport::Context(inner->rank, inner->size),
-        inner_(std::move(inner)),
-        registry_(std::move(registry)) {
-    setTimeout(inner_->getTimeout());
-  }
-  std::unique_ptr<gloo::transport::Pair>& getPair(int peer) override {
-    return inner_->getPair(peer);
-  }
-  std::unique_ptr<gloo::transport::Pair>& createPair(int peer) override {
-    return inner_->createPair(peer);
-  }
-  std::unique_ptr<gloo::transport::UnboundBuffer> createUnboundBuffer(void* ptr,
-                                                                      size_t bytes) override {
-    return std::make_unique<AbortableBuffer>(inner_->createUnboundBuffer(ptr, bytes), registry_);
-  }
-
- private:
-  const std::shared_ptr<gloo::transport::Context> inner_;
-  const std::shared_ptr<AbortRegistry> registry_;
-};
-
-// A full-mesh context whose operations abort() can interrupt.
-class MeshContext final : public gloo::rendezvous::Context {
- public:
-  MeshContext(int my_rank, int group_size) : gloo::rendezvous::Context(my_rank, group_size) {}
-
-  void connect(gloo::rendezvous::Store& store, std::shared_ptr<gloo::transport::Device>& device) {
-    connectFullMesh(store, device);
-    transportContext_ = std::make_shared<AbortableTransport>(transportContext_, registry_);
-  }
-
-  void abort(const std::string& message) {
-    registry_->abort(message);
-    close_pairs();
-  }
-
-  // Resets every connection (Gloo's hard close: SO_LINGER 0), so peers fail at
-  // once. Only for abort(): a reset discards what this rank wrote but the
-  // kernel has not sent yet (a small write can sit corked behind the previous
-  // one), so a peer still reading this rank's last message would lose it.
-  void close_pairs() {
-    for (int r = 0; r < size; ++r) {
-      if (r == rank) continue;
-      auto& pair = getPair(r);
-      if (pair) pair->close();
-    }
-  }
-
- private:
-  const std::shared_ptr<AbortRegistry> registry_ = std::make_shared<AbortRegistry>();
 };
 
 Milliseconds remaining(Clock::time_point deadline) {
@@ -352,18 +64,23 @@ void with_type(DType dtype, Fn&& fn) {
 }  // namespace
 
 struct internal::GlooState {
-  GlooState(int r, int n, std::shared_ptr<RendezvousStore> s, GlooOptions o)
+  GlooState(int r, int n, std::shared_ptr<Store> s, GlooOptions o)
       : rank(r),
         size(n),
         store(std::move(s)),
         options(std::move(o)),
-        pool(std::make_shared<internal::BufferPool>()) {}
+        pool(std::make_shared<internal::BufferPool>()),
+        reports(r, n, store,
+                {.prefix = options.prefix,
+                 .timeout = options.timeout,
+                 .rank_names = options.rank_names}) {}
 
   const int rank;
   const int size;
-  const std::shared_ptr<RendezvousStore> store;
+  const std::shared_ptr<Store> store;
   const GlooOptions options;
   const std::shared_ptr<internal::BufferPool> pool;
+  const internal::GlooFailureReports reports;
   std::shared_ptr<gloo::transport::Device> device;  // outlives the contexts below
 
   std::mutex call_mu;  // serialises calls and reset()
@@ -385,7 +102,7 @@ struct internal::GlooState {
   // The headers of one call, in rank order, and where each rank's payload is
   // (null where a rank attached none; this rank's own is the caller's data).
   struct Exchange {
-    std::vector<Header> headers;
+    std::vector<CallHeader> headers;
     std::vector<const std::byte*> payloads;
     bool all_attached() const {
       return std::all_of(payloads.begin(), payloads.end(), [](auto* p) { return p != nullptr; });
@@ -399,27 +116,10 @@ struct internal::GlooState {
   ErrorCode failure_code STRATA_GUARDED_BY(mu) = ErrorCode::OK;
   std::string failure STRATA_GUARDED_BY(mu);
 
-  std::string me() const { return str_cat("rank ", rank, " of ", size); }
-
-  // "rank 2" or, with GlooOptions.rank_names, "rank 2 (/job:worker/task:2)".
-  std::string name(int r) const {
-    return options.rank_names.empty() ? str_cat("rank ", r)
-                                      : str_cat("rank ", r, " (", options.rank_names[r], ")");
-  }
-  std::string names(const std::vector<int>& ranks) const {
-    std::string out;
-    for (size_t i = 0; i < ranks.size(); ++i) {
-      out += i == 0 ? "" : (i + 1 == ranks.size() ? " and " : ", ");
-      out += name(ranks[i]);
-    }
-    return out;
-  }
-
   // The group part of every call's fingerprint: the key prefix and the size.
-  std::string group() const { return str_cat("group ", options.prefix, " of ", size, " ranks"); }
   uint64_t fingerprint(const CallSignature& sig) const {
     uint64_t h = sig.hash();
-    for (const char c : group()) {
+    for (const char c : reports.group()) {
       h ^= static_cast<uint8_t>(c);
       h *= 1099511628211ull;  // FNV-1a, continuing the signature's hash
     }
@@ -446,20 +146,17 @@ struct internal::GlooState {
       std::lock_guard<std::mutex> lock(mu);
       if (failed) throw_error(failure_code, failure);
     }
-    const std::string peer = size == 2 ? str_cat(" (peer ", name(1 - rank), ")") : std::string();
     const bool timed_out = gloo_message.find("imeout") != std::string::npos ||
                            gloo_message.find("imed out") != std::string::npos;
     // A connection closed by a peer whose data phase timed out (see
-    // peer_record) makes this rank one of those that waited.
-    if (timed_out || peer_record({call_key("timed_out", call)})) {
-      const std::string verdict = unfinished_verdict(what, call);
+    // GlooFailureReports) makes this rank one of those that waited.
+    const std::string timed_out_key = call_key("timed_out", call);
+    if (timed_out || reports.peer_record({timed_out_key})) {
+      const std::string verdict = reports.unfinished_verdict(what, call, timed_out_key);
       if (!verdict.empty()) fail(ErrorCode::DEADLINE_EXCEEDED, verdict);
     }
     fail(timed_out ? ErrorCode::DEADLINE_EXCEEDED : ErrorCode::UNAVAILABLE,
-         str_cat(kWho, ": collective #", call, " ", what, ": ", me(), ": ",
-                 timed_out ? "timed out after " : "transport failure",
-                 timed_out ? str_cat(options.timeout.count(), "ms") : std::string(), peer, ": ",
-                 gloo_message));
+         reports.gloo_failure(what, call, timed_out, gloo_message));
   }
 
   // The store key under which the ranks of this epoch record `what`
@@ -472,52 +169,6 @@ struct internal::GlooState {
   std::string call_key(const char* what, uint64_t call) {
     return str_cat(epoch_key(what), call, "/");
   }
-  // Leaves this rank's record under `key`; a store that is gone loses it (the
-  // peers then keep their own messages).
-  void leave_record(const std::string& key, const std::string& value) {
-    try {
-      store->set(key + std::to_string(rank), std::vector<char>(value.begin(), value.end()));
-    } catch (const Error&) {
-    }
-  }
-  Milliseconds grace() const {
-    return std::clamp(options.timeout / 10, Milliseconds(100), Milliseconds(2000));
-  }
-
-  // Gloo's TCP transport closes every connection of a rank whose wait times out
-  // (its UnboundBuffer signals the timeout to all of the context's pairs), so a
-  // peer still waiting in the same call sees "connection closed" just before its
-  // own deadline, or at once when it entered later. Such a peer looks for the
-  // record a timed-out (or mismatched) rank leaves and then reports the same
-  // verdict; without one the connection loss is real (a peer died).
-  struct PeerRecord {
-    size_t key = 0;  // index into the keys looked for
-    int rank = -1;   // the peer that left it
-    std::string value;
-  };
-  // The first record another rank left under one of `keys` (each rank appends
-  // its number), waiting up to grace() for one to appear; nullopt without one.
-  std::optional<PeerRecord> peer_record(const std::vector<std::string>& keys) {
-    const Clock::time_point until = Clock::now() + grace();
-    try {
-      do {
-        for (size_t k = 0; k < keys.size(); ++k) {
-          for (int r = 0; r < size; ++r) {
-            if (r == rank) continue;
-            try {
-              const std::vector<char> v = store->get(keys[k] + std::to_string(r), Milliseconds(1));
-              return PeerRecord{.key = k, .rank = r, .value = std::string(v.begin(), v.end())};
-            } catch (const DeadlineExceededError&) {
-            }
-          }
-        }
-      } while (Clock::now() < until);
-    } catch (const Error&) {
-      // The store is gone too (its host died): the local message stands.
-    }
-    return std::nullopt;
-  }
-
   // A rank that finds the schedules differ leaves its own header (call number
   // and description) in the store before it fails: the failure resets its
   // connections, which can drop its header before a peer read it, and that
@@ -528,55 +179,21 @@ struct internal::GlooState {
                                           uint64_t their_call,
                                           const std::string& their_description) {
     throw FailedPreconditionError(
-        str_cat(kWho, ": collective schedules differ across workers: this worker, ", name(rank),
-                ", issued collective #", call, " ", description, " but ", name(p),
-                " issued collective #", their_call, " ", their_description));
+        reports.schedules_differ(call, description, p, their_call, their_description));
   }
   // Throws the difference when some rank's header differs from `mine`.
-  void check_schedules(const Header& mine, const std::vector<Header>& headers) {
+  void check_schedules(const CallHeader& mine, const std::vector<CallHeader>& headers) {
     for (int p = 0; p < size; ++p) {
-      const Header& h = headers[p];
+      const CallHeader& h = headers[p];
       if (h.call == mine.call && h.hash == mine.hash) continue;
-      leave_record(mismatch_key(), str_cat(mine.call, " ", mine.description));
+      reports.leave_record(mismatch_key(), str_cat(mine.call, " ", mine.description));
       fail_schedules_differ(mine.call, mine.description, p, h.call, h.description);
     }
   }
 
   // The header-phase verdict: `missing` never entered collective #call.
   [[noreturn]] void fail_not_entered(const std::string& collective, const std::string& missing) {
-    fail(ErrorCode::DEADLINE_EXCEEDED,
-         str_cat(collective, ": ", missing, " never entered it within ", options.timeout.count(),
-                 "ms (reported by ", name(rank), ")"));
-  }
-
-  // After a data-phase timeout of `call`: records it in the store, waits
-  // briefly for the other ranks that timed out, and names those that did not
-  // (they never finished the call). "" when the store cannot tell.
-  std::string unfinished_verdict(const std::string& what, uint64_t call) {
-    const std::string key = call_key("timed_out", call);
-    std::vector<int> waited, missing;
-    try {
-      store->set(key + std::to_string(rank), {'1'});
-      const Clock::time_point until = Clock::now() + grace();
-      for (int r = 0; r < size; ++r) {
-        try {
-          store->wait({key + std::to_string(r)}, remaining(until));
-          waited.push_back(r);
-        } catch (const DeadlineExceededError&) {
-          missing.push_back(r);
-        }
-      }
-    } catch (const Error&) {
-      return "";  // the store is gone too (its host died): the local message stands
-    }
-    if (missing.empty()) {
-      return str_cat(kWho, ": collective #", call, " ", what, ": every rank (", names(waited),
-                     ") timed out after ", options.timeout.count(),
-                     "ms in the data phase (reported by ", name(rank), ")");
-    }
-    return str_cat(kWho, ": collective #", call, " ", what, ": ", names(missing),
-                   " never finished it within ", options.timeout.count(), "ms (", names(waited),
-                   " timed out waiting; reported by ", name(rank), ")");
+    fail(ErrorCode::DEADLINE_EXCEEDED, reports.not_entered(collective, missing));
   }
 
   // Rendezvous under the current epoch (call_mu held, no context installed).
@@ -592,16 +209,18 @@ struct internal::GlooState {
     try {
       ctx->connect(adapter, device);
     } catch (const Error& err) {
-      throw_error(err.code(), str_cat(kWho, " ", me(), ": rendezvous failed: ", err.what()));
+      throw_error(err.code(),
+                  str_cat(kWho, " ", reports.me(), ": rendezvous failed: ", err.what()));
     } catch (const gloo::EnforceNotMet& err) {
-      throw UnavailableError(str_cat(kWho, " ", me(), ": rendezvous failed: ", err.what()));
+      throw UnavailableError(str_cat(kWho, " ", reports.me(), ": rendezvous failed: ", err.what()));
     } catch (const gloo::Exception& err) {
       const std::string m = err.what();
       if (m.find("imeout") != std::string::npos) {
-        throw DeadlineExceededError(str_cat(kWho, " ", me(), ": rendezvous timed out after ",
+        throw DeadlineExceededError(str_cat(kWho, " ", reports.me(),
+                                            ": rendezvous timed out after ",
                                             options.timeout.count(), "ms: ", m));
       }
-      throw UnavailableError(str_cat(kWho, " ", me(), ": rendezvous failed: ", m));
+      throw UnavailableError(str_cat(kWho, " ", reports.me(), ": rendezvous failed: ", m));
     }
     std::lock_guard<std::mutex> lock(mu);
     context = std::move(ctx);
@@ -640,7 +259,7 @@ struct internal::GlooState {
 
   // Sends this rank's header (and payload, when attached) to every peer and
   // receives theirs. Names the ranks that never arrived when the deadline passes.
-  Exchange exchange(const std::shared_ptr<gloo::Context>& ctx, const Header& mine,
+  Exchange exchange(const std::shared_ptr<gloo::Context>& ctx, const CallHeader& mine,
                     const Payload& payload, Clock::time_point deadline) {
     Exchange ex;
     ex.payloads.assign(size, nullptr);
@@ -650,7 +269,7 @@ struct internal::GlooState {
       return ex;
     }
     CallBuffers& b = call_buffers(ctx);
-    encode(mine, b.header_out.data());
+    internal::encode_call_header(mine, b.header_out.data());
     std::unique_ptr<gloo::transport::UnboundBuffer> send_payload;
     if (mine.attached) {
       send_payload = ctx->createUnboundBuffer(const_cast<void*>(payload.data), payload.bytes);
@@ -691,27 +310,27 @@ struct internal::GlooState {
           // The same verdict on every rank that waited (each saw the others'
           // headers arrive), then who reports it. Recorded for the peers whose
           // connections to this rank the timeout closes (peer_record).
-          const std::string verdict = names(missing);
-          leave_record(key, verdict);
+          const std::string verdict = reports.names(missing);
+          reports.leave_record(key, verdict);
           fail_not_entered(collective, verdict);
         }
-        if (auto theirs = peer_record({key, mismatch_key()})) {
+        if (auto theirs = reports.peer_record({key, mismatch_key()})) {
           if (theirs->key == 0) fail_not_entered(collective, theirs->value);
           const size_t space = theirs->value.find(' ');
           fail_schedules_differ(mine.call, mine.description, theirs->rank,
                                 std::stoull(theirs->value.substr(0, space)),
                                 theirs->value.substr(space + 1));
         }
-        fail(ErrorCode::UNAVAILABLE,
-             str_cat(collective, ": ", name(rank), " lost its connection while waiting for ",
-                     names(missing), " to enter it: ", m));
+        fail(ErrorCode::UNAVAILABLE, str_cat(collective, ": ", reports.name(rank),
+                                             " lost its connection while waiting for ",
+                                             reports.names(missing), " to enter it: ", m));
       }
       if (src >= 0 && src < size) arrived[src] = 1;
     }
     std::memcpy(b.header_in.data() + rank * kHeaderBytes, b.header_out.data(), kHeaderBytes);
     ex.headers.reserve(size);
     for (int r = 0; r < size; ++r)
-      ex.headers.push_back(decode(b.header_in.data() + r * kHeaderBytes, r));
+      ex.headers.push_back(internal::decode_call_header(b.header_in.data() + r * kHeaderBytes, r));
     // Each peer's second message follows its header on the same connection. A
     // peer that found a difference may fail (resetting its connections) before
     // its second message arrives: every header is here, so report the difference.
@@ -729,7 +348,7 @@ struct internal::GlooState {
       throw;
     }
     for (int r = 0; r < size; ++r) {
-      const Header& h = ex.headers[r];
+      const CallHeader& h = ex.headers[r];
       if (r == rank || !h.attached) continue;
       STRATA_CHECK(DATA_LOSS, h.payload_bytes <= capacity, kWho, ": corrupt call header from rank ",
                    r, " (payload of ", h.payload_bytes, " bytes)");
@@ -754,17 +373,17 @@ struct internal::GlooState {
       ctx = context;
     }
     const uint64_t call = ++calls;
-    const std::string description = str_cat(sig.to_string(), " on ", group());
+    const std::string description = str_cat(sig.to_string(), " on ", reports.group());
     try {
       const bool attach = payload.data != nullptr && payload.bytes > 0 &&
                           payload.bytes <= capacity && !options.before_data_for_testing;
-      Header mine{.kind = sig.kind,
-                  .call = call,
-                  .hash = fingerprint(sig),
-                  .dim0 = dim0,
-                  .attached = attach,
-                  .payload_bytes = attach ? payload.bytes : 0,
-                  .description = description};
+      CallHeader mine{.kind = sig.kind,
+                      .call = call,
+                      .hash = fingerprint(sig),
+                      .dim0 = dim0,
+                      .attached = attach,
+                      .payload_bytes = attach ? payload.bytes : 0,
+                      .description = description};
       const Exchange ex = exchange(ctx, mine, payload, deadline);
       // Every rank holds every header, so every rank finds a difference if
       // there is one (each names itself and the first rank that differs).
@@ -819,13 +438,13 @@ void ignore_sigpipe_once() {
 }
 }  // namespace
 
-GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<RendezvousStore> store,
+GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<Store> store,
                                  GlooOptions options) {
   ignore_sigpipe_once();
   STRATA_CHECK_ARG(size >= 1, kWho, ": expected size >= 1, got ", size);
   STRATA_CHECK_ARG(rank >= 0 && rank < size, kWho, ": expected a rank in [0, ", size, "), got ",
                    rank);
-  STRATA_CHECK_ARG(store != nullptr, kWho, ": expected a RendezvousStore, got nullptr");
+  STRATA_CHECK_ARG(store != nullptr, kWho, ": expected a Store, got nullptr");
   STRATA_CHECK_ARG(options.timeout.count() > 0, kWho, ": expected GlooOptions.timeout > 0, got ",
                    options.timeout.count(), "ms");
   STRATA_CHECK_ARG(options.rank_names.empty() || options.rank_names.size() == size_t(size), kWho,
@@ -843,7 +462,7 @@ GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<RendezvousS
     s.device = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& err) {
     throw UnavailableError(str_cat(
-        kWho, " ", s.me(), ": cannot listen on ",
+        kWho, " ", s.reports.me(), ": cannot listen on ",
         s.options.iface.empty() ? "host " + s.options.hostname : "interface " + s.options.iface,
         ": ", err.what()));
   }
@@ -996,7 +615,7 @@ Tensor GlooCollectives::all_gather(int rank, const Tensor& tensor) {
         std::vector<size_t> counts(s.size);
         int64_t rows = 0;
         for (int r = 0; r < s.size; ++r) {
-          const Header& h = ex.headers[r];
+          const CallHeader& h = ex.headers[r];
           STRATA_CHECK(DATA_LOSS, h.dim0 >= 0, kWho, ": corrupt dim0 from rank ", r);
           counts[r] = static_cast<size_t>(h.dim0 * row);
           STRATA_CHECK(DATA_LOSS,
@@ -1124,7 +743,7 @@ void GlooCollectives::reset() {
   internal::GlooState& s = *state_;
   std::unique_lock<std::mutex> call_lock(s.call_mu, std::try_to_lock);
   STRATA_CHECK(FAILED_PRECONDITION, call_lock.owns_lock(), kWho,
-               "::reset: expected no call in progress on ", s.me());
+               "::reset: expected no call in progress on ", s.reports.me());
   std::shared_ptr<MeshContext> old;
   {
     std::lock_guard<std::mutex> lock(s.mu);

@@ -2,9 +2,11 @@
 // GlooCollectives: one rank per process (a worker), talking to the other
 // processes over Gloo's TCP transport (ARCHITECTURE.md "Collectives", gloo).
 //
-//   // every worker w of W, with a store all of them reach (the chief's TCP store):
-//   auto store = make_store_adapter(...);            // a RendezvousStore
-//   auto group = std::make_shared<strata::collective::GlooCollectives>(
+//   // every worker w of W, with a store all of them reach (the chief's TCP store,
+//   // or a strata::InMemoryStore when the ranks are threads of one process):
+//   std::shared_ptr<strata::Store> store =
+//   std::make_shared<strata::cluster::TcpStoreClient>(chief); auto group =
+//   std::make_shared<strata::collective::GlooCollectives>(
 //       w, W, store, strata::collective::GlooOptions{.timeout = std::chrono::seconds(60),
 //                                                    .hostname = "10.0.0.7"});
 //   Tensor g = group->all_reduce(w, local_grad, ReduceOp::SUM);   // rank == w
@@ -69,8 +71,8 @@
 #include <string>
 #include <vector>
 
+#include "strata/base/store.h"
 #include "strata/collective/collectives.h"
-#include "strata/collective/rendezvous_store.h"
 
 namespace strata::collective {
 
@@ -101,8 +103,7 @@ class GlooCollectives final : public Collectives {
   // Rendezvous with the other size-1 ranks (blocking). InvalidArgumentError for
   // a rank outside [0, size) or a non-positive timeout; DeadlineExceededError
   // when peers do not arrive; UnavailableError when connecting fails.
-  GlooCollectives(int rank, int size, std::shared_ptr<RendezvousStore> store,
-                  GlooOptions options = {});
+  GlooCollectives(int rank, int size, std::shared_ptr<Store> store, GlooOptions options = {});
   ~GlooCollectives() override;
   GlooCollectives(const GlooCollectives&) = delete;
   GlooCollectives& operator=(const GlooCollectives&) = delete;

@@ -7,7 +7,7 @@
 #include <chrono>
 #include <thread>
 
-#include "strata/collective/test_util.h"
+#include "strata/testing/run_ranks.h"
 
 namespace strata::collective {
 namespace {
@@ -22,7 +22,7 @@ using namespace std::chrono_literals;
 // n ranks on threads of this process, each with its own GlooCollectives over
 // loopback TCP, rendezvousing through one in-memory store.
 std::vector<std::unique_ptr<GlooCollectives>> make_groups(int n, GlooOptions options = {}) {
-  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto store = std::make_shared<InMemoryStore>();
   std::vector<std::unique_ptr<GlooCollectives>> groups(n);
   run_ranks_ok(n,
                [&](int r) { groups[r] = std::make_unique<GlooCollectives>(r, n, store, options); });
@@ -324,7 +324,7 @@ TEST(GlooCollectives, ADataPhaseTimeoutNamesTheRankThatNeverFinished) {
   // Rank 2 enters all_reduce #1 (the headers agree) but stalls before its data
   // moves, past the timeout: ranks 0 and 1 time out in the data phase and agree
   // that rank 2 never finished it.
-  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto store = std::make_shared<InMemoryStore>();
   std::vector<std::unique_ptr<GlooCollectives>> groups(3);
   run_ranks_ok(3, [&](int r) {
     GlooOptions options{.timeout = 1s};
@@ -348,7 +348,7 @@ TEST(GlooCollectives, ADataPhaseTimeoutNamesTheRankThatNeverFinished) {
 }
 
 TEST(GlooCollectives, TimeoutVerdictUsesTheRankNames) {
-  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto store = std::make_shared<InMemoryStore>();
   GlooOptions options{.timeout = 300ms, .rank_names = {"/job:chief/task:0", "/job:worker/task:0"}};
   std::vector<std::unique_ptr<GlooCollectives>> groups(2);
   run_ranks_ok(2,
@@ -439,7 +439,7 @@ TEST(GlooCollectives, ManyBackToBackCallsStayInStep) {
 }
 
 TEST(GlooCollectives, RendezvousTimesOutWhenAPeerNeverComes) {
-  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto store = std::make_shared<InMemoryStore>();
   try {
     GlooCollectives lonely(0, 2, store, quick(200ms));
     FAIL() << "expected DeadlineExceededError";

@@ -8,7 +8,7 @@
 
 #include "strata/collective/gloo_collectives.h"
 #include "strata/collective/local_collectives.h"
-#include "strata/collective/test_util.h"
+#include "strata/testing/run_ranks.h"
 
 namespace strata::collective {
 namespace {
@@ -32,7 +32,7 @@ struct Cluster {
 
 Cluster make_gloo_cluster(int processes, int local, std::chrono::milliseconds timeout = 20s) {
   Cluster c{processes, local, std::vector<std::shared_ptr<HierarchicalCollectives>>(processes)};
-  auto store = std::make_shared<InMemoryRendezvousStore>();
+  auto store = std::make_shared<InMemoryStore>();
   run_ranks_ok(processes, [&](int p) {
     auto cross =
         std::make_shared<GlooCollectives>(p, processes, store, GlooOptions{.timeout = timeout});

@@ -8,8 +8,8 @@
 #include <cmath>
 #include <random>
 
-#include "strata/collective/test_util.h"
 #include "strata/core/device.h"
+#include "strata/testing/run_ranks.h"
 
 namespace strata::collective {
 namespace {

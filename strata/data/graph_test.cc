@@ -2,10 +2,10 @@
 
 #include <gtest/gtest.h>
 
-#include <filesystem>
 #include <fstream>
 
 #include "strata/base/errors.h"
+#include "strata/testing/files.h"
 
 namespace strata::data {
 namespace {
@@ -26,25 +26,20 @@ std::vector<std::string> strings(const Dataset& ds) {
 class DatasetGraph : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = std::filesystem::temp_directory_path() /
-           ("strata_graph_test_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    std::filesystem::create_directories(dir_);
     for (int i = 0; i < 4; ++i) {
-      files_.push_back((dir_ / ("f" + std::to_string(i) + ".txt")).string());
+      files_.push_back(dir_.file("f" + std::to_string(i) + ".txt"));
       std::ofstream(files_.back()) << "line" << i << "a\nline" << i << "b\n";
     }
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
   Dataset file_pipeline() const {
-    return Dataset::list_files((dir_ / "*.txt").string(), {.shuffle = false})
+    return Dataset::list_files(dir_.file("*.txt"), {.shuffle = false})
         .interleave([](const Element& f) { return TextLineDataset({f[0].item<std::string>()}); },
                     {.cycle_length = 1})
         .map([](const Element& e) { return e; })
         .batch(2)
         .prefetch(AUTOTUNE);
   }
-  std::filesystem::path dir_;
+  strata::testing::TempDir dir_{"strata_graph_test"};
   std::vector<std::string> files_;
 };
 

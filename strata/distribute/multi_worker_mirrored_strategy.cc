@@ -2,22 +2,21 @@
 
 #include <algorithm>
 #include <chrono>
-#include <iostream>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "strata/base/errors.h"
+#include "strata/base/logging.h"
 #include "strata/cluster/multi_worker_util.h"
+#include "strata/cluster/socket.h"
 #include "strata/cluster/tcp_store.h"
 #include "strata/collective/gloo_collectives.h"
 #include "strata/collective/hierarchical_collectives.h"
 #include "strata/collective/local_collectives.h"
-#include "strata/collective/rendezvous_store.h"
 #include "strata/core/config.h"
 #include "strata/core/device.h"
-#include "strata/distribute/cluster_store_rendezvous.h"
 #include "strata/distribute/distributed_variable.h"
 
 namespace strata::distribute {
@@ -44,19 +43,16 @@ Milliseconds log_interval(Milliseconds startup) {
   return std::clamp(startup / 4, Milliseconds(250), Milliseconds(5000));
 }
 
-// One line on stderr (written at once: workers may be threads of one process).
 void log_waiting(const std::string& me, Milliseconds waited, Milliseconds startup,
                  const std::string& what) {
-  std::cerr << str_cat("INFO: MultiWorkerMirroredStrategy: ", me, " waiting for the rendezvous (",
-                       waited.count(), "ms of ", startup.count(), "ms): ", what, "\n")
-            << std::flush;
+  STRATA_LOG(INFO, "MultiWorkerMirroredStrategy: ", me, " waiting for the rendezvous (",
+             waited.count(), "ms of ", startup.count(), "ms): ", what);
 }
 
 // The start-up phase: connect to the chief's store, retrying (and logging)
 // until the deadline; then UnavailableError naming the chief and its address.
-std::shared_ptr<cluster::Store> connect_to_chief(const std::string& address,
-                                                 const std::string& chief, const std::string& me,
-                                                 Milliseconds startup) {
+std::shared_ptr<Store> connect_to_chief(const std::string& address, const std::string& chief,
+                                        const std::string& me, Milliseconds startup) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + startup;
   const Milliseconds interval = log_interval(startup);
@@ -82,9 +78,8 @@ std::shared_ptr<cluster::Store> connect_to_chief(const std::string& address,
 
 // Waits until every worker has set `prefix<w>`, logging the missing tasks every
 // few seconds; at the deadline UnavailableError lists them.
-void await_workers(cluster::Store& store, const std::string& prefix,
-                   const std::vector<std::string>& names, const std::string& me,
-                   Milliseconds startup) {
+void await_workers(Store& store, const std::string& prefix, const std::vector<std::string>& names,
+                   const std::string& me, Milliseconds startup) {
   const Clock::time_point start = Clock::now();
   const Clock::time_point deadline = start + startup;
   const Milliseconds interval = log_interval(startup);
@@ -189,10 +184,10 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
   // Every worker must run the same number of local replicas.
   const int local = num_local_replicas();
   const std::string replicas_key = "strata/mwms/local_replicas/";
-  store_->set(str_cat(replicas_key, worker_index_), cluster::to_bytes(std::to_string(local)));
+  store_->set(str_cat(replicas_key, worker_index_), to_bytes(std::to_string(local)));
   await_workers(*store_, replicas_key, names, me, startup);
   for (int w = 0; w < num_workers_; ++w) {
-    const std::string theirs = cluster::to_string(store_->get(str_cat(replicas_key, w), startup));
+    const std::string theirs = to_string(store_->get(str_cat(replicas_key, w), startup));
     STRATA_CHECK_ARG(theirs == std::to_string(local), "MultiWorkerMirroredStrategy: worker ", w,
                      " runs ", theirs, " local replicas but worker ", worker_index_, " runs ",
                      local, "; every worker needs the same number of devices");
@@ -207,7 +202,7 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
     std::string failure;
     try {
       group = std::make_shared<collective::GlooCollectives>(
-          worker_index_, num_workers_, std::make_shared<ClusterStoreRendezvous>(store_),
+          worker_index_, num_workers_, store_,
           collective::GlooOptions{.timeout = call_timeout,
                                   .hostname = cluster::split_host_port(my_address).first,
                                   .prefix = str_cat("strata/mwms/gloo/attempt_", attempt),
@@ -217,11 +212,10 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
       failure = e.what();
     }
     const std::string key = str_cat("strata/mwms/rendezvous/", attempt, "/");
-    store_->set(key + std::to_string(worker_index_),
-                cluster::to_bytes(failure.empty() ? "ok" : failure));
+    store_->set(key + std::to_string(worker_index_), to_bytes(failure.empty() ? "ok" : failure));
     bool everyone_ok = true;
     for (int w = 0; w < num_workers_; ++w) {
-      everyone_ok &= cluster::to_string(store_->get(key + std::to_string(w), startup)) == "ok";
+      everyone_ok &= to_string(store_->get(key + std::to_string(w), startup)) == "ok";
     }
     if (everyone_ok) cross_workers_ = std::move(group);
   }

@@ -66,9 +66,12 @@
 #include "strata/distribute/communication_options.h"
 #include "strata/distribute/replicated_strategy.h"
 
+namespace strata {
+class Store;
+}  // namespace strata
+
 namespace strata::cluster {
 class TcpStoreServer;
-class Store;
 }  // namespace strata::cluster
 
 namespace strata::collective {
@@ -116,7 +119,7 @@ class MultiWorkerMirroredStrategy : public ReplicatedStrategy {
   int worker_index_;
   bool is_chief_;
   std::unique_ptr<cluster::TcpStoreServer> store_server_;  // the chief's
-  std::shared_ptr<cluster::Store> store_;
+  std::shared_ptr<Store> store_;
   std::shared_ptr<collective::GlooCollectives> cross_workers_;
 };
 

@@ -4,9 +4,6 @@
 #include "strata/distribute/multi_worker_mirrored_strategy.h"
 
 #include <gtest/gtest.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 #include <functional>
 #include <future>
@@ -15,6 +12,7 @@
 #include <type_traits>
 
 #include "strata/base/errors.h"
+#include "strata/cluster/socket.h"
 #include "strata/core/config.h"
 #include "strata/distribute/distributed_variable.h"
 #include "strata/ops/math_ops.h"
@@ -25,22 +23,7 @@ namespace {
 
 namespace cr = cluster_resolver;
 
-int free_port() {
-  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
-    ::close(fd);
-    throw std::runtime_error("free_port: cannot bind a loopback socket");
-  }
-  socklen_t len = sizeof(addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  const int port = ntohs(addr.sin_port);
-  ::close(fd);
-  return port;
-}
+int free_port() { return cluster::pick_free_ports(1).front(); }
 
 class MultiWorkerTest : public ::testing::Test {
  protected:

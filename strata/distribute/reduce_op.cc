@@ -5,6 +5,7 @@
 #include <string>
 
 #include "strata/base/errors.h"
+#include "strata/collective/collectives.h"
 
 namespace strata::distribute {
 
@@ -24,6 +25,14 @@ ReduceOp reduce_op_from_string(std::string_view name) {
 
 std::ostream& operator<<(std::ostream& os, ReduceOp op) {
   return os << "ReduceOp." << reduce_op_name(op);
+}
+
+collective::ReduceOp to_collective(ReduceOp op) noexcept {
+  switch (op) {
+    case ReduceOp::SUM: return collective::ReduceOp::SUM;
+    case ReduceOp::MEAN: return collective::ReduceOp::MEAN;
+  }
+  return collective::ReduceOp::SUM;  // unreachable: the switch covers every enumerator
 }
 
 }  // namespace strata::distribute

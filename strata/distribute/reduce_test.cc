@@ -1,12 +1,19 @@
 #include <gtest/gtest.h>
 
 #include "strata/base/errors.h"
+#include "strata/collective/collectives.h"
 #include "strata/core/config.h"
 #include "strata/distribute/mirrored_strategy.h"
+#include "strata/distribute/reduce_op.h"
 #include "strata/ops/array_ops.h"
 
 namespace strata::distribute {
 namespace {
+
+TEST(ReduceOp, ConvertsToTheCollectiveOpOfTheSameName) {
+  EXPECT_EQ(to_collective(ReduceOp::SUM), collective::ReduceOp::SUM);
+  EXPECT_EQ(to_collective(ReduceOp::MEAN), collective::ReduceOp::MEAN);
+}
 
 class ReduceTest : public ::testing::Test {
  protected:

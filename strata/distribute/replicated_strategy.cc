@@ -106,8 +106,7 @@ std::vector<Tensor> ReplicatedStrategy::all_reduce_in_replica(ReplicaContext& ct
                                                               const std::vector<Tensor>& values) {
   if (num_replicas_in_sync_ == 1) return values;
   if (!collectives_) return Strategy::all_reduce_in_replica(ctx, op, values);
-  const collective::ReduceOp cop =
-      op == ReduceOp::SUM ? collective::ReduceOp::SUM : collective::ReduceOp::MEAN;
+  const collective::ReduceOp cop = to_collective(op);
   const int rank = ctx.replica_id_in_sync_group();
   const int64_t pack_limit = communication_options_.bytes_per_pack;
   if (pack_limit == 0) return collectives_->all_reduce(rank, values, cop);

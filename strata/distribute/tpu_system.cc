@@ -1,9 +1,9 @@
 #include "strata/distribute/tpu_system.h"
 
-#include <iostream>
 #include <string>
 
 #include "strata/base/errors.h"
+#include "strata/base/logging.h"
 #include "strata/base/mutex.h"
 #include "strata/tpu/local_topology.h"
 
@@ -46,8 +46,9 @@ Topology initialize_tpu_system() {
   TpuSystemState& s = state();
   MutexLock lock(s.mu);
   if (s.topology.has_value()) {
-    std::cerr << "WARNING: TPU system local has already been initialized. Reinitializing the "
-                 "TPU can cause previously created variables on TPU to be lost.\n";
+    STRATA_LOG(WARNING,
+               "TPU system local has already been initialized. Reinitializing the TPU can cause "
+               "previously created variables on TPU to be lost.");
     s.topology.reset();
   }
   try {

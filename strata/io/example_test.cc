@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "strata/base/errors.h"
-#include "strata/io/internal/test_util.h"
+#include "strata/testing/files.h"
 
 namespace strata::io {
 namespace {

@@ -7,6 +7,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/io/internal/test_util.h"
+#include "strata/testing/files.h"
 
 namespace strata::io {
 namespace {
@@ -25,7 +26,7 @@ TEST(Idx, ParsesDimsAndBytes) {
 TEST(Idx, ReadsPlainAndGzippedFilesAlike) {
   testing::TempDir dir;
   testing::write_file(dir.file("a.idx"), kIdx);
-  testing::write_file(dir.file("a.idx.gz"), testing::deflate_bytes(kIdx, 31));
+  testing::write_file(dir.file("a.idx.gz"), internal::deflate_bytes(kIdx, 31));
   EXPECT_EQ(read_idx(dir.file("a.idx")).data, read_idx(dir.file("a.idx.gz")).data);
   EXPECT_EQ(read_idx(dir.file("a.idx.gz")).dims, (std::vector<int64_t>{2, 3}));
   EXPECT_THROW(read_idx(dir.file("missing")), NotFoundError);
@@ -48,7 +49,7 @@ TEST(Idx, BadMagicTypeOrSizeIsDataLoss) {
 }
 
 TEST(Idx, TruncatedGzipIsDataLoss) {
-  const std::string gz = testing::deflate_bytes(kIdx, 31);
+  const std::string gz = internal::deflate_bytes(kIdx, 31);
   EXPECT_THROW(parse_idx(gz.substr(0, gz.size() - 5)), DataLossError);
 }
 

@@ -7,6 +7,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/io/internal/test_util.h"
+#include "strata/testing/files.h"
 
 namespace strata::io {
 namespace {
@@ -37,8 +38,8 @@ TEST(TextLineReader, ReadsCompressedFilesAndFilesOnDisk) {
   testing::TempDir dir;
   const std::string text = "one\ntwo\r\nthree";
   testing::write_file(dir.file("t.txt"), text);
-  testing::write_file(dir.file("t.gz"), testing::deflate_bytes(text, 31));
-  testing::write_file(dir.file("t.z"), testing::deflate_bytes(text, 15));
+  testing::write_file(dir.file("t.gz"), internal::deflate_bytes(text, 31));
+  testing::write_file(dir.file("t.z"), internal::deflate_bytes(text, 15));
   EXPECT_EQ(lines_of(TextLineReader(dir.file("t.txt"))), (V{"one", "two", "three"}));
   EXPECT_EQ(lines_of(TextLineReader(dir.file("t.gz"), "GZIP")), (V{"one", "two", "three"}));
   EXPECT_EQ(lines_of(TextLineReader(dir.file("t.z"), "ZLIB")), (V{"one", "two", "three"}));
@@ -85,7 +86,7 @@ TEST(FixedLengthRecordReader, FileShorterThanHeaderPlusFooterIsDataLoss) {
 TEST(FixedLengthRecordReader, ReadsGzippedFiles) {
   const std::string body = "HHaaabbbFF";
   auto r = FixedLengthRecordReader::from_bytes(
-      testing::deflate_bytes(body, 31),
+      internal::deflate_bytes(body, 31),
       {.header_bytes = 2, .record_bytes = 3, .footer_bytes = 2, .compression_type = "GZIP"});
   EXPECT_EQ(records_of(std::move(r)), (V{"aaa", "bbb"}));
 }

@@ -4,30 +4,13 @@
 #include <exception>
 #include <limits>
 
+#include "strata/base/coding.h"
 #include "strata/base/crc32c.h"
 #include "strata/base/errors.h"
 #include "strata/io/internal/stream.h"
 
 namespace strata::io {
 namespace {
-
-// The format is little-endian on every host, so encode byte by byte.
-void put_le64(char* p, uint64_t v) {
-  for (int i = 0; i < 8; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xffu);
-}
-void put_le32(char* p, uint32_t v) {
-  for (int i = 0; i < 4; ++i) p[i] = static_cast<char>((v >> (8 * i)) & 0xffu);
-}
-uint64_t get_le64(const char* p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
-uint32_t get_le32(const char* p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; --i) v = (v << 8) | static_cast<uint8_t>(p[i]);
-  return v;
-}
 
 std::string hex32(uint32_t v) {
   char s[11];
@@ -48,11 +31,11 @@ constexpr uint64_t kMaxRecordLength =
 
 std::string tfrecord_frame(std::string_view payload) {
   std::string out(kTFRecordHeaderBytes + payload.size() + kTFRecordFooterBytes, '\0');
-  put_le64(out.data(), payload.size());
-  put_le32(out.data() + 8, crc32c::mask(crc32c::value(out.data(), 8)));
+  coding::encode_fixed64(out.data(), payload.size());
+  coding::encode_fixed32(out.data() + 8, crc32c::mask(crc32c::value(out.data(), 8)));
   out.replace(kTFRecordHeaderBytes, payload.size(), payload);
-  put_le32(out.data() + kTFRecordHeaderBytes + payload.size(),
-           crc32c::mask(crc32c::value(payload)));
+  coding::encode_fixed32(out.data() + kTFRecordHeaderBytes + payload.size(),
+                         crc32c::mask(crc32c::value(payload)));
   return out;
 }
 
@@ -93,10 +76,10 @@ void TFRecordWriter::write(std::string_view record) {
   STRATA_CHECK(FAILED_PRECONDITION, file_ && file_->open(), "TFRecordWriter(", path_,
                "): write after close()");
   char header[kTFRecordHeaderBytes];
-  put_le64(header, record.size());
-  put_le32(header + 8, crc32c::mask(crc32c::value(header, 8)));
+  coding::encode_fixed64(header, record.size());
+  coding::encode_fixed32(header + 8, crc32c::mask(crc32c::value(header, 8)));
   char footer[kTFRecordFooterBytes];
-  put_le32(footer, crc32c::mask(crc32c::value(record)));
+  coding::encode_fixed32(footer, crc32c::mask(crc32c::value(record)));
   file_->write(std::string_view(header, sizeof header));
   file_->write(record);
   file_->write(std::string_view(footer, sizeof footer));
@@ -157,13 +140,13 @@ std::optional<std::string> TFRecordReader::read_next() {
     return fail(str_cat("truncated record at offset ", start, ": header needs ", sizeof header,
                         " bytes, file has ", got));
   }
-  const uint32_t stored_len_crc = crc32c::unmask(get_le32(header + 8));
+  const uint32_t stored_len_crc = crc32c::unmask(coding::decode_fixed32(header + 8));
   const uint32_t len_crc = crc32c::value(header, 8);
   if (stored_len_crc != len_crc) {
     return fail(str_cat("corrupted record at offset ", start, ": length checksum mismatch (stored ",
                         hex32(stored_len_crc), ", computed ", hex32(len_crc), ")"));
   }
-  const uint64_t length = get_le64(header);
+  const uint64_t length = coding::decode_fixed64(header);
   if (length > kMaxRecordLength) {
     return fail(str_cat("record size too large at offset ", start, ": length ", length));
   }
@@ -204,7 +187,7 @@ std::optional<std::string> TFRecordReader::read_next() {
     return fail(str_cat("truncated record at offset ", start,
                         ": data checksum needs 4 bytes, file has ", footer_got));
   }
-  const uint32_t stored_crc = crc32c::unmask(get_le32(footer));
+  const uint32_t stored_crc = crc32c::unmask(coding::decode_fixed32(footer));
   const uint32_t crc = crc32c::value(data);
   if (stored_crc != crc) {
     return fail(str_cat("corrupted record at offset ", start, ": data checksum mismatch (stored ",

@@ -12,6 +12,7 @@
 #include "strata/base/errors.h"
 #include "strata/io/internal/stream.h"
 #include "strata/io/internal/test_util.h"
+#include "strata/testing/files.h"
 
 namespace strata::io {
 namespace {
@@ -135,29 +136,29 @@ TEST(TFRecordCompression, GzipAndZlibFilesAreStandardContainers) {
       ASSERT_GE(bytes.size(), 2u);
       EXPECT_EQ(bytes.substr(0, 2), from_hex("1f 8b"));
     }
-    EXPECT_EQ(testing::inflate_bytes(bytes, bits), kHelloRecord) << type;
+    EXPECT_EQ(internal::inflate_bytes(bytes, bits), kHelloRecord) << type;
   }
 }
 
 TEST(TFRecordCompression, ReadsStreamsCompressedByZlibItself) {
   const std::string plain = kHelloRecord + kEmptyRecord;
   auto z =
-      TFRecordReader::from_bytes(testing::deflate_bytes(plain, 15), {.compression_type = "ZLIB"});
+      TFRecordReader::from_bytes(internal::deflate_bytes(plain, 15), {.compression_type = "ZLIB"});
   EXPECT_EQ(read_all(z), (std::vector<std::string>{"hello", ""}));
   auto g =
-      TFRecordReader::from_bytes(testing::deflate_bytes(plain, 31), {.compression_type = "GZIP"});
+      TFRecordReader::from_bytes(internal::deflate_bytes(plain, 31), {.compression_type = "GZIP"});
   EXPECT_EQ(read_all(g), (std::vector<std::string>{"hello", ""}));
 }
 
 TEST(TFRecordCompression, ConcatenatedGzipMembersReadAsOneStream) {
   const std::string bytes =
-      testing::deflate_bytes(kHelloRecord, 31) + testing::deflate_bytes(kEmptyRecord, 31);
+      internal::deflate_bytes(kHelloRecord, 31) + internal::deflate_bytes(kEmptyRecord, 31);
   auto r = TFRecordReader::from_bytes(bytes, {.compression_type = "GZIP"});
   EXPECT_EQ(read_all(r), (std::vector<std::string>{"hello", ""}));
 }
 
 TEST(TFRecordCompression, TruncatedCompressedStreamIsDataLoss) {
-  const std::string full = testing::deflate_bytes(kHelloRecord + kHelloRecord, 31);
+  const std::string full = internal::deflate_bytes(kHelloRecord + kHelloRecord, 31);
   for (size_t cut = 1; cut < full.size(); ++cut) {
     auto r =
         TFRecordReader::from_bytes(full.substr(0, cut), {.compression_type = "GZIP"}, "cut.gz");
@@ -166,7 +167,7 @@ TEST(TFRecordCompression, TruncatedCompressedStreamIsDataLoss) {
 }
 
 TEST(TFRecordCompression, CorruptCompressedBytesAreDataLossNotACrash) {
-  std::string bytes = testing::deflate_bytes(kHelloRecord + std::string(200, 'z'), 15);
+  std::string bytes = internal::deflate_bytes(kHelloRecord + std::string(200, 'z'), 15);
   bytes[bytes.size() / 2] ^= 0x55;
   auto r = TFRecordReader::from_bytes(bytes, {.compression_type = "ZLIB"});
   EXPECT_THROW(read_all(r), DataLossError);
@@ -257,7 +258,7 @@ TEST(TFRecordCorruption, AbsurdLengthWithAValidChecksumIsDataLossWithoutAllocati
                 msg.find("truncated record at offset 0") != std::string::npos)
         << msg;
     // Through a compressed stream the size is unknown up front: still no huge allocation.
-    auto z = TFRecordReader::from_bytes(testing::deflate_bytes(header + "abc", 15),
+    auto z = TFRecordReader::from_bytes(internal::deflate_bytes(header + "abc", 15),
                                         {.compression_type = "ZLIB"}, "huge.z");
     EXPECT_THROW(read_all(z), DataLossError);
   }

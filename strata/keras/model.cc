@@ -6,6 +6,7 @@
 
 #include "strata/autodiff/gradient_tape.h"
 #include "strata/base/errors.h"
+#include "strata/base/logging.h"
 #include "strata/base/str_cat.h"
 #include "strata/base/zip.h"
 #include "strata/distribute/ps/cluster_coordinator.h"
@@ -495,10 +496,10 @@ History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dat
       if (stop_training) break;
     }
     if (ran_dry) {
-      std::cerr << "WARNING: Your input ran out of data; interrupting training. Make sure that "
-                   "your dataset can "
-                   "generate at least `steps_per_epoch * epochs` batches ("
-                << options.steps_per_epoch.value_or(0) * options.epochs << " batches).\n";
+      STRATA_LOG(WARNING,
+                 "Your input ran out of data; interrupting training. Make sure that your dataset "
+                 "can generate at least `steps_per_epoch * epochs` batches (",
+                 options.steps_per_epoch.value_or(0) * options.epochs, " batches).");
       stop_training = true;
     }
     STRATA_CHECK_ARG(step > 0, "fit: the training data yielded no batches in epoch ", epoch + 1,

@@ -5,11 +5,12 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "strata/base/coding.h"
 #include "strata/base/crc32c.h"
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 #include "strata/base/str_cat.h"
 #include "strata/keras/internal/distributed_file_utils.h"
-#include "strata/keras/internal/file_util.h"
 #include "strata/keras/model.h"
 
 namespace strata::keras {
@@ -21,23 +22,6 @@ constexpr char kMagic[8] = {'\x89', 'S', 'T', 'W', '\r', '\n', '\x1a', '\n'};
 constexpr uint32_t kVersion = 1;
 constexpr size_t kHeaderBytes = 32;  // magic, version, reserved, manifest size, data size
 constexpr size_t kCrcBytes = 4;
-
-void put_u32(std::string& out, uint32_t v) {
-  for (int i = 0; i < 4; ++i) out.push_back(char((v >> (8 * i)) & 0xff));
-}
-void put_u64(std::string& out, uint64_t v) {
-  for (int i = 0; i < 8; ++i) out.push_back(char((v >> (8 * i)) & 0xff));
-}
-uint32_t get_u32(const std::string& in, size_t at) {
-  uint32_t v = 0;
-  for (int i = 0; i < 4; ++i) v |= uint32_t(uint8_t(in[at + i])) << (8 * i);
-  return v;
-}
-uint64_t get_u64(const std::string& in, size_t at) {
-  uint64_t v = 0;
-  for (int i = 0; i < 8; ++i) v |= uint64_t(uint8_t(in[at + i])) << (8 * i);
-  return v;
-}
 
 // The tensor's elements as little-endian bytes, whatever the host's order.
 std::string little_endian_bytes(const Tensor& t, const std::string& name) {
@@ -143,20 +127,20 @@ void write_weights_file(const std::string& path, const WeightsFile& contents) {
   std::string out;
   out.reserve(kHeaderBytes + kCrcBytes * 3 + m.size() + data.size());
   out.append(kMagic, sizeof(kMagic));
-  put_u32(out, kVersion);
-  put_u32(out, 0);  // reserved
-  put_u64(out, m.size());
-  put_u64(out, data.size());
-  put_u32(out, crc32c::mask(crc32c::value(out)));
+  coding::put_fixed32(out, kVersion);
+  coding::put_fixed32(out, 0);  // reserved
+  coding::put_fixed64(out, m.size());
+  coding::put_fixed64(out, data.size());
+  coding::put_fixed32(out, crc32c::mask(crc32c::value(out)));
   out += m;
-  put_u32(out, crc32c::mask(crc32c::value(m)));
+  coding::put_fixed32(out, crc32c::mask(crc32c::value(m)));
   out += data;
-  put_u32(out, crc32c::mask(crc32c::value(data)));
-  internal::write_file_atomically(path, out);
+  coding::put_fixed32(out, crc32c::mask(crc32c::value(data)));
+  strata::write_file_atomically(path, out);
 }
 
 WeightsFile read_weights_file(const std::string& path) {
-  const std::string in = internal::read_file(path);
+  const std::string in = strata::read_file(path);
   const uint64_t size = in.size();
   if (size < kHeaderBytes + kCrcBytes) {
     data_loss(path, size,
@@ -165,16 +149,16 @@ WeightsFile read_weights_file(const std::string& path) {
   }
   if (std::memcmp(in.data(), kMagic, sizeof(kMagic)) != 0)
     data_loss(path, 0, "not a Strata weights file (bad magic)");
-  if (crc32c::unmask(get_u32(in, kHeaderBytes)) !=
+  if (crc32c::unmask(coding::decode_fixed32(in.data() + kHeaderBytes)) !=
       crc32c::value(std::string_view(in).substr(0, kHeaderBytes))) {
     data_loss(path, kHeaderBytes, "header checksum mismatch");
   }
-  const uint32_t version = get_u32(in, 8);
+  const uint32_t version = coding::decode_fixed32(in.data() + 8);
   STRATA_CHECK(UNIMPLEMENTED, version <= kVersion, "weights file '", path, "' has format version ",
                version, "; this Strata reads version ", kVersion);
   if (version == 0) data_loss(path, 8, "format version 0 is invalid");
-  const uint64_t m_size = get_u64(in, 16);
-  const uint64_t d_size = get_u64(in, 24);
+  const uint64_t m_size = coding::decode_fixed64(in.data() + 16);
+  const uint64_t d_size = coding::decode_fixed64(in.data() + 24);
   const uint64_t m_at = kHeaderBytes + kCrcBytes;
   const uint64_t d_at = m_at + m_size + kCrcBytes;
   // Sizes come from a checksummed header, but guard the arithmetic anyway.
@@ -185,11 +169,12 @@ WeightsFile read_weights_file(const std::string& path) {
                 m_at + m_size + kCrcBytes + d_size + kCrcBytes, " bytes, the file has ", size));
   }
   const std::string_view manifest_bytes = std::string_view(in).substr(m_at, m_size);
-  if (crc32c::unmask(get_u32(in, m_at + m_size)) != crc32c::value(manifest_bytes)) {
+  if (crc32c::unmask(coding::decode_fixed32(in.data() + m_at + m_size)) !=
+      crc32c::value(manifest_bytes)) {
     data_loss(path, m_at + m_size, "manifest checksum mismatch");
   }
   const std::string_view data = std::string_view(in).substr(d_at, d_size);
-  if (crc32c::unmask(get_u32(in, d_at + d_size)) != crc32c::value(data)) {
+  if (crc32c::unmask(coding::decode_fixed32(in.data() + d_at + d_size)) != crc32c::value(data)) {
     data_loss(path, d_at + d_size, "data checksum mismatch");
   }
   WeightsFile out;

@@ -9,12 +9,13 @@
 
 #include "strata/base/crc32c.h"
 #include "strata/base/errors.h"
-#include "strata/keras/internal/file_util.h"
+#include "strata/base/file.h"
 #include "strata/keras/layers/dense.h"
 #include "strata/keras/optimizers/sgd.h"
 #include "strata/keras/sequential.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/random_ops.h"
+#include "strata/testing/files.h"
 
 namespace strata::keras {
 namespace {
@@ -23,16 +24,8 @@ namespace fs = std::filesystem;
 
 class WeightsIoTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("strata_weights_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-  fs::path dir_;
+  std::string path(const std::string& name) const { return dir_.file(name); }
+  strata::testing::TempDir dir_{"strata_weights"};
 };
 
 std::shared_ptr<SequentialModel> mlp(int64_t hidden = 3) {
@@ -56,7 +49,7 @@ TEST_F(WeightsIoTest, RoundTripRestoresEveryWeight) {
   expect_equal(b->get_weights(), a->get_weights());
   // No temporary file is left beside the target.
   int files = 0;
-  for (const auto& e : fs::directory_iterator(dir_)) files += e.is_regular_file();
+  for (const auto& e : fs::directory_iterator(dir_.path())) files += e.is_regular_file();
   EXPECT_EQ(files, 1);
 }
 
@@ -64,7 +57,7 @@ TEST_F(WeightsIoTest, FileLayoutIsTheDocumentedOne) {
   reset_uids_for_testing();
   auto a = mlp();
   a->save_weights(path("a.weights"));
-  const std::string bytes = internal::read_file(path("a.weights"));
+  const std::string bytes = strata::read_file(path("a.weights"));
   ASSERT_GE(bytes.size(), 36u);
   EXPECT_EQ(bytes.substr(0, 8), std::string("\x89STW\r\n\x1a\n", 8));
   auto u32 = [&](size_t at) {
@@ -90,9 +83,9 @@ TEST_F(WeightsIoTest, FileLayoutIsTheDocumentedOne) {
 TEST_F(WeightsIoTest, TruncatedFileIsDataLossNamingFileAndOffset) {
   auto a = mlp();
   a->save_weights(path("a.weights"));
-  const std::string bytes = internal::read_file(path("a.weights"));
+  const std::string bytes = strata::read_file(path("a.weights"));
   for (size_t keep : {size_t(0), size_t(10), size_t(40), bytes.size() / 2, bytes.size() - 1}) {
-    internal::write_file_atomically(path("t.weights"), bytes.substr(0, keep));
+    strata::write_file_atomically(path("t.weights"), bytes.substr(0, keep));
     try {
       a->load_weights(path("t.weights"));
       ADD_FAILURE() << "no error for " << keep << " bytes";
@@ -106,12 +99,12 @@ TEST_F(WeightsIoTest, TruncatedFileIsDataLossNamingFileAndOffset) {
 TEST_F(WeightsIoTest, FlippedByteAnywhereIsDataLossAndLeavesModelUnchanged) {
   auto a = mlp(), b = mlp();
   a->save_weights(path("a.weights"));
-  const std::string bytes = internal::read_file(path("a.weights"));
+  const std::string bytes = strata::read_file(path("a.weights"));
   const std::vector<Tensor> before = b->get_weights();
   for (size_t at : {size_t(3), size_t(20), size_t(50), bytes.size() - 30, bytes.size() - 2}) {
     std::string bad = bytes;
     bad[at] = char(bad[at] ^ 0x10);
-    internal::write_file_atomically(path("bad.weights"), bad);
+    strata::write_file_atomically(path("bad.weights"), bad);
     EXPECT_THROW(b->load_weights(path("bad.weights")), DataLossError) << "flipped byte " << at;
   }
   expect_equal(b->get_weights(), before);
@@ -152,9 +145,9 @@ TEST_F(WeightsIoTest, AManifestThatLiesIsDataLossNamingTheFieldAndLoadsNothing) 
   auto a = mlp(), b = mlp();
   b->compile({.optimizer = optimizers::SGD({.learning_rate = 0.1})});
   a->save_weights(path("a.weights"));
-  const std::string bytes = internal::read_file(path("a.weights"));
+  const std::string bytes = strata::read_file(path("a.weights"));
   // Unchanged but re-framed, the file loads: the helper itself is right.
-  internal::write_file_atomically(path("same.weights"), with_manifest(bytes, [](auto&) {}));
+  strata::write_file_atomically(path("same.weights"), with_manifest(bytes, [](auto&) {}));
   EXPECT_NO_THROW(b->load_weights(path("same.weights")));
   const std::vector<Tensor> before = b->get_weights();
   struct Case {
@@ -186,7 +179,7 @@ TEST_F(WeightsIoTest, AManifestThatLiesIsDataLossNamingTheFieldAndLoadsNothing) 
       {"missing group", [](nlohmann::json& j) { j.erase("optimizer"); }, "malformed manifest"},
   };
   for (const Case& c : cases) {
-    internal::write_file_atomically(path("lie.weights"), with_manifest(bytes, c.edit));
+    strata::write_file_atomically(path("lie.weights"), with_manifest(bytes, c.edit));
     try {
       b->load_weights(path("lie.weights"));
       ADD_FAILURE() << c.what << ": loaded";

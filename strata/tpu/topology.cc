@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/base/coding.h"
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 
@@ -30,32 +31,24 @@ constexpr uint32_t kWireFixed64 = 1;
 constexpr uint32_t kWireLengthDelimited = 2;
 constexpr uint32_t kWireFixed32 = 5;
 
-void put_varint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7F) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
-
 // int32 is written as the varint of its sign-extended 64-bit value, as
 // protobuf does (negative values take 10 bytes).
 void put_int32(std::string& out, int32_t v) {
-  put_varint(out, static_cast<uint64_t>(static_cast<int64_t>(v)));
+  coding::put_varint64(out, static_cast<uint64_t>(static_cast<int64_t>(v)));
 }
 
 void put_packed(std::string& out, uint32_t field, const std::vector<int32_t>& values) {
   if (values.empty()) return;  // proto3 omits empty repeated fields
   std::string payload;
   for (int32_t v : values) put_int32(payload, v);
-  put_varint(out, (field << 3) | kWireLengthDelimited);
-  put_varint(out, payload.size());
+  coding::put_varint64(out, (field << 3) | kWireLengthDelimited);
+  coding::put_varint64(out, payload.size());
   out += payload;
 }
 
 void put_scalar(std::string& out, uint32_t field, int32_t value) {
   if (value == 0) return;  // proto3 omits zero scalars
-  put_varint(out, (field << 3) | kWireVarint);
+  coding::put_varint64(out, (field << 3) | kWireVarint);
   put_int32(out, value);
 }
 
@@ -69,16 +62,18 @@ class WireReader {
 
   uint64_t varint(std::string_view what, size_t end) {
     const size_t start = pos_;
-    uint64_t v = 0;
-    for (int shift = 0; shift < 70; shift += 7) {
-      if (pos_ >= end) fail(start, str_cat(what, " varint runs past the end of its field"));
-      const auto byte = static_cast<uint8_t>(bytes_[pos_++]);
-      if (shift == 63 && (byte & 0x7E) != 0)
-        fail(start, str_cat(what, " varint overflows 64 bits"));
-      v |= static_cast<uint64_t>(byte & 0x7F) << shift;
-      if ((byte & 0x80) == 0) return v;
+    const coding::DecodedVarint d =
+        coding::decode_varint64(bytes_.substr(start, end > start ? end - start : 0));
+    switch (d.status) {
+      case coding::VarintStatus::ok: break;
+      case coding::VarintStatus::truncated:
+        fail(start, str_cat(what, " varint runs past the end of its field"));
+      case coding::VarintStatus::overflow: fail(start, str_cat(what, " varint overflows 64 bits"));
+      case coding::VarintStatus::too_long:
+        fail(start, str_cat(what, " varint is longer than 10 bytes"));
     }
-    fail(start, str_cat(what, " varint is longer than 10 bytes"));
+    pos_ += d.length;
+    return d.value;
   }
 
   // An int32 field value: protobuf writes int32 as a sign-extended 64-bit

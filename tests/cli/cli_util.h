@@ -17,6 +17,8 @@
 #include <string>
 #include <vector>
 
+#include "strata/base/file.h"
+
 namespace strata_cli_test {
 
 struct Result {
@@ -44,21 +46,15 @@ inline Result run(const std::string& args, bool merge_stderr = true) {
   return run_shell(std::string(STRATA_CLI_PATH) + " " + args, merge_stderr);
 }
 
-// A temporary directory removed at the end of the test.
+// A temporary directory removed at the end of the test (strata::TempDir), with
+// the path joining the shell commands of these tests read best with.
 class TempDir {
  public:
-  TempDir() {
-    std::string templ = (std::filesystem::temp_directory_path() / "strata_cli_XXXXXX").string();
-    path_ = ::mkdtemp(templ.data());
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  std::string operator/(const std::string& name) const { return (path_ / name).string(); }
-  std::string str() const { return path_.string(); }
+  std::string operator/(const std::string& name) const { return dir_.file(name); }
+  std::string str() const { return dir_.path(); }
 
  private:
-  std::filesystem::path path_;
+  strata::TempDir dir_{"strata_cli"};
 };
 
 inline std::string read_file(const std::string& path) {

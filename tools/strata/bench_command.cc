@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 #include "strata/base/str_cat.h"
 #include "tools/strata/bench_report.h"
 #include "tools/strata/bench_runner.h"
@@ -70,23 +71,6 @@ std::string load_average() {
   return os.str();
 }
 
-void write_atomically(const std::string& path, const std::string& contents) {
-  const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary | std::ios::trunc);
-    STRATA_CHECK(PERMISSION_DENIED, f.good(), "bench: cannot write '", path, "'");
-    f << contents;
-    f.flush();
-    STRATA_CHECK(DATA_LOSS, f.good(), "bench: writing '", path, "' failed");
-  }
-  std::error_code ec;
-  fs::rename(tmp, path, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    STRATA_CHECK(PERMISSION_DENIED, false, "bench: cannot write '", path, "'");
-  }
-}
-
 std::string read_whole(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   STRATA_CHECK(NOT_FOUND, in.good(), "bench: cannot read '", path, "'");
@@ -112,16 +96,8 @@ int run_bench(const BenchOptions& o) {
   const int repetitions = o.quick ? 1 : o.repetitions;
   const int program_timeout = o.quick ? 300 : 1800;
 
-  std::string tmpl = (fs::temp_directory_path() / "strata_bench_XXXXXX").string();
-  STRATA_CHECK(INTERNAL, ::mkdtemp(tmpl.data()) != nullptr, "bench: cannot create a temp folder");
-  const fs::path tmp = tmpl;
-  struct Cleanup {
-    fs::path p;
-    ~Cleanup() {
-      std::error_code ec;
-      fs::remove_all(p, ec);
-    }
-  } cleanup{tmp};
+  const TempDir scratch("strata_bench");
+  const fs::path tmp = scratch.path();
 
   std::vector<Run> all;
   std::vector<ProgramStatus> statuses;
@@ -263,12 +239,12 @@ int run_bench(const BenchOptions& o) {
   print_table(report, out);
 
   if (!o.out.empty()) {
-    write_atomically(o.out, to_json(report));
+    write_file_atomically(o.out, to_json(report));
     out << "wrote " << o.out << "\n";
   }
   if (!o.write_docs.empty()) {
     const std::string body = markdown(report);
-    write_atomically(o.write_docs,
+    write_file_atomically(o.write_docs,
                      replace_generated_section(read_whole(o.write_docs), body, o.write_docs));
     out << "rewrote the generated section of " << o.write_docs << "\n";
   }

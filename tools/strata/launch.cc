@@ -1,12 +1,9 @@
 #include "tools/strata/launch.h"
 
-#include <arpa/inet.h>
 #include <fcntl.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
-#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -18,6 +15,8 @@
 #include <nlohmann/json.hpp>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
+#include "strata/cluster/socket.h"
 
 extern char** environ;
 
@@ -29,31 +28,8 @@ std::atomic<int> g_forward_signal{0};  // the signal to forward to the children,
 
 void on_signal(int sig) { g_forward_signal.store(sig); }
 
-// An open file descriptor, closed on destruction.
-class Fd {
- public:
-  explicit Fd(int fd = -1) : fd_(fd) {}
-  ~Fd() { reset(); }
-  Fd(Fd&& o) noexcept : fd_(std::exchange(o.fd_, -1)) {}
-  Fd& operator=(Fd&& o) noexcept {
-    if (this != &o) {
-      reset();
-      fd_ = std::exchange(o.fd_, -1);
-    }
-    return *this;
-  }
-  int get() const { return fd_; }
-  void reset() {
-    if (fd_ >= 0) ::close(fd_);
-    fd_ = -1;
-  }
-
- private:
-  int fd_;
-};
-
 struct Stream {
-  Fd fd;
+  UniqueFd fd;
   std::string pending;  // bytes after the last newline
   std::ostream* out;
 };
@@ -97,27 +73,6 @@ std::string make_tf_config(const std::vector<std::string>& addresses, int index)
   return config.dump();
 }
 
-std::vector<int> pick_free_ports(int n) {
-  std::vector<Fd> sockets;
-  std::vector<int> ports;
-  for (int i = 0; i < n; ++i) {
-    Fd s(::socket(AF_INET, SOCK_STREAM, 0));
-    STRATA_CHECK(UNAVAILABLE, s.get() >= 0, "launch: socket() failed: ", std::strerror(errno));
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    STRATA_CHECK(UNAVAILABLE,
-                 ::bind(s.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0,
-                 "launch: bind(127.0.0.1:0) failed: ", std::strerror(errno));
-    socklen_t len = sizeof(addr);
-    ::getsockname(s.get(), reinterpret_cast<sockaddr*>(&addr), &len);
-    ports.push_back(ntohs(addr.sin_port));
-    sockets.push_back(std::move(s));  // held open so the n ports are distinct
-  }
-  return ports;
-}
-
 int run_launch(const LaunchOptions& options) {
   STRATA_CHECK_ARG(options.nproc >= 1, "launch: --nproc must be >= 1, got ", options.nproc);
   STRATA_CHECK_ARG(options.devices_per_worker >= 0,
@@ -125,7 +80,7 @@ int run_launch(const LaunchOptions& options) {
   STRATA_CHECK_ARG(!options.command.empty(), "launch: expected a program after --, got nothing");
 
   std::vector<std::string> addresses;
-  for (int port : pick_free_ports(options.nproc))
+  for (int port : cluster::pick_free_ports(options.nproc))
     addresses.push_back("127.0.0.1:" + std::to_string(port));
 
   struct sigaction sa {};
@@ -174,8 +129,8 @@ int run_launch(const LaunchOptions& options) {
     posix_spawn_file_actions_destroy(&actions);
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
-    w.streams[0] = {Fd(out_pipe[0]), {}, &std::cout};
-    w.streams[1] = {Fd(err_pipe[0]), {}, &std::cerr};
+    w.streams[0] = {UniqueFd(out_pipe[0]), {}, &std::cout};
+    w.streams[1] = {UniqueFd(err_pipe[0]), {}, &std::cerr};
     if (rc != 0) {
       for (auto& other : workers) {
         if (other.running) ::kill(other.pid, SIGKILL);

@@ -25,9 +25,6 @@ struct LaunchOptions {
 // Builds the TF_CONFIG of task `index` for workers at `addresses`.
 std::string make_tf_config(const std::vector<std::string>& addresses, int index);
 
-// Picks `n` distinct free TCP ports on 127.0.0.1.
-std::vector<int> pick_free_ports(int n);
-
 // Runs the workers and returns launch's exit status.
 int run_launch(const LaunchOptions& options);
 

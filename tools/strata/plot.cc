@@ -1,7 +1,5 @@
 #include "tools/strata/plot.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -10,6 +8,7 @@
 #include <system_error>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 
 #ifdef STRATA_HAVE_PLPLOT
 #include <plplot.h>
@@ -145,12 +144,10 @@ void plot_training_curves(const std::vector<int>& epochs,
   (void)history;
 #else
   const std::string format = plot_format(path);
-  const std::filesystem::path target = std::filesystem::absolute(path);
-  // Write next to the target, then rename: a reader never sees a half-drawn file.
-  // Built with append: GCC 12's -Wrestrict misfires on `"." + string` at -O3.
-  std::string tmp_name(1, '.');
-  tmp_name.append(target.filename().string()).append(".tmp").append(std::to_string(::getpid()));
-  const std::string tmp = (target.parent_path() / tmp_name).string();
+  // PLplot writes the file by name; the atomic writer moves it into place whole,
+  // so a reader never sees a half-drawn file.
+  AtomicFileWriter file(std::filesystem::absolute(path).string());
+  const std::string& tmp = file.temp_path();
   plsdev(device_for(format));
   plsfnam(tmp.c_str());
   plspage(0, 0, 1100, 450, 0, 0);
@@ -169,16 +166,8 @@ void plot_training_curves(const std::vector<int>& epochs,
   plend();
   std::error_code ec;
   const auto size = std::filesystem::file_size(tmp, ec);
-  if (ec || size == 0) {
-    std::filesystem::remove(tmp, ec);
-    STRATA_CHECK(INTERNAL, false, "--plot: PLplot wrote nothing to '", tmp, "'");
-  }
-  std::filesystem::rename(tmp, target, ec);
-  if (ec) {
-    std::error_code ignored;
-    std::filesystem::remove(tmp, ignored);
-    STRATA_CHECK(PERMISSION_DENIED, false, "--plot: cannot write '", path, "': ", ec.message());
-  }
+  STRATA_CHECK(INTERNAL, !ec && size != 0, "--plot: PLplot wrote nothing to '", tmp, "'");
+  file.commit();
 #endif
 }
 

@@ -7,11 +7,10 @@
 
 #include <algorithm>
 #include <cerrno>
-#include <cstdio>
 #include <cstring>
-#include <random>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 
 namespace strata::io::internal {
 namespace {
@@ -20,47 +19,24 @@ constexpr size_t kBufferSize = 256 * 1024;
 // Largest step append() grows a string by before the bytes are known to exist.
 constexpr size_t kAppendStep = 1 << 20;
 
-[[noreturn]] void throw_errno(std::string_view op, const std::string& path, int err) {
-  std::string msg = str_cat(op, " ", path, ": ", std::strerror(err));
-  switch (err) {
-    case ENOENT:
-    case ENOTDIR: throw NotFoundError(msg);
-    case EACCES:
-    case EPERM:
-    case EROFS: throw PermissionDeniedError(msg);
-    case ENOSPC:
-    case EDQUOT: throw ResourceExhaustedError(msg);
-    case EISDIR: throw FailedPreconditionError(msg);
-    default: throw UnknownError(msg);
-  }
-}
-
 class FileSource final : public Source {
  public:
-  explicit FileSource(const std::string& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-    if (fd_ < 0) throw_errno("open", path, errno);
+  explicit FileSource(const std::string& path)
+      : path_(path), fd_(::open(path.c_str(), O_RDONLY | O_CLOEXEC)) {
+    if (!fd_.valid()) throw_os_error("cannot open", path, errno);
     struct stat st {};
-    if (::fstat(fd_, &st) != 0) {
-      const int err = errno;
-      ::close(fd_);
-      throw_errno("stat", path, err);
-    }
-    if (S_ISDIR(st.st_mode)) {
-      ::close(fd_);
-      throw_errno("read", path, EISDIR);
-    }
+    if (::fstat(fd_.get(), &st) != 0) throw_os_error("cannot stat", path, errno);
+    if (S_ISDIR(st.st_mode)) throw_os_error("cannot read", path, EISDIR);
     size_ = static_cast<uint64_t>(st.st_size);
   }
-  ~FileSource() override { ::close(fd_); }
 
   size_t read(char* dst, size_t n) override {
     size_t got = 0;
     while (got < n) {
-      const ssize_t r = ::read(fd_, dst + got, n - got);
+      const ssize_t r = ::read(fd_.get(), dst + got, n - got);
       if (r < 0) {
         if (errno == EINTR) continue;
-        throw_errno("read", path_, errno);
+        throw_os_error("cannot read", path_, errno);
       }
       if (r == 0) break;
       got += static_cast<size_t>(r);
@@ -68,18 +44,20 @@ class FileSource final : public Source {
     return got;
   }
   void seek(uint64_t offset) override {
-    if (::lseek(fd_, static_cast<off_t>(offset), SEEK_SET) < 0) throw_errno("seek", path_, errno);
+    if (::lseek(fd_.get(), static_cast<off_t>(offset), SEEK_SET) < 0) {
+      throw_os_error("cannot seek in", path_, errno);
+    }
   }
   uint64_t size() const override { return size_; }
   uint64_t tell() const override {
-    const off_t at = ::lseek(fd_, 0, SEEK_CUR);
-    if (at < 0) throw_errno("seek", path_, errno);
+    const off_t at = ::lseek(fd_.get(), 0, SEEK_CUR);
+    if (at < 0) throw_os_error("cannot seek in", path_, errno);
     return static_cast<uint64_t>(at);
   }
 
  private:
   std::string path_;
-  int fd_ = -1;
+  UniqueFd fd_;
   uint64_t size_ = 0;
 };
 
@@ -346,25 +324,19 @@ struct OutputFile::Deflater {
 
 OutputFile::OutputFile(std::string path, Compression compression, int level)
     : path_(std::move(path)), compression_(compression) {
-  std::random_device rd;
-  char suffix[17];
-  std::snprintf(suffix, sizeof suffix, "%08x%08x", rd(), rd());
-  tmp_path_ = str_cat(path_, ".tmp.", suffix);
   if (compression_ != Compression::NONE) {
     STRATA_CHECK_ARG(level >= -1 && level <= 9,
                      "TFRecordOptions.compression_level must be in [-1, 9], got ", level);
+  }
+  file_ = std::make_unique<AtomicFileWriter>(path_);
+  if (compression_ != Compression::NONE) {
     deflater_ = std::make_unique<Deflater>();
     if (deflateInit2(&deflater_->strm, level, Z_DEFLATED, window_bits(compression_), 8,
                      Z_DEFAULT_STRATEGY) != Z_OK) {
+      deflater_.reset();
       throw ResourceExhaustedError(str_cat("zlib: cannot initialise deflate for ", path_));
     }
     deflater_->out.resize(kBufferSize);
-  }
-  fd_ = ::open(tmp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd_ < 0) {
-    const int err = errno;
-    if (deflater_) deflateEnd(&deflater_->strm);
-    throw_errno("create", tmp_path_, err);
   }
   buf_.reserve(kBufferSize);
 }
@@ -374,17 +346,7 @@ OutputFile::~OutputFile() {
   if (deflater_) deflateEnd(&deflater_->strm);
 }
 
-void OutputFile::write_raw(const char* data, size_t n) {
-  while (n > 0) {
-    const ssize_t r = ::write(fd_, data, n);
-    if (r < 0) {
-      if (errno == EINTR) continue;
-      throw_errno("write", tmp_path_, errno);
-    }
-    data += r;
-    n -= static_cast<size_t>(r);
-  }
-}
+void OutputFile::write_raw(const char* data, size_t n) { file_->append(std::string_view(data, n)); }
 
 void OutputFile::deflate_some(int flush_mode) {
   z_stream& s = deflater_->strm;
@@ -445,30 +407,13 @@ void OutputFile::commit() {
     } else {
       drain();
     }
-    if (::fsync(fd_) != 0) throw_errno("fsync", tmp_path_, errno);
-    const int fd = fd_;
-    fd_ = -1;
-    if (::close(fd) != 0) {
-      const int err = errno;
-      ::unlink(tmp_path_.c_str());
-      throw_errno("close", tmp_path_, err);
-    }
-    if (::rename(tmp_path_.c_str(), path_.c_str()) != 0) {
-      const int err = errno;
-      ::unlink(tmp_path_.c_str());
-      throw_errno("rename to", path_, err);
-    }
+    file_->commit();
   } catch (...) {
     abandon();
     throw;
   }
 }
 
-void OutputFile::abandon() noexcept {
-  if (fd_ < 0) return;
-  ::close(fd_);
-  fd_ = -1;
-  ::unlink(tmp_path_.c_str());
-}
+void OutputFile::abandon() noexcept { file_->abandon(); }
 
 }  // namespace strata::io::internal

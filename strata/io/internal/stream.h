@@ -10,6 +10,8 @@
 #include <string>
 #include <string_view>
 
+#include "strata/base/file.h"
+
 namespace strata::io::internal {
 
 enum class Compression { NONE, ZLIB, GZIP };
@@ -88,9 +90,10 @@ class InputStream {
   uint64_t offset_ = 0;
 };
 
-// Writes `path` atomically: bytes go to "<path>.tmp.<random>", and commit()
-// flushes, fsyncs and renames it over `path`. abandon() (or destruction without
-// commit) removes the temporary file. One thread at a time.
+// Writes `path` atomically (strata/base/file.h's AtomicFileWriter), compressing
+// on the way: commit() finishes the stream, fsyncs, renames it over `path` and
+// fsyncs the directory. abandon() (or destruction without commit) removes the
+// temporary file. One thread at a time.
 class OutputFile {
  public:
   OutputFile(std::string path, Compression compression, int level);
@@ -104,7 +107,7 @@ class OutputFile {
   void flush();
   void commit();
   void abandon() noexcept;
-  bool open() const { return fd_ >= 0; }
+  bool open() const { return file_->is_open(); }
   const std::string& path() const { return path_; }
 
  private:
@@ -114,9 +117,8 @@ class OutputFile {
 
   struct Deflater;
   std::string path_;
-  std::string tmp_path_;
-  int fd_ = -1;
   Compression compression_;
+  std::unique_ptr<AtomicFileWriter> file_;
   std::unique_ptr<Deflater> deflater_;
   std::string buf_;
 };

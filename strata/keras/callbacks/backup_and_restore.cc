@@ -10,9 +10,9 @@
 #include <utility>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 #include "strata/distribute/strategy.h"
 #include "strata/keras/internal/distributed_file_utils.h"
-#include "strata/keras/internal/file_util.h"
 #include "strata/keras/model.h"
 #include "strata/keras/weights_io.h"
 
@@ -61,9 +61,9 @@ void BackupAndRestoreCallback::on_train_begin(Logs&) {
   resumed_epoch_.reset();
   resumed_step_ = 0;
   batches_seen_ = 0;
-  internal::make_dirs(backup_dir_);
+  strata::make_dirs(backup_dir_);
   const std::string path = backup_path();
-  if (!internal::file_exists(path)) return;
+  if (!strata::file_exists(path)) return;
   const std::map<std::string, std::string> meta = load_training_state(*model(), path);
   const auto it = meta.find("epoch");
   STRATA_CHECK(DATA_LOSS, it != meta.end(), "BackupAndRestore: backup '", path, "' has no epoch");
@@ -112,7 +112,7 @@ void BackupAndRestoreCallback::save(int completed_epochs, std::optional<int64_t>
   const distribute::Strategy& strategy = model()->distribute_strategy();
   const bool chief = strategy.extended().should_checkpoint();
   const std::string dir = chief ? chief_dir() : internal::write_dirpath(backup_dir_, strategy);
-  internal::make_dirs(dir);
+  strata::make_dirs(dir);
   std::map<std::string, std::string> meta = {{"epoch", std::to_string(completed_epochs)}};
   if (batch) meta["batch"] = std::to_string(*batch);
   save_training_state(*model(), (std::filesystem::path(dir) / kFileName).string(), meta);

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 #include "strata/io/tfrecord.h"
 #include "strata/keras/callbacks/backup_and_restore.h"
 #include "strata/keras/callbacks/csv_logger.h"
@@ -16,7 +17,6 @@
 #include "strata/keras/callbacks/learning_rate_scheduler.h"
 #include "strata/keras/callbacks/model_checkpoint.h"
 #include "strata/keras/callbacks/tensorboard.h"
-#include "strata/keras/internal/file_util.h"
 #include "strata/keras/layers/dense.h"
 #include "strata/keras/losses.h"
 #include "strata/keras/optimizers/sgd.h"
@@ -24,6 +24,7 @@
 #include "strata/keras/weights_io.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/random_ops.h"
+#include "strata/testing/files.h"
 
 namespace strata::keras::callbacks {
 namespace {
@@ -33,15 +34,9 @@ namespace fs = std::filesystem;
 class CallbacksTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    dir_ = fs::temp_directory_path() /
-           ("strata_callbacks_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
     x_ = strata::random::uniform({16, 4}, {.minval = -1, .maxval = 1, .seed = 21});
     y_ = strata::random::uniform_int({16}, 0, 3, {.seed = 22});
   }
-  void TearDown() override { fs::remove_all(dir_); }
 
   std::shared_ptr<SequentialModel> make_model(double lr = 0.1, double momentum = 0.0) {
     auto model = Sequential({layers::Dense(3, {.input_shape = {4}})});
@@ -51,9 +46,9 @@ class CallbacksTest : public ::testing::Test {
                     })});
     return model;
   }
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+  std::string path(const std::string& name) const { return dir_.file(name); }
 
-  fs::path dir_;
+  strata::testing::TempDir dir_{"strata_callbacks"};
   Tensor x_, y_;
 };
 
@@ -148,7 +143,7 @@ TEST_F(CallbacksTest, CSVLoggerWritesSortedColumnsAndAppends) {
               .verbose = 0,
               .callbacks = {override_log("loss", {0.5, 0.25}), override_log("val_loss", {1.5, 0.1}),
                             override_log("acc", {0.75, 1.0}), CSVLogger(csv)}});
-  EXPECT_EQ(internal::read_file(csv),
+  EXPECT_EQ(strata::read_file(csv),
             "epoch,acc,loss,val_loss\r\n0,0.75,0.5,1.5\r\n1,1.0,0.25,0.1\r\n");
   model->fit(x_, y_,
              {.batch_size = 8,
@@ -156,7 +151,7 @@ TEST_F(CallbacksTest, CSVLoggerWritesSortedColumnsAndAppends) {
               .verbose = 0,
               .callbacks = {override_log("loss", {0.125}), override_log("val_loss", {2.0}),
                             override_log("acc", {0.5}), CSVLogger(csv, ";", /*append=*/true)}});
-  EXPECT_EQ(internal::read_file(csv),
+  EXPECT_EQ(strata::read_file(csv),
             "epoch,acc,loss,val_loss\r\n0,0.75,0.5,1.5\r\n1,1.0,0.25,0.1\r\n0;0.5;0.125;2.0\r\n");
 }
 

@@ -6,7 +6,7 @@
 #include <utility>
 
 #include "strata/base/errors.h"
-#include "strata/keras/internal/file_util.h"
+#include "strata/base/file.h"
 
 namespace strata::keras::callbacks {
 namespace {
@@ -40,8 +40,8 @@ void CSVLoggerCallback::on_train_begin(Logs&) {
   contents_.clear();
   keys_.clear();
   header_written_ = false;
-  if (append_ && internal::file_exists(filename_)) {
-    contents_ = internal::read_file(filename_);
+  if (append_ && strata::file_exists(filename_)) {
+    contents_ = strata::read_file(filename_);
     // Keras: no header when appending to a file that has content.
     header_written_ = !contents_.empty();
     if (!contents_.empty() && contents_.back() != '\n') contents_ += '\n';
@@ -65,7 +65,7 @@ void CSVLoggerCallback::on_epoch_end(int epoch, Logs& logs) {
     contents_ += separator_ + (v ? float32_str(*v) : std::string("NA"));
   }
   contents_ += "\r\n";
-  internal::write_file_atomically(filename_, contents_);
+  strata::write_file_atomically(filename_, contents_);
 }
 
 }  // namespace strata::keras::callbacks

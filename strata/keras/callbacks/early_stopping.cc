@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "strata/base/errors.h"
+#include "strata/base/logging.h"
 #include "strata/keras/callbacks/monitor.h"
 #include "strata/keras/model.h"
 
@@ -39,14 +40,10 @@ void EarlyStoppingCallback::on_train_begin(Logs&) {
 void EarlyStoppingCallback::on_epoch_end(int epoch, Logs& logs) {
   const std::optional<double> current = logs.get(options_.monitor);
   if (!current) {
-    std::cerr << "WARNING: Early stopping conditioned on metric `" << options_.monitor
-              << "` which is not available. Available metrics are: ";
-    bool first = true;
-    for (const auto& [k, v] : logs) {
-      std::cerr << (first ? "" : ",") << k;
-      first = false;
-    }
-    std::cerr << "\n";
+    std::string available;
+    for (const auto& [k, v] : logs) available += str_cat(available.empty() ? "" : ",", k);
+    STRATA_LOG(WARNING, "Early stopping conditioned on metric `", options_.monitor,
+               "` which is not available. Available metrics are: ", available);
     return;
   }
   if (epoch < options_.start_from_epoch) return;

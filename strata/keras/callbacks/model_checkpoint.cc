@@ -8,9 +8,10 @@
 #include <utility>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
+#include "strata/base/logging.h"
 #include "strata/base/str_cat.h"
 #include "strata/keras/callbacks/monitor.h"
-#include "strata/keras/internal/file_util.h"
 #include "strata/keras/model.h"
 
 namespace strata::keras::callbacks {
@@ -222,8 +223,8 @@ void ModelCheckpointCallback::save(int epoch, const Logs& logs) {
   if (options_.save_best_only) {
     const std::optional<double> current = logs.get(options_.monitor);
     if (!current) {
-      std::cerr << "WARNING: Can save best model only with " << options_.monitor
-                << " available, skipping.\n";
+      STRATA_LOG(WARNING, "Can save best model only with ", options_.monitor,
+                 " available, skipping.");
       return;
     }
     const bool improved = !best_ || (maximize_ ? *current > *best_ : *current < *best_);
@@ -245,7 +246,7 @@ void ModelCheckpointCallback::save(int epoch, const Logs& logs) {
   }
   // Keras creates the checkpoint's folder (e.g. "./training_checkpoints/ckpt_{epoch}").
   const std::filesystem::path folder = std::filesystem::path(path).parent_path();
-  if (!folder.empty()) keras::internal::make_dirs(folder.string());
+  if (!folder.empty()) strata::make_dirs(folder.string());
   if (options_.save_weights_only) {
     model()->save_weights(path);
   } else {

@@ -8,10 +8,10 @@
 #include <filesystem>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 #include "strata/base/str_cat.h"
 #include "strata/io/tfrecord.h"
 #include "strata/keras/callbacks/event.pb.h"
-#include "strata/keras/internal/file_util.h"
 
 namespace strata::keras::callbacks {
 namespace {
@@ -62,7 +62,7 @@ TensorBoardCallback::Writer& TensorBoardCallback::writer(const std::string& run)
   auto it = writers_.find(run);
   if (it != writers_.end()) return it->second;
   const std::filesystem::path dir = std::filesystem::path(options_.log_dir) / run;
-  internal::make_dirs(dir.string());
+  strata::make_dirs(dir.string());
   Writer w;
   const double now = wall_time();
   w.path = (dir / event_file_name(now)).string();

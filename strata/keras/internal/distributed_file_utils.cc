@@ -5,9 +5,9 @@
 #include <system_error>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 #include "strata/base/str_cat.h"
 #include "strata/distribute/strategy.h"
-#include "strata/keras/internal/file_util.h"
 
 namespace strata::keras::internal {
 namespace {
@@ -27,7 +27,7 @@ std::string temp_dir(const std::string& dirpath, const distribute::Strategy& str
   std::string dir = is_temp_dir(dirpath, strategy)
                         ? dirpath
                         : (fs::path(dirpath) / temp_dir_name(strategy)).string();
-  make_dirs(dir);
+  strata::make_dirs(dir);
   return dir;
 }
 

@@ -6,6 +6,7 @@
 
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/distribute/strategy.h"
+#include "strata/testing/files.h"
 
 namespace strata::keras::internal {
 namespace {
@@ -16,9 +17,8 @@ namespace fs = std::filesystem;
 // or removed (the multi-worker side runs in real processes:
 // tests/fault_tolerance/multi_worker_checkpoint_test.cc).
 TEST(DistributedFileUtilsTest, SingleWorkerStrategiesWriteAtTheGivenPath) {
-  const fs::path dir = fs::temp_directory_path() / "strata_dfu_test";
-  fs::remove_all(dir);
-  fs::create_directories(dir);
+  const strata::testing::TempDir temp("strata_dfu_test");
+  const fs::path dir = temp.path();
   distribute::Strategy& default_strategy = distribute::get_strategy();
   distribute::MirroredStrategy mirrored;
   for (const distribute::Strategy* s :
@@ -32,7 +32,6 @@ TEST(DistributedFileUtilsTest, SingleWorkerStrategiesWriteAtTheGivenPath) {
     EXPECT_TRUE(fs::exists(dir));
     EXPECT_TRUE(fs::is_empty(dir));
   }
-  fs::remove_all(dir);
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 #pragma once
-// Rendezvous key-value stores (STYLE §10): how the processes of a cluster find
-// each other before collectives exist. A key, once set, holds bytes; readers
-// block (with a timeout) until it appears. Counters (add) are stored as the
-// decimal text of their value, so get() of a counter returns e.g. "3".
+// The rendezvous key-value store (STYLE §10): how the ranks of a group find
+// each other before collectives exist. One interface for every layer: the
+// cluster layer serves it over TCP (strata/cluster/tcp_store.h), the collective
+// layer's Gloo groups meet through it, and InMemoryStore below serves ranks that
+// are threads of one process. A key, once set, holds bytes; readers block (with
+// a timeout) until it appears. Counters (add) are stored as the decimal text of
+// their value, so get() of a counter returns e.g. "3".
 //
-//   strata::cluster::InMemoryStore store;
+//   strata::InMemoryStore store;
 //   std::jthread peer([&] { store.set("addr/1", to_bytes("10.0.0.2:5555")); });
 //   auto address = store.get("addr/1", std::chrono::seconds(30));   // blocks until set
 //   int64_t arrived = store.add("barrier/0", 1);                     // atomic counter
@@ -26,7 +29,7 @@
 
 #include "strata/base/thread_annotations.h"
 
-namespace strata::cluster {
+namespace strata {
 
 using Bytes = std::vector<char>;
 using Milliseconds = std::chrono::milliseconds;
@@ -91,4 +94,4 @@ int64_t add_to_counter(const std::string& who, const std::string& key, Bytes& va
 std::string format_duration(Milliseconds d);
 }  // namespace internal
 
-}  // namespace strata::cluster
+}  // namespace strata

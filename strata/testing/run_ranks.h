@@ -1,9 +1,14 @@
 #pragma once
-// Test-only helpers for the collective tests: run one function per rank on its
-// own thread and collect what each rank threw.
+// Ranks on threads, as Gloo's tests run them: one function per rank, each on
+// its own thread, and what each rank threw. Collective groups, stores and
+// multi-worker strategies whose workers are threads of one process are tested
+// this way.
 //
-//   auto errors = run_ranks(3, [&](int r) { group.barrier(r); });
+//   auto errors = strata::testing::run_ranks(3, [&](int r) { group.barrier(r); });
 //   EXPECT_THAT(errors, Each(IsNull()));
+//   strata::testing::run_ranks_ok(2, [&](int r) { group.all_reduce(r, t, ReduceOp::SUM); });
+//
+// Test-only (strata/testing is not installed). Thread-safe.
 
 #include <exception>
 #include <functional>
@@ -13,7 +18,7 @@
 
 #include "strata/base/errors.h"
 
-namespace strata::collective::testing {
+namespace strata::testing {
 
 // Runs fn(0..n-1) on n threads, joins them and returns each rank's exception
 // (nullptr when it returned normally).
@@ -56,4 +61,4 @@ inline Caught caught(const std::exception_ptr& e) {
   }
 }
 
-}  // namespace strata::collective::testing
+}  // namespace strata::testing

@@ -1,4 +1,4 @@
-#include "strata/cluster/store.h"
+#include "strata/base/store.h"
 
 #include <thread>
 #include <vector>
@@ -8,7 +8,7 @@
 
 #include "strata/base/errors.h"
 
-namespace strata::cluster {
+namespace strata {
 namespace {
 
 using ::testing::HasSubstr;
@@ -92,4 +92,4 @@ TEST(InMemoryStore, AbortWakesAWaiterWithAbortedError) {
 }
 
 }  // namespace
-}  // namespace strata::cluster
+}  // namespace strata

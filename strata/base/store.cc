@@ -1,11 +1,11 @@
-#include "strata/cluster/store.h"
+#include "strata/base/store.h"
 
 #include <algorithm>
 #include <charconv>
 
 #include "strata/base/errors.h"
 
-namespace strata::cluster {
+namespace strata {
 
 Bytes to_bytes(std::string_view s) { return Bytes(s.begin(), s.end()); }
 std::string to_string(const Bytes& b) { return std::string(b.begin(), b.end()); }
@@ -96,4 +96,4 @@ void InMemoryStore::abort() {
   cv_.notify_all();
 }
 
-}  // namespace strata::cluster
+}  // namespace strata

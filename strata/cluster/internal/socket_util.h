@@ -1,0 +1,49 @@
+#pragma once
+// Private to the cluster layer: the poll()-based socket plumbing of the TCP
+// store's server and client. Every wait takes a deadline; an abort pipe wakes it.
+
+#include <netdb.h>
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "strata/base/file.h"
+
+namespace strata::cluster::internal {
+
+using Clock = std::chrono::steady_clock;
+
+// strerror(err) as a string.
+std::string errno_text(int err);
+
+// getaddrinfo's result list, freed on destruction.
+struct AddrInfo {
+  addrinfo* list = nullptr;
+  AddrInfo() = default;
+  AddrInfo(const AddrInfo&) = delete;
+  AddrInfo& operator=(const AddrInfo&) = delete;
+  ~AddrInfo();
+};
+
+// Resolves host:port for a TCP stream socket (passive: for bind). Returns the
+// getaddrinfo error text, empty on success.
+std::string resolve(const std::string& host, const std::string& port, bool passive, AddrInfo& out);
+
+// Disables Nagle's algorithm: the store's requests are small and latency-bound.
+void set_nodelay(int fd);
+
+// A non-blocking, close-on-exec pipe (read end, write end); UnavailableError if
+// the OS refuses.
+std::pair<UniqueFd, UniqueFd> make_pipe();
+
+// Milliseconds from now until `deadline`, clamped to [0, 2^30] for poll().
+int ms_until(Clock::time_point deadline);
+
+enum class Ready { kYes, kTimeout, kAborted };
+
+// Waits until `fd` (ignored when < 0) has `events`, the deadline passes, or
+// `abort_fd` is readable (checked first).
+Ready wait_fd(int fd, short events, int abort_fd, Clock::time_point deadline);
+
+}  // namespace strata::cluster::internal

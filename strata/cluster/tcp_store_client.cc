@@ -1,0 +1,266 @@
+#include "strata/cluster/tcp_store.h"
+
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <tuple>
+#include <utility>
+
+#include "strata/base/coding.h"
+#include "strata/base/errors.h"
+#include "strata/base/file.h"
+#include "strata/cluster/internal/socket_util.h"
+#include "strata/cluster/internal/tcp_store_protocol.h"
+#include "strata/cluster/socket.h"
+
+namespace strata::cluster {
+
+using internal::Clock;
+using internal::Ready;
+using internal::wait_fd;
+
+TcpStoreClient::TcpStoreClient(std::string address, TcpStoreClientOptions options)
+    : address_(std::move(address)), options_(options) {
+  std::tie(abort_read_, abort_write_) = internal::make_pipe();
+  const auto [host, port] = split_host_port(address_);
+  const auto deadline = Clock::now() + options_.connect_timeout;
+  Milliseconds backoff(10);
+  std::string last_error;
+  while (true) {
+    internal::AddrInfo info;
+    last_error = internal::resolve(host, port, /*passive=*/false, info);
+    for (addrinfo* ai = info.list; ai != nullptr; ai = ai->ai_next) {
+      UniqueFd fd(
+          ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+      if (!fd.valid()) {
+        last_error = internal::errno_text(errno);
+        continue;
+      }
+      int rc = ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen);
+      if (rc != 0 && errno == EINPROGRESS) {
+        const Ready ready = wait_fd(fd.get(), POLLOUT, abort_read_.get(), deadline);
+        STRATA_CHECK(ABORTED, ready != Ready::kAborted,
+                     "TcpStoreClient: aborted while connecting to ", address_);
+        if (ready == Ready::kTimeout) {
+          last_error = "connection timed out";
+          continue;
+        }
+        int err = 0;
+        socklen_t len = sizeof(err);
+        ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
+        rc = err == 0 ? 0 : -1;
+        errno = err;
+      }
+      if (rc != 0) {
+        last_error = internal::errno_text(errno);
+        continue;
+      }
+      internal::set_nodelay(fd.get());
+      std::lock_guard lock(mu_);
+      socket_ = std::move(fd);
+      return;
+    }
+    // The server may not be up yet (the chief starts it): retry until the
+    // start-up deadline, backing off; the wait is on the abort pipe, so abort()
+    // interrupts it.
+    if (Clock::now() >= deadline) break;
+    const auto next = std::min(Clock::now() + backoff, deadline);
+    const Ready ready = wait_fd(-1, 0, abort_read_.get(), next);
+    STRATA_CHECK(ABORTED, ready != Ready::kAborted, "TcpStoreClient: aborted while connecting to ",
+                 address_);
+    backoff = std::min(backoff * 2, Milliseconds(500));
+  }
+  throw UnavailableError(str_cat("TcpStoreClient: could not connect to the store at ", address_,
+                                 " within ",
+                                 strata::internal::format_duration(options_.connect_timeout),
+                                 " (last error: ", last_error, ")"));
+}
+
+TcpStoreClient::~TcpStoreClient() = default;
+
+void TcpStoreClient::abort() {
+  aborted_.store(true);
+  const char byte = 1;
+  // The byte is never read: the pipe stays readable, so every later wait wakes too.
+  [[maybe_unused]] auto n = ::write(abort_write_.get(), &byte, 1);
+}
+
+std::string TcpStoreClient::call(const std::string& request, Milliseconds wait_time,
+                                 const std::string& what) {
+  std::lock_guard lock(mu_);
+  STRATA_CHECK(ABORTED, !aborted_.load(), "TcpStoreClient(", address_, "): ", what,
+               ": the store was aborted");
+  STRATA_CHECK(UNAVAILABLE, !broken_, "TcpStoreClient(", address_, "): ", what,
+               ": the connection to the store was lost earlier");
+  const auto deadline = Clock::now() + wait_time + options_.timeout;
+  const int fd = socket_.get();
+  auto fail = [&](ErrorCode code, const std::string& why) {
+    broken_ = true;  // the stream is out of step with the server now
+    throw_error(code, str_cat("TcpStoreClient(", address_, "): ", what, ": ", why));
+  };
+  auto wait_or_fail = [&](short events) {
+    const Ready r = wait_fd(fd, events, abort_read_.get(), deadline);
+    if (r == Ready::kAborted) fail(ErrorCode::ABORTED, "aborted");
+    if (r == Ready::kTimeout) {
+      fail(ErrorCode::DEADLINE_EXCEEDED,
+           str_cat("the store server did not answer within ",
+                   strata::internal::format_duration(
+                       std::chrono::duration_cast<Milliseconds>(wait_time + options_.timeout))));
+    }
+  };
+
+  const std::string frame = internal::frame(request);
+  size_t sent = 0;
+  while (sent < frame.size()) {
+    const ssize_t n =
+        ::send(fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      wait_or_fail(POLLOUT);
+    } else if (n < 0 && errno == EINTR) {
+      continue;
+    } else {
+      fail(ErrorCode::UNAVAILABLE,
+           str_cat("lost the connection to the store server (", internal::errno_text(errno), ")"));
+    }
+  }
+
+  std::string in;
+  size_t want = 4;
+  bool have_header = false;
+  char buf[65536];
+  while (in.size() < want) {
+    const ssize_t n = ::recv(fd, buf, std::min(sizeof(buf), want - in.size()), MSG_DONTWAIT);
+    if (n > 0) {
+      in.append(buf, static_cast<size_t>(n));
+      if (!have_header && in.size() == 4) {
+        have_header = true;
+        const uint32_t len = coding::decode_fixed32(in.data());
+        if (len > internal::kMaxFrame)
+          fail(ErrorCode::DATA_LOSS, str_cat("reply frame of ", len, " bytes"));
+        want = 4 + len;
+      }
+    } else if (n == 0) {
+      fail(ErrorCode::UNAVAILABLE, "the store server closed the connection");
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      wait_or_fail(POLLIN);
+    } else if (errno != EINTR) {
+      fail(ErrorCode::UNAVAILABLE,
+           str_cat("lost the connection to the store server (", internal::errno_text(errno), ")"));
+    }
+  }
+  return in.substr(4);
+}
+
+namespace {
+
+// Parses a reply's status; throws for ERROR and malformed replies. Returns the
+// status (OK or TIMEOUT).
+uint8_t reply_status(internal::Reader& r, const std::string& who) {
+  try {
+    const uint8_t status = r.u8();
+    if (status == internal::kError) throw InvalidArgumentError(r.str());
+    if (status != internal::kOk && status != internal::kTimeout) {
+      throw DataLossError(str_cat(who, ": unknown reply status ", static_cast<int>(status)));
+    }
+    return status;
+  } catch (const internal::ProtocolError& e) {
+    throw DataLossError(str_cat(who, ": malformed reply: ", e.what));
+  }
+}
+
+template <typename Fn>
+auto parse_reply(const std::string& who, Fn fn) {
+  try {
+    return fn();
+  } catch (const internal::ProtocolError& e) {
+    throw DataLossError(str_cat(who, ": malformed reply: ", e.what));
+  }
+}
+
+}  // namespace
+
+void TcpStoreClient::set(const std::string& key, const Bytes& value) {
+  std::string req;
+  internal::put_u8(req, internal::kSet);
+  internal::put_string(req, key);
+  internal::put_bytes(req, value.data(), value.size());
+  const std::string what = str_cat("set('", key, "')");
+  const std::string reply = call(req, Milliseconds(0), what);
+  internal::Reader r(reply);
+  reply_status(r, str_cat("TcpStoreClient(", address_, "): ", what));
+}
+
+Bytes TcpStoreClient::get(const std::string& key, Milliseconds timeout) {
+  std::string req;
+  internal::put_u8(req, internal::kGet);
+  internal::put_string(req, key);
+  coding::put_fixed64(req, static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0)));
+  const std::string what = str_cat("get('", key, "')");
+  const std::string who = str_cat("TcpStoreClient(", address_, "): ", what);
+  const auto start = Clock::now();
+  const std::string reply = call(req, timeout, what);
+  internal::Reader r(reply);
+  if (reply_status(r, who) == internal::kTimeout) {
+    const auto waited = std::chrono::duration_cast<Milliseconds>(Clock::now() - start);
+    throw DeadlineExceededError(str_cat(who, ": key '", key, "' was not set after waiting ",
+                                        strata::internal::format_duration(waited), " (timeout ",
+                                        strata::internal::format_duration(timeout), ")"));
+  }
+  return parse_reply(who, [&] {
+    std::string v = r.str();
+    return Bytes(v.begin(), v.end());
+  });
+}
+
+void TcpStoreClient::wait(const std::vector<std::string>& keys, Milliseconds timeout) {
+  std::string req;
+  internal::put_u8(req, internal::kWait);
+  internal::put_keys(req, keys);
+  coding::put_fixed64(req, static_cast<uint64_t>(std::max<int64_t>(timeout.count(), 0)));
+  const std::string what = str_cat("wait(", internal::quoted(keys), ")");
+  const std::string who = str_cat("TcpStoreClient(", address_, "): ", what);
+  const auto start = Clock::now();
+  const std::string reply = call(req, timeout, what);
+  internal::Reader r(reply);
+  if (reply_status(r, who) == internal::kTimeout) {
+    const auto missing = parse_reply(who, [&] { return r.keys(); });
+    const auto waited = std::chrono::duration_cast<Milliseconds>(Clock::now() - start);
+    throw DeadlineExceededError(str_cat(who, ": keys ", internal::quoted(missing),
+                                        " still missing after waiting ",
+                                        strata::internal::format_duration(waited), " (timeout ",
+                                        strata::internal::format_duration(timeout), ")"));
+  }
+}
+
+int64_t TcpStoreClient::add(const std::string& key, int64_t delta) {
+  std::string req;
+  internal::put_u8(req, internal::kAdd);
+  internal::put_string(req, key);
+  coding::put_fixed64(req, static_cast<uint64_t>(delta));
+  const std::string what = str_cat("add('", key, "', ", delta, ")");
+  const std::string who = str_cat("TcpStoreClient(", address_, "): ", what);
+  const std::string reply = call(req, Milliseconds(0), what);
+  internal::Reader r(reply);
+  reply_status(r, who);
+  return parse_reply(who, [&] { return static_cast<int64_t>(r.u64()); });
+}
+
+bool TcpStoreClient::check(const std::vector<std::string>& keys) {
+  std::string req;
+  internal::put_u8(req, internal::kCheck);
+  internal::put_keys(req, keys);
+  const std::string what = str_cat("check(", internal::quoted(keys), ")");
+  const std::string who = str_cat("TcpStoreClient(", address_, "): ", what);
+  const std::string reply = call(req, Milliseconds(0), what);
+  internal::Reader r(reply);
+  reply_status(r, who);
+  return parse_reply(who, [&] { return r.u8() != 0; });
+}
+
+}  // namespace strata::cluster

@@ -1,0 +1,132 @@
+#include "strata/collective/internal/gloo_failure_reports.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "strata/base/errors.h"
+#include "strata/base/str_cat.h"
+
+namespace strata::collective::internal {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using Milliseconds = std::chrono::milliseconds;
+
+constexpr const char* kWho = "GlooCollectives";
+
+Milliseconds remaining(Clock::time_point deadline) {
+  const auto left = std::chrono::duration_cast<Milliseconds>(deadline - Clock::now());
+  return std::max(left, Milliseconds(1));
+}
+
+}  // namespace
+
+GlooFailureReports::GlooFailureReports(int rank, int size, std::shared_ptr<Store> store,
+                                       GlooFailureReportsOptions options)
+    : rank_(rank), size_(size), store_(std::move(store)), options_(std::move(options)) {}
+
+std::string GlooFailureReports::me() const { return str_cat("rank ", rank_, " of ", size_); }
+
+std::string GlooFailureReports::name(int r) const {
+  return options_.rank_names.empty() ? str_cat("rank ", r)
+                                     : str_cat("rank ", r, " (", options_.rank_names[r], ")");
+}
+
+std::string GlooFailureReports::names(const std::vector<int>& ranks) const {
+  std::string out;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    out += i == 0 ? "" : (i + 1 == ranks.size() ? " and " : ", ");
+    out += name(ranks[i]);
+  }
+  return out;
+}
+
+std::string GlooFailureReports::group() const {
+  return str_cat("group ", options_.prefix, " of ", size_, " ranks");
+}
+
+Milliseconds GlooFailureReports::grace() const {
+  return std::clamp(options_.timeout / 10, Milliseconds(100), Milliseconds(2000));
+}
+
+void GlooFailureReports::leave_record(const std::string& key, const std::string& value) const {
+  try {
+    store_->set(key + std::to_string(rank_), std::vector<char>(value.begin(), value.end()));
+  } catch (const Error&) {
+  }
+}
+
+std::optional<GlooFailureReports::PeerRecord> GlooFailureReports::peer_record(
+    const std::vector<std::string>& keys) const {
+  const Clock::time_point until = Clock::now() + grace();
+  try {
+    do {
+      for (size_t k = 0; k < keys.size(); ++k) {
+        for (int r = 0; r < size_; ++r) {
+          if (r == rank_) continue;
+          try {
+            const std::vector<char> v = store_->get(keys[k] + std::to_string(r), Milliseconds(1));
+            return PeerRecord{.key = k, .rank = r, .value = std::string(v.begin(), v.end())};
+          } catch (const DeadlineExceededError&) {
+          }
+        }
+      }
+    } while (Clock::now() < until);
+  } catch (const Error&) {
+    // The store is gone too (its host died): the local message stands.
+  }
+  return std::nullopt;
+}
+
+std::string GlooFailureReports::unfinished_verdict(const std::string& what, uint64_t call,
+                                                   const std::string& key) const {
+  std::vector<int> waited, missing;
+  try {
+    store_->set(key + std::to_string(rank_), {'1'});
+    const Clock::time_point until = Clock::now() + grace();
+    for (int r = 0; r < size_; ++r) {
+      try {
+        store_->wait({key + std::to_string(r)}, remaining(until));
+        waited.push_back(r);
+      } catch (const DeadlineExceededError&) {
+        missing.push_back(r);
+      }
+    }
+  } catch (const Error&) {
+    return "";  // the store is gone too (its host died): the local message stands
+  }
+  if (missing.empty()) {
+    return str_cat(kWho, ": collective #", call, " ", what, ": every rank (", names(waited),
+                   ") timed out after ", options_.timeout.count(),
+                   "ms in the data phase (reported by ", name(rank_), ")");
+  }
+  return str_cat(kWho, ": collective #", call, " ", what, ": ", names(missing),
+                 " never finished it within ", options_.timeout.count(), "ms (", names(waited),
+                 " timed out waiting; reported by ", name(rank_), ")");
+}
+
+std::string GlooFailureReports::schedules_differ(uint64_t call, const std::string& description,
+                                                 int peer, uint64_t their_call,
+                                                 const std::string& their_description) const {
+  return str_cat(kWho, ": collective schedules differ across workers: this worker, ", name(rank_),
+                 ", issued collective #", call, " ", description, " but ", name(peer),
+                 " issued collective #", their_call, " ", their_description);
+}
+
+std::string GlooFailureReports::not_entered(const std::string& collective,
+                                            const std::string& missing) const {
+  return str_cat(collective, ": ", missing, " never entered it within ", options_.timeout.count(),
+                 "ms (reported by ", name(rank_), ")");
+}
+
+std::string GlooFailureReports::gloo_failure(const std::string& what, uint64_t call, bool timed_out,
+                                             const std::string& gloo_message) const {
+  // With two ranks the peer is the other one; Gloo's message carries its address.
+  const std::string peer = size_ == 2 ? str_cat(" (peer ", name(1 - rank_), ")") : std::string();
+  return str_cat(kWho, ": collective #", call, " ", what, ": ", me(), ": ",
+                 timed_out ? "timed out after " : "transport failure",
+                 timed_out ? str_cat(options_.timeout.count(), "ms") : std::string(), peer, ": ",
+                 gloo_message);
+}
+
+}  // namespace strata::collective::internal

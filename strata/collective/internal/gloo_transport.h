@@ -1,0 +1,195 @@
+#pragma once
+// Private to GlooCollectives (not installed), and the only header that includes
+// Gloo: the shims between Gloo and Strata. StoreAdapter lets Gloo's rendezvous
+// use a strata::Store; MeshContext is a full-mesh Gloo context whose operations
+// abort() can interrupt from another thread.
+//
+//   auto ctx = std::make_shared<MeshContext>(rank, size);
+//   StoreAdapter adapter(store, "strata/gloo/0/", timeout);
+//   ctx->connect(adapter, device);          // Gloo's connectFullMesh
+//   ctx->abort("worker 1 failed");          // wakes every wait, resets every connection
+//
+// Thread-safety: MeshContext::abort may be called from any thread; the rest
+// follows Gloo's contexts (one call at a time).
+
+#include <gloo/common/error.h>
+#include <gloo/rendezvous/context.h>
+#include <gloo/rendezvous/store.h>
+#include <gloo/transport/context.h>
+#include <gloo/transport/device.h>
+#include <gloo/transport/pair.h>
+#include <gloo/transport/unbound_buffer.h>
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "strata/base/store.h"
+
+namespace strata::collective::internal {
+
+using Milliseconds = std::chrono::milliseconds;
+
+// gloo::rendezvous::Store over a strata::Store, with this epoch's key prefix.
+class StoreAdapter final : public gloo::rendezvous::Store {
+ public:
+  StoreAdapter(strata::Store& store, std::string prefix, Milliseconds timeout)
+      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
+  void set(const std::string& key, const std::vector<char>& data) override {
+    store_.set(prefix_ + key, data);
+  }
+  std::vector<char> get(const std::string& key) override {
+    return store_.get(prefix_ + key, timeout_);
+  }
+  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
+  void wait(const std::vector<std::string>& keys, const Milliseconds& timeout) override {
+    std::vector<std::string> prefixed;
+    prefixed.reserve(keys.size());
+    for (const auto& k : keys) prefixed.push_back(prefix_ + k);
+    store_.wait(prefixed, timeout);
+  }
+
+ private:
+  strata::Store& store_;
+  const std::string prefix_;
+  const Milliseconds timeout_;
+};
+
+// --- abort support -------------------------------------------------------------
+// Gloo's public API cannot interrupt an operation in flight from another
+// thread. Its transport can: an unbound buffer's wait returns false after
+// abortWaitRecv()/abortWaitSend(). Every buffer Gloo's algorithms (and the
+// header exchange) create goes through the context's transport context, so the
+// connected context's transport context is wrapped: the wrapper hands out
+// buffers that register themselves, and abort() aborts the waits of every live
+// buffer (the waiter then throws) and closes every connection (so the peers'
+// reads fail instead of waiting out their timeouts).
+
+class AbortRegistry;
+
+class AbortableBuffer final : public gloo::transport::UnboundBuffer {
+ public:
+  AbortableBuffer(std::unique_ptr<gloo::transport::UnboundBuffer> inner,
+                  std::shared_ptr<AbortRegistry> registry);
+  ~AbortableBuffer() override;
+
+  bool waitRecv(int* rank, Milliseconds timeout) override;
+  bool waitSend(int* rank, Milliseconds timeout) override;
+  void abortWaitRecv() override { inner_->abortWaitRecv(); }
+  void abortWaitSend() override { inner_->abortWaitSend(); }
+  void send(int dst, uint64_t slot, size_t offset, size_t nbytes) override {
+    inner_->send(dst, slot, offset, nbytes);
+  }
+  void recv(int src, uint64_t slot, size_t offset, size_t nbytes) override {
+    inner_->recv(src, slot, offset, nbytes);
+  }
+  void recv(std::vector<int> srcs, uint64_t slot, size_t offset, size_t nbytes) override {
+    inner_->recv(std::move(srcs), slot, offset, nbytes);
+  }
+
+ private:
+  const std::unique_ptr<gloo::transport::UnboundBuffer> inner_;
+  const std::shared_ptr<AbortRegistry> registry_;
+};
+
+// The live buffers of one context and whether it was aborted. Thread-safe.
+class AbortRegistry {
+ public:
+  // False (and the abort message) when already aborted.
+  bool add(AbortableBuffer* b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.push_back(b);
+    return !aborted_;
+  }
+  void remove(AbortableBuffer* b) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(std::find(live_.begin(), live_.end(), b));
+  }
+  void abort(const std::string& message) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!aborted_) {
+      aborted_ = true;
+      message_ = message;
+    }
+    for (AbortableBuffer* b : live_) {
+      b->abortWaitRecv();
+      b->abortWaitSend();
+    }
+  }
+  [[noreturn]] void throw_aborted() {
+    std::lock_guard<std::mutex> lock(mu_);
+    throw gloo::IoException(message_.empty() ? std::string("aborted") : message_);
+  }
+  bool aborted() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return aborted_;
+  }
+
+ private:
+  std::mutex mu_;
+  std::vector<AbortableBuffer*> live_;
+  bool aborted_ = false;
+  std::string message_;
+};
+
+class AbortableTransport final : public gloo::transport::Context {
+ public:
+  AbortableTransport(std::shared_ptr<gloo::transport::Context> inner,
+                     std::shared_ptr<AbortRegistry> registry)
+      : gloo::transport::Context(inner->rank, inner->size),
+        inner_(std::move(inner)),
+        registry_(std::move(registry)) {
+    setTimeout(inner_->getTimeout());
+  }
+  // Parameters are named peer/bytes: Gloo's Context has members rank and size.
+  std::unique_ptr<gloo::transport::Pair>& getPair(int peer) override {
+    return inner_->getPair(peer);
+  }
+  std::unique_ptr<gloo::transport::Pair>& createPair(int peer) override {
+    return inner_->createPair(peer);
+  }
+  std::unique_ptr<gloo::transport::UnboundBuffer> createUnboundBuffer(void* ptr,
+                                                                      size_t bytes) override {
+    return std::make_unique<AbortableBuffer>(inner_->createUnboundBuffer(ptr, bytes), registry_);
+  }
+
+ private:
+  const std::shared_ptr<gloo::transport::Context> inner_;
+  const std::shared_ptr<AbortRegistry> registry_;
+};
+
+// A full-mesh context whose operations abort() can interrupt.
+class MeshContext final : public gloo::rendezvous::Context {
+ public:
+  MeshContext(int this_rank, int num_ranks) : gloo::rendezvous::Context(this_rank, num_ranks) {}
+
+  void connect(gloo::rendezvous::Store& store, std::shared_ptr<gloo::transport::Device>& device) {
+    connectFullMesh(store, device);
+    transportContext_ = std::make_shared<AbortableTransport>(transportContext_, registry_);
+  }
+
+  void abort(const std::string& message) {
+    registry_->abort(message);
+    close_pairs();
+  }
+
+  // Resets every connection (Gloo's hard close: SO_LINGER 0), so peers fail at
+  // once. Only for abort(): a reset discards what this rank wrote but the
+  // kernel has not sent yet (a small write can sit corked behind the previous
+  // one), so a peer still reading this rank's last message would lose it.
+  void close_pairs() {
+    for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;
+      auto& pair = getPair(r);
+      if (pair) pair->close();
+    }
+  }
+
+ private:
+  const std::shared_ptr<AbortRegistry> registry_ = std::make_shared<AbortRegistry>();
+};
+
+}  // namespace strata::collective::internal
