@@ -245,7 +245,7 @@ int run_bench(const BenchOptions& o) {
   if (!o.write_docs.empty()) {
     const std::string body = markdown(report);
     write_file_atomically(o.write_docs,
-                     replace_generated_section(read_whole(o.write_docs), body, o.write_docs));
+                          replace_generated_section(read_whole(o.write_docs), body, o.write_docs));
     out << "rewrote the generated section of " << o.write_docs << "\n";
   }
   return failed ? 1 : 0;
