@@ -79,7 +79,6 @@ class InputStream {
   size_t inflate_into(Inflater& z, char* dst, size_t n);
   void skip(uint64_t n);
 
-  struct Inflater;
   std::unique_ptr<Source> source_;
   Compression compression_;
   std::string name_;
