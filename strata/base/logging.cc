@@ -8,7 +8,8 @@
 #include <cstdio>
 #include <cstdlib>
 #include <ctime>
-#include <mutex>
+
+#include "strata/base/mutex.h"
 
 namespace strata {
 namespace {
@@ -80,8 +81,8 @@ void write_log(LogSeverity severity, const char* file, int line, std::string_vie
   // One write(2) per line: atomic with respect to other writers of the same
   // stream. The mutex keeps this process's lines whole even when the kernel
   // writes a long line in parts.
-  static std::mutex mu;
-  std::lock_guard<std::mutex> lock(mu);
+  static Mutex mu;
+  MutexLock lock(mu);
   std::fflush(stderr);  // what was printed through stdio before comes first
   size_t done = 0;
   while (done < text.size()) {

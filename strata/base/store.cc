@@ -38,7 +38,7 @@ InMemoryStore::InMemoryStore(InMemoryStoreOptions options) : options_(options) {
 
 void InMemoryStore::set(const std::string& key, const Bytes& value) {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     data_[key] = value;
   }
   cv_.notify_all();
@@ -46,22 +46,22 @@ void InMemoryStore::set(const std::string& key, const Bytes& value) {
 
 Bytes InMemoryStore::get(const std::string& key, Milliseconds timeout) {
   wait({key}, timeout);
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return data_.at(key);
 }
 
 void InMemoryStore::wait(const std::vector<std::string>& keys, Milliseconds timeout) {
   const auto start = std::chrono::steady_clock::now();
-  std::unique_lock lock(mu_);
-  auto missing = [&] {
+  MutexLock lock(mu_);
+  auto missing = [&]() STRATA_REQUIRES(mu_) {
     std::vector<std::string> out;
     for (const auto& k : keys) {
       if (!data_.contains(k)) out.push_back(k);
     }
     return out;
   };
-  const bool done =
-      cv_.wait_until(lock, start + timeout, [&] { return aborted_ || missing().empty(); });
+  const bool done = cv_.wait_until(
+      mu_, start + timeout, [&]() STRATA_REQUIRES(mu_) { return aborted_ || missing().empty(); });
   STRATA_CHECK(ABORTED, !aborted_, "InMemoryStore: aborted while waiting for keys ", keys);
   if (!done) {
     const auto waited =
@@ -75,7 +75,7 @@ void InMemoryStore::wait(const std::vector<std::string>& keys, Milliseconds time
 int64_t InMemoryStore::add(const std::string& key, int64_t delta) {
   int64_t result = 0;
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     result = internal::add_to_counter("InMemoryStore", key, data_[key], delta);
   }
   cv_.notify_all();
@@ -83,14 +83,14 @@ int64_t InMemoryStore::add(const std::string& key, int64_t delta) {
 }
 
 bool InMemoryStore::check(const std::vector<std::string>& keys) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   return std::all_of(keys.begin(), keys.end(),
-                     [&](const std::string& k) { return data_.contains(k); });
+                     [&](const std::string& k) STRATA_REQUIRES(mu_) { return data_.contains(k); });
 }
 
 void InMemoryStore::abort() {
   {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     aborted_ = true;
   }
   cv_.notify_all();

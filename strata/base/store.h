@@ -19,14 +19,13 @@
 // InvalidArgumentError. The byte type is std::vector<char>, as Gloo's store.
 
 #include <chrono>
-#include <condition_variable>
 #include <cstdint>
 #include <map>
-#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "strata/base/mutex.h"
 #include "strata/base/thread_annotations.h"
 
 namespace strata {
@@ -82,8 +81,8 @@ class InMemoryStore : public Store {
 
  private:
   const InMemoryStoreOptions options_;
-  std::mutex mu_;
-  std::condition_variable cv_;
+  Mutex mu_;
+  CondVar cv_;
   std::map<std::string, Bytes, std::less<>> data_ STRATA_GUARDED_BY(mu_);
   bool aborted_ STRATA_GUARDED_BY(mu_) = false;
 };

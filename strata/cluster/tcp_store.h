@@ -37,12 +37,12 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "strata/base/file.h"
+#include "strata/base/mutex.h"
 #include "strata/base/store.h"
 #include "strata/base/thread_annotations.h"
 #include "strata/cluster/socket.h"  // split_host_port: addresses are host:port
@@ -119,7 +119,7 @@ class TcpStoreClient : public Store {
   const TcpStoreClientOptions options_;
   UniqueFd abort_read_, abort_write_;
   std::atomic<bool> aborted_{false};
-  std::mutex mu_;
+  Mutex mu_;
   UniqueFd socket_ STRATA_GUARDED_BY(mu_);
   bool broken_ STRATA_GUARDED_BY(mu_) = false;
 };

@@ -60,7 +60,7 @@ TcpStoreClient::TcpStoreClient(std::string address, TcpStoreClientOptions option
         continue;
       }
       internal::set_nodelay(fd.get());
-      std::lock_guard lock(mu_);
+      MutexLock lock(mu_);
       socket_ = std::move(fd);
       return;
     }
@@ -91,18 +91,18 @@ void TcpStoreClient::abort() {
 
 std::string TcpStoreClient::call(const std::string& request, Milliseconds wait_time,
                                  const std::string& what) {
-  std::lock_guard lock(mu_);
+  MutexLock lock(mu_);
   STRATA_CHECK(ABORTED, !aborted_.load(), "TcpStoreClient(", address_, "): ", what,
                ": the store was aborted");
   STRATA_CHECK(UNAVAILABLE, !broken_, "TcpStoreClient(", address_, "): ", what,
                ": the connection to the store was lost earlier");
   const auto deadline = Clock::now() + wait_time + options_.timeout;
   const int fd = socket_.get();
-  auto fail = [&](ErrorCode code, const std::string& why) {
+  auto fail = [&](ErrorCode code, const std::string& why) STRATA_REQUIRES(mu_) {
     broken_ = true;  // the stream is out of step with the server now
     throw_error(code, str_cat("TcpStoreClient(", address_, "): ", what, ": ", why));
   };
-  auto wait_or_fail = [&](short events) {
+  auto wait_or_fail = [&](short events) STRATA_REQUIRES(mu_) {
     const Ready r = wait_fd(fd, events, abort_read_.get(), deadline);
     if (r == Ready::kAborted) fail(ErrorCode::ABORTED, "aborted");
     if (r == Ready::kTimeout) {

@@ -14,11 +14,11 @@
 #include <csignal>
 #include <cstring>
 #include <memory>
-#include <mutex>
 #include <optional>
 #include <span>
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 #include "strata/base/thread_annotations.h"
 #include "strata/collective/internal/buffer_pool.h"
 #include "strata/collective/internal/gloo_call_header.h"
@@ -61,6 +61,19 @@ void with_type(DType dtype, Fn&& fn) {
   dispatch_numeric(dtype, [&](auto zero) { fn(static_cast<decltype(zero)*>(nullptr)); });
 }
 
+// Holds a Mutex that a successful try_lock() acquired, until destruction: reset()
+// refuses to wait for a call in progress instead of queueing behind it.
+class STRATA_SCOPED_CAPABILITY AdoptedLock {
+ public:
+  explicit AdoptedLock(Mutex& mu) STRATA_REQUIRES(mu) : mu_(mu) {}
+  ~AdoptedLock() STRATA_RELEASE() { mu_.unlock(); }
+  AdoptedLock(const AdoptedLock&) = delete;
+  AdoptedLock& operator=(const AdoptedLock&) = delete;
+
+ private:
+  Mutex& mu_;
+};
+
 }  // namespace
 
 struct internal::GlooState {
@@ -83,11 +96,11 @@ struct internal::GlooState {
   const internal::GlooFailureReports reports;
   std::shared_ptr<gloo::transport::Device> device;  // outlives the contexts below
 
-  std::mutex call_mu;  // serialises calls and reset()
-  uint64_t calls = 0;  // guarded by call_mu
+  Mutex call_mu;  // serialises calls and reset()
+  uint64_t calls STRATA_GUARDED_BY(call_mu) = 0;
 
-  // The buffers every call of the current context reuses (guarded by call_mu;
-  // made by the first call after connect(), dropped before the context goes).
+  // The buffers every call of the current context reuses (made by the first
+  // call after connect(), dropped before the context goes).
   struct CallBuffers {
     std::vector<char> header_out;             // kHeaderBytes
     std::vector<char> header_in;              // kHeaderBytes per rank
@@ -96,7 +109,7 @@ struct internal::GlooState {
     std::unique_ptr<gloo::transport::UnboundBuffer> send_header, recv_header, recv_payload,
         send_dummy;
   };
-  std::unique_ptr<CallBuffers> buffers;
+  std::unique_ptr<CallBuffers> buffers STRATA_GUARDED_BY(call_mu);
   const size_t capacity = payload_capacity(size);
 
   // The headers of one call, in rank order, and where each rank's payload is
@@ -109,7 +122,7 @@ struct internal::GlooState {
     }
   };
 
-  std::mutex mu;
+  Mutex mu;
   std::shared_ptr<MeshContext> context STRATA_GUARDED_BY(mu);
   uint64_t epoch STRATA_GUARDED_BY(mu) = 0;
   bool failed STRATA_GUARDED_BY(mu) = false;
@@ -128,7 +141,7 @@ struct internal::GlooState {
 
   // Records the first failure (later calls rethrow it) and throws the current one.
   [[noreturn]] void fail(ErrorCode code, const std::string& message) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     if (!failed) {
       failed = true;
       failure_code = code;
@@ -143,7 +156,7 @@ struct internal::GlooState {
   [[noreturn]] void fail_from_gloo(const std::string& what, uint64_t call,
                                    const std::string& gloo_message) {
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       if (failed) throw_error(failure_code, failure);
     }
     const bool timed_out = gloo_message.find("imeout") != std::string::npos ||
@@ -162,7 +175,7 @@ struct internal::GlooState {
   // The store key under which the ranks of this epoch record `what`
   // ("<prefix>/<epoch>/<what>/"; each rank appends its number).
   std::string epoch_key(const char* what) {
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     return str_cat(options.prefix, "/", epoch, "/", what, "/");
   }
   // The same about one call: "<prefix>/<epoch>/<what>/<call>/".
@@ -196,11 +209,11 @@ struct internal::GlooState {
     fail(ErrorCode::DEADLINE_EXCEEDED, reports.not_entered(collective, missing));
   }
 
-  // Rendezvous under the current epoch (call_mu held, no context installed).
-  void connect() {
+  // Rendezvous under the current epoch (no context installed).
+  void connect() STRATA_REQUIRES(call_mu) {
     uint64_t e;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       e = epoch;
     }
     auto ctx = std::make_shared<MeshContext>(rank, size);
@@ -222,7 +235,7 @@ struct internal::GlooState {
       }
       throw UnavailableError(str_cat(kWho, " ", reports.me(), ": rendezvous failed: ", m));
     }
-    std::lock_guard<std::mutex> lock(mu);
+    MutexLock lock(mu);
     context = std::move(ctx);
     if (failed) abort_pairs_locked();  // aborted while connecting
   }
@@ -231,7 +244,7 @@ struct internal::GlooState {
     if (context != nullptr) context->abort(str_cat("aborted: ", failure));
   }
 
-  CallBuffers& call_buffers(const std::shared_ptr<gloo::Context>& ctx) {
+  CallBuffers& call_buffers(const std::shared_ptr<gloo::Context>& ctx) STRATA_REQUIRES(call_mu) {
     if (buffers == nullptr) {
       auto b = std::make_unique<CallBuffers>();
       b->header_out.resize(kHeaderBytes);
@@ -260,7 +273,7 @@ struct internal::GlooState {
   // Sends this rank's header (and payload, when attached) to every peer and
   // receives theirs. Names the ranks that never arrived when the deadline passes.
   Exchange exchange(const std::shared_ptr<gloo::Context>& ctx, const CallHeader& mine,
-                    const Payload& payload, Clock::time_point deadline) {
+                    const Payload& payload, Clock::time_point deadline) STRATA_REQUIRES(call_mu) {
     Exchange ex;
     ex.payloads.assign(size, nullptr);
     if (mine.attached) ex.payloads[rank] = static_cast<const std::byte*>(payload.data);
@@ -295,7 +308,7 @@ struct internal::GlooState {
         b.recv_header->waitRecv(&src, remaining(deadline));
       } catch (const gloo::Exception& err) {
         {
-          std::lock_guard<std::mutex> lock(mu);
+          MutexLock lock(mu);
           if (failed) throw_error(failure_code, failure);
         }
         std::vector<int> missing;
@@ -364,11 +377,11 @@ struct internal::GlooState {
   auto run(int r, const CallSignature& sig, int64_t dim0, const Payload& payload, Data&& data) {
     STRATA_CHECK_ARG(r == rank, kWho, ": this process is rank ", rank, " of ", size,
                      ", got a call for rank ", r);
-    std::lock_guard<std::mutex> call_lock(call_mu);
+    MutexLock call_lock(call_mu);
     const Clock::time_point deadline = Clock::now() + options.timeout;
     std::shared_ptr<gloo::Context> ctx;
     {
-      std::lock_guard<std::mutex> lock(mu);
+      MutexLock lock(mu);
       if (failed) throw_error(failure_code, failure);
       ctx = context;
     }
@@ -466,7 +479,7 @@ GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<Store> stor
         s.options.iface.empty() ? "host " + s.options.hostname : "interface " + s.options.iface,
         ": ", err.what()));
   }
-  std::lock_guard<std::mutex> call_lock(s.call_mu);
+  MutexLock call_lock(s.call_mu);
   s.connect();
 }
 
@@ -477,7 +490,9 @@ GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<Store> stor
 // references that the buffer's destructor waits out.)
 GlooCollectives::~GlooCollectives() {
   if (state_ == nullptr) return;
-  std::lock_guard<std::mutex> lock(state_->mu);
+  // No call can be in progress here; call_mu is free, taken because it guards the buffers.
+  MutexLock call_lock(state_->call_mu);
+  MutexLock lock(state_->mu);
   state_->buffers.reset();
   state_->context.reset();  // before the device goes
 }
@@ -730,7 +745,7 @@ void GlooCollectives::barrier(int rank) {
 
 void GlooCollectives::abort(const std::string& reason) {
   internal::GlooState& s = *state_;
-  std::lock_guard<std::mutex> lock(s.mu);
+  MutexLock lock(s.mu);
   if (!s.failed) {
     s.failed = true;
     s.failure_code = ErrorCode::ABORTED;
@@ -741,12 +756,12 @@ void GlooCollectives::abort(const std::string& reason) {
 
 void GlooCollectives::reset() {
   internal::GlooState& s = *state_;
-  std::unique_lock<std::mutex> call_lock(s.call_mu, std::try_to_lock);
-  STRATA_CHECK(FAILED_PRECONDITION, call_lock.owns_lock(), kWho,
+  STRATA_CHECK(FAILED_PRECONDITION, s.call_mu.try_lock(), kWho,
                "::reset: expected no call in progress on ", s.reports.me());
+  AdoptedLock call_lock(s.call_mu);
   std::shared_ptr<MeshContext> old;
   {
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     old = std::move(s.context);
     s.failed = false;
     s.failure_code = ErrorCode::OK;
@@ -759,7 +774,7 @@ void GlooCollectives::reset() {
   try {
     s.connect();
   } catch (const Error& err) {
-    std::lock_guard<std::mutex> lock(s.mu);
+    MutexLock lock(s.mu);
     if (!s.failed) {
       s.failed = true;
       s.failure_code = err.code();

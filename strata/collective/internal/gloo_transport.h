@@ -23,11 +23,12 @@
 #include <algorithm>
 #include <chrono>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
+#include "strata/base/mutex.h"
 #include "strata/base/store.h"
+#include "strata/base/thread_annotations.h"
 
 namespace strata::collective::internal {
 
@@ -100,16 +101,16 @@ class AbortRegistry {
  public:
   // False (and the abort message) when already aborted.
   bool add(AbortableBuffer* b) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     live_.push_back(b);
     return !aborted_;
   }
   void remove(AbortableBuffer* b) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     live_.erase(std::find(live_.begin(), live_.end(), b));
   }
   void abort(const std::string& message) {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     if (!aborted_) {
       aborted_ = true;
       message_ = message;
@@ -120,19 +121,19 @@ class AbortRegistry {
     }
   }
   [[noreturn]] void throw_aborted() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     throw gloo::IoException(message_.empty() ? std::string("aborted") : message_);
   }
   bool aborted() {
-    std::lock_guard<std::mutex> lock(mu_);
+    MutexLock lock(mu_);
     return aborted_;
   }
 
  private:
-  std::mutex mu_;
-  std::vector<AbortableBuffer*> live_;
-  bool aborted_ = false;
-  std::string message_;
+  Mutex mu_;
+  std::vector<AbortableBuffer*> live_ STRATA_GUARDED_BY(mu_);
+  bool aborted_ STRATA_GUARDED_BY(mu_) = false;
+  std::string message_ STRATA_GUARDED_BY(mu_);
 };
 
 class AbortableTransport final : public gloo::transport::Context {
