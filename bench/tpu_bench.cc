@@ -4,7 +4,7 @@
 //  * on one device with 1 thread           (BM_ConvStack_OneDevice/1),
 //  * on one device with 2 threads          (BM_ConvStack_OneDevice/2),
 //  * split [1, 2, 1, 1] over 2 logical devices of 1 thread each, with halo
-//    exchange (strata/distribute/tpu_sharded_ops.h)   (BM_ConvStack_TwoLogicalDevices).
+//    exchange (strata/tpu/sharded/sharded_ops.h) (BM_ConvStack_TwoLogicalDevices).
 // The backward pass is written out (relu_grad, conv2d_backprop_* /
 // sharded::conv2d_gradients) so both sides run the same kernels; the split
 // run's convolutions read their halo rows in place from the neighbouring
@@ -18,13 +18,13 @@
 
 #include "strata/core/config.h"
 #include "strata/core/device.h"
-#include "strata/distribute/tpu_sharded_ops.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
 #include "strata/ops/random_ops.h"
+#include "strata/tpu/sharded/sharded_ops.h"
 
-namespace sh = strata::distribute::sharded;
+namespace sh = strata::tpu::sharded;
 namespace tpu = strata::tpu::experimental;
 using strata::Tensor;
 

@@ -11,12 +11,12 @@
 #include <string>
 #include <vector>
 
-#include "strata/distribute/tpu_sharded_ops.h"
 #include "strata/strata.h"
+#include "strata/tpu/sharded/sharded_ops.h"
 
 namespace tf = strata;
 namespace sd = strata::distribute;
-namespace sh = strata::distribute::sharded;
+namespace sh = strata::tpu::sharded;
 namespace tpu = strata::tpu::experimental;
 
 namespace {
@@ -33,7 +33,7 @@ struct Model {
   tf::Tensor w1 = tf::random::normal({3, 3, 3, 16}, {.stddev = 0.3, .seed = 11});
   tf::Tensor w2 = tf::random::normal({3, 3, 16, 16}, {.stddev = 0.1, .seed = 12});
   // Plain ops: on a tensor annotated inside a TPUStrategy replica they run
-  // sharded (tpu_sharded_ops.h, "The normal op API"); elsewhere as usual.
+  // sharded (strata/tpu/sharded/sharded_ops.h, "The normal op API"); elsewhere as usual.
   tf::Tensor operator()(const tf::Tensor& x) const {
     tf::Tensor h = tf::relu(tf::nn::conv2d(x, w1, {.padding = "SAME"}));
     h = tf::nn::avg_pool2d(h, {2, 2}, {2, 2}, "VALID");

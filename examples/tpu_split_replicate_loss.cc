@@ -10,12 +10,12 @@
 #include <string>
 #include <vector>
 
-#include "strata/distribute/tpu_sharded_ops.h"
 #include "strata/strata.h"
+#include "strata/tpu/sharded/sharded_ops.h"
 
 namespace tf = strata;
 namespace sd = strata::distribute;
-namespace sh = strata::distribute::sharded;
+namespace sh = strata::tpu::sharded;
 namespace tpu = strata::tpu::experimental;
 
 namespace {
@@ -33,7 +33,7 @@ struct Model {
   tf::Tensor b1 = tf::random::normal({8}, {.stddev = 0.1, .seed = 2});
   tf::Tensor w2 = tf::random::normal({8 * 8 * 8, 10}, {.stddev = 0.05, .seed = 3});
   // Plain ops: on images annotated inside a TPUStrategy replica they run
-  // sharded (tpu_sharded_ops.h, "The normal op API"); Flatten mixes the
+  // sharded (strata/tpu/sharded/sharded_ops.h, "The normal op API"); Flatten mixes the
   // split dimensions, so it gathers (counted) and the Dense runs replicated.
   tf::Tensor operator()(const tf::Tensor& images) const {
     tf::Tensor h = tf::relu(tf::add(tf::nn::conv2d(images, w1, {.padding = "SAME"}), b1));

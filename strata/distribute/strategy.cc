@@ -132,6 +132,13 @@ std::vector<std::string> StrategyExtended::worker_devices() const {
 }
 std::vector<std::string> StrategyExtended::parameter_devices() const { return worker_devices(); }
 
+std::unique_ptr<Coordinator> StrategyExtended::make_coordinator() {
+  throw FailedPreconditionError(
+      str_cat(owner_->name(),
+              ": make_coordinator: expected a strategy that trains through a coordinator "
+              "(extended().should_use_with_coordinator()), got one that runs its replicas"));
+}
+
 Strategy::Strategy(std::unique_ptr<StrategyExtended> extended) : extended_(std::move(extended)) {
   if (!extended_) extended_ = std::make_unique<StrategyExtended>(*this);
 }

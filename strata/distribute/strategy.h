@@ -39,6 +39,7 @@
 #include "strata/core/tensor.h"
 #include "strata/core/variable.h"
 #include "strata/data/dataset.h"
+#include "strata/distribute/coordinator.h"
 #include "strata/distribute/distributed_dataset.h"
 #include "strata/distribute/input_context.h"
 #include "strata/distribute/reduce_op.h"
@@ -137,6 +138,13 @@ class StrategyExtended {
   // task.index); 0 outside a cluster. Names the non-chief's temporary write
   // directory "workertemp_<task_id>" (keras/internal/distributed_file_utils.h).
   virtual int task_id() const { return 0; }
+  // TF's extended._should_use_with_coordinator: whether training schedules
+  // closures on remote workers through a coordinator (coordinator.h) instead
+  // of running strategy.run on local replicas (ParameterServerStrategy).
+  virtual bool should_use_with_coordinator() const { return false; }
+  // A new coordinator of this strategy's workers; FailedPreconditionError
+  // unless should_use_with_coordinator().
+  virtual std::unique_ptr<Coordinator> make_coordinator();
   Strategy& strategy() const noexcept { return *owner_; }
 
  private:

@@ -4,10 +4,10 @@
 
 #include "strata/base/errors.h"
 #include "strata/core/device.h"
-#include "strata/distribute/tpu_sharded_ops.h"
 #include "strata/distribute/tpu_system.h"
 #include "strata/ops/recorder.h"
 #include "strata/tpu/local_topology.h"
+#include "strata/tpu/sharded/sharded_ops.h"
 #include "strata/tpu/sharding.h"
 
 namespace strata::distribute {
@@ -21,6 +21,16 @@ struct TPUStrategy::Placement {
 };
 
 namespace {
+
+// The sharded-op dispatcher's view of the calling thread: the logical devices
+// of its replica when that replica belongs to a TPUStrategy.
+const std::vector<const Device*>* logical_devices_of_current_replica() {
+  ReplicaContext* ctx = get_replica_context();
+  if (ctx == nullptr) return nullptr;
+  const auto* strategy = dynamic_cast<const TPUStrategy*>(&ctx->strategy());
+  if (strategy == nullptr) return nullptr;
+  return &strategy->logical_devices(ctx->local_replica_id());
+}
 
 constexpr const char* kNotInitialized =
     "TPUStrategy: the TPU system has not been initialized; call "
@@ -39,7 +49,7 @@ TPUStrategy::TPUStrategy(Placement placement, bool spmd)
       spmd_(spmd) {
   set_extended(std::make_unique<DeviceListExtended>(*this, devices()));
   // Ops on annotated tensors inside this strategy's replicas run sharded.
-  sharded::install_op_dispatcher();
+  strata::tpu::sharded::install_op_dispatcher(&logical_devices_of_current_replica);
 }
 
 TPUStrategy::Placement TPUStrategy::place(std::optional<tpu::DeviceAssignment> device_assignment) {
@@ -125,3 +135,16 @@ Tensor TPUStrategy::experimental_split_to_logical_devices(
 }
 
 }  // namespace strata::distribute
+
+namespace strata::tpu::sharded {
+
+ShardedTensor shard(const distribute::TPUStrategy& strategy, const Tensor& annotated) {
+  distribute::ReplicaContext* ctx = distribute::get_replica_context();
+  STRATA_CHECK(
+      FAILED_PRECONDITION, ctx != nullptr && &ctx->strategy() == &strategy,
+      "sharded::shard: expected to be called in a replica context of this TPUStrategy (inside "
+      "strategy.run(fn))");
+  return shard_annotated(annotated, strategy.logical_devices(ctx->local_replica_id()));
+}
+
+}  // namespace strata::tpu::sharded

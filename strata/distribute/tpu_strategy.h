@@ -24,7 +24,7 @@
 // does and return the tensor carrying its tpu::Sharding (tpu::sharding_of);
 // experimental_assign_to_logical_device also places the value on that
 // logical device (a recorded move, so gradients flow). Sharded execution is
-// strata/distribute/tpu_sharded_ops.h: the ordinary ops (and so the Keras
+// strata/tpu/sharded/sharded_ops.h: the ordinary ops (and so the Keras
 // layers) applied to an annotated Tensor inside a replica run shard-wise on
 // the replica's logical devices in parallel (the constructor installs the
 // op-API dispatcher); sharded::shard(strategy, t) and the sharded:: ops are
@@ -47,6 +47,7 @@
 #include "strata/core/tensor.h"
 #include "strata/distribute/replicated_strategy.h"
 #include "strata/tpu/device_assignment.h"
+#include "strata/tpu/sharded/sharded_ops.h"
 #include "strata/tpu/topology.h"
 
 namespace strata::distribute {
@@ -107,3 +108,12 @@ class TPUStrategy : public ReplicatedStrategy {
 };
 
 }  // namespace strata::distribute
+
+namespace strata::tpu::sharded {
+
+// `annotated` (see sharded::shard_annotated) over the logical devices of the
+// calling replica of `strategy`. FailedPreconditionError outside a replica
+// context of `strategy`.
+ShardedTensor shard(const distribute::TPUStrategy& strategy, const Tensor& annotated);
+
+}  // namespace strata::tpu::sharded

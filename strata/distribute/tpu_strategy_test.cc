@@ -16,6 +16,7 @@
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/distribute/tpu_system.h"
 #include "strata/ops/math_ops.h"
+#include "strata/ops/random_ops.h"
 #include "strata/tpu/device_assignment.h"
 #include "strata/tpu/local_topology.h"
 #include "strata/tpu/sharding.h"
@@ -332,6 +333,27 @@ TEST_F(TPUStrategyTest, LogicalDeviceApisOutsideAReplicaOfThisStrategyAreFailedP
                             "got the replica context of another strategy");
     expect_error_containing([&] { mirrored.run(call); }, ErrorCode::FAILED_PRECONDITION, expected);
   }
+}
+
+// sharded::shard(strategy, t): the calling replica's logical devices, by the
+// tensor's annotation (an unannotated tensor stays maximal on device 0).
+TEST_F(TPUStrategyTest, ShardOfAnAnnotatedTensorUsesTheReplicasLogicalDevices) {
+  namespace sh = strata::tpu::sharded;
+  tpu::Topology topology = tpu::initialize_tpu_system();
+  TPUStrategy strategy(two_cores_per_replica(topology));
+  Tensor images = random::normal({2, 8, 8, 3}, {.seed = 51});
+  PerReplica<std::vector<std::string>> placed = strategy.run([&] {
+    sh::ShardedTensor s =
+        sh::shard(strategy, strategy.experimental_split_to_logical_devices(images, {1, 2, 1, 1}));
+    sh::ShardedTensor unannotated = sh::shard(strategy, images);
+    EXPECT_TRUE(unannotated.sharding().is_maximal());
+    return std::vector<std::string>{s.shard(0).device(), s.shard(1).device()};
+  });
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(placed.values()[static_cast<size_t>(r)][0], strategy.logical_devices(r)[0]->name());
+    EXPECT_EQ(placed.values()[static_cast<size_t>(r)][1], strategy.logical_devices(r)[1]->name());
+  }
+  EXPECT_THROW(sh::shard(strategy, images), FailedPreconditionError);
 }
 
 }  // namespace

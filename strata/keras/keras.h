@@ -38,7 +38,6 @@
 #include "strata/keras/optimizer.h"
 #include "strata/keras/optimizers/optimizers.h"
 #include "strata/keras/progbar.h"
-#include "strata/keras/ps_training.h"
 #include "strata/keras/sequential.h"
 #include "strata/keras/summary.h"
 #include "strata/keras/weights_io.h"

@@ -9,15 +9,11 @@
 #include "strata/base/logging.h"
 #include "strata/base/str_cat.h"
 #include "strata/base/zip.h"
-#include "strata/distribute/ps/cluster_coordinator.h"
-#include "strata/distribute/ps/function_registry.h"
-#include "strata/distribute/ps/parameter_server_strategy.h"
 #include "strata/distribute/strategy.h"
 #include "strata/keras/callbacks/history.h"
 #include "strata/keras/callbacks/progbar_logger.h"
 #include "strata/keras/internal/compile_utils.h"
 #include "strata/keras/optimizers/optimizers.h"
-#include "strata/keras/ps_training.h"
 #include "strata/keras/summary.h"
 #include "strata/keras/weights_io.h"
 #include "strata/ops/array_ops.h"
@@ -405,10 +401,10 @@ History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dat
                         const FitOptions& options, const ValidationData& validation,
                         const std::function<data::Dataset()>& validation_dataset,
                         std::optional<int64_t> steps_hint) {
-  STRATA_CHECK_ARG(dynamic_cast<distribute::ParameterServerStrategy*>(strategy_) == nullptr,
-                   "Model '", name(),
-                   "': under ParameterServerStrategy, fit takes a keras::DatasetCreator (a "
-                   "registered dataset function) and steps_per_epoch, not a dataset or tensors");
+  STRATA_CHECK_ARG(!strategy_->extended().should_use_with_coordinator(), "Model '", name(),
+                   "': under ", strategy_->name(),
+                   ", fit takes a keras::DatasetCreator (a registered dataset function) and "
+                   "steps_per_epoch, not a dataset or tensors");
   check_compiled("training");
   STRATA_CHECK(FAILED_PRECONDITION, optimizer_ != nullptr, "Model '", name(),
                "': compile with an optimizer before fit (compile({.optimizer = ...}))");
@@ -532,74 +528,6 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& options) {
                     return data::Dataset::from_tensor_slices({v.x(), v.y()}).batch(val_batch);
                   },
                   std::nullopt);
-}
-
-History Model::fit(const DatasetCreator& creator, const FitOptions& options) {
-  if (dynamic_cast<distribute::ParameterServerStrategy*>(strategy_) != nullptr)
-    return fit_on_coordinator(creator, options);
-  auto fn = distribute::ps::FunctionRegistry::global().dataset_function(creator.dataset_function());
-  return fit((*fn)(distribute::InputContext()), options);
-}
-
-History Model::fit_on_coordinator(const DatasetCreator& creator, const FitOptions& options) {
-  auto& strategy = dynamic_cast<distribute::ParameterServerStrategy&>(*strategy_);
-  check_compiled("training");
-  STRATA_CHECK(FAILED_PRECONDITION, optimizer_ != nullptr, "Model '", name(),
-               "': compile with an optimizer before fit (compile({.optimizer = ...}))");
-  STRATA_CHECK_ARG(options.steps_per_epoch.has_value() && *options.steps_per_epoch > 0, "Model '",
-                   name(),
-                   "': when using a DatasetCreator under ParameterServerStrategy, "
-                   "`steps_per_epoch` must be specified (and > 0), got ",
-                   options.steps_per_epoch ? std::to_string(*options.steps_per_epoch) : "None");
-  STRATA_CHECK_ARG(options.epochs >= 0, "fit: epochs must be >= 0, got ", options.epochs);
-  STRATA_CHECK(FAILED_PRECONDITION, !registered_builder_.empty(), "Model '", name(),
-               "': under ParameterServerStrategy the workers rebuild the model, so it must be "
-               "made by keras::build_registered_model (STRATA_REGISTER_KERAS_MODEL)");
-  STRATA_CHECK(UNIMPLEMENTED,
-               !options.validation_data.has_value() && options.validation_split == 0.0, "Model '",
-               name(), "': validation during fit under ParameterServerStrategy");
-  const int verbose = options.verbose.resolve();
-  distribute::StrategyScope scope(strategy);
-  // Build the model, the optimizer's slots and the metrics (all on the ps
-  // tasks) from one batch of the dataset function, for the shapes.
-  {
-    auto fn =
-        distribute::ps::FunctionRegistry::global().dataset_function(creator.dataset_function());
-    data::Element first =
-        (*fn)(distribute::InputContext(strategy.num_workers(), 0)).iter().get_next();
-    internal::PsTraining::prepare(*this, first);
-  }
-  distribute::ClusterCoordinator coordinator(strategy);
-  std::vector<distribute::ClosureArgument> args{strata::constant(registered_builder_)};
-  for (Variable& v : internal::PsTraining::state_variables(*this)) args.emplace_back(std::move(v));
-  args.emplace_back(coordinator.create_per_worker_dataset(creator.dataset_function()).iter());
-
-  auto [cbs, history, initial_epoch, initial_step] =
-      begin_training(options, verbose, options.steps_per_epoch);
-  STRATA_CHECK(UNIMPLEMENTED, initial_step == 0, "Model '", name(),
-               "': resuming mid-epoch (BackupAndRestore with save_freq in batches) under "
-               "ParameterServerStrategy; back up per epoch");
-  Logs training_logs;
-  for (int epoch = initial_epoch; epoch < options.epochs; ++epoch) {
-    reset_metrics();
-    Logs epoch_logs;
-    cbs.on_epoch_begin(epoch, epoch_logs);
-    for (int64_t step = 0; step < *options.steps_per_epoch; ++step) {
-      Logs batch_logs;  // TF hands the batch hooks unfetched RemoteValues
-      cbs.on_train_batch_begin(step, batch_logs);
-      coordinator.schedule(internal::PsTraining::train_step_function(), args);
-      cbs.on_train_batch_end(step, batch_logs);
-      if (stop_training) break;
-    }
-    coordinator.join();
-    epoch_logs = get_metrics_result();  // every worker's batches, from the ps
-    cbs.on_epoch_end(epoch, epoch_logs);
-    training_logs = epoch_logs;
-    if (stop_training) break;
-  }
-  cbs.on_train_end(training_logs);
-  history_ = history->history();
-  return history_;
 }
 
 History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options) {

@@ -323,10 +323,12 @@ class Model : public Layer {
 
   History fit(const data::Dataset& dataset, const FitOptions& options = {});
   History fit(const Tensor& x, const Tensor& y, const FitOptions& options = {});
-  // fit on a registered dataset function (ps_training.h): under
-  // ParameterServerStrategy the steps are scheduled through a
-  // ClusterCoordinator on the workers (steps_per_epoch required); under any
-  // other strategy it trains on the function's dataset for InputContext().
+  // fit on a registered dataset function (strata/keras/ps/ps_training.h,
+  // defined in the strata::keras_ps target): under a strategy whose
+  // extended().should_use_with_coordinator() (ParameterServerStrategy) the
+  // steps are scheduled through its coordinator on the workers
+  // (steps_per_epoch required); under any other strategy it trains on the
+  // function's dataset for InputContext().
   History fit(const DatasetCreator& creator, const FitOptions& options = {});
   // The loss and metric results (Keras's evaluate(return_dict=True)).
   Logs evaluate(const data::Dataset& dataset, const EvaluateOptions& options = {});

@@ -1,6 +1,6 @@
 // Model parallelism through the normal layer API: Keras models called inside
 // a TPUStrategy replica on inputs annotated by experimental_split_to_logical_devices
-// run their ops sharded (strata/distribute/tpu_sharded_ops.h, "The normal op
+// run their ops sharded (strata/tpu/sharded/sharded_ops.h, "The normal op
 // API") and give the unpartitioned results: forward, gradients, 20 SGD steps.
 #include <gtest/gtest.h>
 
@@ -14,7 +14,6 @@
 #include "strata/autodiff/gradient_tape.h"
 #include "strata/core/config.h"
 #include "strata/core/device.h"
-#include "strata/distribute/tpu_sharded_ops.h"
 #include "strata/distribute/tpu_strategy.h"
 #include "strata/distribute/tpu_system.h"
 #include "strata/keras/initializers.h"
@@ -26,12 +25,13 @@
 #include "strata/ops/nn_ops.h"
 #include "strata/ops/random_ops.h"
 #include "strata/tpu/device_assignment.h"
+#include "strata/tpu/sharded/sharded_ops.h"
 
 namespace strata {
 namespace {
 
 namespace sd = strata::distribute;
-namespace sh = strata::distribute::sharded;
+namespace sh = strata::tpu::sharded;
 namespace tpu = strata::tpu::experimental;
 namespace kl = strata::keras::layers;
 namespace ki = strata::keras::initializers;

@@ -378,4 +378,16 @@ int64_t ClusterCoordinator::worker_failures() const {
   return state_->worker_failures;
 }
 
+int ClusterCoordinator::num_workers() const { return strategy_->num_workers(); }
+
+PerWorkerIterator ClusterCoordinator::create_per_worker_iterator(
+    const std::string& dataset_function) {
+  return create_per_worker_dataset(dataset_function).iter();
+}
+
+void ClusterCoordinator::schedule_closure(const std::string& function,
+                                          std::vector<ClosureArgument> args) {
+  schedule(function, std::move(args));
+}
+
 }  // namespace strata::distribute

@@ -43,11 +43,11 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <variant>
 #include <vector>
 
 #include "strata/core/tensor.h"
 #include "strata/core/variable.h"
+#include "strata/distribute/coordinator.h"
 #include "strata/distribute/ps/parameter_server_strategy.h"
 
 namespace strata::distribute {
@@ -79,19 +79,6 @@ class RemoteValue {
   std::shared_ptr<State> state_;
 };
 
-// An iterator over a per-worker dataset: each worker iterates its own copy.
-class PerWorkerIterator {
- public:
-  int64_t id() const noexcept { return id_; }
-  const std::string& dataset_function() const noexcept { return dataset_function_; }
-
- private:
-  friend class PerWorkerDataset;
-  PerWorkerIterator(int64_t id, std::string fn) : id_(id), dataset_function_(std::move(fn)) {}
-  int64_t id_;
-  std::string dataset_function_;
-};
-
 // What create_per_worker_dataset returns: iter() makes a fresh iterator on
 // every worker (created on a worker before the first closure that uses it runs there).
 class PerWorkerDataset {
@@ -107,11 +94,7 @@ class PerWorkerDataset {
   std::shared_ptr<std::atomic<int64_t>> next_id_;
 };
 
-// One argument of schedule(): a tensor, a variable of the strategy (passed by
-// reference: the worker reads and updates it on its ps) or a per-worker iterator.
-using ClosureArgument = std::variant<Tensor, Variable, PerWorkerIterator>;
-
-class ClusterCoordinator {
+class ClusterCoordinator final : public Coordinator {
  public:
   explicit ClusterCoordinator(ParameterServerStrategy& strategy,
                               ClusterCoordinatorOptions options = {});
@@ -125,7 +108,7 @@ class ClusterCoordinator {
   RemoteValue schedule(const std::string& function, std::vector<ClosureArgument> args = {});
   // Blocks until every scheduled closure finished (or was cancelled); raises
   // the first error since the last raise.
-  void join();
+  void join() override;
   // Whether every scheduled closure finished; raises a pending error.
   bool done();
   // RemoteValue::fetch of each.
@@ -137,6 +120,12 @@ class ClusterCoordinator {
   PerWorkerDataset create_per_worker_dataset(const std::string& dataset_function);
 
   ParameterServerStrategy& strategy() const noexcept { return *strategy_; }
+
+  // The Coordinator interface (coordinator.h): the strategy's workers,
+  // create_per_worker_dataset(fn).iter(), and schedule without its RemoteValue.
+  int num_workers() const override;
+  PerWorkerIterator create_per_worker_iterator(const std::string& dataset_function) override;
+  void schedule_closure(const std::string& function, std::vector<ClosureArgument> args) override;
   // Closure attempts that failed because their worker was unreachable (retried).
   int64_t worker_failures() const;
 

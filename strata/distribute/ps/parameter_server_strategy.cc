@@ -3,6 +3,7 @@
 #include "strata/base/errors.h"
 #include "strata/cluster/multi_worker_util.h"
 #include "strata/distribute/partitioners.h"
+#include "strata/distribute/ps/cluster_coordinator.h"
 #include "strata/distribute/ps/internal/remote_variable.h"
 #include "strata/distribute/sharded_variable.h"
 
@@ -26,6 +27,10 @@ class ParameterServerExtended final : public StrategyExtended {
     out.reserve(static_cast<size_t>(num_ps_));
     for (int k = 0; k < num_ps_; ++k) out.push_back(ps_device(k));
     return out;
+  }
+  bool should_use_with_coordinator() const override { return true; }
+  std::unique_ptr<Coordinator> make_coordinator() override {
+    return std::make_unique<ClusterCoordinator>(static_cast<ParameterServerStrategy&>(strategy()));
   }
 
  private:

@@ -1,6 +1,6 @@
 #pragma once
-// The execution pieces tpu_sharded_ops.cc's rules are made of, shared with the
-// op-API dispatcher (tpu_sharded_dispatch.cc). Not installed.
+// The execution pieces sharded_ops.cc's rules are made of, shared with the
+// op-API dispatcher (dispatch.cc). Not installed.
 
 #include <cstdint>
 #include <functional>
@@ -9,10 +9,10 @@
 
 #include "strata/core/device.h"
 #include "strata/core/tensor.h"
-#include "strata/distribute/tpu_sharded_ops.h"
+#include "strata/tpu/sharded/sharded_ops.h"
 #include "strata/tpu/sharding.h"
 
-namespace strata::distribute::sharded::internal {
+namespace strata::tpu::sharded::internal {
 
 // Adds one to fallback_count(op).
 void count_fallback(const std::string& op);
@@ -45,4 +45,4 @@ Tensor broadcast_tile(const Tensor& b, const tpu::Sharding& s, const TensorShape
 // Whether broadcasting `b` against `a` gives `a` back.
 bool broadcasts_into(const TensorShape& b, const TensorShape& a);
 
-}  // namespace strata::distribute::sharded::internal
+}  // namespace strata::tpu::sharded::internal

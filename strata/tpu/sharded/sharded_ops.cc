@@ -1,4 +1,4 @@
-#include "strata/distribute/tpu_sharded_ops.h"
+#include "strata/tpu/sharded/sharded_ops.h"
 
 #include <algorithm>
 #include <array>
@@ -13,14 +13,12 @@
 #include <utility>
 
 #include "strata/base/errors.h"
-#include "strata/distribute/internal/sharded_exec.h"
-#include "strata/distribute/strategy.h"
-#include "strata/distribute/tpu_strategy.h"
 #include "strata/kernels/nn.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/recorder.h"
+#include "strata/tpu/sharded/internal/sharded_exec.h"
 
-namespace strata::distribute::sharded {
+namespace strata::tpu::sharded {
 
 using internal::any_split;
 using internal::broadcast_tile;
@@ -611,17 +609,10 @@ ShardedTensor shard(const Tensor& full, const tpu::Sharding& sharding,
   return make(sharding, full.shape(), std::move(shards), devices);
 }
 
-ShardedTensor shard(const TPUStrategy& strategy, const Tensor& annotated) {
-  ReplicaContext* ctx = get_replica_context();
-  STRATA_CHECK(
-      FAILED_PRECONDITION, ctx != nullptr && &ctx->strategy() == &strategy,
-      "sharded::shard: expected to be called in a replica context of this TPUStrategy (inside "
-      "strategy.run(fn))");
-  const std::vector<const Device*>& devices = strategy.logical_devices(ctx->local_replica_id());
+ShardedTensor shard_annotated(const Tensor& annotated, const std::vector<const Device*>& devices) {
   if (const ShardedTensor* carried = carried_shards(annotated)) return *carried;
   const tpu::Sharding* s = tpu::sharding_of(annotated);
-  return shard(annotated,
-               s ? *s : tpu::Sharding::maximal(0, strategy.num_logical_devices_per_replica()),
+  return shard(annotated, s ? *s : tpu::Sharding::maximal(0, static_cast<int>(devices.size())),
                devices);
 }
 
@@ -1059,4 +1050,4 @@ void reset_fallback_counts() {
   counters().clear();
 }
 
-}  // namespace strata::distribute::sharded
+}  // namespace strata::tpu::sharded

@@ -4,7 +4,7 @@
 // by a tpu::Sharding, and the ops below run shard-wise, in parallel, each
 // shard on its own logical device.
 //
-//   namespace sh = strata::distribute::sharded;
+//   namespace sh = strata::tpu::sharded;
 //   strategy.run([&](Tensor images) {
 //     Tensor annotated = strategy.experimental_split_to_logical_devices(images, {1, 2, 2, 1});
 //     sh::ShardedTensor x = sh::shard(strategy, annotated);     // 4 shards on 4 devices
@@ -92,11 +92,7 @@
 #include "strata/ops/nn_ops.h"
 #include "strata/tpu/sharding.h"
 
-namespace strata::distribute {
-class TPUStrategy;
-}
-
-namespace strata::distribute::sharded {
+namespace strata::tpu::sharded {
 
 namespace tpu = strata::tpu::experimental;
 
@@ -132,10 +128,11 @@ class ShardedTensor {
 ShardedTensor shard(const Tensor& full, const tpu::Sharding& sharding,
                     const std::vector<const Device*>& devices);
 // A tensor annotated by TPUStrategy's experimental_*_to_logical_devices over
-// the calling replica's logical devices (its carried sharding; an unannotated
-// tensor is maximal on logical device 0, TF's default). FailedPreconditionError
-// outside a replica context of `strategy`.
-ShardedTensor shard(const TPUStrategy& strategy, const Tensor& annotated);
+// `devices`, a replica's logical devices: the shards it carries, else cut by
+// its annotation (an unannotated tensor is maximal on logical device 0, TF's
+// default). TPUStrategy's shard(strategy, t) (tpu_strategy.h) passes the
+// calling replica's devices.
+ShardedTensor shard_annotated(const Tensor& annotated, const std::vector<const Device*>& devices);
 // The full tensor, assembled with recorded concats on `device` (nullptr:
 // logical device 0, or the holder of a MAXIMAL sharding).
 Tensor unshard(const ShardedTensor& x, const Device* device = nullptr);
@@ -207,13 +204,19 @@ ShardedTensor avg_pool2d(const ShardedTensor& x, const std::vector<int64_t>& ksi
 Tensor as_tensor(const ShardedTensor& x);
 // The shards a tensor carries (an as_tensor or dispatched op result), else nullptr.
 const ShardedTensor* carried_shards(const Tensor& t);
-// Installs the op-API dispatcher (strata/ops/dispatch.h) for the process;
-// idempotent. TPUStrategy's constructor calls it.
-void install_op_dispatcher();
+// The logical devices of the replica running on this thread, or nullptr where
+// sharded ops do not apply (outside a replica of a strategy with logical
+// devices). Must be thread-safe; it runs on every dispatched op.
+using LogicalDevicesOfCurrentReplica = const std::vector<const Device*>* (*)();
+// Installs the op-API dispatcher (strata/ops/dispatch.h) for the process,
+// asking `logical_devices` which devices the shards of the calling replica
+// live on. Idempotent for the same function; another function is
+// FailedPreconditionError. TPUStrategy's constructor calls it.
+void install_op_dispatcher(LogicalDevicesOfCurrentReplica logical_devices);
 
 // How often `op` took the gather-run-reshard fallback in this process
 // (thread-safe counters), and a reset for tests.
 int64_t fallback_count(const std::string& op);
 void reset_fallback_counts();
 
-}  // namespace strata::distribute::sharded
+}  // namespace strata::tpu::sharded

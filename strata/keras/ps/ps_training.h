@@ -1,6 +1,11 @@
 #pragma once
 // Keras training under ParameterServerStrategy (spec §9): model.fit schedules
-// its training steps through a ClusterCoordinator, as TF's fit does.
+// its training steps through a coordinator, as TF's fit does. This is the
+// strata::keras_ps target, beside strata::keras: it defines
+// Model::fit(DatasetCreator), so only programs that train this way link it
+// and the parameter-server target (with gRPC) it uses. It names no strategy:
+// it asks strategy.extended().should_use_with_coordinator() and trains
+// through extended().make_coordinator() (strata/distribute/coordinator.h).
 //
 //   // In every process of the job (chief, workers; ps tasks only serve):
 //   STRATA_REGISTER_KERAS_MODEL(linear, [] {

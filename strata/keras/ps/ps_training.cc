@@ -1,4 +1,4 @@
-#include "strata/keras/ps_training.h"
+#include "strata/keras/ps/ps_training.h"
 
 #include <map>
 #include <mutex>
@@ -6,7 +6,10 @@
 
 #include "strata/base/errors.h"
 #include "strata/base/thread_annotations.h"
+#include "strata/distribute/coordinator.h"
 #include "strata/distribute/ps/function_registry.h"
+#include "strata/distribute/strategy.h"
+#include "strata/keras/callbacks/history.h"
 
 namespace strata::keras {
 
@@ -109,6 +112,76 @@ ModelPtr build_registered_model(const std::string& name) {
 
 DatasetCreator::DatasetCreator(std::string dataset_function) : name_(std::move(dataset_function)) {
   sps::FunctionRegistry::global().dataset_function(name_);  // NotFoundError when absent
+}
+
+History Model::fit(const DatasetCreator& creator, const FitOptions& options) {
+  if (strategy_->extended().should_use_with_coordinator())
+    return fit_on_coordinator(creator, options);
+  auto fn = sps::FunctionRegistry::global().dataset_function(creator.dataset_function());
+  return fit((*fn)(distribute::InputContext()), options);
+}
+
+History Model::fit_on_coordinator(const DatasetCreator& creator, const FitOptions& options) {
+  distribute::Strategy& strategy = *strategy_;
+  check_compiled("training");
+  STRATA_CHECK(FAILED_PRECONDITION, optimizer_ != nullptr, "Model '", name(),
+               "': compile with an optimizer before fit (compile({.optimizer = ...}))");
+  STRATA_CHECK_ARG(options.steps_per_epoch.has_value() && *options.steps_per_epoch > 0, "Model '",
+                   name(), "': when using a DatasetCreator under ", strategy.name(),
+                   ", "
+                   "`steps_per_epoch` must be specified (and > 0), got ",
+                   options.steps_per_epoch ? std::to_string(*options.steps_per_epoch) : "None");
+  STRATA_CHECK_ARG(options.epochs >= 0, "fit: epochs must be >= 0, got ", options.epochs);
+  STRATA_CHECK(FAILED_PRECONDITION, !registered_builder_.empty(), "Model '", name(), "': under ",
+               strategy.name(),
+               " the workers rebuild the model, so it must be "
+               "made by keras::build_registered_model (STRATA_REGISTER_KERAS_MODEL)");
+  STRATA_CHECK(UNIMPLEMENTED,
+               !options.validation_data.has_value() && options.validation_split == 0.0, "Model '",
+               name(), "': validation during fit under ", strategy.name());
+  const int verbose = options.verbose.resolve();
+  distribute::StrategyScope scope(strategy);
+  const std::unique_ptr<distribute::Coordinator> coordinator =
+      strategy.extended().make_coordinator();
+  // Build the model, the optimizer's slots and the metrics (all where the
+  // strategy keeps its variables) from one batch of the dataset function,
+  // for the shapes.
+  {
+    auto fn = sps::FunctionRegistry::global().dataset_function(creator.dataset_function());
+    data::Element first =
+        (*fn)(distribute::InputContext(coordinator->num_workers(), 0)).iter().get_next();
+    internal::PsTraining::prepare(*this, first);
+  }
+  std::vector<distribute::ClosureArgument> args{strata::constant(registered_builder_)};
+  for (Variable& v : internal::PsTraining::state_variables(*this)) args.emplace_back(std::move(v));
+  args.emplace_back(coordinator->create_per_worker_iterator(creator.dataset_function()));
+
+  auto [cbs, history, initial_epoch, initial_step] =
+      begin_training(options, verbose, options.steps_per_epoch);
+  STRATA_CHECK(UNIMPLEMENTED, initial_step == 0, "Model '", name(),
+               "': resuming mid-epoch (BackupAndRestore with save_freq in batches) under ",
+               strategy.name(), "; back up per epoch");
+  Logs training_logs;
+  for (int epoch = initial_epoch; epoch < options.epochs; ++epoch) {
+    reset_metrics();
+    Logs epoch_logs;
+    cbs.on_epoch_begin(epoch, epoch_logs);
+    for (int64_t step = 0; step < *options.steps_per_epoch; ++step) {
+      Logs batch_logs;  // TF hands the batch hooks unfetched RemoteValues
+      cbs.on_train_batch_begin(step, batch_logs);
+      coordinator->schedule_closure(internal::PsTraining::train_step_function(), args);
+      cbs.on_train_batch_end(step, batch_logs);
+      if (stop_training) break;
+    }
+    coordinator->join();
+    epoch_logs = get_metrics_result();  // every worker's batches, from the strategy's variables
+    cbs.on_epoch_end(epoch, epoch_logs);
+    training_logs = epoch_logs;
+    if (stop_training) break;
+  }
+  cbs.on_train_end(training_logs);
+  history_ = history->history();
+  return history_;
 }
 
 namespace internal {

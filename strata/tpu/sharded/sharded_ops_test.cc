@@ -1,4 +1,4 @@
-#include "strata/distribute/tpu_sharded_ops.h"
+#include "strata/tpu/sharded/sharded_ops.h"
 
 #include <gtest/gtest.h>
 
@@ -13,29 +13,24 @@
 #include "strata/core/config.h"
 #include "strata/core/device.h"
 #include "strata/core/variable.h"
-#include "strata/distribute/tpu_strategy.h"
-#include "strata/distribute/tpu_system.h"
-#include "strata/kernels/internal/conv_direct.h"
+#include "strata/kernels/nn.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
 #include "strata/ops/random_ops.h"
 #include "strata/tpu/device_assignment.h"
 
-namespace strata::distribute::sharded {
+namespace strata::tpu::sharded {
 namespace {
 
 class ShardedOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    ::unsetenv("STRATA_TPU_TOPOLOGY");
-    tpu::shutdown_tpu_system();
     strata::internal::reset_runtime_for_testing();
     config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
                                              std::vector<config::LogicalDeviceConfiguration>(8));
     reset_fallback_counts();
   }
-  void TearDown() override { tpu::shutdown_tpu_system(); }
 
   static std::vector<const Device*> devices(int n) {
     std::vector<const Device*> all = local_devices();
@@ -158,7 +153,18 @@ TEST_F(ShardedOpsTest, ParallelConv2dGradientsEqualTheUnpartitionedBackprops) {
 // unpartitioned kernels (bit-identical), the filter gradient the sum of the
 // shards' parts.
 TEST_F(ShardedOpsTest, TiledKernelsReadTheHaloInPlaceAndEqualTheUnpartitionedKernels) {
-  if (!kernels::internal::direct_conv_enabled()) {
+  const kernels::ConvGeometry first_case{.batch = 2,
+                                         .in_h = 16,
+                                         .in_w = 16,
+                                         .in_c = 8,
+                                         .filter_h = 3,
+                                         .filter_w = 3,
+                                         .out_c = 16,
+                                         .out_h = 16,
+                                         .out_w = 16,
+                                         .pad_top = 1,
+                                         .pad_left = 1};
+  if (!kernels::tiled_conv2d_supported(first_case)) {
     GTEST_SKIP() << "no AVX-512F on this CPU (or STRATA_CONV_DIRECT=0): no tiled kernels";
   }
   struct Case {
@@ -451,24 +457,5 @@ TEST_F(ShardedOpsTest, DenseModelWithASplitContractionEqualsTheUnpartitionedMode
   EXPECT_EQ(fallback_count("matmul"), 0);
 }
 
-TEST_F(ShardedOpsTest, ShardOfAnAnnotatedTensorUsesTheReplicasLogicalDevices) {
-  tpu::Topology topology = tpu::initialize_tpu_system();
-  TPUStrategy strategy(tpu::DeviceAssignment::build(
-      topology, {.computation_shape = {1, 1, 1, 2}, .num_replicas = 4}));
-  Tensor images = randn({2, 8, 8, 3}, 51);
-  PerReplica<std::vector<std::string>> placed = strategy.run([&] {
-    ShardedTensor s =
-        shard(strategy, strategy.experimental_split_to_logical_devices(images, {1, 2, 1, 1}));
-    ShardedTensor unannotated = shard(strategy, images);
-    EXPECT_TRUE(unannotated.sharding().is_maximal());
-    return std::vector<std::string>{s.shard(0).device(), s.shard(1).device()};
-  });
-  for (int r = 0; r < 4; ++r) {
-    EXPECT_EQ(placed.values()[static_cast<size_t>(r)][0], strategy.logical_devices(r)[0]->name());
-    EXPECT_EQ(placed.values()[static_cast<size_t>(r)][1], strategy.logical_devices(r)[1]->name());
-  }
-  EXPECT_THROW(shard(strategy, images), FailedPreconditionError);
-}
-
 }  // namespace
-}  // namespace strata::distribute::sharded
+}  // namespace strata::tpu::sharded

@@ -1,6 +1,6 @@
-// The op-API dispatcher of sharded execution (see tpu_sharded_ops.h, "The
+// The op-API dispatcher of sharded execution (see sharded_ops.h, "The
 // normal op API"): ops called inside a TPUStrategy replica on tensors that
-// carry a sharding run by the rules of tpu_sharded_ops.cc.
+// carry a sharding run by the rules of sharded_ops.cc.
 
 #include <algorithm>
 #include <memory>
@@ -8,14 +8,13 @@
 #include <span>
 #include <vector>
 
-#include "strata/distribute/internal/sharded_exec.h"
-#include "strata/distribute/strategy.h"
-#include "strata/distribute/tpu_sharded_ops.h"
-#include "strata/distribute/tpu_strategy.h"
+#include "strata/base/errors.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/dispatch.h"
+#include "strata/tpu/sharded/internal/sharded_exec.h"
+#include "strata/tpu/sharded/sharded_ops.h"
 
-namespace strata::distribute::sharded {
+namespace strata::tpu::sharded {
 
 namespace {
 
@@ -290,13 +289,15 @@ class Rules {
 
 class ShardedDispatcher final : public OpDispatcher {
  public:
+  explicit ShardedDispatcher(LogicalDevicesOfCurrentReplica logical_devices)
+      : logical_devices_(logical_devices) {}
+  LogicalDevicesOfCurrentReplica logical_devices() const noexcept { return logical_devices_; }
+
   std::optional<Tensor> dispatch(const DispatchedOp& op) override {
-    ReplicaContext* ctx = get_replica_context();
-    if (ctx == nullptr) return std::nullopt;
-    const auto* strategy = dynamic_cast<const TPUStrategy*>(&ctx->strategy());
-    if (strategy == nullptr) return std::nullopt;
+    const std::vector<const Device*>* devices = logical_devices_();
+    if (devices == nullptr) return std::nullopt;
     Inputs in;
-    in.devices = strategy->logical_devices(ctx->local_replica_id());
+    in.devices = *devices;
     const int n = static_cast<int>(in.devices.size());
     bool any = false;
     for (const Tensor& t : op.inputs) {
@@ -314,6 +315,9 @@ class ShardedDispatcher final : public OpDispatcher {
     if (!any) return std::nullopt;
     return Rules(op, std::move(in)).apply();
   }
+
+ private:
+  const LogicalDevicesOfCurrentReplica logical_devices_;
 };
 
 }  // namespace
@@ -326,9 +330,14 @@ const ShardedTensor* carried_shards(const Tensor& t) {
   return v ? &v->value : nullptr;
 }
 
-void install_op_dispatcher() {
-  static ShardedDispatcher dispatcher;
+void install_op_dispatcher(LogicalDevicesOfCurrentReplica logical_devices) {
+  STRATA_CHECK_ARG(logical_devices != nullptr,
+                   "sharded::install_op_dispatcher: expected a logical-devices function");
+  static ShardedDispatcher dispatcher(logical_devices);
+  STRATA_CHECK(FAILED_PRECONDITION, dispatcher.logical_devices() == logical_devices,
+               "sharded::install_op_dispatcher: a dispatcher with another logical-devices "
+               "function is already installed");
   set_op_dispatcher(&dispatcher);
 }
 
-}  // namespace strata::distribute::sharded
+}  // namespace strata::tpu::sharded
