@@ -16,6 +16,7 @@
 #include "strata/kernels/nn.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/recorder.h"
+#include "strata/tpu/sharded/internal/halo.h"
 #include "strata/tpu/sharded/internal/sharded_exec.h"
 
 namespace strata::tpu::sharded {
@@ -26,8 +27,12 @@ using internal::broadcasts_into;
 using internal::count_fallback;
 using internal::fallback;
 using internal::holders;
+using internal::input_window;
+using internal::Interval;
 using internal::parts;
 using internal::run_shards;
+using internal::window_geometry;
+using internal::WindowGeometry;
 
 namespace {
 
@@ -201,34 +206,6 @@ std::vector<int64_t> hw(const std::vector<int64_t>& v, const char* what) {
   return {v[1], v[2]};
 }
 
-// One spatial dimension of a windowed op: TF's output size and leading
-// padding for SAME / VALID.
-struct Geometry {
-  int64_t out = 0;
-  int64_t pad_before = 0;
-  int64_t stride = 1;
-  int64_t window = 1;  // effective (dilated) window
-};
-
-std::optional<Geometry> geometry(int64_t in, int64_t k, int64_t stride, int64_t dilation,
-                                 const std::string& padding) {
-  Geometry g;
-  g.stride = stride;
-  g.window = (k - 1) * dilation + 1;
-  if (stride < 1 || k < 1 || dilation < 1) return std::nullopt;
-  if (padding == "SAME") {
-    g.out = (in + stride - 1) / stride;
-    const int64_t total = std::max<int64_t>((g.out - 1) * stride + g.window - in, 0);
-    g.pad_before = total / 2;
-  } else if (padding == "VALID") {
-    if (in < g.window) return std::nullopt;
-    g.out = (in - g.window) / stride + 1;
-  } else {
-    return std::nullopt;
-  }
-  return g;
-}
-
 // Device d's input window for rows [r0, r1) x columns [c0, c1) of the full
 // input (may reach into the padding): its own tile plus the halo slices of its
 // neighbours' tiles, padded with `pad_value` outside the image. Runs on d's
@@ -366,7 +343,7 @@ enum class Windowed { Conv, MaxPool, AvgPool };
 // caller falls back).
 // Where each device's output tile and input window lie for a windowed op.
 struct Plan {
-  Geometry gh, gw;
+  WindowGeometry gh, gw;
   int64_t oth = 0, otw = 0;  // output tile height / width
   std::vector<int64_t> k, strides, dilations;
   // Device d's window rows [r0, r1) and columns [c0, c1) in input coordinates
@@ -378,9 +355,9 @@ struct Plan {
     const std::vector<int64_t> index =
         s.is_tiled() ? s.tile_index(d) : std::vector<int64_t>{0, 0, 0, 0};
     const int64_t o_r = index[1] * oth, o_c = index[2] * otw;
-    return {
-        o_r * gh.stride - gh.pad_before, (o_r + oth - 1) * gh.stride - gh.pad_before + gh.window,
-        o_c * gw.stride - gw.pad_before, (o_c + otw - 1) * gw.stride - gw.pad_before + gw.window};
+    const Interval rows = input_window(gh, o_r, o_r + oth);
+    const Interval cols = input_window(gw, o_c, o_c + otw);
+    return {rows.begin, rows.end, cols.begin, cols.end};
   }
 };
 
@@ -399,10 +376,10 @@ std::optional<Plan> plan_for(const ShardedTensor& x, Windowed kind, const Tensor
   } else {
     p.k = hw(ksize, "ksize");
   }
-  std::optional<Geometry> gh =
-      geometry(x.shape()[1], p.k[0], p.strides[0], p.dilations[0], padding);
-  std::optional<Geometry> gw =
-      geometry(x.shape()[2], p.k[1], p.strides[1], p.dilations[1], padding);
+  std::optional<WindowGeometry> gh =
+      window_geometry(x.shape()[1], p.k[0], p.strides[0], p.dilations[0], padding);
+  std::optional<WindowGeometry> gw =
+      window_geometry(x.shape()[2], p.k[1], p.strides[1], p.dilations[1], padding);
   if (!gh || !gw) return std::nullopt;
   if (gh->out % parts(s, 1) != 0 || gw->out % parts(s, 2) != 0) return std::nullopt;
   p.gh = *gh;
