@@ -14,17 +14,19 @@ if(CMAKE_CXX_COMPILER_ID MATCHES "Clang")
 endif()
 
 # strata_layer(<layer> SOURCES <files...> DEPS <strata layers...> API_DEPS <strata layers...>
-#              API <headers...> TESTS_USE_INTERNALS_OF <strata layers...>
+#              API <headers...> TEST_DEPS <strata layers...> TESTS_USE_INTERNALS_OF <strata layers...>
 #              LIBS <third-party targets...> PRIVATE_LIBS <third-party targets...>)
 # DEPS are the layers whose headers this layer's files include directly (not
 # the ones they reach through those); API_DEPS the layers it may use through
 # their abstract API only, the headers those list as API.
-# TESTS_USE_INTERNALS_OF names the layers whose internal/ headers this layer's
+# The layer's unit tests may use its edges (a concrete strategy behind an
+# API_DEPS edge too) and the layers TEST_DEPS adds (autodiff, to check
+# gradients). TESTS_USE_INTERNALS_OF names the layers whose internal/ headers this layer's
 # unit tests exercise directly (white-box tests kept beside their callers). The layer owns the
 # folder of the CMakeLists.txt that declares it, except the subfolders
 # another layer owns.
 function(strata_layer layer)
-  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;API_DEPS;API;TESTS_USE_INTERNALS_OF;LIBS;PRIVATE_LIBS" ${ARGN})
+  cmake_parse_arguments(ARG "" "" "SOURCES;DEPS;API_DEPS;API;TEST_DEPS;TESTS_USE_INTERNALS_OF;LIBS;PRIVATE_LIBS" ${ARGN})
   set(target strata_${layer})
   add_library(${target} STATIC ${ARG_SOURCES})
   add_library(strata::${layer} ALIAS ${target})
@@ -46,6 +48,7 @@ function(strata_layer layer)
   file(RELATIVE_PATH folder "${PROJECT_SOURCE_DIR}" "${CMAKE_CURRENT_SOURCE_DIR}")
   set_target_properties(${target} PROPERTIES STRATA_LAYER_NAME ${layer} STRATA_LAYER_FOLDER ${folder}
                         STRATA_LAYER_API "${ARG_API}" STRATA_LAYER_API_DEPS "${ARG_API_DEPS}"
+                        STRATA_LAYER_TEST_DEPS "${ARG_TEST_DEPS}"
                         STRATA_LAYER_TEST_INTERNALS "${ARG_TESTS_USE_INTERNALS_OF}")
 endfunction()
 
@@ -71,6 +74,10 @@ function(strata_write_layer_table table dot)
     if(NOT api_deps)
       set(api_deps "")
     endif()
+    get_target_property(test_deps ${target} STRATA_LAYER_TEST_DEPS)
+    if(NOT test_deps)
+      set(test_deps "")
+    endif()
     get_target_property(test_internals ${target} STRATA_LAYER_TEST_INTERNALS)
     if(NOT test_internals)
       set(test_internals "")
@@ -93,6 +100,7 @@ function(strata_write_layer_table table dot)
                              "set(STRATA_LAYER_DEPS_${name} \"${deps}\")\n"
                              "set(STRATA_LAYER_API_DEPS_${name} \"${api_deps}\")\n"
                              "set(STRATA_LAYER_API_${name} \"${api}\")\n"
+                             "set(STRATA_LAYER_TEST_DEPS_${name} \"${test_deps}\")\n"
                              "set(STRATA_LAYER_TEST_INTERNALS_${name} \"${test_internals}\")\n")
   endforeach()
   string(APPEND table_text "set(STRATA_LAYER_NAMES \"${names}\")\n")

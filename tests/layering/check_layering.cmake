@@ -14,9 +14,13 @@ cmake_policy(VERSION 3.25)
 #     of a layer that declares TESTS_USE_INTERNALS_OF that layer.
 #   - strata/testing (and any testing/ folder) only in tests: *_test.cc files,
 #     tests/, testing/ folders and bench/ (benchmarks of the harnesses' inputs).
-#   - The bundle header strata/strata.h only outside the layers, and in tests.
-#   - Test files and the programs (tools/, bench/, examples/, tests/) may use
-#     every layer's public headers: they link strata::strata.
+#   - A layer's unit tests (*_test.cc, its testing/ folders) include its own
+#     headers, the layers of its edges (behind an API_DEPS edge any header: a
+#     test may build a concrete strategy) and the layers it declares as
+#     TEST_DEPS.
+#   - The bundle header strata/strata.h only outside the layers.
+#   - The programs (tools/, bench/, examples/, tests/) may use every layer's
+#     public headers: they link strata::strata.
 #   - With REQUIRE_USED_EDGES, every declared edge is used by some non-test
 #     file, so the declared graph (and its picture) is the real one.
 include("${LAYER_TABLE}")
@@ -80,7 +84,7 @@ foreach(f IN LISTS files)
       continue()
     endif()
     if(inc MATCHES "^strata/[^/]+$")
-      if(owner AND NOT is_test)
+      if(owner)
         list(APPEND violations "${where}: layer '${owner}' may not include the bundle header")
       endif()
       continue()
@@ -103,7 +107,17 @@ foreach(f IN LISTS files)
       list(APPEND violations "${where}: ${who} may not include the internal/ headers of layer '${target}'")
       continue()
     endif()
-    if(NOT owner OR is_test OR target STREQUAL owner)
+    if(NOT owner OR target STREQUAL owner)
+      continue()
+    endif()
+    if(is_test)
+      set(edges ${STRATA_LAYER_DEPS_${owner}} ${STRATA_LAYER_API_DEPS_${owner}}
+                ${STRATA_LAYER_TEST_DEPS_${owner}})
+      if(NOT target IN_LIST edges)
+        list(JOIN edges " " edges)
+        list(APPEND violations
+             "${where}: the tests of layer '${owner}' may not include layer '${target}' (its edges and test edges: ${edges})")
+      endif()
       continue()
     endif()
     if(target IN_LIST STRATA_LAYER_DEPS_${owner})

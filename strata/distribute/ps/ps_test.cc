@@ -13,9 +13,27 @@
 #include <mutex>
 #include <thread>
 
+#include "strata/autodiff/gradient_tape.h"
+#include "strata/base/errors.h"
+#include "strata/cluster/cluster_resolver.h"
+#include "strata/cluster/cluster_spec.h"
+#include "strata/core/tensor.h"
+#include "strata/core/variable.h"
+#include "strata/data/dataset.h"
+#include "strata/distribute/input_context.h"
+#include "strata/distribute/partitioners.h"
+#include "strata/distribute/ps/cluster_coordinator.h"
+#include "strata/distribute/ps/function_registry.h"
 #include "strata/distribute/ps/internal/rpc.h"
 #include "strata/distribute/ps/local_cluster.h"
-#include "strata/strata.h"
+#include "strata/distribute/ps/parameter_server_strategy.h"
+#include "strata/distribute/ps/ps_variable.h"
+#include "strata/distribute/ps/server.h"
+#include "strata/distribute/sharded_variable.h"
+#include "strata/ops/array_ops.h"
+#include "strata/ops/math_ops.h"
+#include "strata/ops/operators.h"
+#include "strata/ops/random_ops.h"
 
 // gRPC, protobuf and abseil come from Debian uninstrumented: their locks and
 // completion-queue hand-offs are invisible to ThreadSanitizer, so a buffer
