@@ -98,7 +98,7 @@ class ClusterCoordinator final : public Coordinator {
  public:
   explicit ClusterCoordinator(ParameterServerStrategy& strategy,
                               ClusterCoordinatorOptions options = {});
-  ~ClusterCoordinator();
+  ~ClusterCoordinator() override;
   ClusterCoordinator(const ClusterCoordinator&) = delete;
   ClusterCoordinator& operator=(const ClusterCoordinator&) = delete;
 
