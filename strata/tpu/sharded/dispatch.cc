@@ -289,8 +289,8 @@ class Rules {
 
 class ShardedDispatcher final : public OpDispatcher {
  public:
-  explicit ShardedDispatcher(LogicalDevicesOfCurrentReplica logical_devices)
-      : logical_devices_(logical_devices) {}
+  explicit ShardedDispatcher(LogicalDevicesOfCurrentReplica devices_of_replica)
+      : logical_devices_(devices_of_replica) {}
   LogicalDevicesOfCurrentReplica logical_devices() const noexcept { return logical_devices_; }
 
   std::optional<Tensor> dispatch(const DispatchedOp& op) override {
