@@ -1,4 +1,4 @@
-// Cross-process all-reduce, one rank per process on loopback (issue 7's
+// Cross-process all-reduce, one rank per process on loopback (the all-reduce
 // figure): GlooCollectives over the chief's TCP store, as
 // MultiWorkerMirroredStrategy uses it, versus the peers that
 // bench/peers/allreduce_2proc.py runs in the same invocation (raw Gloo

@@ -1,5 +1,5 @@
 // MLP training under MultiWorkerMirroredStrategy over 2 real processes x 1
-// thread on 127.0.0.1 (Gloo), issue 7's training figure. Same model, optimizer,
+// thread on 127.0.0.1 (Gloo), the multi-worker training figure. Same model, optimizer,
 // loss and global batch as training_bench's BM_MirroredTrainMLP (the MLP
 // 784-512-256-10, ReLU, Adam 1e-3, sparse CCE from logits, global batch 128 =
 // 64 per worker, one synthetic batch in memory per worker fed through a

@@ -1,4 +1,4 @@
-// ParameterServerStrategy benchmarks (issue 10): a loopback cluster of real
+// ParameterServerStrategy benchmarks: a loopback cluster of real
 // gRPC servers (2 ps, 1 or 2 workers) in this process's threads; the
 // benchmark thread is the chief.
 //

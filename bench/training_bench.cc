@@ -1,4 +1,4 @@
-// Training-throughput benchmarks (issues 5 and 6), examples/s at batch 128:
+// Training-throughput benchmarks, examples/s at batch 128:
 //   - the MLP 784-512-256-10 (ReLU, Adam 1e-3, sparse CCE from logits) and the
 //     CNN (Conv 32 3x3 ReLU, MaxPool 2, Conv 64 3x3 ReLU, MaxPool 2, Dense 128
 //     ReLU, Dense 10; Adam 1e-3) on one device with 1 or 2 intra-op threads,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""All-reduce between 2 processes on loopback, three implementations in one run (issue 7).
+"""All-reduce between 2 processes on loopback, three implementations in one run.
 
   strata               build/bench/multiworker_allreduce_bench (GlooCollectives over the TCP store)
   gloo_allreduce_ring  build/bench/gloo_allreduce_ring (raw gloo::AllreduceRing<float>, standalone)

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""PyTorch DDP peer for bench/training_bench.cc's BM_MirroredTrainMLP (issue 6).
+"""PyTorch DDP peer for bench/training_bench.cc's BM_MirroredTrainMLP.
 
 The MLP 784-512-256-10 (ReLU, Adam 1e-3, cross-entropy from logits) trained with
 DistributedDataParallel over 2 processes x 1 thread each (torch.set_num_threads(1)),

@@ -1,4 +1,4 @@
-// Destroying an iterator mid-flight (issue #4): the destructor of a parallel-map
+// Destroying an iterator mid-flight: the destructor of a parallel-map
 // or prefetch iterator stops its threads and joins them within a bound, waiting
 // for at most the user calls already running, and no user function runs after it
 // returned. The bounds are generous (CI is loaded, sanitizers are slow); a
