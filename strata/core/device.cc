@@ -1,13 +1,14 @@
 #include "strata/core/device.h"
 
 #include <algorithm>
-#include <cerrno>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <thread>
 
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
+#include "strata/base/numbers.h"
 #include "strata/core/config.h"
 
 namespace strata {
@@ -22,12 +23,10 @@ namespace {
 // A whole number in [1, max] from environment variable `name`; anything else is
 // the caller's mistake, named with the accepted range (never silently ignored).
 int env_count(const char* name, const char* value, int max) {
-  char* end = nullptr;
-  errno = 0;
-  const long long n = std::strtoll(value, &end, 10);
-  STRATA_CHECK_ARG(end != value && *end == '\0' && errno == 0 && n >= 1 && n <= max, name,
-                   ": expected a whole number in [1, ", max, "], got '", value, "'");
-  return static_cast<int>(n);
+  const std::optional<int64_t> n = parse_whole_number(value);
+  STRATA_CHECK_ARG(n && *n >= 1 && *n <= max, name, ": expected a whole number in [1, ", max,
+                   "], got '", value, "'");
+  return static_cast<int>(*n);
 }
 
 // Process-wide runtime state (TensorFlow's eager context equivalent). Everything

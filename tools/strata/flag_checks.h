@@ -15,8 +15,11 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <optional>
 #include <sstream>
 #include <string>
+
+#include "strata/base/numbers.h"
 
 namespace strata::tools {
 
@@ -43,11 +46,8 @@ inline CLI::Validator whole_in(int64_t low, int64_t high) {
   const std::string text = "[" + std::to_string(low) + ", " + std::to_string(high) + "]";
   return CLI::Validator(
       [low, high, text](std::string& value) -> std::string {
-        char* end = nullptr;
-        errno = 0;
-        const long long v = std::strtoll(value.c_str(), &end, 10);
-        const bool parsed = end != value.c_str() && *end == '\0' && errno == 0;
-        if (!parsed || v < low || v > high) {
+        const std::optional<int64_t> v = parse_whole_number(value);
+        if (!v || *v < low || *v > high) {
           return "expected a whole number in " + text + ", got '" + value + "'";
         }
         return {};

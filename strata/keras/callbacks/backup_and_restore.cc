@@ -1,8 +1,6 @@
 #include "strata/keras/callbacks/backup_and_restore.h"
 
-#include <cerrno>
 #include <cstdint>
-#include <cstdlib>
 #include <filesystem>
 #include <map>
 #include <optional>
@@ -11,6 +9,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/base/file.h"
+#include "strata/base/numbers.h"
 #include "strata/distribute/strategy.h"
 #include "strata/keras/internal/distributed_file_utils.h"
 #include "strata/keras/model.h"
@@ -39,13 +38,11 @@ constexpr char kFileName[] = "training_state.weights";
 // anything else is a DataLossError naming the file, the field and the value.
 int64_t metadata_count(const std::string& path, const char* field, const std::string& value,
                        int64_t max) {
-  char* end = nullptr;
-  errno = 0;
-  const long long n = std::strtoll(value.c_str(), &end, 10);
-  STRATA_CHECK(DATA_LOSS, end != value.c_str() && *end == '\0' && errno == 0 && n >= 0 && n <= max,
-               "BackupAndRestore: backup '", path, "' has metadata field '", field, "' = '", value,
+  const std::optional<int64_t> n = parse_whole_number(value);
+  STRATA_CHECK(DATA_LOSS, n && *n >= 0 && *n <= max, "BackupAndRestore: backup '", path,
+               "' has metadata field '", field, "' = '", value,
                "', expected a whole number in [0, ", max, "]");
-  return n;
+  return *n;
 }
 }  // namespace
 
