@@ -842,6 +842,17 @@ ShardedTensor reduce(const ShardedTensor& x, const ReduceOptions& o, Reduction r
   return fallback(name, {x}, [&](const std::vector<Tensor>& t) { return local(t[0], o); });
 }
 
+// The filter gradient of a sharded conv2d: the sum of the devices' partial
+// gradients (those of `which`), on `device` (the all-reduce of the partials).
+Tensor sum_filter_gradients(const std::vector<Tensor>& d_filters, const std::vector<int>& which,
+                            const Device& device) {
+  std::vector<Tensor> present;
+  present.reserve(which.size());
+  for (int d : which) present.push_back(d_filters[static_cast<size_t>(d)]);
+  DeviceScope scope(device);
+  return present.size() == 1 ? present[0] : add_n(present);
+}
+
 }  // namespace
 
 ShardedTensor reduce_sum(const ShardedTensor& x, const ReduceOptions& options) {
@@ -955,11 +966,7 @@ Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters,
       });
       Conv2DGradients g;
       g.input = make(s, x.shape(), std::move(d_input), x.devices());
-      std::vector<Tensor> present;
-      present.reserve(which.size());
-      for (int d : which) present.push_back(d_filters[static_cast<size_t>(d)]);
-      DeviceScope scope(*x.devices().front());
-      g.filters = present.size() == 1 ? present[0] : add_n(present);
+      g.filters = sum_filter_gradients(d_filters, which, *x.devices().front());
       return g;
     }
   }
@@ -986,13 +993,7 @@ Conv2DGradients conv2d_gradients(const ShardedTensor& x, const Tensor& filters,
                : gather_tile_gradient<double>(x, e, which, d_patch, window_of);
   });
   g.input = make(s, x.shape(), std::move(dx), x.devices());
-  std::vector<Tensor> present;
-  present.reserve(which.size());
-  for (int d : which) present.push_back(d_filters[static_cast<size_t>(d)]);
-  {
-    DeviceScope scope(*x.devices().front());
-    g.filters = present.size() == 1 ? present[0] : add_n(present);
-  }
+  g.filters = sum_filter_gradients(d_filters, which, *x.devices().front());
   return g;
 }
 
