@@ -427,16 +427,21 @@ History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dat
   // depend on every epoch before it. A run resumed at a later epoch (resume_at_epoch)
   // first replays how the epochs before it drew from the data, without training,
   // so it continues at exactly the batch the interrupted run would have trained.
+  // The next batch of `step` in `epoch`. With steps_per_epoch, a finite dataset
+  // exactly consumed by the previous epoch starts again.
+  auto draw = [&](int epoch, int64_t step) {
+    std::optional<internal::StepInput> in = stream->next();
+    if (!in && options.steps_per_epoch && step == 0) {
+      stream.emplace(distributed_strategy_or_null(), epoch_dataset(epoch));
+      in = stream->next();
+    }
+    return in;
+  };
   if (options.steps_per_epoch) {
     for (int epoch = options.initial_epoch; epoch < initial_epoch; ++epoch) {
       if (!stream) stream.emplace(distributed_strategy_or_null(), epoch_dataset(epoch));
       for (int64_t step = 0; step < *options.steps_per_epoch; ++step) {
-        bool drawn = stream->next().has_value();
-        if (!drawn && step == 0) {  // as below: an exhausted dataset starts again
-          stream.emplace(distributed_strategy_or_null(), epoch_dataset(epoch));
-          drawn = stream->next().has_value();
-        }
-        if (!drawn) break;
+        if (!draw(epoch, step)) break;
       }
     }
   }
@@ -465,12 +470,7 @@ History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dat
     bool ran_dry = false;
     while (!options.steps_per_epoch || step < *options.steps_per_epoch) {
       std::optional<internal::StepInput> in =
-          pending ? std::exchange(pending, std::nullopt) : stream->next();
-      if (!in && options.steps_per_epoch && step == 0) {
-        // A finite dataset exactly consumed by the previous epoch: start it again.
-        stream.emplace(distributed_strategy_or_null(), epoch_dataset(epoch));
-        in = stream->next();
-      }
+          pending ? std::exchange(pending, std::nullopt) : draw(epoch, step);
       if (!in) {
         ran_dry = options.steps_per_epoch.has_value();
         break;
