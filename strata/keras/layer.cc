@@ -65,8 +65,22 @@ Variable Layer::add_weight(const std::string& name, const TensorShape& shape,
                        .trainable = options.trainable,
                        .synchronization = options.synchronization,
                        .aggregation = options.aggregation});
-  own_weights_.push_back({v, options.trainable});
+  own_weights_.push_back({name, v, options.trainable});
+  for (const WeightCreatedCallback& callback : weight_created_callbacks_) callback(name, v);
   return v;
+}
+
+std::vector<std::pair<std::string, Variable>> Layer::own_weights() const {
+  std::vector<std::pair<std::string, Variable>> out;
+  out.reserve(own_weights_.size());
+  for (const OwnWeight& w : own_weights_) out.emplace_back(w.name, w.variable);
+  return out;
+}
+
+void Layer::add_weight_created_callback(WeightCreatedCallback callback) {
+  STRATA_CHECK_ARG(callback != nullptr, "layer '", name_,
+                   "': add_weight_created_callback got an empty callback");
+  weight_created_callbacks_.push_back(std::move(callback));
 }
 
 std::vector<Variable> Layer::weights() const {

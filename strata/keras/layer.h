@@ -27,6 +27,7 @@
 // (the forward pass only reads variables); building is not, and happens once.
 
 #include <cstdint>
+#include <functional>
 #include <initializer_list>
 #include <memory>
 #include <optional>
@@ -121,6 +122,21 @@ class Layer : public std::enable_shared_from_this<Layer> {
   // Nested layers registered with track_layer, in order.
   const std::vector<std::shared_ptr<Layer>>& layers() const noexcept { return tracked_; }
 
+  // The weights this layer made itself with add_weight (not its nested
+  // layers'), each with the name given to add_weight ("kernel"), in creation
+  // order. A checkpoint saves each under that name (TF's attribute edge).
+  std::vector<std::pair<std::string, Variable>> own_weights() const;
+
+  // Deferred restoration (strata::train::Checkpoint): `callback(name,
+  // variable)` runs for every weight add_weight creates from now on, right
+  // after the variable exists and before add_weight returns, so a checkpoint
+  // read before the layer was built assigns the saved value there. Callbacks
+  // run in the order added (a later restore overrides an earlier one); an
+  // exception from one propagates out of add_weight (and so out of build).
+  using WeightCreatedCallback =
+      std::function<void(const std::string& name, const Variable& variable)>;
+  void add_weight_created_callback(WeightCreatedCallback callback);
+
  protected:
   // Creates the layer's weights. Called once, by build().
   virtual void build_weights(const TensorShape& input_shape) { (void)input_shape; }
@@ -139,6 +155,7 @@ class Layer : public std::enable_shared_from_this<Layer> {
 
  private:
   struct OwnWeight {
+    std::string name;
     Variable variable;
     bool trainable;
   };
@@ -150,6 +167,7 @@ class Layer : public std::enable_shared_from_this<Layer> {
   bool built_ = false;
   std::vector<OwnWeight> own_weights_;
   std::vector<std::shared_ptr<Layer>> tracked_;
+  std::vector<WeightCreatedCallback> weight_created_callbacks_;
 };
 
 using LayerPtr = std::shared_ptr<Layer>;

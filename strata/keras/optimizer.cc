@@ -112,8 +112,17 @@ void Optimizer::build(const std::vector<Variable>& var_list) {
     STRATA_CHECK_ARG(v.defined(), name_, ": build() got an undefined variable");
     built_for_.push_back(v.impl_ptr().get());
   }
+  const size_t first_new_slot = slot_records_.size();
   build_slots(var_list);
   built_ = true;
+  for (const SlotCreatedCallback& callback : slot_created_callbacks_) {
+    for (size_t i = first_new_slot; i < slot_records_.size(); ++i) callback(slot_records_[i]);
+  }
+}
+
+void Optimizer::add_slot_created_callback(SlotCreatedCallback callback) {
+  STRATA_CHECK_ARG(callback != nullptr, name_, ": add_slot_created_callback got an empty callback");
+  slot_created_callbacks_.push_back(std::move(callback));
 }
 
 Variable Optimizer::add_variable_from_reference(const Variable& reference,
@@ -131,6 +140,7 @@ Variable Optimizer::add_variable_from_reference(const Variable& reference,
       value, {.name = str_cat(name_, "/", reference.name(), "/", slot_name), .trainable = false});
   slots_.emplace(key, slot_var);
   slot_order_.push_back(slot_var);
+  slot_records_.push_back({reference, slot_name, slot_var});
   return slot_var;
 }
 

@@ -167,6 +167,27 @@ class Optimizer {
   // iterations then every slot variable, in creation order (what a checkpoint saves).
   std::vector<Variable> variables() const;
 
+  // A slot variable with the variable it belongs to (its `reference`) and the
+  // slot's name ("momentum", "m", "v", ...).
+  struct SlotVariable {
+    Variable reference;
+    std::string slot_name;
+    Variable slot;
+  };
+  // Every slot, in creation order. A checkpoint saves each keyed by its
+  // reference variable's place in the object graph and the slot name (TF's
+  // slot_variables), not by creation order.
+  std::vector<SlotVariable> slot_variables() const { return slot_records_; }
+
+  // Deferred restoration (strata::train::Checkpoint): `callback(slot)` runs
+  // for every slot build() creates from now on, once all of that build's
+  // slots exist and the optimizer counts as built, so a checkpoint read before
+  // the first apply_gradients assigns the saved slot values there. Callbacks
+  // run in the order added; an exception from one propagates out of build()
+  // (and so out of apply_gradients, before any update is applied).
+  using SlotCreatedCallback = std::function<void(const SlotVariable& slot)>;
+  void add_slot_created_callback(SlotCreatedCallback callback);
+
  protected:
   // Creates the slots for `var_list` (called once, by build()).
   virtual void build_slots(const std::vector<Variable>& var_list) { (void)var_list; }
@@ -209,6 +230,8 @@ class Optimizer {
   // Slots in creation order, and an index by (variable identity, slot name).
   std::vector<Variable> slot_order_;
   std::map<std::pair<const VariableImpl*, std::string>, Variable> slots_;
+  std::vector<SlotVariable> slot_records_;
+  std::vector<SlotCreatedCallback> slot_created_callbacks_;
 };
 
 using OptimizerPtr = std::shared_ptr<Optimizer>;
