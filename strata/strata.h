@@ -58,3 +58,4 @@
 #include "strata/ops/training_ops.h"
 #include "strata/tpu/sharded/sharded_ops.h"
 #include "strata/tpu/tpu.h"
+#include "strata/train/train.h"

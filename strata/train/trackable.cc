@@ -1,0 +1,145 @@
+#include "strata/train/trackable.h"
+
+#include <memory>
+#include <utility>
+
+#include "strata/base/errors.h"
+#include "strata/base/str_cat.h"
+#include "strata/keras/layer.h"
+#include "strata/keras/model.h"
+#include "strata/keras/optimizer.h"
+
+namespace strata::train {
+namespace {
+
+class VariableTrackable final : public Trackable {
+ public:
+  explicit VariableTrackable(Variable variable) : variable_(std::move(variable)) {}
+  const void* identity() const override { return variable_.impl_ptr().get(); }
+  std::string description() const override { return str_cat("Variable '", variable_.name(), "'"); }
+  std::vector<SaveableTensor> saveables() const override { return {variable_saveable(variable_)}; }
+
+ private:
+  Variable variable_;
+};
+
+class LayerTrackable final : public Trackable {
+ public:
+  explicit LayerTrackable(std::shared_ptr<keras::Layer> layer) : layer_(std::move(layer)) {}
+  const void* identity() const override { return layer_.get(); }
+  std::string description() const override {
+    return str_cat(layer_->class_name(), " '", layer_->name(), "'");
+  }
+
+  std::vector<std::pair<std::string, TrackableRef>> children() const override {
+    std::vector<std::pair<std::string, TrackableRef>> out;
+    for (const auto& [name, variable] : layer_->own_weights()) out.emplace_back(name, variable);
+    // Keras's Functional._layer_checkpoint_dependencies: "layer_with_weights-k"
+    // before "layer-i" for each layer, so a weight's key goes through the former.
+    int with_weights = 0;
+    const auto& layers = layer_->layers();
+    for (size_t i = 0; i < layers.size(); ++i) {
+      if (!layers[i]->weights().empty()) {
+        out.emplace_back(str_cat("layer_with_weights-", with_weights++), layers[i]);
+      }
+      out.emplace_back(str_cat("layer-", i), layers[i]);
+    }
+    if (const auto* model = dynamic_cast<const keras::Model*>(layer_.get())) {
+      if (model->optimizer()) out.emplace_back("optimizer", model->optimizer());
+    }
+    return out;
+  }
+
+  bool add_child_created_callback(ChildCreatedCallback callback) override {
+    layer_->add_weight_created_callback(
+        [callback = std::move(callback)](const std::string& name, const Variable& variable) {
+          callback(name, TrackableRef(variable));
+        });
+    return true;
+  }
+
+ private:
+  std::shared_ptr<keras::Layer> layer_;
+};
+
+class OptimizerTrackable final : public Trackable {
+ public:
+  explicit OptimizerTrackable(std::shared_ptr<keras::optimizers::Optimizer> optimizer)
+      : optimizer_(std::move(optimizer)) {}
+  const void* identity() const override { return optimizer_.get(); }
+  std::string description() const override {
+    return str_cat("optimizer '", optimizer_->name(), "'");
+  }
+
+  std::vector<std::pair<std::string, TrackableRef>> children() const override {
+    // "iter": the name the Keras optimizer's iterations variable has in TF checkpoints.
+    return {{"iter", optimizer_->iterations_variable()}};
+  }
+  std::vector<SlotVariableRef> slot_variables() const override {
+    std::vector<SlotVariableRef> out;
+    for (const auto& s : optimizer_->slot_variables()) {
+      out.push_back({s.reference.impl_ptr().get(), s.slot_name, s.slot});
+    }
+    return out;
+  }
+  bool add_slot_created_callback(SlotCreatedCallback callback) override {
+    optimizer_->add_slot_created_callback(
+        [callback = std::move(callback)](const keras::optimizers::Optimizer::SlotVariable& s) {
+          callback({s.reference.impl_ptr().get(), s.slot_name, s.slot});
+        });
+    return true;
+  }
+
+ private:
+  std::shared_ptr<keras::optimizers::Optimizer> optimizer_;
+};
+
+}  // namespace
+
+std::vector<std::pair<std::string, TrackableRef>> Trackable::children() const { return {}; }
+bool Trackable::add_child_created_callback(ChildCreatedCallback callback) {
+  (void)callback;
+  return false;
+}
+bool Trackable::add_slot_created_callback(SlotCreatedCallback callback) {
+  (void)callback;
+  return false;
+}
+
+TrackableRef::TrackableRef(const Variable& variable) {
+  STRATA_CHECK_ARG(variable.defined(), "train::Checkpoint: got an empty Variable handle");
+  trackable_ = std::make_shared<VariableTrackable>(variable);
+}
+
+std::shared_ptr<Trackable> TrackableRef::adapt_trackable(std::shared_ptr<Trackable> trackable) {
+  STRATA_CHECK_ARG(trackable != nullptr, "train::Checkpoint: got a null trackable");
+  return trackable;
+}
+
+std::shared_ptr<Trackable> TrackableRef::adapt_layer(std::shared_ptr<keras::Layer> layer) {
+  STRATA_CHECK_ARG(layer != nullptr, "train::Checkpoint: got a null layer or model");
+  return std::make_shared<LayerTrackable>(std::move(layer));
+}
+
+std::shared_ptr<Trackable> TrackableRef::adapt_optimizer(
+    std::shared_ptr<keras::optimizers::Optimizer> optimizer) {
+  STRATA_CHECK_ARG(optimizer != nullptr, "train::Checkpoint: got a null optimizer");
+  return std::make_shared<OptimizerTrackable>(std::move(optimizer));
+}
+
+SaveableTensor variable_saveable(const Variable& variable) {
+  return {
+      .attribute = "VARIABLE_VALUE",
+      .save = [variable] { return variable.value(); },
+      .check =
+          [variable](const Tensor& value) {
+            STRATA_CHECK_ARG(value.dtype() == variable.dtype() && value.shape() == variable.shape(),
+                             "the checkpoint holds ", dtype_name(value.dtype()), " ",
+                             value.shape().to_string(), " but variable '", variable.name(), "' is ",
+                             dtype_name(variable.dtype()), " ", variable.shape().to_string());
+          },
+      .restore = [variable](const Tensor& value) { variable.assign(value); },
+  };
+}
+
+}  // namespace strata::train
