@@ -40,8 +40,8 @@ class CheckpointTrackable final : public Trackable {
     if (state_->save_counter.defined()) out.emplace_back("save_counter", state_->save_counter);
     return out;
   }
-  bool add_child_created_callback(ChildCreatedCallback callback) override {
-    state_->callbacks.push_back(std::move(callback));
+  bool add_child_created_callback(const ChildCreatedCallback& callback) override {
+    state_->callbacks.push_back(callback);
     return true;
   }
 
@@ -498,7 +498,7 @@ std::string Checkpoint::save(const std::string& file_prefix) {
   STRATA_CHECK_ARG(!file_prefix.empty(), "train::Checkpoint::save: empty file prefix");
   const Variable& counter = save_counter();
   counter.assign_add(constant(int64_t{1}));
-  const std::string path = str_cat(file_prefix, "-", counter.value().item<int64_t>());
+  std::string path = str_cat(file_prefix, "-", counter.value().item<int64_t>());
   write(path);
   // TF's save records the new checkpoint (alone) in the directory's state file.
   update_checkpoint_state(parent_dir(file_prefix),

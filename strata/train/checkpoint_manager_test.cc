@@ -31,6 +31,7 @@ class FakeClock {
 
 std::vector<std::string> files(const TempDir& dir, const std::vector<std::string>& names) {
   std::vector<std::string> out;
+  out.reserve(names.size());
   for (const auto& n : names) out.push_back(dir.file(n));
   return out;
 }

@@ -198,6 +198,7 @@ TEST(CheckpointTest, RestoreIntoAFreshLazyModelAndOptimizerContinuesWithTheSameL
   for (int i = 0; i < 4; ++i) train_step(*net, x, y, *opt);
   const std::string path = ckpt.save(dir.file("ckpt"));
   std::vector<double> expected;
+  expected.reserve(4);
   for (int i = 0; i < 4; ++i) expected.push_back(train_step(*net, x, y, *opt));
 
   // status = ckpt.restore(path) before net is built or opt has slots: the

@@ -50,9 +50,9 @@ class LayerTrackable final : public Trackable {
     return out;
   }
 
-  bool add_child_created_callback(ChildCreatedCallback callback) override {
+  bool add_child_created_callback(const ChildCreatedCallback& callback) override {
     layer_->add_weight_created_callback(
-        [callback = std::move(callback)](const std::string& name, const Variable& variable) {
+        [callback](const std::string& name, const Variable& variable) {
           callback(name, TrackableRef(variable));
         });
     return true;
@@ -82,9 +82,9 @@ class OptimizerTrackable final : public Trackable {
     }
     return out;
   }
-  bool add_slot_created_callback(SlotCreatedCallback callback) override {
+  bool add_slot_created_callback(const SlotCreatedCallback& callback) override {
     optimizer_->add_slot_created_callback(
-        [callback = std::move(callback)](const keras::optimizers::Optimizer::SlotVariable& s) {
+        [callback](const keras::optimizers::Optimizer::SlotVariable& s) {
           callback({s.reference.impl_ptr().get(), s.slot_name, s.slot});
         });
     return true;
@@ -97,11 +97,11 @@ class OptimizerTrackable final : public Trackable {
 }  // namespace
 
 std::vector<std::pair<std::string, TrackableRef>> Trackable::children() const { return {}; }
-bool Trackable::add_child_created_callback(ChildCreatedCallback callback) {
+bool Trackable::add_child_created_callback(const ChildCreatedCallback& callback) {
   (void)callback;
   return false;
 }
-bool Trackable::add_slot_created_callback(SlotCreatedCallback callback) {
+bool Trackable::add_slot_created_callback(const SlotCreatedCallback& callback) {
   (void)callback;
   return false;
 }

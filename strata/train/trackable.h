@@ -95,10 +95,10 @@ class Trackable {
   // returns true; false (the default) when it never creates children later.
   using ChildCreatedCallback =
       std::function<void(const std::string& name, const TrackableRef& child)>;
-  virtual bool add_child_created_callback(ChildCreatedCallback callback);
+  virtual bool add_child_created_callback(const ChildCreatedCallback& callback);
   // Likewise for slot variables created later (optimizers).
   using SlotCreatedCallback = std::function<void(const SlotVariableRef& slot)>;
-  virtual bool add_slot_created_callback(SlotCreatedCallback callback);
+  virtual bool add_slot_created_callback(const SlotCreatedCallback& callback);
 };
 
 // A handle on a Trackable, made implicitly from what a Checkpoint accepts.

@@ -38,6 +38,7 @@ std::shared_ptr<keras::SequentialModel> make_model(bool with_input_shape) {
 
 std::vector<std::string> devices(int n) {
   std::vector<std::string> out;
+  out.reserve(n);
   for (int i = 0; i < n; ++i) out.push_back("CPU:" + std::to_string(i));
   return out;
 }
