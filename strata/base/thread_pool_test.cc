@@ -90,6 +90,7 @@ constexpr auto kTimeout = std::chrono::seconds(30);
 
 std::vector<std::function<void()>> counting_tasks(int n, std::vector<std::atomic<int>>& runs) {
   std::vector<std::function<void()>> tasks;
+  tasks.reserve(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i) tasks.emplace_back([&runs, i] { runs[i].fetch_add(1); });
   return tasks;
 }
@@ -109,6 +110,7 @@ TEST(ThreadPool, RunAllRethrowsTheLowestNumberedFailureAfterEveryTaskRan) {
   ThreadPool pool(3);
   std::atomic<int> ran{0};
   std::vector<std::function<void()>> tasks;
+  tasks.reserve(8);
   for (int i = 0; i < 8; ++i) {
     tasks.emplace_back([&ran, i] {
       ran.fetch_add(1);
@@ -180,6 +182,7 @@ TEST(ThreadPool, TheCallerRunsEveryTaskWhileThePoolThreadsAreBusy) {
     std::shared_future<void> released = release.get_future().share();
     std::atomic<int> next{0};
     std::vector<TaskHandle> blockers;
+    blockers.reserve(static_cast<size_t>(threads));
     for (int i = 0; i < threads; ++i) {
       blockers.push_back(pool.submit([&] {
         started[static_cast<size_t>(next.fetch_add(1))].set_value();
@@ -247,6 +250,7 @@ TEST(ThreadPool, ManyConcurrentCallersOfRunAllAndSubmitShareThePool) {
           pool.run_all(tasks);
         } else {
           std::vector<TaskHandle> handles;
+          handles.reserve(tasks.size());
           for (const auto& t : tasks) handles.push_back(pool.submit(t));
           for (TaskHandle& h : handles) h.wait();
         }

@@ -74,7 +74,8 @@ class IteratorLocks {
 
   // Locks `stored` (once, however often a closure names it) and returns its
   // iterator, valid until this object is destroyed.
-  data::Iterator* lock(std::shared_ptr<StoredIterator> stored) STRATA_NO_THREAD_SAFETY_ANALYSIS {
+  data::Iterator* lock(const std::shared_ptr<StoredIterator>& stored)
+      STRATA_NO_THREAD_SAFETY_ANALYSIS {
     if (std::find(held_.begin(), held_.end(), stored) == held_.end()) {
       stored->mu.lock();
       held_.push_back(stored);
