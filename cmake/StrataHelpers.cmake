@@ -126,6 +126,41 @@ endfunction()
 # (gcc 12; e.g. train_cli_test.cc 12.5 s against 20.3 s of CPU). The last -O wins.
 set(STRATA_TEST_COPTS -O1 CACHE STRING "Extra compile options of the test programs")
 
+# The test programs share one precompiled header, tests/precompiled.h (GoogleTest and the
+# headers most test files include), built once with the first test program's flags and
+# reused by every other strata_test: GoogleTest alone is about 1.4 s of CPU per test file
+# (docs/architecture.md, "Build time", has the measurements). ccache caches a unit that
+# uses a precompiled header only under the sloppiness pch_defines,time_macros, which the
+# test targets set in the environment of a ccache launcher.
+option(STRATA_TEST_PCH "Compile the test programs with a shared precompiled header" ON)
+
+# strata_use_test_pch(<target>): the target compiles with tests/precompiled.h precompiled.
+function(strata_use_test_pch target)
+  if(NOT STRATA_TEST_PCH)
+    return()
+  endif()
+  # The PCH is built by the first test program (same flags as every other, -fPIE
+  # included, which a library target would not share).
+  get_property(owner GLOBAL PROPERTY STRATA_TEST_PCH_OWNER)
+  if(owner)
+    target_precompile_headers(${target} REUSE_FROM ${owner})
+  else()
+    target_precompile_headers(${target} PRIVATE ${PROJECT_SOURCE_DIR}/tests/precompiled.h)
+    set_property(GLOBAL PROPERTY STRATA_TEST_PCH_OWNER ${target})
+  endif()
+  strata_ccache_allows_pch(${target})
+endfunction()
+
+# strata_ccache_allows_pch(<target>): under a ccache launcher, runs it with the sloppiness
+# that lets ccache cache units using a precompiled header (the ccache manual's
+# "Precompiled headers").
+function(strata_ccache_allows_pch target)
+  if(CMAKE_CXX_COMPILER_LAUNCHER MATCHES "ccache")
+    set_property(TARGET ${target} PROPERTY CXX_COMPILER_LAUNCHER
+                 env CCACHE_SLOPPINESS=pch_defines,time_macros ${CMAKE_CXX_COMPILER_LAUNCHER})
+  endif()
+endfunction()
+
 # strata_test(<name> SOURCES <files...> [DEPS <targets...>] [LABELS <labels...>] [TIMEOUT s]
 #             [FILTER <gtest filter>])
 # One GoogleTest binary per module; each TEST becomes a CTest test (discovered at test time).
@@ -140,6 +175,7 @@ function(strata_test name)
   add_executable(${name} ${ARG_SOURCES})
   target_compile_options(${name} PRIVATE ${STRATA_WARNINGS} ${STRATA_TEST_COPTS})
   target_link_libraries(${name} PRIVATE strata::strata strata_testing GTest::gtest GTest::gmock GTest::gtest_main ${ARG_DEPS})
+  strata_use_test_pch(${name})
   set(props TIMEOUT ${ARG_TIMEOUT})
   if(ARG_LABELS)
     list(APPEND props LABELS "${ARG_LABELS}")

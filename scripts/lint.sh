@@ -128,11 +128,16 @@ fi
 
 out="$(mktemp -d)"
 trap 'rm -rf "$out"' EXIT
-export tidy build out
+# The test programs' commands force-include a GCC precompiled header (STRATA_TEST_PCH),
+# which clang cannot read: clang-tidy gets the commands without it (the test files include
+# what they use themselves).
+mkdir "$out/db"
+sed 's| -Winvalid-pch -include [^ ]*/cmake_pch\.hxx||' "$db" >"$out/db/compile_commands.json"
+export tidy out
 # One clang-tidy per unit; a unit's report lands in its own file so parallel runs do not interleave.
 lint_one() {
   local log="$out/$(printf '%s' "$1" | tr '/' '_').log"
-  "$tidy" -p "$build" --quiet "$1" >"$log" 2>&1 && rm -f "$log"
+  "$tidy" -p "$out/db" --quiet "$1" >"$log" 2>&1 && rm -f "$log"
   return 0
 }
 export -f lint_one

@@ -1,4 +1,5 @@
-// The peer of bench/ps_bench.cc written directly over gRPC (no Strata): the
+// The peer of bench/ps_bench.cc written directly over gRPC (no Strata beyond
+// the annotated Mutex of strata/base/mutex.h, a plain std::mutex underneath): the
 // same loopback layout (2 ps servers, 1 or 2 worker servers, the chief in
 // this thread, all on 127.0.0.1 in one process) and the same loops:
 //   round trip: the chief calls Noop on a worker and waits (BM_PsClosureRoundTrip);
@@ -19,13 +20,13 @@
 #include <cstring>
 #include <map>
 #include <memory>
-#include <mutex>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "bench/peers/grpc_ps_peer.grpc.pb.h"
+#include "strata/base/mutex.h"
 
 namespace peer = strata_bench::peer;
 using Clock = std::chrono::steady_clock;
@@ -45,27 +46,27 @@ class PsService final : public peer::Ps::Service {
  public:
   grpc::Status Read(grpc::ServerContext*, const peer::ReadRequest* request,
                     peer::ReadReply* reply) override {
-    std::lock_guard lock(mu_);
+    strata::MutexLock lock(mu_);
     reply->set_value(to_bytes(values_[request->id()]));
     return grpc::Status::OK;
   }
   grpc::Status Push(grpc::ServerContext*, const peer::PushRequest* request,
                     peer::PushReply*) override {
     const std::vector<float> delta = from_bytes(request->delta());
-    std::lock_guard lock(mu_);
+    strata::MutexLock lock(mu_);
     std::vector<float>& v = values_[request->id()];
     if (v.size() != delta.size()) return {grpc::StatusCode::INVALID_ARGUMENT, "shape"};
     for (size_t i = 0; i < v.size(); ++i) v[i] -= delta[i];
     return grpc::Status::OK;
   }
   void set(int id, std::vector<float> v) {
-    std::lock_guard lock(mu_);
+    strata::MutexLock lock(mu_);
     values_[id] = std::move(v);
   }
 
  private:
-  std::mutex mu_;
-  std::map<int, std::vector<float>> values_;
+  strata::Mutex mu_;
+  std::map<int, std::vector<float>> values_ STRATA_GUARDED_BY(mu_);
 };
 
 constexpr int kExamples = 1024, kBatch = 32;

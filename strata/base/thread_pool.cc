@@ -10,33 +10,103 @@
 
 namespace strata {
 
+// One submitted task. Whoever first claims it (a pool thread popping one of its
+// queue entries, or the thread waiting on its handle) runs it; everyone else
+// only waits.
+struct TaskHandle::State {
+  explicit State(std::function<void()> f) : fn(std::move(f)) {}
+
+  // Runs the task unless someone claimed it already; returns whether it ran it.
+  bool try_run() {
+    if (claimed.exchange(true)) return false;
+    std::exception_ptr failure;
+    try {
+      fn();
+    } catch (...) {
+      failure = std::current_exception();
+    }
+    fn = nullptr;  // release what the task captured before anyone is woken
+    MutexLock lock(mu);
+    error = failure;
+    finished = true;
+    done.notify_all();
+    return true;
+  }
+
+  std::function<void()> fn;  // touched only by the thread that claimed the task
+  std::atomic<bool> claimed{false};
+  Mutex mu;
+  CondVar done;
+  bool finished STRATA_GUARDED_BY(mu) = false;
+  std::exception_ptr error STRATA_GUARDED_BY(mu);
+};
+
+TaskHandle::~TaskHandle() {
+  if (!valid()) return;
+  try {
+    wait();
+  } catch (...) {
+    // Documented: a destructor never throws; wait() is where the error is reported.
+  }
+}
+
+TaskHandle& TaskHandle::operator=(TaskHandle&& other) noexcept {
+  if (this != &other) {
+    TaskHandle old(std::move(*this));  // waits when it goes out of scope
+    state_ = std::move(other.state_);
+  }
+  return *this;
+}
+
+void TaskHandle::wait() {
+  STRATA_CHECK(FAILED_PRECONDITION, valid(), "TaskHandle::wait: the handle holds no task");
+  const std::shared_ptr<State> state = std::move(state_);
+  if (!state->try_run()) {
+    // A pool thread is running it. The task is bounded by its own run time: it
+    // waits only for tasks of its own, which it runs itself when no pool thread
+    // has started them.
+    MutexLock lock(state->mu);
+    state->done.wait(state->mu, [&]() STRATA_REQUIRES(state->mu) { return state->finished; });
+  }
+  MutexLock lock(state->mu);
+  if (state->error) std::rethrow_exception(state->error);
+}
+
 ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads) {
   STRATA_CHECK_ARG(num_threads >= 1, "ThreadPool: expected num_threads >= 1, got ", num_threads);
   workers_.reserve(num_threads - 1);
-  for (int i = 1; i < num_threads; ++i) workers_.emplace_back([this] { worker_loop(); });
+  for (int i = 1; i < num_threads; ++i) {
+    workers_.emplace_back([this] { serve(/*task_thread=*/false); });
+  }
 }
 
 ThreadPool::~ThreadPool() {
+  std::jthread task_thread;
   {
     MutexLock lock(mu_);
     stopping_ = true;
+    task_thread = std::move(task_thread_);
   }
   work_available_.notify_all();
+  task_available_.notify_all();
   workers_.clear();  // joins
+  // task_thread joins here.
 }
 
-void ThreadPool::worker_loop() {
+void ThreadPool::serve(bool task_thread) {
+  CondVar& available = task_thread ? task_available_ : work_available_;
   for (;;) {
-    std::function<void()> task;
+    std::function<void()> entry;
     {
       MutexLock lock(mu_);
-      work_available_.wait(mu_,
-                           [&]() STRATA_REQUIRES(mu_) { return stopping_ || !queue_.empty(); });
-      if (queue_.empty()) return;  // stopping and drained
-      task = std::move(queue_.front());
-      queue_.pop_front();
+      std::deque<std::function<void()>>& queue = task_thread ? task_queue_ : queue_;
+      // Idle until there is work: not a wait on a result, so it has no deadline.
+      available.wait(mu_, [&]() STRATA_REQUIRES(mu_) { return stopping_ || !queue.empty(); });
+      if (queue.empty()) return;  // stopping and drained
+      entry = std::move(queue.front());
+      queue.pop_front();
     }
-    task();
+    entry();
   }
 }
 
@@ -113,6 +183,42 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
   state->all_done.wait(state->mu,
                        [&]() STRATA_REQUIRES(state->mu) { return state->done.load() == chunks; });
   if (state->error) std::rethrow_exception(state->error);
+}
+
+TaskHandle ThreadPool::submit(std::function<void()> fn) {
+  auto state = std::make_shared<TaskHandle::State>(std::move(fn));
+  {
+    MutexLock lock(mu_);
+    if (!task_thread_.joinable()) {
+      task_thread_ = std::jthread([this] { serve(/*task_thread=*/true); });
+    }
+    task_queue_.emplace_back([state] { state->try_run(); });
+    if (!workers_.empty()) queue_.emplace_back([state] { state->try_run(); });
+  }
+  task_available_.notify_one();
+  if (!workers_.empty()) work_available_.notify_one();
+  return TaskHandle(std::move(state));
+}
+
+void ThreadPool::run_all(std::span<const std::function<void()>> tasks) {
+  if (tasks.empty()) return;
+  std::vector<TaskHandle> handles;
+  handles.reserve(tasks.size() - 1);
+  for (size_t i = 1; i < tasks.size(); ++i) handles.push_back(submit(tasks[i]));
+  std::exception_ptr first;
+  try {
+    tasks[0]();
+  } catch (...) {
+    first = std::current_exception();
+  }
+  for (TaskHandle& h : handles) {
+    try {
+      h.wait();
+    } catch (...) {
+      if (!first) first = std::current_exception();
+    }
+  }
+  if (first) std::rethrow_exception(first);
 }
 
 }  // namespace strata

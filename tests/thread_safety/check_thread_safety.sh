@@ -8,14 +8,10 @@
 # (syntax only: nothing is code-generated). Exits 1 on a finding, 2 on a usage
 # or set-up problem.
 #
-#   tests/thread_safety/check_thread_safety.sh --build build strata
+#   tests/thread_safety/check_thread_safety.sh --build build strata bench/peers
 #   tests/thread_safety/check_thread_safety.sh --build build --jobs 2 strata/data strata/core
 #   tests/thread_safety/check_thread_safety.sh --build build \
 #       --expect-rejection tests/thread_safety/violation.cc
-#
-# --pending FILE (repeatable) tolerates findings located in FILE, a source not
-# yet converted from std::mutex to strata::Mutex (clang rejects a GUARDED_BY
-# that names a std::mutex); they are counted, not failed.
 #
 # --expect-rejection FILE compiles FILE (no unit of the build) with the flags of
 # strata/base/thread_pool.cc and succeeds only when clang reports a
@@ -30,14 +26,12 @@ build=""
 jobs="$(nproc)"
 fixture=""
 folders=()
-pending=""
 while (($#)); do
   case "$1" in
     --build) build="$2"; shift 2 ;;
     --jobs) jobs="$2"; shift 2 ;;
     --expect-rejection) fixture="$2"; shift 2 ;;
-    --pending) pending+="${2#./}"$'\n'; shift 2 ;;
-    -h|--help) sed -n '2,25p' "${BASH_SOURCE[0]}"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "${BASH_SOURCE[0]}"; exit 0 ;;
     -*) echo "thread-safety: unknown option '$1' (see --help)" >&2; exit 2 ;;
     *) folders+=("${1%/}"); shift ;;
   esac
@@ -78,8 +72,7 @@ parse_flags() {
   done
 }
 
-# Checks unit $1; prints clang's findings and returns 1 on one outside the
-# pending files (whose findings it only counts).
+# Checks unit $1; prints clang's findings and returns 1 on any.
 check_unit() {
   local cmd out status=0
   cmd="$(command_of "$1")"
@@ -89,23 +82,11 @@ check_unit() {
   # shellcheck disable=SC2086 # tsa_flags is a list of words
   out="$(cd "$build" && "$clang" "${flags[@]}" $tsa_flags "$1" 2>&1)" || status=$?
   ((status == 0)) && return 0
-  local where blocking=0 tolerated=0
-  while read -r where; do
-    local rel="${where#"$root"/}" p found=0
-    while read -r p; do
-      [[ -n "$p" && "$rel" == "$p" ]] && found=1
-    done <<<"$pending"
-    if ((found)); then tolerated=$((tolerated + 1)); else blocking=$((blocking + 1)); fi
-  done < <(grep -o '^[^ :]*:[0-9]*:[0-9]*: error' <<<"$out" | cut -d: -f1)
-  if ((blocking == 0 && tolerated > 0)); then
-    echo "thread-safety: ${1#"$root"/}: $tolerated findings in pending files"
-    return 0
-  fi
   echo "$out"
   return 1
 }
 export -f command_of parse_flags check_unit
-export db clang build tsa_flags root pending
+export db clang build tsa_flags root
 
 if [[ -n "$fixture" ]]; then
   anchor="$root/strata/base/thread_pool.cc"

@@ -1,13 +1,11 @@
 #include "strata/distribute/ps/cluster_coordinator.h"
 
-#include <condition_variable>
 #include <deque>
-#include <mutex>
 #include <set>
 #include <thread>
 
 #include "strata/base/errors.h"
-#include "strata/base/thread_annotations.h"
+#include "strata/base/mutex.h"
 #include "strata/distribute/ps/function_registry.h"
 #include "strata/distribute/ps/internal/remote_variable.h"
 #include "strata/distribute/ps/internal/rpc.h"
@@ -21,20 +19,20 @@ using Clock = std::chrono::steady_clock;
 struct RemoteValue::State {
   explicit State(std::chrono::milliseconds bound) : wait_bound(bound) {}
   const std::chrono::milliseconds wait_bound;
-  mutable std::mutex mu;
-  mutable std::condition_variable cv;
+  mutable Mutex mu;
+  mutable CondVar cv;
   bool ready STRATA_GUARDED_BY(mu) = false;
   std::vector<Tensor> results STRATA_GUARDED_BY(mu);
   std::exception_ptr error STRATA_GUARDED_BY(mu);
 
   void set_results(std::vector<Tensor> r) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     results = std::move(r);
     ready = true;
     cv.notify_all();
   }
   void set_error(std::exception_ptr e) {
-    std::lock_guard lock(mu);
+    MutexLock lock(mu);
     error = std::move(e);
     ready = true;
     cv.notify_all();
@@ -44,11 +42,13 @@ struct RemoteValue::State {
 std::vector<Tensor> RemoteValue::fetch(std::chrono::milliseconds timeout) const {
   STRATA_CHECK(FAILED_PRECONDITION, state_ != nullptr,
                "RemoteValue::fetch: an empty RemoteValue (not returned by schedule)");
-  std::unique_lock lock(state_->mu);
-  STRATA_CHECK(DEADLINE_EXCEEDED, state_->cv.wait_for(lock, timeout, [&] { return state_->ready; }),
+  State& s = *state_;
+  MutexLock lock(s.mu);
+  STRATA_CHECK(DEADLINE_EXCEEDED,
+               s.cv.wait_for(s.mu, timeout, [&]() STRATA_REQUIRES(s.mu) { return s.ready; }),
                "RemoteValue::fetch: the closure did not finish within ", timeout.count(), " ms");
-  rethrow_if(state_->error);
-  return state_->results;
+  rethrow_if(s.error);
+  return s.results;
 }
 
 std::vector<Tensor> RemoteValue::fetch() const {
@@ -59,7 +59,7 @@ std::vector<Tensor> RemoteValue::fetch() const {
 
 bool RemoteValue::is_ready() const {
   if (!state_) return false;
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->ready;
 }
 
@@ -98,8 +98,8 @@ struct ClusterCoordinator::State {
   std::vector<std::string> workers;
   std::chrono::milliseconds rpc_timeout;
 
-  std::mutex mu;
-  std::condition_variable cv;  // queue, in-flight count, errors, stopping
+  Mutex mu;
+  CondVar cv;  // queue, in-flight count, errors, stopping
   std::deque<std::shared_ptr<Closure>> queue STRATA_GUARDED_BY(mu);
   int inflight STRATA_GUARDED_BY(mu) = 0;
   std::exception_ptr error STRATA_GUARDED_BY(mu);
@@ -151,19 +151,22 @@ struct ClusterCoordinator::State {
           if (incarnation != info.incarnation) iterators_here.clear();
           incarnation = info.incarnation;
           up = true;
-          std::lock_guard lock(mu);
+          MutexLock lock(mu);
           set_worker_up(w, true);
         } catch (const Error&) {
-          std::unique_lock lock(mu);
+          MutexLock lock(mu);
           set_worker_up(w, false);
-          if (cv.wait_for(lock, options.ping_interval, [&] { return stopping; })) return;
+          if (cv.wait_for(mu, options.ping_interval,
+                          [&]() STRATA_REQUIRES(mu) { return stopping; }))
+            return;
           continue;
         }
       }
       std::shared_ptr<Closure> closure;
       {
-        std::unique_lock lock(mu);
-        cv.wait(lock, [&] { return stopping || !queue.empty(); });
+        MutexLock lock(mu);
+        // Idle until there is a closure to run: not a wait on a result, so no deadline.
+        cv.wait(mu, [&]() STRATA_REQUIRES(mu) { return stopping || !queue.empty(); });
         if (stopping) return;
         closure = std::move(queue.front());
         queue.pop_front();
@@ -217,7 +220,7 @@ struct ClusterCoordinator::State {
           failure = std::current_exception();
         }
       }
-      std::lock_guard lock(mu);
+      MutexLock lock(mu);
       --inflight;
       if (!up) {
         ++worker_failures;
@@ -280,7 +283,7 @@ ClusterCoordinator::ClusterCoordinator(ParameterServerStrategy& strategy,
 ClusterCoordinator::~ClusterCoordinator() {
   State& s = *state_;
   {
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     s.stopping = true;
     for (auto& c : s.queue)
       c->value->set_error(make_error(
@@ -297,7 +300,7 @@ RemoteValue ClusterCoordinator::schedule(const std::string& function,
                                          std::vector<ClosureArgument> args) {
   State& s = *state_;
   {
-    std::lock_guard lock(s.mu);
+    MutexLock lock(s.mu);
     s.raise_locked();
   }
   ps::FunctionRegistry::global().function(function);  // NotFoundError on the chief, at once
@@ -336,7 +339,7 @@ RemoteValue ClusterCoordinator::schedule(const std::string& function,
   closure->value = std::make_shared<RemoteValue::State>(
       std::chrono::duration_cast<std::chrono::milliseconds>(bound));
   RemoteValue value(closure->value);
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   s.queue.push_back(std::move(closure));
   s.cv.notify_all();
   return value;
@@ -344,16 +347,18 @@ RemoteValue ClusterCoordinator::schedule(const std::string& function,
 
 void ClusterCoordinator::join() {
   State& s = *state_;
-  std::unique_lock lock(s.mu);
+  MutexLock lock(s.mu);
   // Bounded: each closure ends by its deadline, its attempts, or the
   // all-workers-unavailable timeout, which cancels the queue.
-  s.cv.wait(lock, [&] { return s.stopping || (s.queue.empty() && s.inflight == 0); });
+  s.cv.wait(s.mu, [&]() STRATA_REQUIRES(s.mu) {
+    return s.stopping || (s.queue.empty() && s.inflight == 0);
+  });
   s.raise_locked();
 }
 
 bool ClusterCoordinator::done() {
   State& s = *state_;
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   s.raise_locked();
   return s.queue.empty() && s.inflight == 0;
 }
@@ -374,7 +379,7 @@ PerWorkerDataset ClusterCoordinator::create_per_worker_dataset(
 }
 
 int64_t ClusterCoordinator::worker_failures() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->worker_failures;
 }
 

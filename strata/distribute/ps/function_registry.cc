@@ -1,9 +1,9 @@
 #include "strata/distribute/ps/function_registry.h"
 
 #include <map>
-#include <mutex>
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 #include "strata/distribute/sharded_variable.h"
 
 namespace strata::distribute::ps {
@@ -70,9 +70,10 @@ internal::CurrentWorkerScope::CurrentWorkerScope(int index) : outer_(t_worker_in
 internal::CurrentWorkerScope::~CurrentWorkerScope() { t_worker_index = outer_; }
 
 struct FunctionRegistry::State {
-  mutable std::mutex mu;
-  std::map<std::string, std::shared_ptr<const RegisteredFunction>> functions;
-  std::map<std::string, std::shared_ptr<const DatasetFunction>> dataset_functions;
+  mutable Mutex mu;
+  std::map<std::string, std::shared_ptr<const RegisteredFunction>> functions STRATA_GUARDED_BY(mu);
+  std::map<std::string, std::shared_ptr<const DatasetFunction>> dataset_functions
+      STRATA_GUARDED_BY(mu);
 };
 
 FunctionRegistry& FunctionRegistry::global() {
@@ -90,7 +91,7 @@ void FunctionRegistry::add_function(const std::string& name, RegisteredFunction 
   STRATA_CHECK_ARG(!name.empty(), "FunctionRegistry: expected a non-empty function name");
   STRATA_CHECK_ARG(fn != nullptr, "FunctionRegistry: function '", name, "' is empty");
   State& s = state();
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   STRATA_CHECK(ALREADY_EXISTS, !s.functions.contains(name), "FunctionRegistry: function '", name,
                "' is already registered");
   s.functions.emplace(name, std::make_shared<const RegisteredFunction>(std::move(fn)));
@@ -100,7 +101,7 @@ void FunctionRegistry::add_dataset_function(const std::string& name, DatasetFunc
   STRATA_CHECK_ARG(!name.empty(), "FunctionRegistry: expected a non-empty dataset function name");
   STRATA_CHECK_ARG(fn != nullptr, "FunctionRegistry: dataset function '", name, "' is empty");
   State& s = state();
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   STRATA_CHECK(ALREADY_EXISTS, !s.dataset_functions.contains(name),
                "FunctionRegistry: dataset function '", name, "' is already registered");
   s.dataset_functions.emplace(name, std::make_shared<const DatasetFunction>(std::move(fn)));
@@ -109,7 +110,7 @@ void FunctionRegistry::add_dataset_function(const std::string& name, DatasetFunc
 std::shared_ptr<const RegisteredFunction> FunctionRegistry::find_function(
     const std::string& name) const {
   State& s = state();
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.functions.find(name);
   return it == s.functions.end() ? nullptr : it->second;
 }
@@ -117,7 +118,7 @@ std::shared_ptr<const RegisteredFunction> FunctionRegistry::find_function(
 std::shared_ptr<const DatasetFunction> FunctionRegistry::find_dataset_function(
     const std::string& name) const {
   State& s = state();
-  std::lock_guard lock(s.mu);
+  MutexLock lock(s.mu);
   auto it = s.dataset_functions.find(name);
   return it == s.dataset_functions.end() ? nullptr : it->second;
 }

@@ -3,14 +3,15 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/resource_quota.h>
 
+#include <algorithm>
 #include <atomic>
-#include <condition_variable>
 #include <map>
-#include <mutex>
+#include <mutex>  // std::call_once
 #include <random>
+#include <vector>
 
 #include "strata/base/errors.h"
-#include "strata/base/thread_annotations.h"
+#include "strata/base/mutex.h"
 #include "strata/cluster/cluster_spec.h"
 #include "strata/cluster/tcp_store.h"
 #include "strata/distribute/ps/function_registry.h"
@@ -48,15 +49,42 @@ struct StoredVariable {
   std::string name;
   bool trainable = true;
   int aggregation = 0;
-  mutable std::mutex mu;  // updates of one variable are applied one at a time
+  mutable Mutex mu;  // updates of one variable are applied one at a time
   Tensor value STRATA_GUARDED_BY(mu);
   std::atomic<int64_t> reads{0};    // ReadVariable calls served
   std::atomic<int64_t> updates{0};  // UpdateVariable calls applied
 };
 
 struct StoredIterator {
-  std::mutex mu;
+  Mutex mu;  // a closure holds it while it draws from the iterator
   std::optional<data::Iterator> iterator STRATA_GUARDED_BY(mu);
+};
+
+// The per-worker iterators one closure reads from, each locked from when the
+// closure's arguments are decoded until it returns. One thread at a time.
+class IteratorLocks {
+ public:
+  IteratorLocks() = default;
+  IteratorLocks(const IteratorLocks&) = delete;
+  IteratorLocks& operator=(const IteratorLocks&) = delete;
+  // The analysis follows locks of a fixed scope only; these are a run-time set.
+  ~IteratorLocks() STRATA_NO_THREAD_SAFETY_ANALYSIS {
+    for (auto it = held_.rbegin(); it != held_.rend(); ++it) (*it)->mu.unlock();
+  }
+
+  // Locks `stored` (once, however often a closure names it) and returns its
+  // iterator, valid until this object is destroyed.
+  data::Iterator* lock(const std::shared_ptr<StoredIterator>& stored)
+      STRATA_NO_THREAD_SAFETY_ANALYSIS {
+    if (std::find(held_.begin(), held_.end(), stored) == held_.end()) {
+      stored->mu.lock();
+      held_.push_back(stored);
+    }
+    return &*stored->iterator;
+  }
+
+ private:
+  std::vector<std::shared_ptr<StoredIterator>> held_;
 };
 
 }  // namespace
@@ -70,22 +98,22 @@ struct Server::State final : pp::StrataTask::Service {
   int port = 0;
   std::string target;
 
-  mutable std::mutex vars_mu;
+  mutable Mutex vars_mu;
   std::map<int64_t, std::shared_ptr<StoredVariable>> vars STRATA_GUARDED_BY(vars_mu);
   int64_t next_var_id STRATA_GUARDED_BY(vars_mu) = 0;
 
-  std::mutex iters_mu;
+  Mutex iters_mu;
   std::map<int64_t, std::shared_ptr<StoredIterator>> iters STRATA_GUARDED_BY(iters_mu);
   std::atomic<int64_t> closures_run{0};
 
   std::unique_ptr<grpc::Server> server;
-  std::mutex stop_mu;
-  std::condition_variable stop_cv;
+  Mutex stop_mu;
+  CondVar stop_cv;
   bool stop_requested STRATA_GUARDED_BY(stop_mu) = false;
   std::once_flag shutdown_once;
 
   void request_stop() {
-    std::lock_guard lock(stop_mu);
+    MutexLock lock(stop_mu);
     stop_requested = true;
     stop_cv.notify_all();
   }
@@ -101,7 +129,7 @@ struct Server::State final : pp::StrataTask::Service {
                  " is not a ", role, " task");
   }
   std::shared_ptr<StoredVariable> variable(int64_t id) const {
-    std::lock_guard lock(vars_mu);
+    MutexLock lock(vars_mu);
     auto it = vars.find(id);
     STRATA_CHECK(NOT_FOUND, it != vars.end(), "ps task ", task_id, ": no variable with id ", id);
     return it->second;
@@ -116,10 +144,10 @@ struct Server::State final : pp::StrataTask::Service {
       v->trainable = request->trainable();
       v->aggregation = request->aggregation();
       {
-        std::lock_guard vlock(v->mu);
+        MutexLock vlock(v->mu);
         v->value = pi::from_proto(request->initial_value());
       }
-      std::lock_guard lock(vars_mu);
+      MutexLock lock(vars_mu);
       const int64_t id = next_var_id++;
       vars.emplace(id, std::move(v));
       reply->set_id(id);
@@ -134,7 +162,7 @@ struct Server::State final : pp::StrataTask::Service {
       auto v = variable(request->id());
       Tensor value;
       {
-        std::lock_guard lock(v->mu);
+        MutexLock lock(v->mu);
         value = v->value;
       }
       ++v->reads;
@@ -150,7 +178,7 @@ struct Server::State final : pp::StrataTask::Service {
       const Tensor operand = pi::from_proto(request->value());
       Tensor after;
       {
-        std::lock_guard lock(v->mu);
+        MutexLock lock(v->mu);
         STRATA_CHECK_ARG(operand.shape() == v->value.shape() && operand.dtype() == v->value.dtype(),
                          "UpdateVariable of '", v->name, "': expected ",
                          dtype_name(v->value.dtype()), " of shape ", v->value.shape(), ", got ",
@@ -174,9 +202,9 @@ struct Server::State final : pp::StrataTask::Service {
                              pp::ListVariablesReply* reply) override {
     return guarded([&] {
       check_role("ListVariables", "ps");
-      std::lock_guard lock(vars_mu);
+      MutexLock lock(vars_mu);
       for (const auto& [id, v] : vars) {
-        std::lock_guard vlock(v->mu);
+        MutexLock vlock(v->mu);
         pi::RemoteVariableInfo info;
         info.target = target;
         info.id = id;
@@ -196,7 +224,7 @@ struct Server::State final : pp::StrataTask::Service {
     return guarded([&] {
       check_role("RunClosure", "worker");
       pi::last_unreachable_ps().clear();
-      std::vector<std::unique_lock<std::mutex>> iterator_locks;
+      IteratorLocks iterator_locks;
       try {
         auto fn = ps::FunctionRegistry::global().function(request->function());
         std::vector<ps::FunctionArgs::Value> values;
@@ -217,9 +245,7 @@ struct Server::State final : pp::StrataTask::Service {
               break;
             }
             case pp::ClosureArg::kIterator: {
-              std::shared_ptr<StoredIterator> it = iterator(arg.iterator());
-              iterator_locks.emplace_back(it->mu);
-              values.emplace_back(&*it->iterator);
+              values.emplace_back(iterator_locks.lock(iterator(arg.iterator())));
               break;
             }
             default:
@@ -245,7 +271,7 @@ struct Server::State final : pp::StrataTask::Service {
   }
 
   std::shared_ptr<StoredIterator> iterator(int64_t id) {
-    std::lock_guard lock(iters_mu);
+    MutexLock lock(iters_mu);
     auto it = iters.find(id);
     STRATA_CHECK(NOT_FOUND, it != iters.end(), "worker task ", task_id, ": no per-worker iterator ",
                  id);
@@ -262,10 +288,10 @@ struct Server::State final : pp::StrataTask::Service {
             (*fn)(InputContext(request->num_input_pipelines(), request->input_pipeline_id()));
         auto stored = std::make_shared<StoredIterator>();
         {
-          std::lock_guard lock(stored->mu);
+          MutexLock lock(stored->mu);
           stored->iterator.emplace(ds.iter());
         }
-        std::lock_guard lock(iters_mu);
+        MutexLock lock(iters_mu);
         iters[request->id()] = std::move(stored);
       } catch (const Error& e) {
         reply->set_error_code(static_cast<int>(e.code()));
@@ -335,8 +361,10 @@ Server::~Server() {
 
 void Server::join() {
   {
-    std::unique_lock lock(state_->stop_mu);
-    state_->stop_cv.wait(lock, [&] { return state_->stop_requested; });
+    State& s = *state_;
+    MutexLock lock(s.stop_mu);
+    // Blocks until stop() or a Stop RPC, as tf.distribute.Server.join does.
+    s.stop_cv.wait(s.stop_mu, [&]() STRATA_REQUIRES(s.stop_mu) { return s.stop_requested; });
   }
   state_->shutdown();
 }
@@ -353,9 +381,9 @@ const std::string& Server::target() const noexcept { return state_->target; }
 
 std::vector<Server::VariableSnapshot> Server::variables() const {
   std::vector<VariableSnapshot> out;
-  std::lock_guard lock(state_->vars_mu);
+  MutexLock lock(state_->vars_mu);
   for (const auto& [id, v] : state_->vars) {
-    std::lock_guard vlock(v->mu);
+    MutexLock vlock(v->mu);
     out.push_back({id, v->name, state_->device, v->value, v->reads.load(), v->updates.load()});
   }
   return out;

@@ -1,11 +1,10 @@
 #include "strata/keras/ps/ps_training.h"
 
 #include <map>
-#include <mutex>
 #include <vector>
 
 #include "strata/base/errors.h"
-#include "strata/base/thread_annotations.h"
+#include "strata/base/mutex.h"
 #include "strata/distribute/coordinator.h"
 #include "strata/distribute/ps/function_registry.h"
 #include "strata/distribute/strategy.h"
@@ -18,7 +17,7 @@ namespace sps = distribute::ps;
 namespace {
 
 struct ModelRegistry {
-  std::mutex mu;
+  Mutex mu;
   std::map<std::string, ModelBuilder> builders STRATA_GUARDED_BY(mu);
   static ModelRegistry& get() {
     static ModelRegistry* r = new ModelRegistry;  // never destroyed: used at static init
@@ -28,7 +27,7 @@ struct ModelRegistry {
 
 ModelBuilder find_builder(const std::string& name) {
   ModelRegistry& r = ModelRegistry::get();
-  std::lock_guard lock(r.mu);
+  MutexLock lock(r.mu);
   auto it = r.builders.find(name);
   STRATA_CHECK(NOT_FOUND, it != r.builders.end(), "keras model '", name,
                "' is not registered (STRATA_REGISTER_KERAS_MODEL)");
@@ -42,7 +41,7 @@ class BoundVariableImpl final : public VariableImpl {
  public:
   explicit BoundVariableImpl(std::shared_ptr<VariableImpl> local) : local_(std::move(local)) {}
   void bind(std::shared_ptr<VariableImpl> target) {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     target_ = std::move(target);
   }
   Tensor read() const override { return current()->read(); }
@@ -53,7 +52,7 @@ class BoundVariableImpl final : public VariableImpl {
   const TensorShape& shape() const override { return local_->shape(); }
   DType dtype() const override { return local_->dtype(); }
   const std::string& device() const override {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return (target_ ? target_ : local_)->device();  // a bound target is replaced only between steps
   }
   bool trainable() const override { return local_->trainable(); }
@@ -62,11 +61,11 @@ class BoundVariableImpl final : public VariableImpl {
 
  private:
   std::shared_ptr<VariableImpl> current() const {
-    std::lock_guard lock(mu_);
+    MutexLock lock(mu_);
     return target_ ? target_ : local_;
   }
   std::shared_ptr<VariableImpl> local_;
-  mutable std::mutex mu_;
+  mutable Mutex mu_;
   std::shared_ptr<VariableImpl> target_ STRATA_GUARDED_BY(mu_);
 };
 
@@ -76,7 +75,7 @@ struct WorkerModel {
   bool prepared = false;
 };
 struct WorkerPool {
-  std::mutex mu;
+  Mutex mu;
   std::map<std::string, std::vector<std::unique_ptr<WorkerModel>>> free STRATA_GUARDED_BY(mu);
 };
 WorkerPool& worker_pool() {
@@ -97,7 +96,7 @@ void register_model(const std::string& name, ModelBuilder builder) {
   STRATA_CHECK_ARG(!name.empty(), "register_model: expected a non-empty name");
   STRATA_CHECK_ARG(builder != nullptr, "register_model('", name, "'): expected a builder");
   ModelRegistry& r = ModelRegistry::get();
-  std::lock_guard lock(r.mu);
+  MutexLock lock(r.mu);
   STRATA_CHECK(ALREADY_EXISTS, !r.builders.contains(name), "keras model '", name,
                "' is already registered");
   r.builders.emplace(name, std::move(builder));
@@ -217,7 +216,7 @@ std::vector<Tensor> train_step_on_worker(const sps::FunctionArgs& args) {
   std::unique_ptr<WorkerModel> worker;
   {
     WorkerPool& pool = worker_pool();
-    std::lock_guard lock(pool.mu);
+    MutexLock lock(pool.mu);
     auto& free = pool.free[name];
     if (!free.empty()) {
       worker = std::move(free.back());
@@ -256,7 +255,7 @@ std::vector<Tensor> train_step_on_worker(const sps::FunctionArgs& args) {
     std::unique_ptr<WorkerModel>& worker;
     ~ReturnToPool() {
       WorkerPool& pool = worker_pool();
-      std::lock_guard lock(pool.mu);
+      MutexLock lock(pool.mu);
       pool.free[name].push_back(std::move(worker));
     }
   } give_back{name, worker};

@@ -6,13 +6,13 @@
 #include <functional>
 #include <limits>
 #include <map>
-#include <mutex>
 #include <optional>
-#include <thread>
 #include <unordered_set>
 #include <utility>
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
+#include "strata/base/thread_pool.h"
 #include "strata/kernels/nn.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/recorder.h"
@@ -38,21 +38,22 @@ namespace {
 
 // --- fallback counters ---------------------------------------------------------
 
-std::mutex& counter_mutex() {
-  static std::mutex mu;
-  return mu;
-}
-std::map<std::string, int64_t>& counters() {
-  static std::map<std::string, int64_t> c;
+// How often each op fell back to one device (fallback_count), process-wide.
+struct FallbackCounters {
+  Mutex mu;
+  std::map<std::string, int64_t> counts STRATA_GUARDED_BY(mu);
+};
+FallbackCounters& fallback_counters() {
+  static FallbackCounters c;
   return c;
 }
 
 // --- parallel shard execution ----------------------------------------------------
 
-// Collects the ops one shard thread records, for replay into the calling
-// thread's recorders (the tapes) after the join. While shard threads run,
-// nobody writes the tapes (the caller is paused and every thread buffers), so
-// their is_tracking may be read concurrently; replaying shard by shard, in
+// Collects the ops one shard records, for replay into the calling thread's
+// recorders (the tapes) once every shard has run. While shards run, nobody
+// writes the tapes (the caller is paused and every shard buffers), so their
+// is_tracking may be read concurrently; replaying shard by shard, in
 // logical-device order, keeps the recording topological (data crosses threads
 // only between parallel regions) and the gradient summation order fixed.
 class ShardRecorder final : public OpRecorder {
@@ -98,13 +99,15 @@ class ShardRecorder final : public OpRecorder {
 namespace internal {
 
 void count_fallback(const std::string& op) {
-  std::lock_guard<std::mutex> lock(counter_mutex());
-  ++counters()[op];
+  FallbackCounters& c = fallback_counters();
+  MutexLock lock(c.mu);
+  ++c.counts[op];
 }
 
 // Runs fn(d) for every logical device d in `which`, each under a DeviceScope of
-// devices[d], in parallel (the caller runs the first). result[d] for the others
-// stays undefined. Rethrows the first error after every thread has joined.
+// devices[d] and as a task of that device's pool (the caller runs the first).
+// result[d] for the others stays undefined. Rethrows the first error after
+// every shard has run.
 std::vector<Tensor> run_shards(const std::vector<const Device*>& devices,
                                const std::vector<int>& which,
                                const std::function<Tensor(int)>& fn) {
@@ -130,14 +133,20 @@ std::vector<Tensor> run_shards(const std::vector<const Device*>& devices,
     }
   };
   {
-    // The caller's own shard buffers too: nothing writes the tapes until the join.
+    // The caller's own shard buffers too: nothing writes the tapes until every
+    // shard has run. A shard that no worker of its device has started when the
+    // caller waits for it runs on the caller (inside this pause as well).
     RecordingPause pause;
-    std::vector<std::thread> threads;
-    threads.reserve(which.size() - 1);
-    for (size_t i = 1; i < which.size(); ++i) threads.emplace_back(body, i);
+    std::vector<TaskHandle> shards;
+    shards.reserve(which.size() - 1);
+    for (size_t i = 1; i < which.size(); ++i) {
+      const Device& device = *devices[static_cast<size_t>(which[i])];
+      shards.push_back(device.thread_pool().submit([&body, i] { body(i); }));
+    }
     body(0);
-    // Each thread runs a bounded shard computation (no waits on others).
-    for (std::thread& t : threads) t.join();
+    // Each shard is a bounded computation (it waits on no other shard); body
+    // catches its errors, so wait() does not throw.
+    for (TaskHandle& shard : shards) shard.wait();
   }
   for (const std::exception_ptr& e : errors) {
     if (e) std::rethrow_exception(e);
@@ -208,8 +217,8 @@ std::vector<int64_t> hw(const std::vector<int64_t>& v, const char* what) {
 
 // Device d's input window for rows [r0, r1) x columns [c0, c1) of the full
 // input (may reach into the padding): its own tile plus the halo slices of its
-// neighbours' tiles, padded with `pad_value` outside the image. Runs on d's
-// shard thread. `valid` (if non-null) receives the window's in-image extent.
+// neighbours' tiles, padded with `pad_value` outside the image. Runs as d's
+// shard. `valid` (if non-null) receives the window's in-image extent.
 Tensor recorded_window(const ShardedTensor& x, int d, int64_t r0, int64_t r1, int64_t c0,
                        int64_t c1, double pad_value, std::pair<int64_t, int64_t>* valid) {
   const tpu::Sharding& s = x.sharding();
@@ -1018,14 +1027,16 @@ ShardedTensor avg_pool2d(const ShardedTensor& x, const std::vector<int64_t>& ksi
 }
 
 int64_t fallback_count(const std::string& op) {
-  std::lock_guard<std::mutex> lock(counter_mutex());
-  auto it = counters().find(op);
-  return it == counters().end() ? 0 : it->second;
+  FallbackCounters& c = fallback_counters();
+  MutexLock lock(c.mu);
+  auto it = c.counts.find(op);
+  return it == c.counts.end() ? 0 : it->second;
 }
 
 void reset_fallback_counts() {
-  std::lock_guard<std::mutex> lock(counter_mutex());
-  counters().clear();
+  FallbackCounters& c = fallback_counters();
+  MutexLock lock(c.mu);
+  c.counts.clear();
 }
 
 }  // namespace strata::tpu::sharded

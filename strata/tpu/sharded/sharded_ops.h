@@ -39,10 +39,10 @@
 //
 // Gradients: every shard computation is made of ordinary recorded ops
 // (slice, concat, pad, conv2d, add_n, ...), so a GradientTape on the calling
-// thread records them, also those that run on the per-shard threads (buffered
-// per thread and replayed into the caller's recorders in logical-device order
-// after the join: deterministic), and tape.gradient goes back through the
-// same shard-wise computations.
+// thread records them, also those that run on the devices' pool threads
+// (buffered per shard and replayed into the caller's recorders in
+// logical-device order once every shard has run: deterministic), and tape.gradient goes back
+// through the same shard-wise computations.
 //
 // The normal op API: inside a replica of a TPUStrategy, the ordinary ops
 // (strata::add, matmul, reduce_*, reshape, nn::conv2d, max_pool2d, softmax,

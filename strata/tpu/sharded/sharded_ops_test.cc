@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <string>
 #include <thread>
@@ -19,6 +20,7 @@
 #include "strata/ops/nn_ops.h"
 #include "strata/ops/random_ops.h"
 #include "strata/tpu/device_assignment.h"
+#include "strata/tpu/sharded/internal/sharded_exec.h"
 
 namespace strata::tpu::sharded {
 namespace {
@@ -63,6 +65,57 @@ double relative_error(const Tensor& a, const Tensor& b) {
     scale = std::max(scale, std::abs(q[i]));
   }
   return scale == 0 ? diff : diff / scale;
+}
+
+// Each shard of a sharded op runs under its own logical device, as the
+// per-core programs of a TPU computation do (tf.tpu's
+// split/replicate model parallelism): the caller runs the first, each other
+// one is a task of its device's pool.
+TEST_F(ShardedOpsTest, RunShardsRunsEachShardUnderItsDeviceAndRethrowsTheFirstError) {
+  const std::vector<const Device*> devs = devices(4);
+  std::vector<std::string> ran_under(devs.size());
+  std::vector<std::thread::id> ran_on(devs.size());
+  std::vector<Tensor> out = internal::run_shards(devs, {0, 1, 3}, [&](int d) {
+    ran_under[static_cast<size_t>(d)] = current_device().name();
+    ran_on[static_cast<size_t>(d)] = std::this_thread::get_id();
+    return strata::constant(static_cast<float>(d));
+  });
+  for (int d : {0, 1, 3}) {
+    EXPECT_EQ(ran_under[static_cast<size_t>(d)], devs[static_cast<size_t>(d)]->name());
+    EXPECT_EQ(out[static_cast<size_t>(d)].scalar_as_double(), d);
+  }
+  EXPECT_FALSE(out[2].defined());  // not in `which`
+  EXPECT_EQ(ran_on[0], std::this_thread::get_id());
+
+  // Every shard runs to completion; the error of the first failing one (in
+  // `which` order) reaches the caller.
+  std::atomic<int> ran{0};
+  try {
+    internal::run_shards(devs, {0, 1, 2, 3}, [&](int d) -> Tensor {
+      ran.fetch_add(1);
+      if (d == 1 || d == 3) throw InvalidArgumentError(str_cat("shard ", d, " failed"));
+      return Tensor();
+    });
+    ADD_FAILURE() << "run_shards returned although shards 1 and 3 threw";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_STREQ(e.what(), "shard 1 failed");
+  }
+  EXPECT_EQ(ran.load(), 4);
+}
+
+TEST_F(ShardedOpsTest, ShardsMayRunShardedWorkOfTheirOwn) {
+  // A shard (on a pool thread, or on the caller) that starts shards of its own
+  // on the same devices' pools finishes: a waiter runs what no thread started.
+  const std::vector<const Device*> devs = devices(4);
+  std::vector<Tensor> out = internal::run_shards(devs, {0, 1, 2, 3}, [&](int d) {
+    std::vector<Tensor> inner = internal::run_shards(devs, {0, 1, 2, 3}, [&](int e) {
+      return strata::constant(static_cast<float>(10 * d + e));
+    });
+    return add_n(inner);
+  });
+  for (int d = 0; d < 4; ++d) {
+    EXPECT_EQ(out[static_cast<size_t>(d)].scalar_as_double(), 40 * d + 6) << "shard " << d;
+  }
 }
 
 TEST_F(ShardedOpsTest, ShardPlacesOneTilePerLogicalDeviceAndUnshardRestoresTheTensor) {
@@ -392,7 +445,7 @@ TEST_P(CnnModelParallelTest, ForwardGradientsAndTwentySgdStepsEqualTheUnpartitio
     EXPECT_LE(relative_error(g_parallel[i], g_plain[i]), 1e-5) << "variable " << i;
   }
 
-  // The sharded gradients are deterministic: shard threads' records are
+  // The sharded gradients are deterministic: the shards' records are
   // replayed in logical-device order.
   std::vector<Tensor> g_again = grads(parallel, true);
   for (size_t i = 0; i < g_parallel.size(); ++i) {

@@ -5,8 +5,8 @@
 #include <bit>
 #include <cstring>
 #include <map>
-#include <mutex>
 
+#include "strata/base/mutex.h"
 #include "strata/distribute/ps/internal/wire.h"
 #include "strata/distribute/ps/ps.grpc.pb.h"
 
@@ -123,22 +123,22 @@ bool is_unreachable(ErrorCode code) noexcept {
 }
 
 struct RpcCancellation::State {
-  mutable std::mutex mu;
-  grpc::ClientContext* context = nullptr;  // the call in flight, if any
-  bool cancelled = false;
+  mutable Mutex mu;
+  grpc::ClientContext* context STRATA_GUARDED_BY(mu) = nullptr;  // the call in flight, if any
+  bool cancelled STRATA_GUARDED_BY(mu) = false;
 };
 
 RpcCancellation::RpcCancellation() : state_(std::make_unique<State>()) {}
 RpcCancellation::~RpcCancellation() = default;
 
 void RpcCancellation::cancel() {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   state_->cancelled = true;
   if (state_->context) state_->context->TryCancel();
 }
 
 bool RpcCancellation::cancelled() const {
-  std::lock_guard lock(state_->mu);
+  MutexLock lock(state_->mu);
   return state_->cancelled;
 }
 
@@ -148,10 +148,14 @@ struct TaskClient::Stub {
 };
 
 std::shared_ptr<TaskClient> TaskClient::get(const std::string& target) {
-  static std::mutex mu;
-  static std::map<std::string, std::weak_ptr<TaskClient>> clients;
-  std::lock_guard lock(mu);
-  std::weak_ptr<TaskClient>& slot = clients[target];
+  // One client (one channel) per target, shared while anyone holds it.
+  struct Clients {
+    Mutex mu;
+    std::map<std::string, std::weak_ptr<TaskClient>> by_target STRATA_GUARDED_BY(mu);
+  };
+  static Clients clients;
+  MutexLock lock(clients.mu);
+  std::weak_ptr<TaskClient>& slot = clients.by_target[target];
   if (auto client = slot.lock()) return client;
   auto client = std::make_shared<TaskClient>(target);
   slot = client;
@@ -178,13 +182,13 @@ class CancellationGuard {
  public:
   CancellationGuard(RpcCancellation::State* state, grpc::ClientContext* context) : state_(state) {
     if (!state_) return;
-    std::lock_guard lock(state_->mu);
+    MutexLock lock(state_->mu);
     state_->context = context;
     if (state_->cancelled) context->TryCancel();
   }
   ~CancellationGuard() {
     if (!state_) return;
-    std::lock_guard lock(state_->mu);
+    MutexLock lock(state_->mu);
     state_->context = nullptr;
   }
   CancellationGuard(const CancellationGuard&) = delete;

@@ -18,11 +18,13 @@ namespace strata::tpu::sharded::internal {
 void count_fallback(const std::string& op);
 
 // Runs fn(d) for every logical device d in `which`, each under a DeviceScope
-// of devices[d], in parallel (the caller runs the first; one thread per other
-// device, joined before returning). result[d] stays undefined for devices
-// not in `which`. Ops recorded on the shard threads are replayed into the
-// caller's tapes in logical-device order after the join. Rethrows the first
-// error after every thread has joined.
+// of devices[d], in parallel: the caller runs the first, every other one is a
+// task of its device's ThreadPool (run by a worker of that pool, or by the
+// caller if none has started it when the caller gets to it). Returns after
+// every shard has run; result[d] stays undefined for devices not in `which`.
+// Ops recorded by the shards are replayed into the caller's tapes in
+// logical-device order afterwards. Rethrows the first error (in `which`
+// order) after every shard has run.
 std::vector<Tensor> run_shards(const std::vector<const Device*>& devices,
                                const std::vector<int>& which, const std::function<Tensor(int)>& fn);
 
