@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "cli_util.h"
+#include "strata/cluster/socket.h"
 
 namespace {
 
@@ -597,13 +599,49 @@ TEST(TrainUsage, BadFlagsAreOneLineUsageErrorsWithStatus2) {
         Case{"train --seed -1", "'-1'"},
         Case{"train --seed 99999999999999999999", "[0, 9223372036854775807]"},
         Case{"train --devices 100000", "--devices"},
-        Case{"train --strategy tpu --tpu-topology 64x64x1x2", "64x64x1x2"}}) {
-    Result r = run(c.args);
+        Case{"train --strategy tpu --tpu-topology 64x64x1x2", "64x64x1x2"},
+        Case{"train --collective-timeout 0", "--collective-timeout"},
+        Case{"train --collective-timeout nan", "'nan'"},
+        Case{"train --collective-timeout 1e9", "(0, 86400]"},
+        Case{"STRATA_COLLECTIVE_TIMEOUT=-3 " STRATA_CLI_PATH " train", "'-3'"}}) {
+    const std::string args = c.args;
+    Result r = args.rfind("STRATA_", 0) == 0 ? run_shell(args) : run(args);
     EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
     const std::string first_line = r.output.substr(0, r.output.find('\n'));
     EXPECT_EQ(first_line.rfind("strata: ", 0), 0u) << c.args << "\n" << r.output;
     EXPECT_NE(first_line.find(c.named), std::string::npos) << c.args << "\n" << r.output;
     EXPECT_NE(r.output.find("Usage: strata"), std::string::npos) << c.args << "\n" << r.output;
+  }
+}
+
+TEST(TrainUsage, TheCollectiveTimeoutComesFromTheFlagOrTheEnvironmentAndErrorsStateIt) {
+  // A chief whose worker never comes: the start-up gives up after the
+  // collective timeout, and says how long it waited.
+  const std::vector<int> ports = strata::cluster::pick_free_ports(2);
+  const std::string tf_config = R"({"cluster": {"chief": ["127.0.0.1:)" + std::to_string(ports[0]) +
+                                R"("], "worker": ["127.0.0.1:)" + std::to_string(ports[1]) +
+                                R"("]}, "task": {"type": "chief", "index": 0}})";
+  const std::string train = std::string(STRATA_CLI_PATH) +
+                            " train --strategy multi_worker --limit-examples 64 --epochs 1";
+  struct Case {
+    std::string env, flags, applied;
+  };
+  for (const Case& c :
+       {Case{"", " --collective-timeout 1.5", "1500ms"},
+        Case{"STRATA_COLLECTIVE_TIMEOUT=1 ", "", "1000ms"},
+        // The flag wins over the environment.
+        Case{"STRATA_COLLECTIVE_TIMEOUT=30 ", " --collective-timeout 0.5", "500ms"}}) {
+    const auto start = std::chrono::steady_clock::now();
+    Result r = run_shell(c.env + "TF_CONFIG='" + tf_config + "' " + train + c.flags);
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(r.status, 1) << c.env << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find("gave up after " + c.applied +
+                            " waiting for the rendezvous: still "
+                            "missing [/job:worker/task:0]"),
+              std::string::npos)
+        << c.env << c.flags << "\n"
+        << r.output;
+    EXPECT_LT(took, std::chrono::seconds(20)) << c.env << c.flags;
   }
 }
 

@@ -291,7 +291,12 @@ std::unique_ptr<sd::Strategy> make_strategy(const TrainOptions& o) {
   }
   if (o.strategy == "mirrored") return std::make_unique<sd::MirroredStrategy>();
   // TF_CONFIG says which worker this is (`strata launch` sets it); without it, one worker.
-  if (o.strategy == "multi_worker") return std::make_unique<sd::MultiWorkerMirroredStrategy>();
+  if (o.strategy == "multi_worker") {
+    sd::CommunicationOptions comm;
+    if (o.collective_timeout > 0) comm.timeout_seconds = o.collective_timeout;
+    return std::make_unique<sd::MultiWorkerMirroredStrategy>(
+        sd::MultiWorkerMirroredStrategyOptions{.communication_options = comm});
+  }
   if (o.strategy == "tpu") {
     // TF's sequence: resolve the system, connect, initialise, then build the
     // device assignment when the replica shape is given.
@@ -448,6 +453,15 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
       ->add_option("--steps-per-epoch", o.steps_per_epoch,
                    "Steps per epoch (default: the whole training set)")
       ->check(whole_in(1, int64_t{1} << 40));
+  // A day at most: the timeout is also the start-up deadline, and a longer
+  // one only hides a hang.
+  train
+      ->add_option("--collective-timeout", o.collective_timeout,
+                   "multi_worker: seconds a collective (and the start-up) may wait before the job "
+                   "fails naming the task that never came (default: 600 per collective, 60 for "
+                   "the start-up)")
+      ->envname("STRATA_COLLECTIVE_TIMEOUT")
+      ->check(finite_in(0, 86400, /*exclusive_low=*/true));
   return train;
 }
 
