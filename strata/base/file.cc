@@ -124,9 +124,11 @@ AtomicFileWriter::AtomicFileWriter(std::string path)
   for (int attempt = 0;; ++attempt) {
     fd_.reset(::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
     if (!fd_.valid()) throw_os_error("cannot create", temp_path_, errno);
-    if (::flock(fd_.get(), LOCK_EX) != 0) throw_os_error("cannot lock", temp_path_, errno);
-    struct stat mine {
-    }, named{};
+    // A file system without flock() (some network ones): no writer can lock,
+    // so no clean-up removes anything there, and the file needs no lock.
+    if (::flock(fd_.get(), LOCK_EX) != 0) return;
+    struct stat mine = {};
+    struct stat named = {};
     if (::fstat(fd_.get(), &mine) == 0 && ::stat(temp_path_.c_str(), &named) == 0 &&
         mine.st_ino == named.st_ino && mine.st_dev == named.st_dev)
       return;

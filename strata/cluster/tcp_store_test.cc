@@ -332,6 +332,7 @@ TEST(TcpStoreServer, AFirstFrameThatIsNotAHelloClosesTheConnectionAtOnce) {
 TEST(TcpStoreServer, IdleStrayConnectionsDoNotDisturbTheClients) {
   TcpStoreServer server("127.0.0.1:0", {.handshake_timeout = 500ms});
   std::vector<UniqueFd> strays;
+  strays.reserve(8);
   for (int i = 0; i < 8; ++i) strays.push_back(raw_connection(server.port()));
   TcpStoreClient a(server.address(), kFast);
   TcpStoreClient b(server.address(), kFast);

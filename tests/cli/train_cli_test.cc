@@ -738,7 +738,11 @@ TEST(TrainUsage, TheCollectiveTimeoutComesFromTheFlagOrTheEnvironmentAndErrorsSt
         // The flag wins over the environment.
         Case{"STRATA_COLLECTIVE_TIMEOUT=30 ", " --collective-timeout 0.5", "500ms"}}) {
     const auto start = std::chrono::steady_clock::now();
-    Result r = run_shell(c.env + "TF_CONFIG='" + tf_config + "' " + train + c.flags);
+    std::string command = c.env;
+    command += "TF_CONFIG='" + tf_config + "' ";
+    command += train;
+    command += c.flags;
+    Result r = run_shell(command);
     const auto took = std::chrono::steady_clock::now() - start;
     EXPECT_EQ(r.status, 1) << c.env << c.flags << "\n" << r.output;
     EXPECT_NE(r.output.find("gave up after " + c.applied +

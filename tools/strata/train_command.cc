@@ -467,6 +467,7 @@ void check_workers_agree(sd::Strategy& strategy, const TrainOptions& o, const st
        "'" + o.tfrecord + "'"},
   };
   std::vector<int64_t> mine;
+  mine.reserve(fields.size());
   for (const Field& f : fields) mine.push_back(f.value);
   Variable chiefs;
   {
