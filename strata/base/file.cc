@@ -1,14 +1,19 @@
 #include "strata/base/file.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cctype>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <random>
+#include <string_view>
 #include <utility>
 
 #include "strata/base/errors.h"
@@ -29,10 +34,47 @@ std::string random_suffix() {
   return suffix;
 }
 
+// A writer that is gone leaves its temporary file unlocked; a live one holds
+// flock() on it from creation to commit (AtomicFileWriter's constructor closes
+// the window between creating and locking: see there).
+// Removes the temporary files "<name>.tmp.<16 hex digits>" in `dir` whose
+// <name> is `name` (or, with `prefix`, starts with it) and that no live writer
+// holds (interrupted earlier writes). Best effort: a file that cannot be
+// opened, locked or removed stays.
+void remove_stale_temporaries(const std::string& dir, const std::string& name, bool prefix) {
+  DIR* d = ::opendir(dir.c_str());
+  if (d == nullptr) return;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string_view entry(e->d_name);
+    const size_t tmp = entry.size() >= 21 ? entry.size() - 21 : std::string_view::npos;
+    if (tmp == std::string_view::npos || entry.substr(tmp, 5) != ".tmp.") continue;
+    const std::string_view base = entry.substr(0, tmp);
+    if (prefix ? !base.starts_with(name) : base != name) continue;
+    const std::string_view suffix = entry.substr(tmp + 5);
+    if (!std::all_of(suffix.begin(), suffix.end(),
+                     [](char c) { return std::isxdigit(static_cast<unsigned char>(c)) != 0; }))
+      continue;
+    const std::string candidate = (std::filesystem::path(dir) / std::string(entry)).string();
+    UniqueFd fd(::open(candidate.c_str(), O_RDONLY | O_CLOEXEC | O_NOFOLLOW));
+    struct stat st {};
+    if (!fd.valid() || ::fstat(fd.get(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    if (::flock(fd.get(), LOCK_EX | LOCK_NB) != 0) continue;  // a live writer's
+    ::unlink(candidate.c_str());
+  }
+  ::closedir(d);
+}
+
+void remove_stale_temporaries(const std::string& path) {
+  remove_stale_temporaries(parent_dir(path), std::filesystem::path(path).filename().string(),
+                           /*prefix=*/false);
+}
+
 }  // namespace
 
 void throw_os_error(std::string_view op, const std::string& path, int err) {
-  const std::string msg = str_cat(op, " '", path, "': ", std::strerror(err));
+  // The errno names of a full disk or quota too: what an operator searches for.
+  const char* name = err == ENOSPC ? " (ENOSPC)" : err == EDQUOT ? " (EDQUOT)" : "";
+  const std::string msg = str_cat(op, " '", path, "': ", std::strerror(err), name);
   switch (err) {
     case ENOENT:
     case ENOTDIR: throw NotFoundError(msg);
@@ -74,8 +116,26 @@ void UniqueFd::close(const std::string& path) {
 
 AtomicFileWriter::AtomicFileWriter(std::string path)
     : path_(std::move(path)), temp_path_(str_cat(path_, ".tmp.", random_suffix())) {
-  fd_.reset(::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
-  if (!fd_.valid()) throw_os_error("cannot create", temp_path_, errno);
+  remove_stale_temporaries(path_);
+  // The lock, held until the file is renamed or removed, marks the file as a
+  // live writer's. Another writer's clean-up may lock and remove the file
+  // between its creation and the lock: then the name no longer leads to the
+  // locked file, and a new name is tried.
+  for (int attempt = 0;; ++attempt) {
+    fd_.reset(::open(temp_path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644));
+    if (!fd_.valid()) throw_os_error("cannot create", temp_path_, errno);
+    // A file system without flock() (some network ones): no writer can lock,
+    // so no clean-up removes anything there, and the file needs no lock.
+    if (::flock(fd_.get(), LOCK_EX) != 0) return;
+    struct stat mine = {};
+    struct stat named = {};
+    if (::fstat(fd_.get(), &mine) == 0 && ::stat(temp_path_.c_str(), &named) == 0 &&
+        mine.st_ino == named.st_ino && mine.st_dev == named.st_dev)
+      return;
+    STRATA_CHECK(INTERNAL, attempt < 100, "AtomicFileWriter: the temporary file of '", path_,
+                 "' keeps disappearing");
+    temp_path_ = str_cat(path_, ".tmp.", random_suffix());
+  }
 }
 
 AtomicFileWriter::~AtomicFileWriter() { abandon(); }
@@ -116,6 +176,20 @@ void AtomicFileWriter::abandon() noexcept {
   if (!fd_.valid()) return;
   fd_.reset();
   ::unlink(temp_path_.c_str());
+}
+
+void remove_interrupted_writes(const std::string& path) noexcept {
+  try {
+    remove_stale_temporaries(path);
+  } catch (...) {  // a path that cannot be parsed: nothing to remove
+  }
+}
+
+void remove_interrupted_writes_in(const std::string& dir, const std::string& name_prefix) noexcept {
+  try {
+    remove_stale_temporaries(dir, name_prefix, /*prefix=*/true);
+  } catch (...) {
+  }
 }
 
 void write_file_atomically(const std::string& path, std::string_view contents) {

@@ -17,10 +17,16 @@
 // rename is atomic only within one file system), which is fsynced, renamed over
 // the target, and then the directory is fsynced so the rename itself survives a
 // crash. Any failure removes the temporary file; the target is then untouched.
+// A process killed mid-write leaves its temporary file behind: the next
+// AtomicFileWriter for the same path removes every "<path>.tmp.<16 hex>" that
+// no live writer holds (a writer holds flock() on its file until it is renamed
+// or removed). remove_interrupted_writes(path) does the same for a writer that
+// starts without writing yet.
 //
 // Errors name the operation and the path: NotFoundError (ENOENT, ENOTDIR),
 // PermissionDeniedError (EACCES, EPERM, EROFS), ResourceExhaustedError (ENOSPC,
-// EDQUOT), AlreadyExistsError (EEXIST), FailedPreconditionError (EISDIR,
+// EDQUOT: the message names the errno too, "No space left on device (ENOSPC)"),
+// AlreadyExistsError (EEXIST), FailedPreconditionError (EISDIR,
 // ENOTEMPTY), UnknownError otherwise — as TensorFlow maps errno.
 
 #include <string>
@@ -93,6 +99,13 @@ class AtomicFileWriter {
   std::string temp_path_;
   UniqueFd fd_;
 };
+
+// Removes the temporary files of interrupted atomic writes of `path` (those no
+// live writer holds; see above). Best effort: never throws.
+void remove_interrupted_writes(const std::string& path) noexcept;
+// The same for every file in `dir` whose name starts with `name_prefix`, for
+// writers that pick a new file name per run (TensorBoard's event files).
+void remove_interrupted_writes_in(const std::string& dir, const std::string& name_prefix) noexcept;
 
 // AtomicFileWriter(path), append(contents), commit().
 void write_file_atomically(const std::string& path, std::string_view contents);

@@ -3,10 +3,14 @@
 #include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
+#include <csignal>
+#include <ctime>
 #include <filesystem>
 #include <string>
 #include <vector>
@@ -104,6 +108,62 @@ TEST(AtomicWrite, AReadOnlyDirectoryIsPermissionDenied) {
   fs::permissions(dir.path(), fs::perms::owner_all);
 }
 
+TEST(AtomicWrite, TheNextWriterOfAPathRemovesTheTemporaryFilesOfAnInterruptedWrite) {
+  TempDir dir("strata_file");
+  const std::string target = dir.file("log.csv");
+  // A child process starts a write and is killed in the middle of it.
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {
+    AtomicFileWriter out(target);
+    out.append(std::string(1 << 16, 'x'));
+    ::kill(::getpid(), SIGKILL);
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  ASSERT_TRUE(WIFSIGNALED(status));
+  std::vector<std::string> left;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    left.push_back(e.path().string());
+  ASSERT_EQ(left.size(), 1u);
+  const std::string interrupted = left[0];
+  EXPECT_THAT(interrupted, ::testing::StartsWith(target + ".tmp."));
+  // Look-alikes that are not this path's temporary files stay.
+  const std::string other = dir.file("other.csv.tmp.0123456789abcdef");
+  const std::string not_hex = dir.file("log.csv.tmp.0123456789abcdeg");
+  for (const std::string& p : {other, not_hex}) write_file_atomically(p, "keep");
+  // A live writer of the same path keeps its file.
+  AtomicFileWriter live(target);
+
+  write_file_atomically(target, "row\n");
+  EXPECT_FALSE(std::filesystem::exists(interrupted));
+  EXPECT_TRUE(std::filesystem::exists(live.temp_path()));
+  for (const std::string& p : {other, not_hex}) EXPECT_TRUE(std::filesystem::exists(p)) << p;
+  live.append("live");
+  live.commit();
+  EXPECT_EQ(read_file(target), "live");
+}
+
+TEST(AtomicWrite, RemoveInterruptedWritesRemovesOnlyTemporaryFilesNoWriterHolds) {
+  TempDir dir("strata_file");
+  const std::string target = dir.file("model.weights");
+  const std::string left_behind = target + ".tmp.00112233445566ff";
+  write_file_atomically(left_behind, "half");
+  AtomicFileWriter live(target);
+  remove_interrupted_writes(target);
+  EXPECT_FALSE(std::filesystem::exists(left_behind));
+  EXPECT_TRUE(std::filesystem::exists(live.temp_path()));
+  remove_interrupted_writes(dir.file("no/such/dir/x"));  // nothing to do, no error
+  // By name prefix: the event files of earlier runs, not other files.
+  const std::string event = dir.file("events.out.tfevents.1.host.2.1.v2.tmp.0123456789abcdef");
+  const std::string csv = dir.file("metrics.csv.tmp.0123456789abcdef");
+  write_file_atomically(event, "x");
+  write_file_atomically(csv, "x");
+  remove_interrupted_writes_in(dir.path(), "events.out.tfevents.");
+  EXPECT_FALSE(std::filesystem::exists(event));
+  EXPECT_TRUE(std::filesystem::exists(csv));
+}
+
 TEST(ReadFile, MissingFileIsNotFoundNamingThePath) {
   try {
     read_file("/nonexistent/strata/file");
@@ -128,6 +188,12 @@ TEST(OsError, ErrnoValuesMapToTensorFlowCodes) {
   EXPECT_EQ(code_of(EEXIST), ErrorCode::ALREADY_EXISTS);
   EXPECT_EQ(code_of(EISDIR), ErrorCode::FAILED_PRECONDITION);
   EXPECT_EQ(code_of(EIO), ErrorCode::UNKNOWN);
+  // A full disk names its errno, as operators search for it.
+  try {
+    throw_os_error("cannot write", "/full/x", ENOSPC);
+  } catch (const ResourceExhaustedError& e) {
+    EXPECT_STREQ(e.what(), "cannot write '/full/x': No space left on device (ENOSPC)");
+  }
 }
 
 TEST(UniqueFd, ClosesOnDestructionAndMovesOwnership) {

@@ -36,7 +36,7 @@ std::string format_duration(Milliseconds d) {
 
 InMemoryStore::InMemoryStore(InMemoryStoreOptions options) : options_(options) {}
 
-void InMemoryStore::set(const std::string& key, const Bytes& value) {
+void InMemoryStore::set(const std::string& key, const Bytes& value, Milliseconds /*timeout*/) {
   {
     MutexLock lock(mu_);
     data_[key] = value;
@@ -72,7 +72,7 @@ void InMemoryStore::wait(const std::vector<std::string>& keys, Milliseconds time
   }
 }
 
-int64_t InMemoryStore::add(const std::string& key, int64_t delta) {
+int64_t InMemoryStore::add(const std::string& key, int64_t delta, Milliseconds /*timeout*/) {
   int64_t result = 0;
   {
     MutexLock lock(mu_);
@@ -82,7 +82,7 @@ int64_t InMemoryStore::add(const std::string& key, int64_t delta) {
   return result;
 }
 
-bool InMemoryStore::check(const std::vector<std::string>& keys) {
+bool InMemoryStore::check(const std::vector<std::string>& keys, Milliseconds /*timeout*/) {
   MutexLock lock(mu_);
   return std::all_of(keys.begin(), keys.end(),
                      [&](const std::string& k) STRATA_REQUIRES(mu_) { return data_.contains(k); });

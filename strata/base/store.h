@@ -13,6 +13,12 @@
 //   int64_t arrived = store.add("barrier/0", 1);                     // atomic counter
 //   store.wait({"addr/0", "addr/1"}, std::chrono::seconds(30));
 //
+// Deadlines: every call is bounded. get() and wait() wait up to their timeout
+// for the keys; set(), add() and check() take a timeout too, the bound on the
+// whole call (a store served by another process may not answer: its host is
+// stopped or gone). A caller inside a larger operation passes what remains of
+// the operation's deadline; the overloads without a timeout use timeout().
+//
 // Errors: a wait that expires is DeadlineExceededError naming the key(s) still
 // missing and the time waited; after abort() every pending and later wait throws
 // AbortedError; add() on a key that holds non-counter bytes is
@@ -41,23 +47,27 @@ class Store {
  public:
   virtual ~Store() = default;
 
-  // Sets (or overwrites) `key` and wakes its waiters.
-  virtual void set(const std::string& key, const Bytes& value) = 0;
+  // Sets (or overwrites) `key` and wakes its waiters, within `timeout`.
+  virtual void set(const std::string& key, const Bytes& value, Milliseconds timeout) = 0;
   // The value of `key`, waiting up to `timeout` for it to be set.
   virtual Bytes get(const std::string& key, Milliseconds timeout) = 0;
   // Returns once every key is set; DeadlineExceededError after `timeout` lists the missing ones.
   virtual void wait(const std::vector<std::string>& keys, Milliseconds timeout) = 0;
-  // Adds `delta` to the counter `key` (missing = 0) and returns the new value, atomically.
-  virtual int64_t add(const std::string& key, int64_t delta) = 0;
-  // True when every key is set; never waits (beyond one round trip).
-  virtual bool check(const std::vector<std::string>& keys) = 0;
+  // Adds `delta` to the counter `key` (missing = 0) and returns the new value,
+  // atomically, within `timeout`.
+  virtual int64_t add(const std::string& key, int64_t delta, Milliseconds timeout) = 0;
+  // True when every key is set; never waits for keys (one round trip within `timeout`).
+  virtual bool check(const std::vector<std::string>& keys, Milliseconds timeout) = 0;
   // Wakes every waiter of this store object with AbortedError; later waits fail too.
   virtual void abort() = 0;
 
   // The timeout used by the overloads without one.
   virtual Milliseconds timeout() const = 0;
+  void set(const std::string& key, const Bytes& value) { set(key, value, timeout()); }
   Bytes get(const std::string& key) { return get(key, timeout()); }
   void wait(const std::vector<std::string>& keys) { wait(keys, timeout()); }
+  int64_t add(const std::string& key, int64_t delta) { return add(key, delta, timeout()); }
+  bool check(const std::vector<std::string>& keys) { return check(keys, timeout()); }
 };
 
 struct InMemoryStoreOptions {
@@ -69,14 +79,18 @@ class InMemoryStore : public Store {
  public:
   explicit InMemoryStore(InMemoryStoreOptions options = {});
 
-  void set(const std::string& key, const Bytes& value) override;
+  // set(), add() and check() never block beyond the store's mutex: their timeout is unused.
+  void set(const std::string& key, const Bytes& value, Milliseconds timeout) override;
   Bytes get(const std::string& key, Milliseconds timeout) override;
   void wait(const std::vector<std::string>& keys, Milliseconds timeout) override;
-  int64_t add(const std::string& key, int64_t delta) override;
-  bool check(const std::vector<std::string>& keys) override;
+  int64_t add(const std::string& key, int64_t delta, Milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys, Milliseconds timeout) override;
   void abort() override;
   Milliseconds timeout() const override { return options_.timeout; }
+  using Store::add;
+  using Store::check;
   using Store::get;
+  using Store::set;
   using Store::wait;
 
  private:

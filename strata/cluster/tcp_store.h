@@ -17,21 +17,34 @@
 //     ADD   (3): string key, i64 delta
 //     CHECK (4): u32 count, count x string key
 //     WAIT  (5): u32 count, count x string key, u64 timeout_ms
+//     HELLO (6): string "strata-store/1"              (first frame; no reply)
 //   reply payload := u8 status, then
 //     OK      (0): GET: string value | ADD: i64 new value | CHECK: u8 0/1 | SET, WAIT: nothing
 //     TIMEOUT (1): u32 count, count x string missing key   (GET, WAIT)
 //     ERROR   (2): string message                           (e.g. ADD on a non-counter)
-// A client sends one request and reads its reply before the next (no pipelining);
-// the server answers each connection's requests in order. Frames over 1 GiB, an
-// unknown op or a malformed payload close the connection.
+// A client sends HELLO right after connecting, then one request at a time,
+// reading its reply before the next (no pipelining); the server answers each
+// connection's requests in order. Frames over 1 GiB, an unknown op or a
+// malformed payload close the connection. Unknown peers are dropped: a
+// connection whose first frame is not a HELLO is closed at once, and one that
+// sends no complete HELLO within the server's handshake_timeout (a stray or
+// idle connection, a port scanner) is closed then, so such peers never hold
+// the store's memory or block anyone.
 //
 // Errors: a server that cannot be reached within connect_timeout, or that goes
 // away during a call, is UnavailableError naming the address; a wait that the
 // server reports expired is DeadlineExceededError naming the missing keys and the
 // time waited; a server that does not answer within the call's deadline is
-// DeadlineExceededError too. After abort() every pending and later call throws
-// AbortedError. Everything is poll()-based with a deadline; nothing blocks
-// without one.
+// DeadlineExceededError too (and the connection is then unusable: later calls
+// are UnavailableError at once, so a stopped server costs one deadline, not one
+// per call).
+//
+// Deadlines: set/add/check(t) give up after t; get/wait(t) let the server wait
+// t and give its reply a further allowance of t/10, at least 1 s and at most
+// 5 s (reply_allowance), so a stopped or hung server holds a caller at most
+// t + allowance. Callers inside a larger operation pass what remains of it. After abort() every
+// pending and later call throws AbortedError. Everything is poll()-based with a deadline; nothing
+// blocks without one.
 
 #include <atomic>
 #include <chrono>
@@ -53,6 +66,12 @@ namespace internal {
 struct ServerState;
 }  // namespace internal
 
+struct TcpStoreServerOptions {
+  // How long a new connection may take to send its HELLO frame before it is
+  // closed as an unknown peer.
+  Milliseconds handshake_timeout = std::chrono::seconds(5);
+};
+
 // Serves the store on a background thread (one poll() loop for all clients),
 // joined on destruction; destruction closes every client connection. Thread-safe
 // (address()/port() are immutable).
@@ -60,8 +79,10 @@ class TcpStoreServer {
  public:
   // `address` is "host:port" ("127.0.0.1:0", "0.0.0.0:2222", "[::1]:0"); port 0
   // picks a free port. Throws UnavailableError naming the address if it cannot
-  // be bound, InvalidArgumentError if it is malformed.
-  explicit TcpStoreServer(const std::string& address = "127.0.0.1:0");
+  // be bound, InvalidArgumentError if it is malformed or handshake_timeout is
+  // not positive.
+  explicit TcpStoreServer(const std::string& address = "127.0.0.1:0",
+                          TcpStoreServerOptions options = {});
   ~TcpStoreServer();
   TcpStoreServer(const TcpStoreServer&) = delete;
   TcpStoreServer& operator=(const TcpStoreServer&) = delete;
@@ -82,8 +103,7 @@ class TcpStoreServer {
 struct TcpStoreClientOptions {
   // How long the constructor keeps retrying to connect (the start-up deadline).
   Milliseconds connect_timeout = std::chrono::seconds(60);
-  // Default wait timeout (get/wait without one) and the I/O deadline of every
-  // call; a wait of t may take up to t + timeout before the client gives up.
+  // The timeout of the calls that give none (Store::timeout()).
   Milliseconds timeout = std::chrono::seconds(300);
 };
 
@@ -99,21 +119,29 @@ class TcpStoreClient : public Store {
   TcpStoreClient(const TcpStoreClient&) = delete;
   TcpStoreClient& operator=(const TcpStoreClient&) = delete;
 
-  void set(const std::string& key, const Bytes& value) override;
+  void set(const std::string& key, const Bytes& value, Milliseconds timeout) override;
   Bytes get(const std::string& key, Milliseconds timeout) override;
   void wait(const std::vector<std::string>& keys, Milliseconds timeout) override;
-  int64_t add(const std::string& key, int64_t delta) override;
-  bool check(const std::vector<std::string>& keys) override;
+  int64_t add(const std::string& key, int64_t delta, Milliseconds timeout) override;
+  bool check(const std::vector<std::string>& keys, Milliseconds timeout) override;
   void abort() override;
   Milliseconds timeout() const override { return options_.timeout; }
+  using Store::add;
+  using Store::check;
   using Store::get;
+  using Store::set;
   using Store::wait;
+
+  // How long after a wait of `wait_time` the client still waits for the
+  // server's reply: wait_time / 10, clamped to [1 s, 5 s].
+  static Milliseconds reply_allowance(Milliseconds wait_time);
 
   const std::string& address() const noexcept { return address_; }
 
  private:
-  // Sends `request`, returns the reply payload. `what` names the call in errors.
-  std::string call(const std::string& request, Milliseconds wait_time, const std::string& what);
+  // Sends `request`, returns the reply payload; DeadlineExceededError when no
+  // reply came within `limit`. `what` names the call in errors.
+  std::string call(const std::string& request, Milliseconds limit, const std::string& what);
 
   const std::string address_;
   const TcpStoreClientOptions options_;

@@ -60,6 +60,17 @@ TcpStoreClient::TcpStoreClient(std::string address, TcpStoreClientOptions option
         continue;
       }
       internal::set_nodelay(fd.get());
+      // The HELLO goes first, into an empty send buffer (it always fits): the
+      // server drops connections that do not open with one.
+      std::string hello;
+      internal::put_u8(hello, internal::kHello);
+      internal::put_string(hello, internal::kHelloMagic);
+      hello = internal::frame(hello);
+      const ssize_t sent = ::send(fd.get(), hello.data(), hello.size(), MSG_NOSIGNAL);
+      if (sent != static_cast<ssize_t>(hello.size())) {
+        last_error = sent < 0 ? internal::errno_text(errno) : "short write of the HELLO frame";
+        continue;
+      }
       MutexLock lock(mu_);
       socket_ = std::move(fd);
       return;
@@ -89,14 +100,18 @@ void TcpStoreClient::abort() {
   [[maybe_unused]] auto n = ::write(abort_write_.get(), &byte, 1);
 }
 
-std::string TcpStoreClient::call(const std::string& request, Milliseconds wait_time,
+Milliseconds TcpStoreClient::reply_allowance(Milliseconds wait_time) {
+  return std::clamp(wait_time / 10, Milliseconds(1000), Milliseconds(5000));
+}
+
+std::string TcpStoreClient::call(const std::string& request, Milliseconds limit,
                                  const std::string& what) {
   MutexLock lock(mu_);
   STRATA_CHECK(ABORTED, !aborted_.load(), "TcpStoreClient(", address_, "): ", what,
                ": the store was aborted");
   STRATA_CHECK(UNAVAILABLE, !broken_, "TcpStoreClient(", address_, "): ", what,
                ": the connection to the store was lost earlier");
-  const auto deadline = Clock::now() + wait_time + options_.timeout;
+  const auto deadline = Clock::now() + std::max(limit, Milliseconds(1));
   const int fd = socket_.get();
   auto fail = [&](ErrorCode code, const std::string& why) STRATA_REQUIRES(mu_) {
     broken_ = true;  // the stream is out of step with the server now
@@ -108,8 +123,8 @@ std::string TcpStoreClient::call(const std::string& request, Milliseconds wait_t
     if (r == Ready::kTimeout) {
       fail(ErrorCode::DEADLINE_EXCEEDED,
            str_cat("the store server did not answer within ",
-                   strata::internal::format_duration(
-                       std::chrono::duration_cast<Milliseconds>(wait_time + options_.timeout))));
+                   strata::internal::format_duration(limit),
+                   " (stopped, hung or overloaded; the connection is dropped)"));
     }
   };
 
@@ -185,13 +200,13 @@ auto parse_reply(const std::string& who, Fn fn) {
 
 }  // namespace
 
-void TcpStoreClient::set(const std::string& key, const Bytes& value) {
+void TcpStoreClient::set(const std::string& key, const Bytes& value, Milliseconds timeout) {
   std::string req;
   internal::put_u8(req, internal::kSet);
   internal::put_string(req, key);
   internal::put_bytes(req, value.data(), value.size());
   const std::string what = str_cat("set('", key, "')");
-  const std::string reply = call(req, Milliseconds(0), what);
+  const std::string reply = call(req, timeout, what);
   internal::Reader r(reply);
   reply_status(r, str_cat("TcpStoreClient(", address_, "): ", what));
 }
@@ -204,7 +219,7 @@ Bytes TcpStoreClient::get(const std::string& key, Milliseconds timeout) {
   const std::string what = str_cat("get('", key, "')");
   const std::string who = str_cat("TcpStoreClient(", address_, "): ", what);
   const auto start = Clock::now();
-  const std::string reply = call(req, timeout, what);
+  const std::string reply = call(req, timeout + reply_allowance(timeout), what);
   internal::Reader r(reply);
   if (reply_status(r, who) == internal::kTimeout) {
     const auto waited = std::chrono::duration_cast<Milliseconds>(Clock::now() - start);
@@ -226,7 +241,7 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys, Milliseconds tim
   const std::string what = str_cat("wait(", internal::quoted(keys), ")");
   const std::string who = str_cat("TcpStoreClient(", address_, "): ", what);
   const auto start = Clock::now();
-  const std::string reply = call(req, timeout, what);
+  const std::string reply = call(req, timeout + reply_allowance(timeout), what);
   internal::Reader r(reply);
   if (reply_status(r, who) == internal::kTimeout) {
     const auto missing = parse_reply(who, [&] { return r.keys(); });
@@ -238,26 +253,26 @@ void TcpStoreClient::wait(const std::vector<std::string>& keys, Milliseconds tim
   }
 }
 
-int64_t TcpStoreClient::add(const std::string& key, int64_t delta) {
+int64_t TcpStoreClient::add(const std::string& key, int64_t delta, Milliseconds timeout) {
   std::string req;
   internal::put_u8(req, internal::kAdd);
   internal::put_string(req, key);
   coding::put_fixed64(req, static_cast<uint64_t>(delta));
   const std::string what = str_cat("add('", key, "', ", delta, ")");
   const std::string who = str_cat("TcpStoreClient(", address_, "): ", what);
-  const std::string reply = call(req, Milliseconds(0), what);
+  const std::string reply = call(req, timeout, what);
   internal::Reader r(reply);
   reply_status(r, who);
   return parse_reply(who, [&] { return static_cast<int64_t>(r.u64()); });
 }
 
-bool TcpStoreClient::check(const std::vector<std::string>& keys) {
+bool TcpStoreClient::check(const std::vector<std::string>& keys, Milliseconds timeout) {
   std::string req;
   internal::put_u8(req, internal::kCheck);
   internal::put_keys(req, keys);
   const std::string what = str_cat("check(", internal::quoted(keys), ")");
   const std::string who = str_cat("TcpStoreClient(", address_, "): ", what);
-  const std::string reply = call(req, Milliseconds(0), what);
+  const std::string reply = call(req, timeout, what);
   internal::Reader r(reply);
   reply_status(r, who);
   return parse_reply(who, [&] { return r.u8() != 0; });

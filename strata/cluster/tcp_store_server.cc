@@ -34,6 +34,8 @@ struct ServerState {
     std::string in, out;
     bool waiting = false;  // a GET/WAIT of this connection is pending
     bool dead = false;
+    bool greeted = false;              // its HELLO arrived
+    Clock::time_point hello_deadline;  // when an unknown peer is dropped
   };
   struct Waiter {
     int fd;
@@ -42,6 +44,7 @@ struct ServerState {
     Clock::time_point start, deadline;
   };
 
+  Milliseconds handshake_timeout{};
   UniqueFd listen;
   UniqueFd wake_read, wake_write;
   std::map<int, Conn> conns;
@@ -183,17 +186,34 @@ struct ServerState {
     }
   }
 
+  // Accepts `c` when its first frame is a valid HELLO; anything else marks it dead.
+  void greet(Conn& c, std::string_view payload) {
+    try {
+      Reader r(payload);
+      const uint8_t op = r.u8();
+      const std::string magic = op == kHello ? r.str() : std::string();
+      r.finish();
+      c.greeted = op == kHello && magic == kHelloMagic;
+    } catch (const ProtocolError&) {
+    }
+    if (!c.greeted) c.dead = true;
+  }
+
   // Handles the complete frames buffered on `c`, one at a time.
   void process(Conn& c) {
     while (!c.dead && !c.waiting && c.in.size() >= 4) {
       const uint32_t len = coding::decode_fixed32(c.in.data());
-      if (len > kMaxFrame) {
+      if (len > (c.greeted ? kMaxFrame : kMaxHelloFrame)) {
         c.dead = true;
         return;
       }
       if (c.in.size() < 4 + static_cast<size_t>(len)) return;
       const std::string payload = c.in.substr(4, len);
       c.in.erase(0, 4 + static_cast<size_t>(len));
+      if (!c.greeted) {
+        greet(c, payload);
+        continue;
+      }
       try {
         handle(c, payload);
       } catch (const ProtocolError&) {
@@ -224,7 +244,16 @@ struct ServerState {
       const int fd = ::accept4(listen.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) return;  // EAGAIN, or a transient error; poll tells us again
       set_nodelay(fd);
-      conns[fd].fd = UniqueFd(fd);
+      Conn& c = conns[fd];
+      c.fd = UniqueFd(fd);
+      c.hello_deadline = Clock::now() + handshake_timeout;
+    }
+  }
+
+  // Unknown peers whose HELLO is overdue.
+  void expire_handshakes(Clock::time_point now) {
+    for (auto& [fd, c] : conns) {
+      if (!c.greeted && c.hello_deadline <= now) c.dead = true;
     }
   }
 
@@ -243,8 +272,12 @@ struct ServerState {
 
 }  // namespace internal
 
-TcpStoreServer::TcpStoreServer(const std::string& address)
+TcpStoreServer::TcpStoreServer(const std::string& address, TcpStoreServerOptions options)
     : state_(std::make_unique<internal::ServerState>()) {
+  STRATA_CHECK_ARG(options.handshake_timeout.count() > 0,
+                   "TcpStoreServerOptions.handshake_timeout must be > 0, got ",
+                   options.handshake_timeout.count(), "ms");
+  state_->handshake_timeout = options.handshake_timeout;
   const auto [host, port] = split_host_port(address);
   internal::AddrInfo info;
   const std::string err = internal::resolve(host, port, /*passive=*/true, info);
@@ -297,10 +330,13 @@ void TcpStoreServer::serve(const std::stop_token& stop) {
     for (auto& [fd, c] : s.conns) {
       fds.push_back({fd, static_cast<short>(POLLIN | (c.out.empty() ? 0 : POLLOUT)), 0});
     }
-    // Wake for the earliest waiter deadline; at most once a second regardless.
+    // Wake for the earliest waiter or handshake deadline; at most once a second regardless.
     int timeout_ms = 1000;
     for (const auto& w : s.waiters)
       timeout_ms = std::min(timeout_ms, internal::ms_until(w.deadline));
+    for (const auto& [fd, c] : s.conns) {
+      if (!c.greeted) timeout_ms = std::min(timeout_ms, internal::ms_until(c.hello_deadline));
+    }
     const int n = ::poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0 && errno != EINTR) break;
     if (n > 0) {
@@ -319,7 +355,9 @@ void TcpStoreServer::serve(const std::stop_token& stop) {
         if (fds[i].revents & POLLOUT) s.flush(c);
       }
     }
-    s.resolve_waiters(internal::Clock::now());
+    const auto now = internal::Clock::now();
+    s.resolve_waiters(now);
+    s.expire_handshakes(now);
     s.drop_dead();
   }
 }

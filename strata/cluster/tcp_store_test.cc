@@ -1,7 +1,15 @@
 #include "strata/cluster/tcp_store.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
+#include <future>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -9,6 +17,7 @@
 #include <gtest/gtest.h>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 
 namespace strata::cluster {
 namespace {
@@ -197,6 +206,140 @@ TEST(TcpStoreClient, AbortWakesAWaitingGet) {
   EXPECT_THROW(client.get("never", 60s), AbortedError);
   EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
   EXPECT_THROW(client.check({"waiting"}), AbortedError);
+}
+
+// A TCP listener on 127.0.0.1 that never accepts: the kernel completes the
+// handshakes, so clients connect, and nothing ever answers them (the store of
+// a process stopped with SIGSTOP looks like this).
+class SilentServer {
+ public:
+  SilentServer() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    EXPECT_EQ(::bind(fd_.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+    EXPECT_EQ(::listen(fd_.get(), 16), 0);
+    socklen_t len = sizeof(addr);
+    ::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&addr), &len);
+    address_ = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+  }
+  const std::string& address() const { return address_; }
+
+ private:
+  UniqueFd fd_;
+  std::string address_;
+};
+
+// A plain TCP connection to `port` on 127.0.0.1 (a stray peer).
+UniqueFd raw_connection(int port) {
+  UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  EXPECT_EQ(::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)), 0);
+  return fd;
+}
+
+// True when the peer closed `fd` within `limit` (recv returns 0 or an error).
+bool closed_within(int fd, std::chrono::milliseconds limit) {
+  pollfd p{fd, POLLIN, 0};
+  if (::poll(&p, 1, static_cast<int>(limit.count())) <= 0) return false;
+  char byte;
+  return ::recv(fd, &byte, 1, MSG_DONTWAIT) <= 0;
+}
+
+// Runs `call` (a store call) on a thread; if it is still running after
+// `limit`, aborts `client` so the test ends, and reports the overrun.
+template <typename Fn>
+std::chrono::milliseconds time_call(TcpStoreClient& client, Fn call,
+                                    std::chrono::milliseconds limit, std::string* error) {
+  const auto start = std::chrono::steady_clock::now();
+  auto done = std::async(std::launch::async, [&] {
+    try {
+      call();
+    } catch (const Error& e) {
+      *error = e.what();
+    }
+  });
+  if (done.wait_for(limit) != std::future_status::ready) {
+    client.abort();
+    done.wait();
+    *error = "still waiting after " + std::to_string(limit.count()) + "ms (aborted)";
+  }
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                               start);
+}
+
+TEST(TcpStoreClient, AStoppedServerCostsEachWaitItsOwnDeadlineNotTheClientsDefault) {
+  // The client's default timeout is long (as in a job with a long collective
+  // timeout); the calls' own deadlines must bound them.
+  SilentServer stopped;
+  {
+    TcpStoreClient client(stopped.address(), {.connect_timeout = 5s, .timeout = 300s});
+    std::string error;
+    const auto took = time_call(
+        client, [&] { client.get("k", 200ms); }, 10s, &error);
+    // 200 ms of waiting plus the reply allowance (1 s for so short a wait).
+    EXPECT_EQ(TcpStoreClient::reply_allowance(200ms), 1s);
+    EXPECT_LT(took, 1200ms + 1500ms) << error;
+    EXPECT_THAT(error, HasSubstr("did not answer within 1200ms"));
+    // The connection is out of step now: later calls fail at once.
+    const auto again = time_call(
+        client, [&] { client.set("k", {}, 5s); }, 10s, &error);
+    EXPECT_LT(again, 1s) << error;
+    EXPECT_THAT(error, HasSubstr("lost earlier"));
+  }
+  {
+    TcpStoreClient client(stopped.address(), {.connect_timeout = 5s, .timeout = 300s});
+    std::string error;
+    const auto took = time_call(
+        client, [&] { client.set("k", to_bytes("v"), 300ms); }, 10s, &error);
+    EXPECT_LT(took, 300ms + 1500ms) << error;
+    EXPECT_THAT(error, HasSubstr("set('k'): the store server did not answer within 300ms"));
+  }
+}
+
+TEST(TcpStoreServer, AnIdleConnectionIsDroppedAfterTheHandshakeTimeout) {
+  TcpStoreServer server("127.0.0.1:0", {.handshake_timeout = 300ms});
+  const auto start = std::chrono::steady_clock::now();
+  UniqueFd idle = raw_connection(server.port());
+  EXPECT_TRUE(closed_within(idle.get(), 5s));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms);
+  // A client that connected meanwhile and stays quiet longer is not a stranger.
+  TcpStoreClient client(server.address(), kFast);
+  std::this_thread::sleep_for(600ms);  // past the handshake timeout, on purpose
+  client.set("k", to_bytes("v"));
+  EXPECT_EQ(to_string(client.get("k", 1s)), "v");
+}
+
+TEST(TcpStoreServer, AFirstFrameThatIsNotAHelloClosesTheConnectionAtOnce) {
+  TcpStoreServer server("127.0.0.1:0", {.handshake_timeout = 30s});
+  // A SET frame without the HELLO (an unauthenticated write), then a frame
+  // header that announces 1 GiB: neither is read as a request.
+  for (const std::string& bytes :
+       {std::string("\x0a\x00\x00\x00\x01\x01\x00\x00\x00k\x00\x00\x00\x00", 14),
+        std::string("\x00\x00\x00\x40", 4)}) {
+    UniqueFd stray = raw_connection(server.port());
+    ASSERT_EQ(::send(stray.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL),
+              static_cast<ssize_t>(bytes.size()));
+    EXPECT_TRUE(closed_within(stray.get(), 5s));
+  }
+  TcpStoreClient client(server.address(), kFast);
+  EXPECT_FALSE(client.check({"k"}));
+}
+
+TEST(TcpStoreServer, IdleStrayConnectionsDoNotDisturbTheClients) {
+  TcpStoreServer server("127.0.0.1:0", {.handshake_timeout = 500ms});
+  std::vector<UniqueFd> strays;
+  strays.reserve(8);
+  for (int i = 0; i < 8; ++i) strays.push_back(raw_connection(server.port()));
+  TcpStoreClient a(server.address(), kFast);
+  TcpStoreClient b(server.address(), kFast);
+  std::jthread setter([&] { a.set("ready", to_bytes("1")); });
+  EXPECT_EQ(to_string(b.get("ready", 5s)), "1");
+  for (const UniqueFd& fd : strays) EXPECT_TRUE(closed_within(fd.get(), 5s));
+  EXPECT_EQ(b.add("n", 2), 2);
 }
 
 }  // namespace

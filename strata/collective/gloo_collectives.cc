@@ -209,35 +209,48 @@ struct internal::GlooState {
     fail(ErrorCode::DEADLINE_EXCEEDED, reports.not_entered(collective, missing));
   }
 
-  // Rendezvous under the current epoch (no context installed).
+  // Rendezvous under the current epoch (no context installed), within the
+  // rendezvous timeout: every store call gets what remains of it, and Gloo
+  // waits five times its context timeout for each pair to connect, so the
+  // context holds a fifth of it while connecting.
   void connect() STRATA_REQUIRES(call_mu) {
     uint64_t e;
     {
       MutexLock lock(mu);
       e = epoch;
     }
+    const Milliseconds limit = rendezvous_timeout();
+    const Clock::time_point deadline = Clock::now() + limit;
     auto ctx = std::make_shared<MeshContext>(rank, size);
-    ctx->setTimeout(options.timeout);
-    StoreAdapter adapter(*store, str_cat(options.prefix, "/", e, "/"), options.timeout);
+    ctx->setTimeout(std::max(limit / 5, Milliseconds(1)));
+    StoreAdapter adapter(*store, str_cat(options.prefix, "/", e, "/"), deadline);
+    const std::string failed_to = str_cat(kWho, " ", reports.me(), ": rendezvous ");
     try {
-      ctx->connect(adapter, device);
+      ctx->connect(adapter, device, options.timeout);
     } catch (const Error& err) {
-      throw_error(err.code(),
-                  str_cat(kWho, " ", reports.me(), ": rendezvous failed: ", err.what()));
-    } catch (const gloo::EnforceNotMet& err) {
-      throw UnavailableError(str_cat(kWho, " ", reports.me(), ": rendezvous failed: ", err.what()));
-    } catch (const gloo::Exception& err) {
-      const std::string m = err.what();
-      if (m.find("imeout") != std::string::npos) {
-        throw DeadlineExceededError(str_cat(kWho, " ", reports.me(),
-                                            ": rendezvous timed out after ",
-                                            options.timeout.count(), "ms: ", m));
+      if (err.code() == ErrorCode::DEADLINE_EXCEEDED) {
+        throw DeadlineExceededError(
+            str_cat(failed_to, "timed out after ", limit.count(), "ms: ", err.what()));
       }
-      throw UnavailableError(str_cat(kWho, " ", reports.me(), ": rendezvous failed: ", m));
+      throw_error(err.code(), str_cat(failed_to, "failed: ", err.what()));
+    } catch (const gloo::EnforceNotMet& err) {
+      throw UnavailableError(
+          str_cat(failed_to, "failed: ", internal::with_host_order_ports(err.what())));
+    } catch (const gloo::Exception& err) {
+      const std::string m = internal::with_host_order_ports(err.what());
+      if (m.find("imeout") != std::string::npos || Clock::now() >= deadline) {
+        throw DeadlineExceededError(
+            str_cat(failed_to, "timed out after ", limit.count(), "ms: ", m));
+      }
+      throw UnavailableError(str_cat(failed_to, "failed: ", m));
     }
     MutexLock lock(mu);
     context = std::move(ctx);
     if (failed) abort_pairs_locked();  // aborted while connecting
+  }
+
+  Milliseconds rendezvous_timeout() const {
+    return options.rendezvous_timeout.count() > 0 ? options.rendezvous_timeout : options.timeout;
   }
 
   void abort_pairs_locked() STRATA_REQUIRES(mu) {
@@ -334,9 +347,10 @@ struct internal::GlooState {
                                 std::stoull(theirs->value.substr(0, space)),
                                 theirs->value.substr(space + 1));
         }
-        fail(ErrorCode::UNAVAILABLE, str_cat(collective, ": ", reports.name(rank),
-                                             " lost its connection while waiting for ",
-                                             reports.names(missing), " to enter it: ", m));
+        fail(
+            ErrorCode::UNAVAILABLE,
+            str_cat(collective, ": ", reports.name(rank), " lost its connection while waiting for ",
+                    reports.names(missing), " to enter it: ", internal::with_host_order_ports(m)));
       }
       if (src >= 0 && src < size) arrived[src] = 1;
     }
@@ -460,6 +474,9 @@ GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<Store> stor
   STRATA_CHECK_ARG(store != nullptr, kWho, ": expected a Store, got nullptr");
   STRATA_CHECK_ARG(options.timeout.count() > 0, kWho, ": expected GlooOptions.timeout > 0, got ",
                    options.timeout.count(), "ms");
+  STRATA_CHECK_ARG(options.rendezvous_timeout.count() >= 0, kWho,
+                   ": expected GlooOptions.rendezvous_timeout >= 0, got ",
+                   options.rendezvous_timeout.count(), "ms");
   STRATA_CHECK_ARG(options.rank_names.empty() || options.rank_names.size() == size_t(size), kWho,
                    ": expected GlooOptions.rank_names to name all ", size, " ranks, got ",
                    options.rank_names.size(), " names");
@@ -477,7 +494,7 @@ GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<Store> stor
     throw UnavailableError(str_cat(
         kWho, " ", s.reports.me(), ": cannot listen on ",
         s.options.iface.empty() ? "host " + s.options.hostname : "interface " + s.options.iface,
-        ": ", err.what()));
+        ": ", internal::with_host_order_ports(err.what())));
   }
   MutexLock call_lock(s.call_mu);
   s.connect();

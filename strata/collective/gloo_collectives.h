@@ -13,7 +13,8 @@
 //
 // The constructor is collective: it publishes this rank's listening addresses
 // under `<prefix>/<epoch>/` in the store and connects a full mesh to the others
-// (DeadlineExceededError if they do not all arrive within options.timeout).
+// (DeadlineExceededError if they do not all arrive within the rendezvous
+// timeout: options.rendezvous_timeout, else options.timeout).
 //
 // Every call first exchanges a small fixed-size header with every peer (call
 // sequence number, fingerprint of the call: collective, op, dtypes, shapes,
@@ -77,8 +78,11 @@
 namespace strata::collective {
 
 struct GlooOptions {
-  // Bound on the rendezvous and on each collective call.
+  // Bound on each collective call, and on the rendezvous unless rendezvous_timeout is set.
   std::chrono::milliseconds timeout = std::chrono::minutes(10);
+  // Bound on the rendezvous (the constructor and reset()): every store call
+  // and every connection of the mesh ends by it. 0: `timeout`.
+  std::chrono::milliseconds rendezvous_timeout{0};
   // Address this rank listens on; other ranks must reach it. Loopback by default.
   std::string hostname = "127.0.0.1";
   // Network interface to listen on ("eth0"); when set it takes precedence over hostname.

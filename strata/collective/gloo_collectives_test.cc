@@ -450,5 +450,22 @@ TEST(GlooCollectives, RendezvousTimesOutWhenAPeerNeverComes) {
   EXPECT_THROW(GlooCollectives(0, 1, nullptr), InvalidArgumentError);
 }
 
+TEST(GlooCollectives, TheRendezvousEndsByItsOwnTimeoutNotTheCallTimeout) {
+  // A start-up deadline shorter than the collective timeout (a job's workers
+  // must meet within a minute, each call may take ten).
+  auto store = std::make_shared<InMemoryStore>();
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    GlooCollectives lonely(0, 2, store, GlooOptions{.timeout = 60s, .rendezvous_timeout = 300ms});
+    FAIL() << "expected DeadlineExceededError";
+  } catch (const DeadlineExceededError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("rendezvous timed out after 300ms")) << e.what();
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 250ms);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  EXPECT_THROW(GlooCollectives(0, 2, store, GlooOptions{.rendezvous_timeout = -1ms}),
+               InvalidArgumentError);
+}
+
 }  // namespace
 }  // namespace strata::collective

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <exception>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -49,19 +50,25 @@ void log_waiting(const std::string& me, Milliseconds waited, Milliseconds startu
              waited.count(), "ms of ", startup.count(), "ms): ", what);
 }
 
+Milliseconds left_until(Clock::time_point deadline) {
+  return std::max(std::chrono::duration_cast<Milliseconds>(deadline - Clock::now()),
+                  Milliseconds(1));
+}
+
 // The start-up phase: connect to the chief's store, retrying (and logging)
 // until the deadline; then UnavailableError naming the chief and its address.
 std::shared_ptr<Store> connect_to_chief(const std::string& address, const std::string& chief,
-                                        const std::string& me, Milliseconds startup) {
+                                        const std::string& me, Milliseconds startup,
+                                        Clock::time_point deadline) {
   const Clock::time_point start = Clock::now();
-  const Clock::time_point deadline = start + startup;
   const Milliseconds interval = log_interval(startup);
   for (;;) {
-    const auto left = std::chrono::duration_cast<Milliseconds>(deadline - Clock::now());
     try {
+      // Calls without a timeout of their own are bounded by the start-up.
       return std::make_shared<cluster::TcpStoreClient>(
-          address, cluster::TcpStoreClientOptions{
-                       .connect_timeout = std::max(std::min(interval, left), Milliseconds(1))});
+          address,
+          cluster::TcpStoreClientOptions{
+              .connect_timeout = std::min(interval, left_until(deadline)), .timeout = startup});
     } catch (const UnavailableError& e) {
       const auto waited = std::chrono::duration_cast<Milliseconds>(Clock::now() - start);
       const std::string missing = str_cat("still missing ", chief, " (the chief: its store at ",
@@ -79,24 +86,22 @@ std::shared_ptr<Store> connect_to_chief(const std::string& address, const std::s
 // Waits until every worker has set `prefix<w>`, logging the missing tasks every
 // few seconds; at the deadline UnavailableError lists them.
 void await_workers(Store& store, const std::string& prefix, const std::vector<std::string>& names,
-                   const std::string& me, Milliseconds startup) {
+                   const std::string& me, Milliseconds startup, Clock::time_point deadline) {
   const Clock::time_point start = Clock::now();
-  const Clock::time_point deadline = start + startup;
   const Milliseconds interval = log_interval(startup);
   std::vector<std::string> keys;
   for (size_t w = 0; w < names.size(); ++w) keys.push_back(str_cat(prefix, w));
   std::vector<std::string> missing = names;  // as last seen
   try {
     for (;;) {
-      const auto left = std::chrono::duration_cast<Milliseconds>(deadline - Clock::now());
       try {
-        store.wait(keys, std::max(std::min(interval, left), Milliseconds(1)));
+        store.wait(keys, std::min(interval, left_until(deadline)));
         return;
       } catch (const DeadlineExceededError&) {
       }
       missing.clear();
       for (size_t w = 0; w < names.size(); ++w) {
-        if (!store.check({keys[w]})) missing.push_back(names[w]);
+        if (!store.check({keys[w]}, left_until(deadline))) missing.push_back(names[w]);
       }
       if (missing.empty()) return;
       const std::string what = str_cat("still missing ", missing);
@@ -167,6 +172,10 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
   const std::chrono::milliseconds startup(comm.timeout_seconds ? collective_timeout_ms(comm)
                                                                : 60'000);
   const std::chrono::milliseconds call_timeout(collective_timeout_ms(comm));
+  // One start-up deadline for everything up to the first collective: the
+  // store, the replica counts and every attempt at the Gloo mesh.
+  const Clock::time_point deadline = Clock::now() + startup;
+  const auto left = [deadline] { return left_until(deadline); };
   const std::string leader_job = setup->cluster.has_job("chief") ? "chief" : "worker";
   const std::string& leader_address = setup->cluster.task_address(leader_job, 0);
   const std::string& my_address = setup->cluster.task_address(setup->task_type, setup->task_id);
@@ -179,49 +188,65 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
   }
   const std::vector<std::string> names = task_names(setup->cluster, num_workers_);
   const std::string me = str_cat("worker ", worker_index_, " (", names[worker_index_], ")");
-  store_ = connect_to_chief(leader_address, names[0], me, startup);
+  store_ = connect_to_chief(leader_address, names[0], me, startup, deadline);
 
   // Every worker must run the same number of local replicas.
   const int local = num_local_replicas();
   const std::string replicas_key = "strata/mwms/local_replicas/";
-  store_->set(str_cat(replicas_key, worker_index_), to_bytes(std::to_string(local)));
-  await_workers(*store_, replicas_key, names, me, startup);
+  store_->set(str_cat(replicas_key, worker_index_), to_bytes(std::to_string(local)), left());
+  await_workers(*store_, replicas_key, names, me, startup, deadline);
   for (int w = 0; w < num_workers_; ++w) {
-    const std::string theirs = to_string(store_->get(str_cat(replicas_key, w), startup));
+    const std::string theirs = to_string(store_->get(str_cat(replicas_key, w), left()));
     STRATA_CHECK_ARG(theirs == std::to_string(local), "MultiWorkerMirroredStrategy: worker ", w,
                      " runs ", theirs, " local replicas but worker ", worker_index_, " runs ",
                      local, "; every worker needs the same number of devices");
   }
 
   // Gloo's TCP mesh set-up occasionally fails with a reset connection on a
-  // loaded machine. Every worker reports how its attempt went and all retry
-  // together, under a fresh key prefix, until every worker succeeded.
+  // loaded machine. Every worker reports how its attempt went (its last one
+  // too, so nobody waits for a worker that gave up) and all retry together,
+  // under a fresh key prefix, until every worker succeeded; every attempt and
+  // every wait for the reports ends by the start-up deadline.
   constexpr int kAttempts = 3;
+  std::string failures;  // of the last attempt, per worker
   for (int attempt = 0; attempt < kAttempts && !cross_workers_; ++attempt) {
     std::shared_ptr<collective::GlooCollectives> group;
+    std::exception_ptr mine;
     std::string failure;
     try {
       group = std::make_shared<collective::GlooCollectives>(
           worker_index_, num_workers_, store_,
           collective::GlooOptions{.timeout = call_timeout,
+                                  .rendezvous_timeout = left(),
                                   .hostname = cluster::split_host_port(my_address).first,
                                   .prefix = str_cat("strata/mwms/gloo/attempt_", attempt),
                                   .rank_names = names});
-    } catch (const UnavailableError& e) {
-      if (attempt + 1 == kAttempts) throw;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::UNAVAILABLE && e.code() != ErrorCode::DEADLINE_EXCEEDED) throw;
+      mine = std::current_exception();
       failure = e.what();
     }
     const std::string key = str_cat("strata/mwms/rendezvous/", attempt, "/");
-    store_->set(key + std::to_string(worker_index_), to_bytes(failure.empty() ? "ok" : failure));
-    bool everyone_ok = true;
-    for (int w = 0; w < num_workers_; ++w) {
-      everyone_ok &= to_string(store_->get(key + std::to_string(w), startup)) == "ok";
+    try {
+      store_->set(key + std::to_string(worker_index_), to_bytes(failure.empty() ? "ok" : failure),
+                  left());
+    } catch (const Error&) {
+      if (mine) std::rethrow_exception(mine);  // the store is gone too; this worker's error stands
+      throw;
     }
-    if (everyone_ok) cross_workers_ = std::move(group);
+    if (mine && (attempt + 1 == kAttempts || Clock::now() >= deadline)) {
+      std::rethrow_exception(mine);
+    }
+    failures.clear();
+    for (int w = 0; w < num_workers_; ++w) {
+      const std::string theirs = to_string(store_->get(key + std::to_string(w), left()));
+      if (theirs != "ok") failures += str_cat("; ", names[w], ": ", theirs);
+    }
+    if (failures.empty()) cross_workers_ = std::move(group);
   }
-  STRATA_CHECK(UNAVAILABLE, cross_workers_ != nullptr, "MultiWorkerMirroredStrategy: worker ",
-               worker_index_, " could not connect the workers' Gloo group after ", kAttempts,
-               " attempts");
+  STRATA_CHECK(UNAVAILABLE, cross_workers_ != nullptr, "MultiWorkerMirroredStrategy: ", me,
+               " could not connect the workers' Gloo group after ", kAttempts, " attempts",
+               failures);
   // The local replicas wait for local rank 0's cross-worker step inside their
   // in-process calls: bounding those waits by the same timeout would let a
   // local "rank 0 never arrived" race the cross-worker verdict (which task

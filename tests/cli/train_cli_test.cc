@@ -3,6 +3,7 @@
 // and, once, on the installed Debian dataset with --limit-examples.
 #include <gtest/gtest.h>
 
+#include <fcntl.h>
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -10,6 +11,7 @@
 
 #include <algorithm>
 #include <array>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -20,9 +22,11 @@
 #include <regex>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "cli_util.h"
+#include "strata/cluster/socket.h"
 
 namespace {
 
@@ -464,6 +468,110 @@ TEST_F(Train, CtrlCStopsAfterTheCurrentStepAndKeepsTheLastWholeEpoch) {
   EXPECT_EQ(rows(), epoch + 1) << read_file(log_dir + "/metrics.csv");
 }
 
+// The epochs of metrics.csv's rows, in file order (the header left out).
+std::vector<int> csv_epochs(const std::string& path) {
+  std::vector<int> epochs;
+  std::istringstream lines(read_file(path));
+  std::string line;
+  std::getline(lines, line);  // header
+  while (std::getline(lines, line)) {
+    if (!line.empty()) epochs.push_back(std::stoi(line.substr(0, line.find(','))));
+  }
+  return epochs;
+}
+
+// A crash after an epoch's log row was written but before its backup: the
+// resumed run redoes that epoch, and its row must replace the earlier one.
+TEST_F(Train, AResumedRunLogsEveryEpochExactlyOnce) {
+  TempDir ckpt, logs;
+  const std::string common =
+      "--strategy default --checkpoint-dir " + ckpt.str() + " --log-dir " + logs.str();
+  ASSERT_EQ(run(quick(common + " --epochs 2")).status, 0);
+  EXPECT_EQ(csv_epochs(logs / "metrics.csv"), (std::vector<int>{0, 1}));
+  // The state such a crash leaves: a row for epoch 2 (0-based), the backup after epoch 2 of 3.
+  {
+    std::ofstream csv(logs / "metrics.csv", std::ios::app);
+    csv << "2,0.5,0.5,0.5,0.5\r\n";
+  }
+  Result r = run(quick(common + " --epochs 3"));
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("resumed from the checkpoint after epoch 2"), std::string::npos)
+      << r.output;
+  EXPECT_EQ(csv_epochs(logs / "metrics.csv"), (std::vector<int>{0, 1, 2}))
+      << read_file(logs / "metrics.csv");
+  EXPECT_EQ(read_file(logs / "metrics.csv").find("2,0.5,0.5,0.5,0.5"), std::string::npos);
+}
+
+// Runs killed (SIGKILL) at seeded moments, then one run to the end: the
+// backup and the logs stay in step, so metrics.csv ends with every epoch
+// exactly once, and no temporary file of an interrupted write is left.
+TEST_F(Train, RunsKilledAtAnyMomentAndResumedLogEveryEpochExactlyOnce) {
+  TempDir ckpt, logs;
+  constexpr int kEpochs = 40;  // about 20 ms each: no run finishes before its kill
+  constexpr int kKills = 8;
+  const std::string data_dir = data_.str(), ckpt_dir = ckpt.str(), log_dir = logs.str();
+  const std::string epochs = std::to_string(kEpochs);
+  uint32_t state = 12345;
+  int killed = 0;
+  for (int k = 0; k < kKills; ++k) {
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(null, STDERR_FILENO);
+      ::execl(STRATA_CLI_PATH, STRATA_CLI_PATH, "train", "--strategy", "default", "--data-dir",
+              data_dir.c_str(), "--epochs", epochs.c_str(), "--batch-size", "32",
+              "--checkpoint-dir", ckpt_dir.c_str(), "--log-dir", log_dir.c_str(), nullptr);
+      ::_exit(127);
+    }
+    // A kill 60-300 ms in: start-up, or the middle of some epoch, or its end.
+    state = state * 1664525u + 1013904223u;
+    std::this_thread::sleep_for(std::chrono::milliseconds(60 + (state >> 16) % 240));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    killed += WIFSIGNALED(status) ? 1 : 0;
+  }
+  std::printf("%d of %d runs killed\n", killed, kKills);
+  EXPECT_GE(killed, kKills / 2);
+  Result last = run("train --strategy default --data-dir " + data_dir + " --epochs " + epochs +
+                    " --batch-size 32 --checkpoint-dir " + ckpt_dir + " --log-dir " + log_dir);
+  ASSERT_EQ(last.status, 0) << last.output;
+  std::vector<int> all(kEpochs);
+  for (int e = 0; e < kEpochs; ++e) all[e] = e;
+  EXPECT_EQ(csv_epochs(logs / "metrics.csv"), all) << read_file(logs / "metrics.csv");
+  for (const auto& e : fs::recursive_directory_iterator(log_dir)) {
+    EXPECT_EQ(e.path().filename().string().find(".tmp."), std::string::npos) << e.path();
+  }
+}
+
+// A full disk at the end: --plot says so, naming ENOSPC, and the finished
+// training still succeeds. The plot's folder is a 16 KiB tmpfs mounted in a
+// private mount namespace (unshare), which needs user namespaces.
+TEST_F(Train, AFullDiskUnderPlotIsReportedAndTheTrainingStillSucceeds) {
+  if (run_shell("unshare -rm sh -c 'mount -t tmpfs -o size=16k tmpfs /tmp' 2>&1").status != 0)
+    GTEST_SKIP() << "cannot mount a tmpfs in a user namespace here";
+  TempDir small;
+  const std::string plot = small / "curves.svg";
+  Result r = run_shell("unshare -rm sh -c 'mount -t tmpfs -o size=16k tmpfs " + small.str() +
+                           " && " + std::string(STRATA_CLI_PATH) + " " +
+                           quick("--strategy default --json --plot " + plot) + "'",
+                       /*merge_stderr=*/true);
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("strata: warning: the plot was not written: RESOURCE_EXHAUSTED"),
+            std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("No space left on device (ENOSPC)"), std::string::npos) << r.output;
+  const size_t json_at = r.output.find("{\"");
+  ASSERT_NE(json_at, std::string::npos) << r.output;
+  const nlohmann::json j =
+      nlohmann::json::parse(r.output.substr(json_at, r.output.find('\n', json_at) - json_at));
+  EXPECT_GE(j.at("test_accuracy").get<double>(), 0.5) << j;
+  EXPECT_FALSE(j.contains("plot")) << j;
+  EXPECT_NE(j.at("plot_error").get<std::string>().find("ENOSPC"), std::string::npos) << j;
+}
+
 // BackupAndRestore across a crash: a run killed with SIGKILL during epoch 3
 // and started again ends with exactly the model of an uninterrupted run.
 TEST_F(Train, AKilledRunResumedFromItsBackupEqualsAnUninterruptedRun) {
@@ -597,14 +705,88 @@ TEST(TrainUsage, BadFlagsAreOneLineUsageErrorsWithStatus2) {
         Case{"train --seed -1", "'-1'"},
         Case{"train --seed 99999999999999999999", "[0, 9223372036854775807]"},
         Case{"train --devices 100000", "--devices"},
-        Case{"train --strategy tpu --tpu-topology 64x64x1x2", "64x64x1x2"}}) {
-    Result r = run(c.args);
+        Case{"train --strategy tpu --tpu-topology 64x64x1x2", "64x64x1x2"},
+        Case{"train --collective-timeout 0", "--collective-timeout"},
+        Case{"train --collective-timeout nan", "'nan'"},
+        Case{"train --collective-timeout 1e9", "(0, 86400]"},
+        Case{"STRATA_COLLECTIVE_TIMEOUT=-3 " STRATA_CLI_PATH " train", "'-3'"}}) {
+    const std::string args = c.args;
+    Result r = args.rfind("STRATA_", 0) == 0 ? run_shell(args) : run(args);
     EXPECT_EQ(r.status, 2) << c.args << "\n" << r.output;
     const std::string first_line = r.output.substr(0, r.output.find('\n'));
     EXPECT_EQ(first_line.rfind("strata: ", 0), 0u) << c.args << "\n" << r.output;
     EXPECT_NE(first_line.find(c.named), std::string::npos) << c.args << "\n" << r.output;
     EXPECT_NE(r.output.find("Usage: strata"), std::string::npos) << c.args << "\n" << r.output;
   }
+}
+
+TEST(TrainUsage, TheCollectiveTimeoutComesFromTheFlagOrTheEnvironmentAndErrorsStateIt) {
+  // A chief whose worker never comes: the start-up gives up after the
+  // collective timeout, and says how long it waited.
+  const std::vector<int> ports = strata::cluster::pick_free_ports(2);
+  const std::string tf_config = R"({"cluster": {"chief": ["127.0.0.1:)" + std::to_string(ports[0]) +
+                                R"("], "worker": ["127.0.0.1:)" + std::to_string(ports[1]) +
+                                R"("]}, "task": {"type": "chief", "index": 0}})";
+  const std::string train = std::string(STRATA_CLI_PATH) +
+                            " train --strategy multi_worker --limit-examples 64 --epochs 1";
+  struct Case {
+    std::string env, flags, applied;
+  };
+  for (const Case& c :
+       {Case{"", " --collective-timeout 1.5", "1500ms"},
+        Case{"STRATA_COLLECTIVE_TIMEOUT=1 ", "", "1000ms"},
+        // The flag wins over the environment.
+        Case{"STRATA_COLLECTIVE_TIMEOUT=30 ", " --collective-timeout 0.5", "500ms"}}) {
+    const auto start = std::chrono::steady_clock::now();
+    std::string command = c.env;
+    command += "TF_CONFIG='" + tf_config + "' ";
+    command += train;
+    command += c.flags;
+    Result r = run_shell(command);
+    const auto took = std::chrono::steady_clock::now() - start;
+    EXPECT_EQ(r.status, 1) << c.env << c.flags << "\n" << r.output;
+    EXPECT_NE(r.output.find("gave up after " + c.applied +
+                            " waiting for the rendezvous: still "
+                            "missing [/job:worker/task:0]"),
+              std::string::npos)
+        << c.env << c.flags << "\n"
+        << r.output;
+    EXPECT_LT(took, std::chrono::seconds(20)) << c.env << c.flags;
+  }
+}
+
+TEST_F(Train, WorkersWithDifferentFlagsFailTogetherNamingTheDifference) {
+  // Two processes of one job on loopback, the worker with another batch size
+  // and seed: both fail at start-up, before any data is read.
+  const std::vector<int> ports = strata::cluster::pick_free_ports(2);
+  const auto tf_config = [&](const std::string& type) {
+    return R"('{"cluster": {"chief": ["127.0.0.1:)" + std::to_string(ports[0]) +
+           R"("], "worker": ["127.0.0.1:)" + std::to_string(ports[1]) +
+           R"("]}, "task": {"type": ")" + type + R"(", "index": 0}}')";
+  };
+  TempDir out;
+  const auto train = [&](const std::string& flags) {
+    return std::string(STRATA_CLI_PATH) + " train --data-dir " + data_.str() +
+           " --epochs 2 --strategy multi_worker --collective-timeout 20 " + flags;
+  };
+  const auto start = std::chrono::steady_clock::now();
+  Result r = run_shell("TF_CONFIG=" + tf_config("chief") + " " + train("--batch-size 32") + " > " +
+                       (out / "chief") + " 2>&1 & TF_CONFIG=" + tf_config("worker") + " " +
+                       train("--batch-size 64 --seed 7") + " > " + (out / "worker") +
+                       " 2>&1; w=$?; wait $!; c=$?; echo chief=$c worker=$w");
+  const auto took = std::chrono::steady_clock::now() - start;
+  const std::string chief = read_file(out / "chief"), worker = read_file(out / "worker");
+  // The worker's error is a usage error (status 2), the chief's a failed start (1).
+  EXPECT_NE(r.output.find("chief=1 worker=2"), std::string::npos) << r.output << chief << worker;
+  EXPECT_NE(worker.find("task worker:0 runs with other flags than the chief"), std::string::npos)
+      << worker;
+  EXPECT_NE(worker.find("--batch-size: the chief has 32, this worker 64"), std::string::npos)
+      << worker;
+  EXPECT_NE(worker.find("--seed: the chief has 1, this worker 7"), std::string::npos) << worker;
+  EXPECT_NE(chief.find("1 worker of 2 run with other flags than the chief"), std::string::npos)
+      << chief;
+  EXPECT_EQ(chief.find("Epoch 1/"), std::string::npos) << chief;
+  EXPECT_LT(took, std::chrono::seconds(30));
 }
 
 TEST(TrainUsage, TpuRefusesAMultiHostPodFromTfConfig) {

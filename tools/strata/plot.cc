@@ -1,8 +1,11 @@
 #include "tools/strata/plot.h"
 
+#include <stdio.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <limits>
 #include <system_error>
@@ -17,6 +20,20 @@
 namespace strata::tools {
 
 namespace {
+
+// The bytes PLplot writes through a FILE* (fopencookie), and whether it closed it.
+struct PlotSink {
+  std::string bytes;
+  bool closed = false;
+  static ssize_t write(void* cookie, const char* data, size_t n) {
+    static_cast<PlotSink*>(cookie)->bytes.append(data, n);
+    return static_cast<ssize_t>(n);
+  }
+  static int close(void* cookie) {
+    static_cast<PlotSink*>(cookie)->closed = true;
+    return 0;
+  }
+};
 
 std::string lower_extension(const std::string& path) {
   std::string ext = std::filesystem::path(path).extension().string();
@@ -144,12 +161,18 @@ void plot_training_curves(const std::vector<int>& epochs,
   (void)history;
 #else
   const std::string format = plot_format(path);
-  // PLplot writes the file by name; the atomic writer moves it into place whole,
-  // so a reader never sees a half-drawn file.
-  AtomicFileWriter file(std::filesystem::absolute(path).string());
-  const std::string& tmp = file.temp_path();
+  // PLplot draws into memory, and the atomic writer then writes the bytes and
+  // moves the file into place whole: a reader never sees a half-drawn file, and
+  // a failing write (a full disk) is an error naming its errno, which PLplot's
+  // own unchecked stdio writes would lose.
+  PlotSink sink;
+  FILE* stream = ::fopencookie(
+      &sink, "w",
+      cookie_io_functions_t{
+          .read = nullptr, .write = &PlotSink::write, .seek = nullptr, .close = &PlotSink::close});
+  STRATA_CHECK(RESOURCE_EXHAUSTED, stream != nullptr, "--plot: cannot open a memory stream");
   plsdev(device_for(format));
-  plsfnam(tmp.c_str());
+  plsfile(stream);
   plspage(0, 0, 1100, 450, 0, 0);
   // White background, dark axes; then the series colours (train blue, validation orange).
   plscolbg(255, 255, 255);
@@ -164,9 +187,10 @@ void plot_training_curves(const std::vector<int>& epochs,
   draw_panel(epochs, history, "accuracy", PL_POSITION_BOTTOM | PL_POSITION_RIGHT,
              {{"accuracy", "train", 2, 1}, {"val_accuracy", "validation", 3, 2}});
   plend();
-  std::error_code ec;
-  const auto size = std::filesystem::file_size(tmp, ec);
-  STRATA_CHECK(INTERNAL, !ec && size != 0, "--plot: PLplot wrote nothing to '", tmp, "'");
+  if (!sink.closed) std::fclose(stream);  // plend closes the drivers' files itself
+  STRATA_CHECK(INTERNAL, !sink.bytes.empty(), "--plot: PLplot drew nothing for '", path, "'");
+  AtomicFileWriter file(std::filesystem::absolute(path).string());
+  file.append(sink.bytes);
   file.commit();
 #endif
 }

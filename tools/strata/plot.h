@@ -28,8 +28,10 @@ void check_can_plot(const std::string& path);
 
 // Draws the curves of `history` (name -> one value per epoch in `epochs`) to
 // `path`, atomically (a temporary file in the same folder, then rename).
-// The errors of check_can_plot, InvalidArgumentError for no epochs, and
-// InternalError if PLplot produced no file.
+// The errors of check_can_plot, InvalidArgumentError for no epochs,
+// InternalError if PLplot drew nothing, and the write's errors (a full disk:
+// ResourceExhaustedError "... No space left on device (ENOSPC)"; the target is
+// then untouched and no temporary file stays).
 void plot_training_curves(const std::vector<int>& epochs,
                           const std::map<std::string, std::vector<double>>& history,
                           const std::string& path);

@@ -5,22 +5,29 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <csignal>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
+#include <functional>
 #include <iomanip>
 #include <iostream>
 #include <memory>
 #include <optional>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
+#include "strata/base/numbers.h"
 #include "strata/base/str_cat.h"
 #include "strata/cluster/tpu_cluster_resolver.h"
 #include "strata/core/config.h"
+#include "strata/core/variable.h"
 #include "strata/data/dataset.h"
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/distribute/multi_worker_mirrored_strategy.h"
@@ -128,6 +135,99 @@ class UnlessInterrupted : public keras::callbacks::Callback {
     inner_->set_params(params());
   }
   keras::callbacks::CallbackPtr inner_;
+};
+
+// Keeps the logs and the backup in step across a crash. At an epoch's end the
+// logs are written first, then the backup: a crash between the two leaves a
+// log row for an epoch the backup does not hold, never a backed-up epoch
+// without its row. At the start the backup restores first, then the CSV log
+// drops its rows for the epochs the resumed run redoes (epoch >= the resumed
+// epoch), before the logs open their files: every epoch is in metrics.csv
+// exactly once. TensorBoard writes a new event file per run; an epoch redone
+// after such a crash appears in two files, and TensorBoard shows the later
+// point for a step.
+class LogsBeforeBackup : public keras::callbacks::Callback {
+ public:
+  LogsBeforeBackup(std::shared_ptr<keras::callbacks::BackupAndRestoreCallback> backup,
+                   keras::callbacks::CallbackPtr backup_hooks,
+                   std::vector<keras::callbacks::CallbackPtr> logs, std::string csv_path)
+      : backup_(std::move(backup)),
+        backup_hooks_(std::move(backup_hooks)),
+        logs_(std::move(logs)),
+        csv_path_(std::move(csv_path)) {}
+  void on_train_begin(keras::Logs& logs) override {
+    for_backup_then_logs([&](keras::callbacks::Callback& c) { c.on_train_begin(logs); },
+                         [&] { drop_redone_rows(); });
+  }
+  void on_train_end(keras::Logs& logs) override {
+    for_logs_then_backup([&](keras::callbacks::Callback& c) { c.on_train_end(logs); });
+  }
+  void on_epoch_begin(int epoch, keras::Logs& logs) override {
+    for_backup_then_logs([&](keras::callbacks::Callback& c) { c.on_epoch_begin(epoch, logs); });
+  }
+  void on_epoch_end(int epoch, keras::Logs& logs) override {
+    for_logs_then_backup([&](keras::callbacks::Callback& c) { c.on_epoch_end(epoch, logs); });
+  }
+  void on_train_batch_begin(int64_t batch, keras::Logs& logs) override {
+    for_backup_then_logs(
+        [&](keras::callbacks::Callback& c) { c.on_train_batch_begin(batch, logs); });
+  }
+  void on_train_batch_end(int64_t batch, keras::Logs& logs) override {
+    for_logs_then_backup([&](keras::callbacks::Callback& c) { c.on_train_batch_end(batch, logs); });
+  }
+  void on_test_begin(keras::Logs& logs) override {
+    for_backup_then_logs([&](keras::callbacks::Callback& c) { c.on_test_begin(logs); });
+  }
+  void on_test_end(keras::Logs& logs) override {
+    for_logs_then_backup([&](keras::callbacks::Callback& c) { c.on_test_end(logs); });
+  }
+
+ private:
+  template <typename Hook, typename Between = void (*)()>
+  void for_backup_then_logs(
+      Hook hook, Between between = [] {}) {
+    if (backup_hooks_) bind(*backup_hooks_), hook(*backup_hooks_);
+    between();
+    for (const auto& c : logs_) bind(*c), hook(*c);
+  }
+  template <typename Hook>
+  void for_logs_then_backup(Hook hook) {
+    for (const auto& c : logs_) bind(*c), hook(*c);
+    if (backup_hooks_) bind(*backup_hooks_), hook(*backup_hooks_);
+  }
+  void bind(keras::callbacks::Callback& c) {
+    c.set_model(model());
+    c.set_params(params());
+  }
+  // Rewrites metrics.csv (atomically) without the rows of epochs >= the
+  // resumed one; a header and the earlier rows stay.
+  void drop_redone_rows() {
+    if (!backup_ || csv_path_.empty() || !file_exists(csv_path_)) return;
+    const std::optional<int> resumed = backup_->resumed_epoch();
+    const int keep_below = resumed.value_or(0);
+    const std::string contents = read_file(csv_path_);
+    std::string kept;
+    size_t dropped = 0;
+    for (size_t at = 0; at < contents.size();) {
+      size_t end = contents.find('\n', at);
+      end = end == std::string::npos ? contents.size() : end + 1;
+      const std::string_view line(contents.data() + at, end - at);
+      at = end;
+      const std::string_view first = line.substr(0, line.find(','));
+      const std::optional<int64_t> epoch = parse_whole_number(std::string(first));
+      if (epoch && *epoch >= keep_below) {
+        ++dropped;
+        continue;
+      }
+      kept += line;
+    }
+    if (dropped > 0) write_file_atomically(csv_path_, kept);
+  }
+
+  std::shared_ptr<keras::callbacks::BackupAndRestoreCallback> backup_;
+  keras::callbacks::CallbackPtr backup_hooks_;  // backup_, as the list sees it
+  std::vector<keras::callbacks::CallbackPtr> logs_;
+  std::string csv_path_;
 };
 
 // Training time and examples, without validation and callbacks' epoch-end
@@ -291,7 +391,12 @@ std::unique_ptr<sd::Strategy> make_strategy(const TrainOptions& o) {
   }
   if (o.strategy == "mirrored") return std::make_unique<sd::MirroredStrategy>();
   // TF_CONFIG says which worker this is (`strata launch` sets it); without it, one worker.
-  if (o.strategy == "multi_worker") return std::make_unique<sd::MultiWorkerMirroredStrategy>();
+  if (o.strategy == "multi_worker") {
+    sd::CommunicationOptions comm;
+    if (o.collective_timeout > 0) comm.timeout_seconds = o.collective_timeout;
+    return std::make_unique<sd::MultiWorkerMirroredStrategy>(
+        sd::MultiWorkerMirroredStrategyOptions{.communication_options = comm});
+  }
   if (o.strategy == "tpu") {
     // TF's sequence: resolve the system, connect, initialise, then build the
     // device assignment when the replica shape is given.
@@ -323,6 +428,82 @@ std::unique_ptr<sd::Strategy> make_strategy(const TrainOptions& o) {
                    "--strategy: expected default, one_device, mirrored, multi_worker or tpu, got '",
                    o.strategy, "'");
   return nullptr;
+}
+
+// Multi-worker: every worker must train the same job. The flags that shape it
+// (model, batch, epochs, examples, steps, seed, optimizer, learning rate,
+// collective timeout, TFRecord glob) become one int64 vector; a variable made
+// from it under the strategy's scope starts as the chief's vector on every
+// worker (MultiWorkerMirroredStrategy broadcasts initial values), so each
+// worker compares its own flags with the chief's, then all add up how many
+// differ. A worker that differs names the flags and both values; the chief
+// and the others fail too, naming how many workers differ, before any data is
+// read. Data folders are not compared: they may differ from host to host.
+void check_workers_agree(sd::Strategy& strategy, const TrainOptions& o, const std::string& task) {
+  const auto* mw = dynamic_cast<const sd::MultiWorkerMirroredStrategy*>(&strategy);
+  if (mw == nullptr || mw->num_workers() == 1) return;
+  struct Field {
+    const char* flag;
+    int64_t value;
+    std::string text;  // how the value prints ("" = the number itself)
+  };
+  const auto& models = model_names();
+  const auto model_index = std::find(models.begin(), models.end(), o.model) - models.begin();
+  int64_t lr_bits = 0;
+  std::memcpy(&lr_bits, &o.learning_rate, sizeof(lr_bits));
+  int64_t timeout_bits = 0;
+  std::memcpy(&timeout_bits, &o.collective_timeout, sizeof(timeout_bits));
+  const std::vector<Field> fields = {
+      {"--model", model_index, o.model},
+      {"--batch-size", o.batch_size, ""},
+      {"--epochs", o.epochs, ""},
+      {"--limit-examples", o.limit_examples, ""},
+      {"--steps-per-epoch", o.steps_per_epoch, ""},
+      {"--seed", static_cast<int64_t>(o.seed), ""},
+      {"--optimizer", o.optimizer == "sgd" ? 1 : 0, o.optimizer},
+      {"--learning-rate", lr_bits, str_cat(o.learning_rate)},
+      {"--collective-timeout", timeout_bits, str_cat(o.collective_timeout)},
+      {"--tfrecord", static_cast<int64_t>(std::hash<std::string>{}(o.tfrecord)),
+       "'" + o.tfrecord + "'"},
+  };
+  std::vector<int64_t> mine;
+  mine.reserve(fields.size());
+  for (const Field& f : fields) mine.push_back(f.value);
+  Variable chiefs;
+  {
+    const sd::StrategyScope scope(strategy);
+    chiefs = Variable(constant(mine), {.name = "strata_train_flags", .trainable = false});
+  }
+  const Tensor theirs = chiefs.value();
+  std::string differences;
+  for (size_t i = 0; i < fields.size(); ++i) {
+    const int64_t chief_value = theirs.data<int64_t>()[i];
+    if (chief_value == mine[i]) continue;
+    const Field& f = fields[i];
+    std::string chief_text = str_cat(chief_value);
+    if (std::string_view(f.flag) == "--model" && chief_value >= 0 &&
+        chief_value < static_cast<int64_t>(models.size()))
+      chief_text = models[chief_value];
+    if (std::string_view(f.flag) == "--optimizer") chief_text = chief_value == 1 ? "sgd" : "adam";
+    if (std::string_view(f.flag) == "--learning-rate" ||
+        std::string_view(f.flag) == "--collective-timeout") {
+      double d = 0;
+      std::memcpy(&d, &chief_value, sizeof(d));
+      chief_text = str_cat(d);
+    }
+    if (std::string_view(f.flag) == "--tfrecord") chief_text = "another glob";
+    differences += str_cat(differences.empty() ? "" : "; ", f.flag, ": the chief has ", chief_text,
+                           ", this worker ", f.text.empty() ? str_cat(f.value) : f.text);
+  }
+  const int64_t differing =
+      strategy.sum_across_workers(constant(int64_t{differences.empty() ? 0 : 1})).item<int64_t>();
+  STRATA_CHECK_ARG(
+      differences.empty(), "--strategy multi_worker: task ", task,
+      " runs with other flags than the chief (every worker must run the same job): ", differences);
+  STRATA_CHECK(FAILED_PRECONDITION, differing == 0, "--strategy multi_worker: ", differing,
+               " worker", differing == 1 ? "" : "s", " of ", mw->num_workers(),
+               " run with other flags than the chief (their errors name the flags); task ", task,
+               " stops too");
 }
 
 std::vector<std::string> strategy_devices(sd::Strategy& s) {
@@ -448,6 +629,15 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
       ->add_option("--steps-per-epoch", o.steps_per_epoch,
                    "Steps per epoch (default: the whole training set)")
       ->check(whole_in(1, int64_t{1} << 40));
+  // A day at most: the timeout is also the start-up deadline, and a longer
+  // one only hides a hang.
+  train
+      ->add_option("--collective-timeout", o.collective_timeout,
+                   "multi_worker: seconds a collective (and the start-up) may wait before the job "
+                   "fails naming the task that never came (default: 600 per collective, 60 for "
+                   "the start-up)")
+      ->envname("STRATA_COLLECTIVE_TIMEOUT")
+      ->check(finite_in(0, 86400, /*exclusive_low=*/true));
   return train;
 }
 
@@ -459,6 +649,12 @@ int run_train(const TrainOptions& o) {
   configure_devices(o);
   std::unique_ptr<sd::Strategy> owned = make_strategy(o);
   sd::Strategy& strategy = owned ? *owned : sd::get_strategy();
+  std::string task;
+  if (const auto* resolver = strategy.cluster_resolver();
+      resolver != nullptr && resolver->task_type()) {
+    task = *resolver->task_type() + ":" + std::to_string(resolver->task_id().value_or(0));
+  }
+  check_workers_agree(strategy, o, task);
   const Data data = load(o);
   const int64_t n_train = data.train.x.shape()[0];
   const int64_t n_test = data.test.x.shape()[0];
@@ -467,11 +663,6 @@ int run_train(const TrainOptions& o) {
   // Multi-worker: every worker trains; only the chief writes the logs and the
   // plot, and draws the progress bar (TF's should_checkpoint/should_save_summary).
   const bool chief = strategy.extended().should_checkpoint();
-  std::string task;
-  if (const auto* resolver = strategy.cluster_resolver();
-      resolver != nullptr && resolver->task_type()) {
-    task = *resolver->task_type() + ":" + std::to_string(resolver->task_id().value_or(0));
-  }
   const bool human = !o.json;
   const bool show_progress = human && chief;
 
@@ -525,6 +716,7 @@ int run_train(const TrainOptions& o) {
       o.steps_per_epoch > 0 ? std::min(n_train, o.steps_per_epoch * o.batch_size) : n_train);
   callbacks.push_back(meter);
   std::shared_ptr<keras::callbacks::BackupAndRestoreCallback> backup;
+  keras::callbacks::CallbackPtr backup_hooks;
   bool resuming = false;
   if (!o.checkpoint_dir.empty()) {
     // Every worker gets the same directory: under multi_worker the chief alone
@@ -536,19 +728,24 @@ int run_train(const TrainOptions& o) {
     // more epochs and reports the checkpoint's accuracy; more --epochs continue.
     backup = keras::callbacks::BackupAndRestore(o.checkpoint_dir, {.delete_checkpoint = false});
     resuming = std::filesystem::exists(backup->backup_path());
-    callbacks.push_back(std::make_shared<UnlessInterrupted>(backup));
+    backup_hooks = std::make_shared<UnlessInterrupted>(backup);
   }
   std::string csv_path;
   const bool write_logs = !o.log_dir.empty() && chief;
   const bool write_plot = !o.plot.empty() && chief;
+  std::vector<keras::callbacks::CallbackPtr> log_callbacks;
   if (write_logs) {
     std::filesystem::create_directories(o.log_dir);
     csv_path = (std::filesystem::path(o.log_dir) / "metrics.csv").string();
-    callbacks.push_back(
+    log_callbacks.push_back(
         std::make_shared<UnlessInterrupted>(keras::callbacks::TensorBoard({.log_dir = o.log_dir})));
     // A resumed run appends to the rows of the epochs already done.
-    callbacks.push_back(
+    log_callbacks.push_back(
         std::make_shared<UnlessInterrupted>(keras::callbacks::CSVLogger(csv_path, ",", resuming)));
+  }
+  if (backup_hooks || !log_callbacks.empty()) {
+    callbacks.push_back(std::make_shared<LogsBeforeBackup>(backup, backup_hooks,
+                                                           std::move(log_callbacks), csv_path));
   }
 
   keras::History history;
@@ -570,8 +767,18 @@ int run_train(const TrainOptions& o) {
   keras::Logs test;
   if (!interrupted)
     test = model->evaluate(data.test.x, data.test.y, {.batch_size = o.batch_size, .verbose = 0});
-  if (write_plot && !interrupted && !history.epoch.empty())
-    plot_training_curves(history.epoch, history.history, o.plot);
+  // The training is done and its checkpoint and logs written: a plot that
+  // cannot be written (a full disk) is reported, and the run still succeeds.
+  std::string plot_error;
+  if (write_plot && !interrupted && !history.epoch.empty()) {
+    try {
+      plot_training_curves(history.epoch, history.history, o.plot);
+    } catch (const Error& e) {
+      plot_error = str_cat(error_code_name(e.code()), ": ", e.what());
+      std::cerr << "strata: warning: the plot was not written: " << plot_error << "\n";
+    }
+  }
+  const bool plotted = write_plot && !interrupted && !history.epoch.empty() && plot_error.empty();
   const double wall = std::chrono::duration<double>(Clock::now() - start).count();
   const double throughput =
       meter->seconds() > 0 ? double(meter->examples()) / meter->seconds() : 0.0;
@@ -598,7 +805,8 @@ int run_train(const TrainOptions& o) {
     if (resumed_at) j["resumed_from_epoch"] = *resumed_at;
     if (backup) j["checkpoint"] = backup->backup_path();
     if (write_logs) j["log_dir"] = o.log_dir;
-    if (write_plot && !interrupted && !history.epoch.empty()) j["plot"] = o.plot;
+    if (plotted) j["plot"] = o.plot;
+    if (!plot_error.empty()) j["plot_error"] = plot_error;
     out << j.dump() << "\n";
   } else {
     out << "\n";
@@ -628,7 +836,10 @@ int run_train(const TrainOptions& o) {
     }
     if (write_plot && !interrupted) {
       out << "plot: "
-          << (history.epoch.empty() ? "not drawn (no epochs trained in this run)" : o.plot) << "\n";
+          << (history.epoch.empty() ? "not drawn (no epochs trained in this run)"
+              : plot_error.empty()  ? o.plot
+                                    : "not written (" + plot_error + ")")
+          << "\n";
     }
   }
   out.flush();

@@ -50,6 +50,10 @@ struct TrainOptions {
   bool json = false;                // one JSON line on stdout instead of the human output
   int64_t limit_examples = 0;       // use only the first N train and test examples; 0 = all
   int64_t steps_per_epoch = 0;      // 0 = whole epochs
+  // multi_worker: seconds each collective may wait, and the start-up deadline
+  // (CommunicationOptions.timeout_seconds); 0 = the strategy's defaults (600 s
+  // per collective, 60 s start-up). Also from $STRATA_COLLECTIVE_TIMEOUT.
+  double collective_timeout = 0;
 };
 
 // Registers the `train` subcommand and its flags on `app`, filling `options`.

@@ -11,7 +11,11 @@
 namespace strata::cluster::internal {
 
 inline constexpr uint8_t kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kWait = 5;  // request ops
-inline constexpr uint8_t kOk = 0, kTimeout = 1, kError = 2;                    // reply statuses
+inline constexpr uint8_t kHello = 6;  // the first frame of every connection, never answered
+inline constexpr const char* kHelloMagic = "strata-store/1";
+// A HELLO frame is this small; a first frame announcing more is not a client's.
+inline constexpr uint32_t kMaxHelloFrame = 64;
+inline constexpr uint8_t kOk = 0, kTimeout = 1, kError = 2;  // reply statuses
 inline constexpr uint32_t kMaxFrame = 1u << 30;
 inline constexpr size_t kFrameHeaderBytes = 4;
 

@@ -1,6 +1,9 @@
 #include "strata/collective/internal/gloo_failure_reports.h"
 
 #include <algorithm>
+#include <bit>
+#include <cctype>
+#include <cstdint>
 #include <utility>
 
 #include "strata/base/errors.h"
@@ -49,9 +52,14 @@ Milliseconds GlooFailureReports::grace() const {
   return std::clamp(options_.timeout / 10, Milliseconds(100), Milliseconds(2000));
 }
 
+Milliseconds GlooFailureReports::store_timeout() const {
+  return std::clamp(options_.timeout / 10, Milliseconds(1000), Milliseconds(5000));
+}
+
 void GlooFailureReports::leave_record(const std::string& key, const std::string& value) const {
   try {
-    store_->set(key + std::to_string(rank_), std::vector<char>(value.begin(), value.end()));
+    store_->set(key + std::to_string(rank_), std::vector<char>(value.begin(), value.end()),
+                store_timeout());
   } catch (const Error&) {
   }
 }
@@ -82,7 +90,7 @@ std::string GlooFailureReports::unfinished_verdict(const std::string& what, uint
                                                    const std::string& key) const {
   std::vector<int> waited, missing;
   try {
-    store_->set(key + std::to_string(rank_), {'1'});
+    store_->set(key + std::to_string(rank_), {'1'}, store_timeout());
     const Clock::time_point until = Clock::now() + grace();
     for (int r = 0; r < size_; ++r) {
       try {
@@ -103,6 +111,37 @@ std::string GlooFailureReports::unfinished_verdict(const std::string& what, uint
   return str_cat(kWho, ": collective #", call, " ", what, ": ", names(missing),
                  " never finished it within ", options_.timeout.count(), "ms (", names(waited),
                  " timed out waiting; reported by ", name(rank_), ")");
+}
+
+std::string with_host_order_ports(const std::string& gloo_message) {
+  std::string out;
+  out.reserve(gloo_message.size());
+  size_t at = 0;
+  for (size_t found = gloo_message.find("]:"); found != std::string::npos;
+       found = gloo_message.find("]:", at)) {
+    size_t end = found + 2;
+    uint32_t port = 0;
+    while (end < gloo_message.size() && end - found - 2 < 5 &&
+           std::isdigit(static_cast<unsigned char>(gloo_message[end]))) {
+      port = port * 10 + static_cast<uint32_t>(gloo_message[end] - '0');
+      ++end;
+    }
+    const bool digits_end =
+        end == gloo_message.size() || !std::isdigit(static_cast<unsigned char>(gloo_message[end]));
+    out.append(gloo_message, at, found + 2 - at);
+    if (end > found + 2 && digits_end && port <= 0xffff) {
+      auto value = static_cast<uint16_t>(port);
+      // The port's two bytes as they sit in memory were read as a host integer.
+      if constexpr (std::endian::native == std::endian::little)
+        value = static_cast<uint16_t>((value >> 8) | (value << 8));
+      out += std::to_string(value);
+    } else {
+      out.append(gloo_message, found + 2, end - found - 2);
+    }
+    at = end;
+  }
+  out.append(gloo_message, at, std::string::npos);
+  return out;
 }
 
 std::string GlooFailureReports::schedules_differ(uint64_t call, const std::string& description,
@@ -126,7 +165,7 @@ std::string GlooFailureReports::gloo_failure(const std::string& what, uint64_t c
   return str_cat(kWho, ": collective #", call, " ", what, ": ", me(), ": ",
                  timed_out ? "timed out after " : "transport failure",
                  timed_out ? str_cat(options_.timeout.count(), "ms") : std::string(), peer, ": ",
-                 gloo_message);
+                 with_host_order_ports(gloo_message));
 }
 
 }  // namespace strata::collective::internal

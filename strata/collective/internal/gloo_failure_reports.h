@@ -51,6 +51,11 @@ class GlooFailureReports {
   // How long a rank waits for the records of its peers: a tenth of the
   // timeout, 0.1-2 s.
   std::chrono::milliseconds grace() const;
+  // The bound on one store call that records or reads a report: a tenth of
+  // the timeout, 1-5 s. The store may be served by the rank that failed (a
+  // stopped chief): a report then costs this rank at most this long, once
+  // (the store connection is then dropped and later reports fail at once).
+  std::chrono::milliseconds store_timeout() const;
 
   // Leaves this rank's record `value` under `key` (the rank's number is
   // appended); a store that is gone loses it.
@@ -87,5 +92,12 @@ class GlooFailureReports {
   const std::shared_ptr<Store> store_;
   const GlooFailureReportsOptions options_;
 };
+
+// `gloo_message` with every "[address]:port" in host byte order. Gloo's TCP
+// transport prints a peer's address with the port as stored in the socket
+// address, in network byte order ("[127.0.0.1]:14640" for port 12345 on a
+// little-endian host); every Gloo message that Strata passes on goes through
+// this first.
+std::string with_host_order_ports(const std::string& gloo_message);
 
 }  // namespace strata::collective::internal

@@ -5,8 +5,8 @@
 // abort() can interrupt from another thread.
 //
 //   auto ctx = std::make_shared<MeshContext>(rank, size);
-//   StoreAdapter adapter(store, "strata/gloo/0/", timeout);
-//   ctx->connect(adapter, device);          // Gloo's connectFullMesh
+//   StoreAdapter adapter(store, "strata/gloo/0/", Clock::now() + timeout);
+//   ctx->connect(adapter, device, timeout); // Gloo's connectFullMesh
 //   ctx->abort("worker 1 failed");          // wakes every wait, resets every connection
 //
 // Thread-safety: MeshContext::abort may be called from any thread; the rest
@@ -35,28 +35,38 @@ namespace strata::collective::internal {
 using Milliseconds = std::chrono::milliseconds;
 
 // gloo::rendezvous::Store over a strata::Store, with this epoch's key prefix.
+// Every call ends by the rendezvous deadline: it gets what remains of it (at
+// least 1 ms, so a call past the deadline fails at once).
 class StoreAdapter final : public gloo::rendezvous::Store {
  public:
-  StoreAdapter(strata::Store& store, std::string prefix, Milliseconds timeout)
-      : store_(store), prefix_(std::move(prefix)), timeout_(timeout) {}
+  using Clock = std::chrono::steady_clock;
+  StoreAdapter(strata::Store& store, std::string prefix, Clock::time_point deadline)
+      : store_(store), prefix_(std::move(prefix)), deadline_(deadline) {}
   void set(const std::string& key, const std::vector<char>& data) override {
-    store_.set(prefix_ + key, data);
+    store_.set(prefix_ + key, data, remaining());
   }
   std::vector<char> get(const std::string& key) override {
-    return store_.get(prefix_ + key, timeout_);
+    return store_.get(prefix_ + key, remaining());
   }
-  void wait(const std::vector<std::string>& keys) override { wait(keys, timeout_); }
-  void wait(const std::vector<std::string>& keys, const Milliseconds& timeout) override {
+  void wait(const std::vector<std::string>& keys) override { wait(keys, remaining()); }
+  // Gloo passes its context's timeout, which MeshContext shortens while
+  // connecting (see GlooCollectives' connect): the deadline governs instead.
+  void wait(const std::vector<std::string>& keys, const Milliseconds& /*timeout*/) override {
     std::vector<std::string> prefixed;
     prefixed.reserve(keys.size());
     for (const auto& k : keys) prefixed.push_back(prefix_ + k);
-    store_.wait(prefixed, timeout);
+    store_.wait(prefixed, remaining());
   }
 
  private:
+  Milliseconds remaining() const {
+    return std::max(std::chrono::duration_cast<Milliseconds>(deadline_ - Clock::now()),
+                    Milliseconds(1));
+  }
+
   strata::Store& store_;
   const std::string prefix_;
-  const Milliseconds timeout_;
+  const Clock::time_point deadline_;
 };
 
 // --- abort support -------------------------------------------------------------
@@ -167,8 +177,13 @@ class MeshContext final : public gloo::rendezvous::Context {
  public:
   MeshContext(int this_rank, int num_ranks) : gloo::rendezvous::Context(this_rank, num_ranks) {}
 
-  void connect(gloo::rendezvous::Store& store, std::shared_ptr<gloo::transport::Device>& device) {
+  // Connects with this context's current timeout (Gloo waits five times it
+  // for each pair), then sets `timeout` as the default of every later wait.
+  void connect(gloo::rendezvous::Store& store, std::shared_ptr<gloo::transport::Device>& device,
+               Milliseconds timeout) {
     connectFullMesh(store, device);
+    setTimeout(timeout);
+    transportContext_->setTimeout(timeout);
     transportContext_ = std::make_shared<AbortableTransport>(transportContext_, registry_);
   }
 

@@ -37,6 +37,8 @@ std::shared_ptr<CSVLoggerCallback> CSVLogger(std::string filename, std::string s
 }
 
 void CSVLoggerCallback::on_train_begin(Logs&) {
+  // A run killed while writing the log left its temporary file: gone now.
+  strata::remove_interrupted_writes(filename_);
   contents_.clear();
   keys_.clear();
   header_written_ = false;

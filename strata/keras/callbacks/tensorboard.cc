@@ -95,7 +95,15 @@ void TensorBoardCallback::write_scalars(const std::string& run, int64_t step, co
   out.close();
 }
 
-void TensorBoardCallback::on_train_begin(Logs&) { writers_.clear(); }
+void TensorBoardCallback::on_train_begin(Logs&) {
+  writers_.clear();
+  // Each run writes new event files; a run killed while rewriting one left its
+  // temporary file beside it: gone now.
+  for (const char* run : {"train", "validation"}) {
+    strata::remove_interrupted_writes_in((std::filesystem::path(options_.log_dir) / run).string(),
+                                         "events.out.tfevents.");
+  }
+}
 
 void TensorBoardCallback::on_epoch_begin(int, Logs&) {
   epoch_start_ = wall_time();

@@ -1,0 +1,191 @@
+// Fault injection on loopback: the test starts the processes of a two-task job
+// (tests/fault_tolerance/fault_worker.cc: a chief and a worker under
+// MultiWorkerMirroredStrategy) itself, then stops or disturbs one of them, and
+// checks that the others fail in bounded time naming the culprit, or that the
+// job completes. Every wait is bounded; every process is killed at the end.
+// Each case prints the time it measured ("detected in ...").
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include "strata/base/file.h"
+#include "strata/cluster/socket.h"
+
+extern char** environ;
+
+namespace {
+
+using ::testing::HasSubstr;
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// One process of the job, its output in a file; killed (SIGKILL) when destroyed.
+class Task {
+ public:
+  Task(const std::vector<std::string>& args, const std::string& tf_config, std::string out_path)
+      : out_path_(std::move(out_path)) {
+    std::vector<std::string> env_strings{"TF_CONFIG=" + tf_config, "STRATA_CPU_DEVICES=1"};
+    for (char** e = environ; *e != nullptr; ++e) {
+      const std::string entry(*e);
+      if (entry.rfind("TF_CONFIG=", 0) != 0 && entry.rfind("STRATA_CPU_DEVICES=", 0) != 0)
+        env_strings.push_back(entry);
+    }
+    std::vector<char*> envp, argv;
+    for (std::string& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::vector<std::string> all{FAULT_WORKER_PATH};
+    all.insert(all.end(), args.begin(), args.end());
+    for (std::string& s : all) argv.push_back(s.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, out_path_.c_str(), O_WRONLY | O_CREAT | O_TRUNC,
+                                     0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0);
+    EXPECT_EQ(::posix_spawn(&pid_, argv[0], &actions, nullptr, argv.data(), envp.data()), 0);
+    posix_spawn_file_actions_destroy(&actions);
+  }
+  ~Task() {
+    if (!status_) {
+      ::kill(pid_, SIGKILL);
+      ::waitpid(pid_, nullptr, 0);
+    }
+  }
+  Task(const Task&) = delete;
+  Task& operator=(const Task&) = delete;
+
+  pid_t pid() const { return pid_; }
+  std::string output() const {
+    std::ifstream in(out_path_, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  }
+
+  // Polls (every 10 ms) until the output holds `text` or `limit` passed.
+  bool wait_for_output(const std::string& text, std::chrono::milliseconds limit) const {
+    const auto until = Clock::now() + limit;
+    while (Clock::now() < until) {
+      if (output().find(text) != std::string::npos) return true;
+      std::this_thread::sleep_for(10ms);
+    }
+    return false;
+  }
+
+  // The exit status once the process ended within `limit` (polled every 10 ms).
+  std::optional<int> wait_exit(std::chrono::milliseconds limit) {
+    const auto until = Clock::now() + limit;
+    while (!status_ && Clock::now() < until) {
+      int raw = 0;
+      if (::waitpid(pid_, &raw, WNOHANG) == pid_) {
+        status_ = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+      } else {
+        std::this_thread::sleep_for(10ms);
+      }
+    }
+    return status_;
+  }
+
+ private:
+  std::string out_path_;
+  pid_t pid_ = -1;
+  std::optional<int> status_;
+};
+
+// TF_CONFIG of task `type`:0 in a job of one chief and one worker at `ports`.
+std::string tf_config(const std::vector<int>& ports, const std::string& type) {
+  return "{\"cluster\": {\"chief\": [\"127.0.0.1:" + std::to_string(ports[0]) +
+         "\"], \"worker\": [\"127.0.0.1:" + std::to_string(ports[1]) +
+         "\"]}, \"task\": {\"type\": \"" + type + "\", \"index\": 0}}";
+}
+
+// A TCP connection to 127.0.0.1:`port`, retried until `limit` (the server may
+// not listen yet); an invalid descriptor if it never succeeded.
+strata::UniqueFd connect_within(int port, std::chrono::milliseconds limit) {
+  const auto until = Clock::now() + limit;
+  while (Clock::now() < until) {
+    strata::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    if (::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0) return fd;
+    std::this_thread::sleep_for(10ms);
+  }
+  return strata::UniqueFd();
+}
+
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+TEST(FaultInjection, AStoppedChiefFailsTheWorkerWithinTheTimeoutNamingTheChief) {
+  // The chief serves the store: a worker that times out must not wait on it
+  // for its report (the store client's own 300 s default) on top of the
+  // collective timeout.
+  constexpr auto kTimeout = 2s;
+  const strata::TempDir dir("fault_injection");
+  const std::vector<int> ports = strata::cluster::pick_free_ports(2);
+  const std::vector<std::string> args{"--timeout", "2", "--steps", "100000"};
+  Task chief(args, tf_config(ports, "chief"), dir.file("chief.out"));
+  Task worker(args, tf_config(ports, "worker"), dir.file("worker.out"));
+  ASSERT_TRUE(chief.wait_for_output("ready", 30s)) << chief.output();
+  ASSERT_TRUE(worker.wait_for_output("ready", 30s)) << worker.output();
+  ASSERT_EQ(::kill(chief.pid(), SIGSTOP), 0);
+  const auto stopped = Clock::now();
+  // The collective timeout, then at most one report to the stopped store
+  // (GlooFailureReports::store_timeout: 1 s here), plus scheduling slack.
+  const std::optional<int> status = worker.wait_exit(kTimeout + 1s + 3s);
+  const double detected = seconds_since(stopped);
+  ASSERT_TRUE(status.has_value()) << "the worker still runs " << detected
+                                  << " s after the chief stopped:\n"
+                                  << worker.output();
+  std::printf("a stopped chief: detected in %.2f s (collective timeout 2 s)\n", detected);
+  EXPECT_EQ(*status, 1) << worker.output();
+  EXPECT_THAT(worker.output(), HasSubstr("error (DEADLINE_EXCEEDED)"));
+  EXPECT_THAT(worker.output(), HasSubstr("rank 0 (/job:chief/task:0)"));
+  EXPECT_THAT(worker.output(), HasSubstr("2000ms"));
+}
+
+TEST(FaultInjection, StrayConnectionsToTheStorePortDoNotStopTheJob) {
+  const strata::TempDir dir("fault_injection");
+  const std::vector<int> ports = strata::cluster::pick_free_ports(2);
+  const std::vector<std::string> args{"--timeout", "20", "--steps", "20"};
+  Task chief(args, tf_config(ports, "chief"), dir.file("chief.out"));
+  // Before the worker connects: one idle connection and one that sends a
+  // frame of garbage announcing a huge payload.
+  strata::UniqueFd idle = connect_within(ports[0], 20s);
+  ASSERT_TRUE(idle.valid()) << chief.output();
+  strata::UniqueFd noisy = connect_within(ports[0], 20s);
+  ASSERT_TRUE(noisy.valid());
+  const char garbage[] = "\xff\xff\xff\x3fGET / HTTP/1.0\r\n\r\n";
+  ASSERT_GT(::send(noisy.get(), garbage, sizeof(garbage) - 1, MSG_NOSIGNAL), 0);
+  const auto start = Clock::now();
+  Task worker(args, tf_config(ports, "worker"), dir.file("worker.out"));
+  const std::optional<int> worker_status = worker.wait_exit(60s);
+  const std::optional<int> chief_status = chief.wait_exit(10s);
+  std::printf("stray connections to the store: the job finished in %.2f s\n", seconds_since(start));
+  ASSERT_TRUE(worker_status.has_value()) << worker.output();
+  ASSERT_TRUE(chief_status.has_value()) << chief.output();
+  EXPECT_EQ(*worker_status, 0) << worker.output();
+  EXPECT_EQ(*chief_status, 0) << chief.output();
+  EXPECT_THAT(worker.output(), HasSubstr("done"));
+}
+
+}  // namespace
