@@ -192,8 +192,15 @@ class Strategy {
 
   // Runs fn(args...) once per local replica, each on its replica thread with
   // its own replica context and device; PerReplica arguments are unwrapped to
-  // the replica's component. Returns the PerReplica of the results (nothing
-  // for a void fn). Called from a replica context: FailedPreconditionError.
+  // the replica's component. Returns the results regrouped as TF's regroup
+  // does: a PerReplica of the results, or, when fn returns a std::tuple or
+  // std::pair (TF: a tuple), a tuple (pair) of the regrouped components, so
+  //   auto [loss, acc] = strategy.run(step_fn, x);   // PerReplica<Tensor> each
+  // Nested tuples regroup recursively; other types (a struct, a vector) come
+  // back whole as PerReplica<T> (C++ cannot take a struct apart). With one
+  // replica TF returns the plain value: a one-component PerReplica converts to
+  // it (`Tensor loss = strategy.run(fn);`, values.h). Nothing for a void fn.
+  // Called from a replica context: FailedPreconditionError.
   template <typename Fn, typename... Args>
   auto run(Fn&& fn, const Args&... args);
   // run(fn, std::tuple{a, b}, options): the arguments as a tuple, with RunOptions.
@@ -333,6 +340,41 @@ class ReplicaModeGuard {
 
 // --- implementation of the templates ------------------------------------------
 
+namespace internal {
+template <typename T>
+struct IsTuple : std::false_type {};
+template <typename... E>
+struct IsTuple<std::tuple<E...>> : std::true_type {};
+template <typename T>
+struct IsPair : std::false_type {};
+template <typename A, typename B>
+struct IsPair<std::pair<A, B>> : std::true_type {};
+
+// TF's regroup: one value per local replica becomes one PerReplica, and a
+// tuple (pair) per replica becomes a tuple (pair) of regrouped components.
+template <typename Value>
+auto regroup(std::vector<Value>&& values) {
+  if constexpr (IsTuple<Value>::value || IsPair<Value>::value) {
+    auto component = [&]<size_t I>(std::integral_constant<size_t, I>) {
+      std::vector<std::decay_t<std::tuple_element_t<I, Value>>> parts;
+      parts.reserve(values.size());
+      for (Value& v : values) parts.push_back(std::move(std::get<I>(v)));
+      return regroup(std::move(parts));
+    };
+    if constexpr (IsPair<Value>::value) {
+      return std::make_pair(component(std::integral_constant<size_t, 0>{}),
+                            component(std::integral_constant<size_t, 1>{}));
+    } else {
+      return [&]<size_t... I>(std::index_sequence<I...>) {
+        return std::make_tuple(component(std::integral_constant<size_t, I>{})...);
+      }(std::make_index_sequence<std::tuple_size_v<Value>>{});
+    }
+  } else {
+    return PerReplica<Value>(std::move(values));
+  }
+}
+}  // namespace internal
+
 template <typename Fn, typename... Args>
 auto Strategy::run(Fn&& fn, const Args&... args) {
   check_cross_replica("run");
@@ -349,7 +391,7 @@ auto Strategy::run(Fn&& fn, const Args&... args) {
     std::vector<Value> values;
     values.reserve(results.size());
     for (auto& r : results) values.push_back(std::move(*r));
-    return PerReplica<Value>(std::move(values));
+    return internal::regroup(std::move(values));
   }
 }
 
