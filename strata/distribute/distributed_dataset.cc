@@ -35,12 +35,16 @@ data::Dataset distribute_dataset_for_worker(const data::Dataset& ds, int num_wor
                           worker_index, num_replicas);
 }
 
-DistributedIterator::DistributedIterator(data::Iterator it, std::vector<const Device*> devices,
+DistributedIterator::DistributedIterator(std::vector<data::Iterator> its,
+                                         std::vector<const Device*> devices,
                                          std::vector<TensorSpec> spec, StepAgreement agreement)
-    : it_(std::move(it)),
+    : its_(std::move(its)),
       devices_(std::move(devices)),
       spec_(std::move(spec)),
-      agreement_(std::move(agreement)) {}
+      agreement_(std::move(agreement)),
+      exhausted_(its_.size(), false) {
+  STRATA_INTERNAL_CHECK(its_.size() == 1 || its_.size() == devices_.size());
+}
 
 data::Element DistributedIterator::empty_batch(const Device& device) const {
   // TF's dummy batch: the element spec with unknown dims set to 0 and the
@@ -60,15 +64,17 @@ std::optional<PerReplica<data::Element>> DistributedIterator::get_next_as_option
   if (finished_) return std::nullopt;
   std::vector<data::Element> parts;
   int with_data = 0;
-  for (const Device* d : devices_) {
-    std::optional<data::Element> e = exhausted_ ? std::nullopt : it_.next();
+  for (size_t r = 0; r < devices_.size(); ++r) {
+    const Device& d = *devices_[r];
+    const size_t k = its_.size() == 1 ? 0 : r;
+    std::optional<data::Element> e = exhausted_[k] ? std::nullopt : its_[k].next();
     if (!e) {
-      exhausted_ = true;
-      parts.push_back(empty_batch(*d));
+      exhausted_[k] = true;
+      parts.push_back(empty_batch(d));
       continue;
     }
     ++with_data;
-    for (Tensor& t : *e) t = t.on_device(*d);
+    for (Tensor& t : *e) t = t.on_device(d);
     parts.push_back(std::move(*e));
   }
   const bool any = agreement_ ? agreement_(with_data > 0) : with_data > 0;
@@ -87,17 +93,56 @@ PerReplica<data::Element> DistributedIterator::get_next() {
 
 DistributedDataset::DistributedDataset(data::Dataset per_replica,
                                        std::vector<const Device*> devices, StepAgreement agreement)
-    : dataset_(std::move(per_replica)),
+    : datasets_{std::move(per_replica)},
       devices_(std::move(devices)),
       agreement_(std::move(agreement)) {
   STRATA_INTERNAL_CHECK(!devices_.empty());
 }
 
-DistributedIterator DistributedDataset::iter() const {
-  return DistributedIterator(dataset_.iter(), devices_, dataset_.element_spec(), agreement_);
+DistributedDataset::DistributedDataset(std::vector<data::Dataset> per_replica_datasets,
+                                       std::vector<const Device*> devices, StepAgreement agreement)
+    : datasets_(std::move(per_replica_datasets)),
+      devices_(std::move(devices)),
+      agreement_(std::move(agreement)) {
+  STRATA_INTERNAL_CHECK(!devices_.empty() && datasets_.size() == devices_.size());
+  const std::vector<TensorSpec> spec = datasets_.front().element_spec();
+  for (size_t i = 1; i < datasets_.size(); ++i) {
+    const std::vector<TensorSpec> other = datasets_[i].element_spec();
+    bool same = other.size() == spec.size();
+    for (size_t c = 0; same && c < spec.size(); ++c) same = other[c].dtype == spec[c].dtype;
+    STRATA_CHECK_ARG(same,
+                     "distribute_datasets_from_function: expected every replica's dataset "
+                     "to have the components and dtypes of replica 0's, got replica ",
+                     i, "'s with ", other.size(), " components against ", spec.size());
+  }
 }
 
-std::vector<TensorSpec> DistributedDataset::element_spec() const { return dataset_.element_spec(); }
+DistributedIterator DistributedDataset::iter() const {
+  std::vector<data::Iterator> its;
+  its.reserve(datasets_.size());
+  for (const data::Dataset& d : datasets_) its.push_back(d.iter());
+  return DistributedIterator(std::move(its), devices_, element_spec(), agreement_);
+}
+
+std::vector<TensorSpec> DistributedDataset::element_spec() const {
+  std::vector<TensorSpec> spec = datasets_.front().element_spec();
+  // Replicas' pipelines that disagree on a dimension leave it unknown.
+  for (size_t i = 1; i < datasets_.size(); ++i) {
+    const std::vector<TensorSpec> other = datasets_[i].element_spec();
+    for (size_t c = 0; c < spec.size(); ++c) {
+      if (!spec[c].shape.has_known_rank()) continue;
+      if (!other[c].shape.has_known_rank() || other[c].shape.rank() != spec[c].shape.rank()) {
+        spec[c].shape = TensorShape::unknown_rank();
+        continue;
+      }
+      std::vector<int64_t> dims = spec[c].shape.dims();
+      for (size_t k = 0; k < dims.size(); ++k)
+        if (dims[k] != other[c].shape.dims()[k]) dims[k] = -1;
+      spec[c].shape = TensorShape(dims);
+    }
+  }
+  return spec;
+}
 
 DistributedDataset::StepIterator::StepIterator(DistributedIterator it)
     : it_(std::make_shared<DistributedIterator>(std::move(it))) {

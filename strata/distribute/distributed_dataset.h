@@ -47,7 +47,10 @@ using StepAgreement = std::function<bool(bool this_worker_has_data)>;
 
 class DistributedIterator {
  public:
-  DistributedIterator(data::Iterator it, std::vector<const Device*> devices,
+  // `its`: one iterator shared by the local replicas (each step takes one
+  // element per replica, in replica order), or one iterator per local replica
+  // (InputReplicationMode::PER_REPLICA: replica i reads its own pipeline).
+  DistributedIterator(std::vector<data::Iterator> its, std::vector<const Device*> devices,
                       std::vector<TensorSpec> spec, StepAgreement agreement = {});
   DistributedIterator(DistributedIterator&&) noexcept = default;
   DistributedIterator& operator=(DistributedIterator&&) noexcept = default;
@@ -60,12 +63,12 @@ class DistributedIterator {
  private:
   data::Element empty_batch(const Device& device) const;
 
-  data::Iterator it_;
+  std::vector<data::Iterator> its_;
   std::vector<const Device*> devices_;
   std::vector<TensorSpec> spec_;
   StepAgreement agreement_;
-  bool exhausted_ = false;  // this worker's data ended
-  bool finished_ = false;   // every worker's data ended
+  std::vector<bool> exhausted_;  // per iterator: its data ended
+  bool finished_ = false;        // every worker's data ended
 };
 
 class DistributedDataset {
@@ -74,13 +77,27 @@ class DistributedDataset {
   // applied sharding and rebatching already); `devices` are the local replicas'.
   DistributedDataset(data::Dataset per_replica, std::vector<const Device*> devices,
                      StepAgreement agreement = {});
+  // One dataset per local replica (InputReplicationMode::PER_REPLICA): replica
+  // i takes its batches from `per_replica_datasets[i]` alone.
+  DistributedDataset(std::vector<data::Dataset> per_replica_datasets,
+                     std::vector<const Device*> devices, StepAgreement agreement = {});
 
   DistributedIterator iter() const;
   // The spec of one replica's batch.
   std::vector<TensorSpec> element_spec() const;
   int num_local_replicas() const noexcept { return static_cast<int>(devices_.size()); }
-  // The per-replica dataset, for inspection.
-  const data::Dataset& per_replica_dataset() const noexcept { return dataset_; }
+  // The per-replica dataset (replica 0's under PER_REPLICA), for inspection.
+  const data::Dataset& per_replica_dataset() const noexcept { return datasets_.front(); }
+
+  // tf.distribute.DistributedDataset.reduce: state = reduce_func(state, x)
+  // for every step's PerReplica x, in order, from initial_state.
+  template <typename State, typename Fn>
+  State reduce(State initial_state, Fn&& reduce_func) const {
+    State state = std::move(initial_state);
+    DistributedIterator it = iter();
+    while (auto x = it.get_next_as_optional()) state = reduce_func(std::move(state), *x);
+    return state;
+  }
 
   // Range-for over steps.
   class StepIterator {
@@ -102,7 +119,7 @@ class DistributedDataset {
   StepIterator end() const { return StepIterator(); }
 
  private:
-  data::Dataset dataset_;
+  std::vector<data::Dataset> datasets_;  // one shared, or one per local replica
   std::vector<const Device*> devices_;
   StepAgreement agreement_;
 };

@@ -125,6 +125,62 @@ TEST_F(DistributedDatasetTest, FunctionDatasetsGetTheInputContext) {
                InvalidArgumentError);
 }
 
+// TensorFlow:
+//   def dataset_fn(ctx):
+//     b = ctx.get_per_replica_batch_size(4)                  # 2
+//     return tf.data.Dataset.range(6).batch(b).shard(
+//         ctx.num_input_pipelines, ctx.input_pipeline_id)
+//   dd = strategy.distribute_datasets_from_function(dataset_fn)   # 2 replicas, one worker
+// One pipeline (id 0 of 1): replicas take its batches in turn: [0 1] | [2 3], then [4 5] | [].
+TEST_F(DistributedDatasetTest, DistributeDatasetsFromFunctionIsTheCurrentNameOfTheFunctionForm) {
+  MirroredStrategy strategy(cpus(2));
+  auto dataset_fn = [](const InputContext& ctx) {
+    const int64_t b = ctx.get_per_replica_batch_size(4);
+    return Dataset::range(6).batch(b).shard(ctx.num_input_pipelines(), ctx.input_pipeline_id());
+  };
+  auto dd = strategy.distribute_datasets_from_function(dataset_fn);
+  using V = std::vector<std::vector<std::vector<int64_t>>>;
+  EXPECT_EQ(steps_of(dd), (V{{{0, 1}, {2, 3}}, {{4, 5}, {}}}));
+  EXPECT_EQ(steps_of(strategy.experimental_distribute_datasets_from_function(dataset_fn)),
+            steps_of(dd));
+}
+
+// TensorFlow:
+//   options = tf.distribute.InputOptions(
+//       experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA)
+//   dd = strategy.distribute_datasets_from_function(dataset_fn, options)
+// dataset_fn runs once per replica with InputContext(input pipeline id r, total: 2); with the
+// same dataset_fn as above, replica 0 reads range(6).batch(2).shard(2, 0) = [0 1], [4 5] and
+// replica 1 reads shard(2, 1) = [2 3] alone.
+TEST_F(DistributedDatasetTest, PerReplicaModeCallsTheFunctionOncePerReplicaOnItsDevice) {
+  MirroredStrategy strategy(cpus(2));
+  std::vector<std::string> seen;
+  std::vector<int> devices;
+  auto dd = strategy.distribute_datasets_from_function(
+      [&](const InputContext& ctx) {
+        seen.push_back(ctx.to_string());
+        devices.push_back(current_device().index());
+        const int64_t b = ctx.get_per_replica_batch_size(4);
+        return Dataset::range(6).batch(b).shard(ctx.num_input_pipelines(), ctx.input_pipeline_id());
+      },
+      {.experimental_replication_mode = InputReplicationMode::PER_REPLICA});
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "tf.distribute.InputContext(input pipeline id 0, total: 2)",
+                      "tf.distribute.InputContext(input pipeline id 1, total: 2)"}));
+  EXPECT_EQ(devices, (std::vector<int>{0, 1}));
+  using V = std::vector<std::vector<std::vector<int64_t>>>;
+  EXPECT_EQ(steps_of(dd), (V{{{0, 1}, {2, 3}}, {{4, 5}, {}}}));
+  auto step = dd.iter().get_next();
+  EXPECT_EQ(step.values()[1][0].placement().index(), 1);
+  // Replica pipelines of different static batch leave that dimension unknown in the spec.
+  auto uneven = strategy.distribute_datasets_from_function(
+      [](const InputContext& ctx) {
+        return Dataset::range(8).batch(ctx.input_pipeline_id() + 1, /*drop_remainder=*/true);
+      },
+      {.experimental_replication_mode = InputReplicationMode::PER_REPLICA});
+  EXPECT_EQ(uneven.element_spec()[0].shape, (TensorShape{-1}));
+}
+
 TEST_F(DistributedDatasetTest, UnbatchedDatasetsCannotBeRebatched) {
   MirroredStrategy strategy(cpus(2));
   try {

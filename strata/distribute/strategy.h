@@ -212,10 +212,19 @@ class Strategy {
   // sharding and rebatching applied. Options are validated as TF does.
   DistributedDataset experimental_distribute_dataset(const data::Dataset& dataset,
                                                      const InputOptions& options = {});
-  // tf.distribute.Strategy.distribute_datasets_from_function: calls
-  // dataset_fn(InputContext) once for this worker's input pipeline; the
-  // dataset must yield per-replica batches (no rebatching, no sharding), and
-  // each of this worker's replicas takes one batch per step.
+  // tf.distribute.Strategy.distribute_datasets_from_function: the dataset
+  // must yield per-replica batches (no rebatching, no sharding is applied).
+  // InputReplicationMode::PER_WORKER (default): calls dataset_fn(InputContext)
+  // once for this worker's input pipeline, and each of this worker's replicas
+  // takes one batch per step from it in replica order.
+  // InputReplicationMode::PER_REPLICA: calls dataset_fn once per local replica,
+  // under that replica's device, with InputContext(num_input_pipelines =
+  // num_replicas_in_sync, input_pipeline_id = the replica's global id), and
+  // each replica reads only its own dataset.
+  DistributedDataset distribute_datasets_from_function(
+      const std::function<data::Dataset(const InputContext&)>& dataset_fn,
+      const InputOptions& options = {});
+  // The older spelling of distribute_datasets_from_function.
   DistributedDataset experimental_distribute_datasets_from_function(
       const std::function<data::Dataset(const InputContext&)>& dataset_fn,
       const InputOptions& options = {});
