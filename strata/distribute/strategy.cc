@@ -4,6 +4,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/ops/math_ops.h"
+#include "strata/ops/recorder.h"
 
 namespace strata::distribute {
 
@@ -88,6 +89,21 @@ Tensor ReplicaContext::all_reduce(ReduceOp op, const Tensor& value) {
   return all_reduce(op, std::vector<Tensor>{value}).front();
 }
 
+Tensor ReplicaContext::all_reduce(const std::string& op, const Tensor& value) {
+  return all_reduce(reduce_op_from_string(op), value);
+}
+
+namespace {
+// A collective's result recorded on a tape must be a tensor of its own (one
+// replica gives its input back unchanged).
+std::vector<Tensor> own_results(const std::vector<Tensor>& values, std::vector<Tensor> results) {
+  for (size_t i = 0; i < results.size(); ++i) {
+    if (results[i].id() == values[i].id()) results[i] = results[i].reshaped(results[i].shape());
+  }
+  return results;
+}
+}  // namespace
+
 std::vector<Tensor> ReplicaContext::all_reduce(ReduceOp op, const std::vector<Tensor>& values) {
   STRATA_CHECK(FAILED_PRECONDITION, get_replica_context() == this,
                "ReplicaContext.all_reduce: Need to be inside `call_for_each_replica()` of ",
@@ -96,7 +112,59 @@ std::vector<Tensor> ReplicaContext::all_reduce(ReduceOp op, const std::vector<Te
     STRATA_CHECK_ARG(values[i].defined(), "ReplicaContext.all_reduce: value ", i,
                      " is an empty tensor");
   }
-  return strategy_->all_reduce_in_replica(*this, op, values);
+  std::vector<Tensor> results =
+      own_results(values, strategy_->all_reduce_in_replica(*this, op, values));
+  record_collective_reduce(values, results, op == ReduceOp::MEAN);
+  return results;
+}
+
+Tensor ReplicaContext::all_gather(const Tensor& value, int64_t axis) {
+  return all_gather(std::vector<Tensor>{value}, axis).front();
+}
+
+std::vector<Tensor> ReplicaContext::all_gather(const std::vector<Tensor>& values, int64_t axis) {
+  STRATA_CHECK(FAILED_PRECONDITION, get_replica_context() == this,
+               "ReplicaContext.all_gather: Need to be inside `call_for_each_replica()` of ",
+               strategy_->name(), " on this replica's thread");
+  for (size_t i = 0; i < values.size(); ++i) {
+    STRATA_CHECK_ARG(values[i].defined(), "ReplicaContext.all_gather: value ", i,
+                     " is an empty tensor");
+    STRATA_CHECK_ARG(values[i].rank() >= 1 && axis >= -values[i].rank() && axis < values[i].rank(),
+                     "ReplicaContext.all_gather: `axis` = ", axis,
+                     " out of range for a value of shape ", values[i].shape());
+  }
+  std::vector<Tensor> results;
+  if (num_replicas_in_sync() == 1) {
+    results = values;
+  } else {
+    // One merge: the strategy's gather of every value (TF's batch_all_gather
+    // in merge_call), each replica taking the result onto its device.
+    results = merge_call(
+        [axis, n = values.size()](Strategy& strategy,
+                                  const PerReplica<std::vector<Tensor>>& gathered) {
+          std::vector<Tensor> out;
+          for (size_t i = 0; i < n; ++i) {
+            std::vector<Tensor> parts;
+            for (const auto& replica_values : gathered.values()) {
+              STRATA_CHECK_ARG(replica_values.size() == n,
+                               "ReplicaContext.all_gather: replicas passed ", replica_values.size(),
+                               " and ", n, " values");
+              parts.push_back(replica_values[i]);
+            }
+            out.push_back(strategy.gather(PerReplica<Tensor>(std::move(parts)), axis));
+          }
+          return out;
+        },
+        values);
+    for (Tensor& r : results) r = r.on_device(strategy_->local_device(local_replica_id_));
+  }
+  results = own_results(values, std::move(results));
+  record_collective_gather(values, results, axis);
+  return results;
+}
+
+std::vector<std::string> ReplicaContext::devices() const {
+  return {strategy_->local_device(local_replica_id_).name()};
 }
 
 Variable Strategy::create_variable(const NextVariableCreator& next, VariableArgs args) {
@@ -207,7 +275,31 @@ CrossReplicaModeGuard::CrossReplicaModeGuard(Strategy& strategy) {
 }
 CrossReplicaModeGuard::~CrossReplicaModeGuard() { t_modes.pop_back(); }
 
-ReplicaModeGuard::ReplicaModeGuard(ReplicaContext& ctx) : replicas_(ctx.num_replicas_in_sync()) {
+namespace {
+// The replica's collectives for ops (gradients of all_reduce / all_gather):
+// the replica context's own, unrecorded (the op records itself).
+class ContextCollectives final : public ReplicaCollectives {
+ public:
+  explicit ContextCollectives(ReplicaContext& ctx) : ctx_(&ctx) {}
+  int replica_id() const override { return ctx_->replica_id_in_sync_group(); }
+  std::vector<Tensor> all_reduce(bool mean, const std::vector<Tensor>& values) override {
+    RecordingPause pause;
+    return ctx_->all_reduce(mean ? ReduceOp::MEAN : ReduceOp::SUM, values);
+  }
+  std::vector<Tensor> all_gather(const std::vector<Tensor>& values, int64_t axis) override {
+    RecordingPause pause;
+    return ctx_->all_gather(values, axis);
+  }
+
+ private:
+  ReplicaContext* ctx_;
+};
+}  // namespace
+
+ReplicaModeGuard::ReplicaModeGuard(ReplicaContext& ctx)
+    : replicas_(ctx.num_replicas_in_sync()),
+      collectives_(std::make_unique<ContextCollectives>(ctx)),
+      collectives_scope_(*collectives_) {
   t_modes.push_back({&ctx.strategy(), false, &ctx});
 }
 ReplicaModeGuard::~ReplicaModeGuard() { t_modes.pop_back(); }

@@ -44,6 +44,7 @@
 #include "strata/distribute/input_context.h"
 #include "strata/distribute/reduce_op.h"
 #include "strata/distribute/values.h"
+#include "strata/ops/collective_ops.h"
 #include "strata/ops/replica_count.h"
 
 namespace strata::distribute {
@@ -107,8 +108,26 @@ class ReplicaContext {
   // each gets the SUM or MEAN across all replicas of all workers. A list is
   // reduced as one batch (packed by the strategy's bytes_per_pack). If another
   // replica fails meanwhile, this raises AbortedError instead of waiting.
+  // Differentiable: under a GradientTape the gradient of an all_reduce is the
+  // same all_reduce of the upstream gradient, as TF's custom gradient.
   Tensor all_reduce(ReduceOp op, const Tensor& value);
   std::vector<Tensor> all_reduce(ReduceOp op, const std::vector<Tensor>& values);
+  // TF's string spelling of the op: all_reduce("SUM", t) (case-insensitive).
+  Tensor all_reduce(const std::string& op, const Tensor& value);
+
+  // tf.distribute.ReplicaContext.all_gather: every replica calls it with its
+  // value (same rank; dims other than `axis` equal; sizes along `axis` may
+  // differ) and each gets the values of all replicas of all workers
+  // concatenated along `axis` in replica order. Differentiable: the gradient
+  // is the SUM all_reduce of the upstream gradient, sliced to this replica's
+  // rows along `axis` (TF's custom gradient). InvalidArgumentError for a
+  // scalar value or an axis out of range.
+  Tensor all_gather(const Tensor& value, int64_t axis);
+  std::vector<Tensor> all_gather(const std::vector<Tensor>& values, int64_t axis);
+
+  // tf.distribute.ReplicaContext.devices: the device of this replica, as a
+  // one-element list of full device names (TF: the replica's devices).
+  std::vector<std::string> devices() const;
 
  private:
   Strategy* strategy_;
@@ -249,6 +268,14 @@ class Strategy {
   // given); SUM is InvalidArgumentError with more than one replica.
   Tensor reduce(ReduceOp op, const Tensor& value, std::optional<int64_t> axis);
 
+  // tf.distribute.Strategy.gather: the components of `value` of every replica
+  // of every worker concatenated along `axis`, in replica order (sizes along
+  // `axis` may differ; the other dims must agree). Cross-replica only.
+  // A non-distributed value: itself with one replica, InvalidArgumentError
+  // with more (TF: it must be a DistributedValues there).
+  Tensor gather(const PerReplica<Tensor>& value, int64_t axis);
+  Tensor gather(const Tensor& value, int64_t axis);
+
   // tf.distribute.Strategy.experimental_local_results.
   template <typename T>
   std::vector<T> experimental_local_results(const DistributedValues<T>& value) const {
@@ -344,6 +371,10 @@ class ReplicaModeGuard {
 
  private:
   NumReplicasInSyncScope replicas_;
+  // The replica's collectives as ops see them (gradients of all_reduce and
+  // all_gather run them), installed for the guard's lifetime.
+  std::unique_ptr<ReplicaCollectives> collectives_;
+  ReplicaCollectivesScope collectives_scope_;
 };
 }  // namespace internal
 
@@ -376,7 +407,8 @@ auto regroup(std::vector<Value>&& values) {
     } else {
       return [&]<size_t... I>(std::index_sequence<I...>) {
         return std::make_tuple(component(std::integral_constant<size_t, I>{})...);
-      }(std::make_index_sequence<std::tuple_size_v<Value>>{});
+      }
+      (std::make_index_sequence<std::tuple_size_v<Value>>{});
     }
   } else {
     return PerReplica<Value>(std::move(values));

@@ -68,3 +68,56 @@ Tensor Strategy::reduce(ReduceOp op, const Tensor& value, std::optional<int64_t>
 }
 
 }  // namespace strata::distribute
+
+namespace strata::distribute {
+
+Tensor Strategy::gather(const PerReplica<Tensor>& value, int64_t axis) {
+  check_cross_replica("gather");
+  const std::vector<Tensor>& parts = value.values();
+  STRATA_CHECK_ARG(static_cast<int>(parts.size()) == num_local_replicas(), name(),
+                   ".gather: expected a value with one component per local replica (",
+                   num_local_replicas(), "), got ", parts.size());
+  const Tensor& first = parts.front();
+  STRATA_CHECK_ARG(first.rank() >= 1, name(), ".gather: expected values of rank >= 1, got shape ",
+                   first.shape());
+  const int64_t k = checked_axis(first, axis);
+  for (const Tensor& p : parts) {
+    bool same = p.rank() == first.rank() && p.dtype() == first.dtype();
+    for (int d = 0; same && d < first.rank(); ++d)
+      same = d == k || p.shape().dim(d) == first.shape().dim(d);
+    STRATA_CHECK_ARG(same, name(), ".gather: expected every replica's value to match shape ",
+                     first.shape(), " and dtype ", dtype_name(first.dtype()), " except along axis ",
+                     k, ", got ", p.shape(), " ", dtype_name(p.dtype()));
+  }
+  const Tensor local = parts.size() == 1 ? identity(first) : concat(parts, k);
+  if (num_input_pipelines() == 1) return local;
+  // Across workers: every worker learns every replica's size along the axis
+  // (one SUM of a vector each worker fills at its replicas' slots), places its
+  // rows at their offset in a zero tensor of the global shape, and the SUM of
+  // those tensors is the gathered value on every worker.
+  std::vector<int64_t> sizes(static_cast<size_t>(num_replicas_in_sync()), 0);
+  for (int i = 0; i < num_local_replicas(); ++i)
+    sizes[static_cast<size_t>(global_replica_id(i))] =
+        parts[static_cast<size_t>(i)].shape().dim(static_cast<int>(k));
+  const std::vector<int64_t> all = sum_across_workers(constant(sizes)).to_vector<int64_t>();
+  const int64_t before =
+      std::accumulate(all.begin(), all.begin() + global_replica_id(0), int64_t{0});
+  const int64_t total = std::accumulate(all.begin(), all.end(), int64_t{0});
+  std::vector<std::pair<int64_t, int64_t>> paddings(static_cast<size_t>(first.rank()), {0, 0});
+  paddings[static_cast<size_t>(k)] = {before,
+                                      total - before - local.shape().dim(static_cast<int>(k))};
+  return sum_across_workers(pad(local, paddings));
+}
+
+Tensor Strategy::gather(const Tensor& value, int64_t axis) {
+  check_cross_replica("gather");
+  STRATA_CHECK_ARG(num_replicas_in_sync() == 1, name(),
+                   ".gather: a non-DistributedValues value of shape ", value.shape(),
+                   " cannot be gathered across ", num_replicas_in_sync(), " replicas");
+  STRATA_CHECK_ARG(value.rank() >= 1, name(), ".gather: expected a value of rank >= 1, got shape ",
+                   value.shape());
+  checked_axis(value, axis);
+  return value;
+}
+
+}  // namespace strata::distribute
