@@ -135,17 +135,97 @@ class ReplicaContext {
   int local_replica_id_;
 };
 
+// Where StrategyExtended::reduce_to puts its result (TF's `destinations`):
+// the devices of a variable (each component's, in replica order), of a
+// tensor, of distributed values, or devices by name ("CPU:1" or a full name;
+// NotFoundError for an unknown one). Immutable.
+class Destinations {
+ public:
+  // Implicit, as TF accepts any of these as `destinations`.
+  Destinations(const Variable& variable);                 // NOLINT(google-explicit-constructor)
+  Destinations(const Tensor& tensor);                     // NOLINT(google-explicit-constructor)
+  Destinations(const std::string& device);                // NOLINT(google-explicit-constructor)
+  Destinations(const char* device);                       // NOLINT(google-explicit-constructor)
+  Destinations(const std::vector<std::string>& devices);  // NOLINT(google-explicit-constructor)
+  template <typename T>
+  Destinations(const DistributedValues<T>& value) {  // NOLINT(google-explicit-constructor)
+    for (const T& v : value.values()) devices_.push_back(&v.placement());
+  }
+  const std::vector<const Device*>& devices() const noexcept { return devices_; }
+
+ private:
+  std::vector<const Device*> devices_;
+};
+
+// RAII guard of StrategyExtended::colocate_vars_with; scopes nest strictly.
+class [[nodiscard]] ColocateVarsWithScope {
+ public:
+  explicit ColocateVarsWithScope(const Variable& variable);
+  ~ColocateVarsWithScope();
+  ColocateVarsWithScope(const ColocateVarsWithScope&) = delete;
+  ColocateVarsWithScope& operator=(const ColocateVarsWithScope&) = delete;
+
+ private:
+  const Variable* previous_;
+  Variable variable_;
+};
+
 // tf.distribute.StrategyExtended (selected members; spec §1.5).
 class StrategyExtended {
  public:
   explicit StrategyExtended(Strategy& owner) : owner_(&owner) {}
   virtual ~StrategyExtended() = default;
+
+  // tf.distribute.StrategyExtended.update: runs fn(component, args...) once
+  // per component of `var` (one per local replica for a distributed
+  // variable; the variable itself for a plain one), under the component's
+  // device, in cross-replica context. A distributed argument gives fn its
+  // component of the same replica. Returns the results as a Mirrored (TF's
+  // group=True; nothing for a void fn). From a replica context:
+  // FailedPreconditionError (TF: call it through merge_call).
+  template <typename Fn, typename... Args>
+  auto update(const Variable& var, Fn&& fn, const Args&... args);
+
+  // tf.distribute.StrategyExtended.reduce_to: `value` reduced across every
+  // replica (as Strategy::reduce with no axis) and copied to each destination
+  // device, a Mirrored with one component per destination. A Mirrored value
+  // with MEAN is its own value; a plain tensor follows Strategy::reduce.
+  // Cross-replica only.
+  Mirrored<Tensor> reduce_to(ReduceOp op, const PerReplica<Tensor>& value,
+                             const Destinations& destinations);
+  Mirrored<Tensor> reduce_to(ReduceOp op, const Mirrored<Tensor>& value,
+                             const Destinations& destinations);
+  Mirrored<Tensor> reduce_to(ReduceOp op, const Tensor& value, const Destinations& destinations);
+  // tf.distribute.StrategyExtended.batch_reduce_to: reduce_to of every
+  // (value, destinations) pair, in order.
+  std::vector<Mirrored<Tensor>> batch_reduce_to(
+      ReduceOp op,
+      const std::vector<std::pair<PerReplica<Tensor>, Destinations>>& value_destination_pairs);
+
+  // tf.distribute.StrategyExtended.colocate_vars_with: variables created while
+  // the returned scope lives are placed with `colocate_with_variable`. It must
+  // have been created in this strategy's scope (InvalidArgumentError
+  // otherwise, as TF's ValueError). Mirrored and one-device strategies place
+  // every variable on the same devices already; ParameterServerStrategy puts
+  // the new variables on the parameter server of `colocate_with_variable`.
+  ColocateVarsWithScope colocate_vars_with(const Variable& colocate_with_variable);
+
+  // tf.distribute.StrategyExtended.variable_created_in_scope: whether `v` was
+  // created while this strategy's scope was active (for the default strategy:
+  // outside every strategy's scope).
+  bool variable_created_in_scope(const Variable& v) const;
+
+  // tf.distribute.StrategyExtended.value_container: the distributed variable
+  // whose component `value` is; `value` itself otherwise.
+  Variable value_container(const Variable& value) const;
+
+  // TF: whether this strategy requires static shapes (true on TPU).
+  virtual bool experimental_require_static_shapes() const { return false; }
   // Full names of this worker's compute devices, one per local replica.
   // FailedPreconditionError for the default strategy, as TF's RuntimeError.
   virtual std::vector<std::string> worker_devices() const;
   // Where variables live (the worker devices for mirrored strategies).
   virtual std::vector<std::string> parameter_devices() const;
-  bool experimental_require_static_shapes() const noexcept { return false; }
   // Whether this worker should write checkpoints and summaries (TF: only the
   // chief of a multi-worker strategy; every other strategy: true).
   virtual bool should_checkpoint() const { return true; }
@@ -167,6 +247,10 @@ class StrategyExtended {
   Strategy& strategy() const noexcept { return *owner_; }
 
  private:
+  // The components update() applies fn to; InvalidArgumentError for a
+  // distributed variable of another strategy.
+  std::vector<Variable> update_components(const Variable& var) const;
+
   Strategy* owner_;
 };
 
@@ -341,6 +425,7 @@ class Strategy {
   void set_extended(std::unique_ptr<StrategyExtended> extended) { extended_ = std::move(extended); }
   // Checks that run/reduce are called in cross-replica or default context.
   void check_cross_replica(const char* method) const;
+  friend class StrategyExtended;
 
  private:
   std::unique_ptr<StrategyExtended> extended_;
@@ -348,6 +433,16 @@ class Strategy {
 
 // The process-wide default strategy: one replica, no-op semantics (spec §1.2).
 Strategy& default_strategy();
+
+namespace internal {
+// The variable of the innermost colocate_vars_with scope on this thread, or
+// nullptr (strategies that place variables read it).
+const Variable* colocate_vars_with_variable();
+// Notes that the scope of `strategy` created `v` (variable_created_in_scope).
+void note_variable_created(const Strategy& strategy, const Variable& v);
+// Forgets every variable `strategy` created (its destructor).
+void forget_variables_of(const Strategy& strategy);
+}  // namespace internal
 
 namespace internal {
 // RAII: enters cross-replica mode for `strategy` on this thread (merge_fn).
@@ -469,6 +564,27 @@ auto ReplicaContext::merge_call(Fn&& merge_fn, const Args&... args) {
     const auto& value = *std::static_pointer_cast<std::decay_t<R>>(result);
     return std::decay_t<decltype(select_replica(local_replica_id_, value))>(
         select_replica(local_replica_id_, value));
+  }
+}
+
+template <typename Fn, typename... Args>
+auto StrategyExtended::update(const Variable& var, Fn&& fn, const Args&... args) {
+  owner_->check_cross_replica("extended.update");
+  const std::vector<Variable> components = update_components(var);
+  using R = std::invoke_result_t<Fn&, const Variable&, decltype(select_replica(0, args))...>;
+  if constexpr (std::is_void_v<R>) {
+    for (size_t i = 0; i < components.size(); ++i) {
+      DeviceScope device_scope(find_device(components[i].device()));
+      fn(components[i], select_replica(static_cast<int>(i), args)...);
+    }
+  } else {
+    std::vector<std::decay_t<R>> results;
+    results.reserve(components.size());
+    for (size_t i = 0; i < components.size(); ++i) {
+      DeviceScope device_scope(find_device(components[i].device()));
+      results.push_back(fn(components[i], select_replica(static_cast<int>(i), args)...));
+    }
+    return Mirrored<std::decay_t<R>>(std::move(results));
   }
 }
 

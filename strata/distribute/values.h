@@ -62,6 +62,14 @@ template <typename T>
 class Mirrored : public DistributedValues<T> {
  public:
   using DistributedValues<T>::DistributedValues;
+  // As PerReplica's: TF's regroup gives the plain value for one component
+  // (extended.update of a plain variable, reduce_to one device).
+  operator const T&() const {  // NOLINT(google-explicit-constructor): TF's plain value
+    STRATA_CHECK_ARG(this->num_components() == 1,
+                     "Mirrored: expected one component to read as a plain value, got ",
+                     this->num_components(), " (take its local results)");
+    return this->values().front();
+  }
 };
 
 // How `run` specialises an argument for local replica i: distributed values
