@@ -287,26 +287,23 @@ std::vector<Variable> StrategyExtended::update_components(const Variable& var) c
   return distributed_components(var);
 }
 
-Mirrored<Tensor> StrategyExtended::reduce_to(ReduceOp op, const PerReplica<Tensor>& value,
+Mirrored<Tensor> StrategyExtended::reduce_to(ReduceOpArg op, const PerReplica<Tensor>& value,
                                              const Destinations& destinations) {
   return copy_to(owner_->reduce(op, value, std::nullopt), destinations);
 }
 
-Mirrored<Tensor> StrategyExtended::reduce_to(ReduceOp op, const Mirrored<Tensor>& value,
+Mirrored<Tensor> StrategyExtended::reduce_to(ReduceOpArg op, const Mirrored<Tensor>& value,
                                              const Destinations& destinations) {
-  owner_->check_cross_replica("extended.reduce_to");
-  // TF: a Mirrored value's MEAN is the value itself (every component is equal).
-  if (op == ReduceOp::MEAN) return copy_to(value.values().front(), destinations);
-  return reduce_to(op, PerReplica<Tensor>(value.values()), destinations);
+  return copy_to(owner_->reduce(op, value, std::nullopt), destinations);
 }
 
-Mirrored<Tensor> StrategyExtended::reduce_to(ReduceOp op, const Tensor& value,
+Mirrored<Tensor> StrategyExtended::reduce_to(ReduceOpArg op, const Tensor& value,
                                              const Destinations& destinations) {
   return copy_to(owner_->reduce(op, value, std::nullopt), destinations);
 }
 
 std::vector<Mirrored<Tensor>> StrategyExtended::batch_reduce_to(
-    ReduceOp op,
+    ReduceOpArg op,
     const std::vector<std::pair<PerReplica<Tensor>, Destinations>>& value_destination_pairs) {
   std::vector<Mirrored<Tensor>> out;
   out.reserve(value_destination_pairs.size());

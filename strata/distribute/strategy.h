@@ -114,6 +114,9 @@ class ReplicaContext {
   std::vector<Tensor> all_reduce(ReduceOp op, const std::vector<Tensor>& values);
   // TF's string spelling of the op: all_reduce("SUM", t) (case-insensitive).
   Tensor all_reduce(const std::string& op, const Tensor& value);
+  Tensor all_reduce(const char* op, const Tensor& value) {
+    return all_reduce(std::string(op), value);
+  }
 
   // tf.distribute.ReplicaContext.all_gather: every replica calls it with its
   // value (same rank; dims other than `axis` equal; sizes along `axis` may
@@ -191,15 +194,15 @@ class StrategyExtended {
   // device, a Mirrored with one component per destination. A Mirrored value
   // with MEAN is its own value; a plain tensor follows Strategy::reduce.
   // Cross-replica only.
-  Mirrored<Tensor> reduce_to(ReduceOp op, const PerReplica<Tensor>& value,
+  Mirrored<Tensor> reduce_to(ReduceOpArg op, const PerReplica<Tensor>& value,
                              const Destinations& destinations);
-  Mirrored<Tensor> reduce_to(ReduceOp op, const Mirrored<Tensor>& value,
+  Mirrored<Tensor> reduce_to(ReduceOpArg op, const Mirrored<Tensor>& value,
                              const Destinations& destinations);
-  Mirrored<Tensor> reduce_to(ReduceOp op, const Tensor& value, const Destinations& destinations);
+  Mirrored<Tensor> reduce_to(ReduceOpArg op, const Tensor& value, const Destinations& destinations);
   // tf.distribute.StrategyExtended.batch_reduce_to: reduce_to of every
   // (value, destinations) pair, in order.
   std::vector<Mirrored<Tensor>> batch_reduce_to(
-      ReduceOp op,
+      ReduceOpArg op,
       const std::vector<std::pair<PerReplica<Tensor>, Destinations>>& value_destination_pairs);
 
   // tf.distribute.StrategyExtended.colocate_vars_with: variables created while
@@ -340,17 +343,27 @@ class Strategy {
   virtual int num_input_pipelines() const { return 1; }
   virtual int input_pipeline_id() const { return 0; }
 
-  // tf.distribute.Strategy.reduce (spec §3.2). Cross-replica only.
-  // axis == nullopt: element-wise SUM/MEAN across replicas (equal shapes).
-  // axis == k: each replica reduces along k, then SUM adds the partial sums and
-  // MEAN divides the summed numerators by the summed element counts, so
-  // replicas with unequal (even empty) batches weigh each element equally.
-  // Integer MEAN is true division (float64). Across workers the strategy adds
-  // every worker's contribution, so each worker gets the global result.
-  Tensor reduce(ReduceOp op, const PerReplica<Tensor>& value, std::optional<int64_t> axis);
-  // A non-distributed value: MEAN gives the value (reduced along axis if
-  // given); SUM is InvalidArgumentError with more than one replica.
-  Tensor reduce(ReduceOp op, const Tensor& value, std::optional<int64_t> axis);
+  // tf.distribute.Strategy.reduce (spec §3.2). Cross-replica only. `op` is a
+  // ReduceOp or its name ("SUM", "MEAN"); `axis` None, one axis or a list.
+  // axis == None: element-wise SUM/MEAN across replicas (equal shapes).
+  // axis == k or {k, ...}: each replica reduces along the axes, then SUM adds
+  // the partial sums and MEAN divides the summed numerators by the summed
+  // element counts (the product of the dims along the axes), so replicas with
+  // unequal (even empty) batches weigh each element equally. Integer MEAN is
+  // true division (float64). Across workers the strategy adds every worker's
+  // contribution, so each worker gets the global result.
+  Tensor reduce(ReduceOpArg op, const PerReplica<Tensor>& value, ReduceAxis axis);
+  // A Mirrored value: MEAN with axis None is the value itself (TF); otherwise
+  // its components reduce as a PerReplica's (SUM adds the identical copies).
+  Tensor reduce(ReduceOpArg op, const Mirrored<Tensor>& value, ReduceAxis axis);
+  // A non-distributed value (reduced along `axis` first if given). On one
+  // worker: MEAN gives the value; SUM is InvalidArgumentError with more than
+  // one replica (TF's ValueError), the value itself with one. Across several
+  // workers (MultiWorkerMirroredStrategy) each worker's value counts once, as
+  // TF's collective reduce of a non-distributed value: SUM adds the workers'
+  // values, MEAN divides that by the number of workers (with axes: by the
+  // summed element counts).
+  Tensor reduce(ReduceOpArg op, const Tensor& value, ReduceAxis axis);
 
   // tf.distribute.Strategy.gather: the components of `value` of every replica
   // of every worker concatenated along `axis`, in replica order (sizes along
