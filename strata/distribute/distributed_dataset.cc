@@ -1,5 +1,6 @@
 #include "strata/distribute/distributed_dataset.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "strata/base/errors.h"
@@ -25,9 +26,20 @@ data::Dataset distribute_dataset_for_worker(const data::Dataset& ds, int num_wor
   // keeps pieces worker_index, worker_index + W, ... (spec §5.3c), so step k
   // is global batch k on every worker.
   const int64_t batch = data::static_batch_size(ds);
+  // A statically batched input (every element has exactly `batch` rows, as
+  // batch(B, drop_remainder=True) gives) is rebatched with drop_remainder
+  // too: nothing is dropped (its rows split exactly), and when the pieces are
+  // equal the per-replica element spec keeps its static batch dimension, as
+  // TF's (batch(8, True) on 2 replicas: per-replica shape (4, ...)).
+  bool static_batch = batch >= 0;
+  for (const TensorSpec& spec : ds.element_spec()) {
+    static_batch = static_batch && spec.shape.has_known_rank() && spec.shape.rank() >= 1 &&
+                   spec.shape.dim(0) == batch;
+  }
   data::Dataset rebatched = data::apply_before_prefetch(ds, [&](const data::Dataset& d) {
     return batch >= 0
-               ? d.rebatch(rebatch_sizes(batch, num_workers, replicas_per_worker, worker_index))
+               ? d.rebatch(rebatch_sizes(batch, num_workers, replicas_per_worker, worker_index),
+                           static_batch)
                : d.rebatch_legacy(num_replicas);
   });
   if (num_workers == 1) return rebatched;
@@ -92,10 +104,12 @@ PerReplica<data::Element> DistributedIterator::get_next() {
 }
 
 DistributedDataset::DistributedDataset(data::Dataset per_replica,
-                                       std::vector<const Device*> devices, StepAgreement agreement)
+                                       std::vector<const Device*> devices, StepAgreement agreement,
+                                       std::optional<int64_t> steps)
     : datasets_{std::move(per_replica)},
       devices_(std::move(devices)),
-      agreement_(std::move(agreement)) {
+      agreement_(std::move(agreement)),
+      steps_(steps) {
   STRATA_INTERNAL_CHECK(!devices_.empty());
 }
 
@@ -142,6 +156,25 @@ std::vector<TensorSpec> DistributedDataset::element_spec() const {
     }
   }
   return spec;
+}
+
+int64_t DistributedDataset::cardinality() const {
+  if (steps_) return *steps_;
+  if (datasets_.size() == 1) {
+    const int64_t n = datasets_.front().cardinality();
+    if (n < 0) return n;
+    const int64_t r = num_local_replicas();
+    return (n + r - 1) / r;
+  }
+  int64_t steps = 0;
+  bool infinite = false;
+  for (const data::Dataset& d : datasets_) {
+    const int64_t n = d.cardinality();
+    if (n == data::UNKNOWN_CARDINALITY) return n;
+    if (n == data::INFINITE_CARDINALITY) infinite = true;
+    steps = std::max(steps, n);
+  }
+  return infinite ? data::INFINITE_CARDINALITY : steps;
 }
 
 DistributedDataset::StepIterator::StepIterator(DistributedIterator it)

@@ -75,8 +75,11 @@ class DistributedDataset {
  public:
   // `per_replica` yields per-replica batches in replica order (the strategy
   // applied sharding and rebatching already); `devices` are the local replicas'.
+  // `steps`: the step count when the strategy knows it from the input (one
+  // step per global batch); otherwise cardinality() derives it from the
+  // per-replica dataset.
   DistributedDataset(data::Dataset per_replica, std::vector<const Device*> devices,
-                     StepAgreement agreement = {});
+                     StepAgreement agreement = {}, std::optional<int64_t> steps = std::nullopt);
   // One dataset per local replica (InputReplicationMode::PER_REPLICA): replica
   // i takes its batches from `per_replica_datasets[i]` alone.
   DistributedDataset(std::vector<data::Dataset> per_replica_datasets,
@@ -88,6 +91,16 @@ class DistributedDataset {
   int num_local_replicas() const noexcept { return static_cast<int>(devices_.size()); }
   // The per-replica dataset (replica 0's under PER_REPLICA), for inspection.
   const data::Dataset& per_replica_dataset() const noexcept { return datasets_.front(); }
+
+  // The number of steps (one PerReplica each) this dataset yields on this
+  // worker, or data::INFINITE_CARDINALITY / data::UNKNOWN_CARDINALITY.
+  // experimental_distribute_dataset: one step per global batch of the input
+  // (its cardinality; unknown across workers unless the data is sharded by
+  // DATA, where every worker takes part of every global batch). The function
+  // form: PER_WORKER, the dataset's per-replica batches divided among the
+  // local replicas, rounded up (a partial last step still runs); PER_REPLICA,
+  // the longest replica pipeline's.
+  int64_t cardinality() const;
 
   // tf.distribute.DistributedDataset.reduce: state = reduce_func(state, x)
   // for every step's PerReplica x, in order, from initial_state.
@@ -122,6 +135,7 @@ class DistributedDataset {
   std::vector<data::Dataset> datasets_;  // one shared, or one per local replica
   std::vector<const Device*> devices_;
   StepAgreement agreement_;
+  std::optional<int64_t> steps_;
 };
 
 // The per-replica pipeline of one worker (steps 1 and 2 above): auto-shard

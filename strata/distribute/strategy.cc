@@ -352,6 +352,10 @@ std::shared_ptr<void> Strategy::merge_replicas(int, const void* payload, const M
   return merge({payload});
 }
 
+std::vector<Variable> Strategy::experimental_local_results(const Variable& value) const {
+  return distributed_components(value);
+}
+
 bool Strategy::is_default() const noexcept { return this == &the_default_strategy(); }
 
 void Strategy::check_cross_replica(const char* method) const {

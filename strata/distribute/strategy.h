@@ -386,6 +386,10 @@ class Strategy {
   std::vector<T> experimental_local_results(const Mirrored<T>& value) const {
     return value.values();
   }
+  // A distributed variable: its per-replica component variables, in local
+  // replica order (TF returns the MirroredVariable's values); a plain
+  // variable: {value}.
+  std::vector<Variable> experimental_local_results(const Variable& value) const;
   // A non-distributed value: {value}.
   template <typename T>
   std::vector<T> experimental_local_results(const T& value) const {

@@ -27,7 +27,14 @@ DistributedDataset Strategy::experimental_distribute_dataset(const data::Dataset
     per_replica = per_replica.prefetch(int64_t{options.experimental_per_replica_buffer_size} *
                                        num_local_replicas());
   }
-  return DistributedDataset(per_replica, local_devices_of(*this), step_agreement());
+  // One step per global batch: on one worker, and across workers when every
+  // worker takes part of every global batch (DATA sharding).
+  std::optional<int64_t> steps;
+  if (num_input_pipelines() == 1 ||
+      dataset.options().experimental_distribute.policy() == data::AutoShardPolicy::DATA) {
+    steps = dataset.cardinality();
+  }
+  return DistributedDataset(per_replica, local_devices_of(*this), step_agreement(), steps);
 }
 
 DistributedDataset Strategy::distribute_datasets_from_function(
