@@ -216,7 +216,7 @@ TEST_F(DistributedDatasetTest, CardinalityCountsStepsAndReduceFoldsThem) {
   auto dd = strategy.experimental_distribute_dataset(Dataset::range(14).batch(8));
   EXPECT_EQ(dd.cardinality(), 2);
   const Tensor total =
-      dd.reduce(constant(int64_t{0}), [&](Tensor state, const PerReplica<Element>& x) {
+      dd.reduce(constant(int64_t{0}), [&](const Tensor& state, const PerReplica<Element>& x) {
         std::vector<Tensor> firsts;
         for (const Element& e : x.values()) firsts.push_back(e[0]);
         return state + strategy.reduce("SUM", PerReplica<Tensor>(firsts), 0);

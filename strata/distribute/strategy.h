@@ -352,10 +352,10 @@ class Strategy {
   // unequal (even empty) batches weigh each element equally. Integer MEAN is
   // true division (float64). Across workers the strategy adds every worker's
   // contribution, so each worker gets the global result.
-  Tensor reduce(ReduceOpArg op, const PerReplica<Tensor>& value, ReduceAxis axis);
+  Tensor reduce(ReduceOpArg op, const PerReplica<Tensor>& value, const ReduceAxis& axis);
   // A Mirrored value: MEAN with axis None is the value itself (TF); otherwise
   // its components reduce as a PerReplica's (SUM adds the identical copies).
-  Tensor reduce(ReduceOpArg op, const Mirrored<Tensor>& value, ReduceAxis axis);
+  Tensor reduce(ReduceOpArg op, const Mirrored<Tensor>& value, const ReduceAxis& axis);
   // A non-distributed value (reduced along `axis` first if given). On one
   // worker: MEAN gives the value; SUM is InvalidArgumentError with more than
   // one replica (TF's ValueError), the value itself with one. Across several
@@ -363,7 +363,7 @@ class Strategy {
   // TF's collective reduce of a non-distributed value: SUM adds the workers'
   // values, MEAN divides that by the number of workers (with axes: by the
   // summed element counts).
-  Tensor reduce(ReduceOpArg op, const Tensor& value, ReduceAxis axis);
+  Tensor reduce(ReduceOpArg op, const Tensor& value, const ReduceAxis& axis);
 
   // tf.distribute.Strategy.gather: the components of `value` of every replica
   // of every worker concatenated along `axis`, in replica order (sizes along

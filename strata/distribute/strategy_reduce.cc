@@ -49,7 +49,8 @@ std::pair<Tensor, int64_t> partial_sum(const Tensor& v, const std::vector<int64_
 
 }  // namespace
 
-Tensor Strategy::reduce(ReduceOpArg op_arg, const PerReplica<Tensor>& value, ReduceAxis axis) {
+Tensor Strategy::reduce(ReduceOpArg op_arg, const PerReplica<Tensor>& value,
+                        const ReduceAxis& axis) {
   check_cross_replica("reduce");
   const ReduceOp op = op_arg.op;
   const std::vector<Tensor>& components = value.values();
@@ -73,14 +74,14 @@ Tensor Strategy::reduce(ReduceOpArg op_arg, const PerReplica<Tensor>& value, Red
   return divide(numerator, cast(denominator, numerator.dtype()));
 }
 
-Tensor Strategy::reduce(ReduceOpArg op, const Mirrored<Tensor>& value, ReduceAxis axis) {
+Tensor Strategy::reduce(ReduceOpArg op, const Mirrored<Tensor>& value, const ReduceAxis& axis) {
   check_cross_replica("reduce");
   // TF's _reduce_to: a Mirrored value's MEAN is the value (its copies are equal).
   if (op.op == ReduceOp::MEAN && !axis.axes()) return identity(value.values().front());
-  return reduce(op, PerReplica<Tensor>(value.values()), std::move(axis));
+  return reduce(op, PerReplica<Tensor>(value.values()), axis);
 }
 
-Tensor Strategy::reduce(ReduceOpArg op_arg, const Tensor& value, ReduceAxis axis) {
+Tensor Strategy::reduce(ReduceOpArg op_arg, const Tensor& value, const ReduceAxis& axis) {
   check_cross_replica("reduce");
   const ReduceOp op = op_arg.op;
   if (extended().in_multi_worker_mode()) {
@@ -127,7 +128,7 @@ Tensor Strategy::gather(const PerReplica<Tensor>& value, int64_t axis) {
                      first.shape(), " and dtype ", dtype_name(first.dtype()), " except along axis ",
                      k, ", got ", p.shape(), " ", dtype_name(p.dtype()));
   }
-  const Tensor local = parts.size() == 1 ? identity(first) : concat(parts, k);
+  Tensor local = parts.size() == 1 ? identity(first) : concat(parts, k);
   if (num_input_pipelines() == 1) return local;
   // Across workers: every worker learns every replica's size along the axis
   // (one SUM of a vector each worker fills at its replicas' slots), places its

@@ -86,7 +86,8 @@ TEST_F(LayersUnderStrategyTest, AModelBuiltLazilyInsideRunTrains) {
     const Tensor x = strata::constant({1.f + r, 2.f, 3.f, 4.f - r}, {2, 2});
     const Tensor y = strata::constant({1.f, -1.f}, {2, 1});
     GradientTape tape;
-    const Tensor loss = strata::reduce_sum(strata::square((*model)(x)-y)) / strata::constant(4.f);
+    const Tensor y_pred = (*model)(x);
+    Tensor loss = strata::reduce_sum(strata::square(y_pred - y)) / strata::constant(4.f);
     const std::vector<Variable> vars = model->trainable_variables();
     const std::vector<Tensor> grads = tape.gradient(loss, vars);
     optimizer->apply_gradients(strata::zip(grads, vars));
