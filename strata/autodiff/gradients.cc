@@ -13,6 +13,7 @@
 #include "strata/autodiff/gradient_tape.h"
 #include "strata/base/errors.h"
 #include "strata/ops/array_ops.h"
+#include "strata/ops/collective_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
 #include "strata/ops/operators.h"
@@ -456,6 +457,28 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
       const int64_t classes = op.in[0].shape.dim(-1);
       const Tensor onehot = one_hot(in(1), classes, {.dtype = logits.dtype()});
       return {(softmax(logits) - onehot) * expand_dims(g, -1), Tensor()};
+    }
+    // --- collectives across replicas (TF's ReplicaContext custom gradients) ---
+    // y_j = sum_i x_i on every replica j, so dL/dx_i = sum_j dy_j: the same
+    // all-reduce of the upstream gradient (MEAN: the mean of dy_j, likewise).
+    case OpKind::CollectiveReduce: return {collective_all_reduce({g}, op.attrs.mean)[0]};
+    // y = concat_i x_i on every replica: dL/dx_i is the slice of sum_j dy_j at
+    // x_i's rows; x_i's offset is the sum of the earlier replicas' sizes,
+    // gathered from every replica as TF does.
+    case OpKind::CollectiveGather: {
+      const int64_t axis = op.attrs.axis;
+      const TensorShape& s = op.in[0].shape;
+      const int64_t n = s.dim(static_cast<int>(axis));
+      const Tensor summed = collective_all_reduce({g}, /*mean=*/false)[0];
+      const std::vector<int64_t> sizes =
+          collective_all_gather({constant(std::vector<int64_t>{n})}, 0)[0].to_vector<int64_t>();
+      const ReplicaCollectives* c = current_replica_collectives();
+      const int replica = c != nullptr ? c->replica_id() : 0;
+      STRATA_INTERNAL_CHECK(replica < static_cast<int>(sizes.size()));
+      std::vector<int64_t> begin(static_cast<size_t>(s.rank()), 0);
+      begin[static_cast<size_t>(axis)] =
+          std::accumulate(sizes.begin(), sizes.begin() + replica, int64_t{0});
+      return {slice(summed, begin, s.dims())};
     }
   }
   STRATA_INTERNAL_CHECK(false, "op_gradient: unknown OpKind ", static_cast<int>(op.kind));

@@ -17,6 +17,7 @@
 #include "strata/autodiff/gradient_tape.h"
 #include "strata/base/errors.h"
 #include "strata/ops/array_ops.h"
+#include "strata/ops/collective_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
 #include "strata/ops/op_kind.h"
@@ -206,6 +207,11 @@ OpSampleTable op_samples() {
   t[OpKind::SparseSoftmaxCrossEntropyWithLogits] = {
       [labels](const V& v) { return nn::sparse_softmax_cross_entropy_with_logits(labels, v[0]); },
       {rnd({3, 4}, 34, -2.0, 2.0)}};
+  // Collectives outside a replica context: one replica (strata/ops/collective_ops.h).
+  t[OpKind::CollectiveReduce] = {
+      [](const V& v) { return collective_all_reduce({v[0]}, /*mean=*/true)[0]; }, {x23}};
+  t[OpKind::CollectiveGather] = {
+      [](const V& v) { return collective_all_gather({v[0]}, /*axis=*/1)[0]; }, {x23}};
   return t;
 }
 

@@ -21,6 +21,9 @@ class BatchNode : public DatasetNode {
       : DatasetNode(NodeKind::kBatch, {std::move(input)}),
         batch_size_(batch_size),
         drop_(drop_remainder) {}
+  int64_t cardinality() const override {
+    return internal::batch_cardinality(inputs()[0].cardinality(), batch_size_, drop_);
+  }
   std::vector<TensorSpec> element_spec() const override {
     auto spec = inputs()[0].element_spec();
     for (auto& s : spec)
@@ -60,6 +63,9 @@ class PaddedBatchNode : public DatasetNode {
       : DatasetNode(NodeKind::kPaddedBatch, {std::move(input)}),
         batch_size_(batch_size),
         o_(std::move(o)) {}
+  int64_t cardinality() const override {
+    return internal::batch_cardinality(inputs()[0].cardinality(), batch_size_, o_.drop_remainder);
+  }
   std::vector<TensorSpec> element_spec() const override {
     auto spec = inputs()[0].element_spec();
     for (size_t i = 0; i < spec.size(); ++i) {

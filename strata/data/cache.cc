@@ -24,6 +24,7 @@ class CacheNode : public DatasetNode {
  public:
   explicit CacheNode(Dataset input)
       : DatasetNode(NodeKind::kCache, {std::move(input)}), state_(std::make_shared<CacheState>()) {}
+  int64_t cardinality() const override { return inputs()[0].cardinality(); }
   std::vector<TensorSpec> element_spec() const override { return inputs()[0].element_spec(); }
   std::unique_ptr<IteratorImpl> make_iterator() const override {
     std::shared_ptr<const std::vector<Element>> data;

@@ -76,6 +76,7 @@ Dataset::Dataset(std::shared_ptr<const DatasetNode> node) : node_(std::move(node
 }
 
 std::vector<TensorSpec> Dataset::element_spec() const { return node_->element_spec(); }
+int64_t Dataset::cardinality() const { return node_->cardinality(); }
 NodeKind Dataset::kind() const { return node_->kind(); }
 std::vector<Dataset> Dataset::inputs() const { return node_->inputs(); }
 Iterator Dataset::iter() const { return Iterator(node_->make_iterator()); }

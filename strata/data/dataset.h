@@ -50,6 +50,10 @@ inline constexpr int64_t AUTOTUNE = -1;
 inline constexpr int64_t SHARD_HINT = -1;
 // The count of repeat() / take() / skip() meaning "all" / "forever".
 inline constexpr int64_t kInfinite = -1;
+// tf.data.INFINITE_CARDINALITY / UNKNOWN_CARDINALITY: what cardinality()
+// returns for an endless dataset and for one whose size it cannot tell.
+inline constexpr int64_t INFINITE_CARDINALITY = -1;
+inline constexpr int64_t UNKNOWN_CARDINALITY = -2;
 
 // tf.data.experimental.AutoShardPolicy; values equal TF's enum.
 enum class AutoShardPolicy : int { OFF = -1, AUTO = 0, FILE = 1, DATA = 2, HINT = 3 };
@@ -261,6 +265,12 @@ class Dataset {
   // --- inspection ----------------------------------------------------------
   // One TensorSpec per component; -1 for unknown dims.
   std::vector<TensorSpec> element_spec() const;
+  // tf.data.Dataset.cardinality: the number of elements, computed from the
+  // graph as TF does (sources, batch, repeat, take, skip, shard, zip,
+  // concatenate, ... propagate it); INFINITE_CARDINALITY for an endless
+  // dataset, UNKNOWN_CARDINALITY where it depends on the data (filter,
+  // unbatch, interleave, generators, file readers, rebatch).
+  int64_t cardinality() const;
   // The options of the whole graph, merged (downstream wins).
   Options options() const;
   NodeKind kind() const;

@@ -38,6 +38,44 @@ TEST(DatasetSources, RangeFollowsStartStopAndStep) {
   EXPECT_THROW(Dataset::range(0, 5, 0), InvalidArgumentError);
 }
 
+// TensorFlow:
+//   tf.data.Dataset.range(10).batch(3).cardinality()          # 4
+//   tf.data.Dataset.range(10).batch(3, True).cardinality()    # 3
+//   tf.data.Dataset.range(10).repeat().cardinality()          # INFINITE_CARDINALITY (-1)
+//   tf.data.Dataset.range(10).filter(f).cardinality()         # UNKNOWN_CARDINALITY (-2)
+TEST(DatasetCardinality, FollowsTensorFlowsRulesThroughTheGraph) {
+  const Dataset ten = Dataset::range(10);
+  EXPECT_EQ(ten.cardinality(), 10);
+  EXPECT_EQ(Dataset::range(10, 0, -3).cardinality(), 4);  // 10, 7, 4, 1
+  EXPECT_EQ(Dataset::range(2, 10, 3).cardinality(), 3);   // 2, 5, 8
+  EXPECT_EQ(Dataset::range(5, 0, 1).cardinality(), 0);
+  EXPECT_EQ(Dataset::from_tensors({ints({1, 2})}).cardinality(), 1);
+  EXPECT_EQ(Dataset::from_tensor_slices({ints({1, 2, 3})}).cardinality(), 3);
+  EXPECT_EQ(ten.batch(3).cardinality(), 4);
+  EXPECT_EQ(ten.batch(3, /*drop_remainder=*/true).cardinality(), 3);
+  EXPECT_EQ(ten.repeat().cardinality(), INFINITE_CARDINALITY);
+  EXPECT_EQ(ten.repeat(2).cardinality(), 20);
+  EXPECT_EQ(ten.repeat().take(7).cardinality(), 7);
+  EXPECT_EQ(ten.take(15).cardinality(), 10);
+  EXPECT_EQ(ten.skip(3).cardinality(), 7);
+  EXPECT_EQ(ten.skip(12).cardinality(), 0);
+  EXPECT_EQ(ten.shard(3, 1).cardinality(), 3);  // elements 1, 4, 7
+  EXPECT_EQ(ten.shard(3, 0).cardinality(), 4);  // 0, 3, 6, 9
+  EXPECT_EQ(ten.map([](const Element& e) { return e; }).prefetch(2).cardinality(), 10);
+  EXPECT_EQ(ten.shuffle(4).enumerate().cache().cardinality(), 10);
+  EXPECT_EQ(Dataset::zip({ten, Dataset::range(4), ten.repeat()}).cardinality(), 4);
+  EXPECT_EQ(ten.concatenate(Dataset::range(5)).cardinality(), 15);
+  EXPECT_EQ(ten.concatenate(ten.repeat()).cardinality(), INFINITE_CARDINALITY);
+  const Dataset filtered = ten.filter([](const Element&) { return true; });
+  EXPECT_EQ(filtered.cardinality(), UNKNOWN_CARDINALITY);
+  EXPECT_EQ(filtered.batch(2).cardinality(), UNKNOWN_CARDINALITY);
+  EXPECT_EQ(Dataset::zip({ten, filtered}).cardinality(), UNKNOWN_CARDINALITY);
+  EXPECT_EQ(ten.batch(2).unbatch().cardinality(), UNKNOWN_CARDINALITY);
+  // The counts agree with iteration.
+  EXPECT_EQ(static_cast<int64_t>(values(ten.shard(3, 1)).size()), 3);
+  EXPECT_EQ(static_cast<int64_t>(rows(ten.batch(3)).size()), 4);
+}
+
 TEST(DatasetSources, FromTensorSlicesSlicesEveryComponentAlongDimZero) {
   auto x = constant({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, {3, 2});
   auto y = ints({7, 8, 9});

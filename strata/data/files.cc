@@ -71,6 +71,7 @@ class ListFilesNode : public DatasetNode {
         shuffle_(shuffle),
         seed_(seed),
         epoch_(std::make_shared<std::atomic<uint64_t>>(0)) {}
+  int64_t cardinality() const override { return static_cast<int64_t>(files_.size()); }
   std::vector<TensorSpec> element_spec() const override {
     return {TensorSpec(TensorShape{}, DType::string)};
   }

@@ -29,6 +29,7 @@ class MapNode : public DatasetNode {
         fn_(std::move(fn)),
         o_(std::move(o)),
         spec_cache_(std::make_shared<SpecCache>()) {}
+  int64_t cardinality() const override { return inputs()[0].cardinality(); }
   std::vector<TensorSpec> element_spec() const override {
     if (!o_.output_signature.empty()) return o_.output_signature;
     // Without a signature the spec is that of the first output element (TF

@@ -14,6 +14,7 @@ class OptionsNode : public DatasetNode {
  public:
   OptionsNode(Dataset input, Options o)
       : DatasetNode(NodeKind::kOptions, {std::move(input)}), o_(o) {}
+  int64_t cardinality() const override { return inputs()[0].cardinality(); }
   std::vector<TensorSpec> element_spec() const override { return inputs()[0].element_spec(); }
   std::unique_ptr<IteratorImpl> make_iterator() const override {
     return inputs()[0].node()->make_iterator();

@@ -97,6 +97,7 @@ class PrefetchNode : public DatasetNode {
  public:
   PrefetchNode(Dataset input, int64_t n)
       : DatasetNode(NodeKind::kPrefetch, {std::move(input)}), n_(n) {}
+  int64_t cardinality() const override { return inputs()[0].cardinality(); }
   std::vector<TensorSpec> element_spec() const override { return inputs()[0].element_spec(); }
   std::unique_ptr<IteratorImpl> make_iterator() const override {
     if (n_ == 0) return inputs()[0].node()->make_iterator();

@@ -107,6 +107,11 @@ class LegacyRebatchNode : public DatasetNode {
  public:
   LegacyRebatchNode(Dataset input, int64_t n)
       : DatasetNode(NodeKind::kLegacyRebatch, {std::move(input)}), n_(n) {}
+  // Every input batch gives n pieces (some possibly empty), as TF's RebatchDataset.
+  int64_t cardinality() const override {
+    const int64_t c = inputs()[0].cardinality();
+    return c < 0 ? c : c * n_;
+  }
   std::vector<TensorSpec> element_spec() const override {
     auto spec = inputs()[0].element_spec();
     for (auto& s : spec) {

@@ -14,64 +14,76 @@ using internal::make_fn_iterator;
 
 Dataset Dataset::repeat(int64_t count) const {
   STRATA_CHECK_ARG(count >= -1, "repeat: expected count >= -1, got ", count);
-  return make_dataset(NodeKind::kRepeat, {*this}, element_spec(),
-                      [count](const std::vector<Dataset>& inputs) {
-                        struct State {
-                          Dataset ds;
-                          std::shared_ptr<IteratorImpl> it;
-                          int64_t done = 0;
-                          bool produced = false;
-                        };
-                        auto st = std::make_shared<State>(State{inputs[0], nullptr, 0, false});
-                        return make_fn_iterator([st, count]() -> std::optional<Element> {
-                          while (count == -1 || st->done < count) {
-                            if (!st->it) {
-                              st->it = input_iter(st->ds);
-                              st->produced = false;
-                            }
-                            if (auto e = st->it->next()) {
-                              st->produced = true;
-                              return e;
-                            }
-                            st->it.reset();
-                            ++st->done;
-                            // TF: an input that is empty in a pass ends the repetition (no spin).
-                            if (!st->produced) return std::nullopt;
-                          }
-                          return std::nullopt;
-                        });
-                      });
+  return make_dataset(
+      NodeKind::kRepeat, {*this}, element_spec(),
+      [count](const std::vector<Dataset>& inputs) {
+        struct State {
+          Dataset ds;
+          std::shared_ptr<IteratorImpl> it;
+          int64_t done = 0;
+          bool produced = false;
+        };
+        auto st = std::make_shared<State>(State{inputs[0], nullptr, 0, false});
+        return make_fn_iterator([st, count]() -> std::optional<Element> {
+          while (count == -1 || st->done < count) {
+            if (!st->it) {
+              st->it = input_iter(st->ds);
+              st->produced = false;
+            }
+            if (auto e = st->it->next()) {
+              st->produced = true;
+              return e;
+            }
+            st->it.reset();
+            ++st->done;
+            // TF: an input that is empty in a pass ends the repetition (no spin).
+            if (!st->produced) return std::nullopt;
+          }
+          return std::nullopt;
+        });
+      },
+      [count](const std::vector<Dataset>& in) {
+        return internal::repeat_cardinality(in[0].cardinality(), count);
+      });
 }
 
 Dataset Dataset::take(int64_t count) const {
   STRATA_CHECK_ARG(count >= -1, "take: expected count >= -1, got ", count);
-  return make_dataset(NodeKind::kTake, {*this}, element_spec(),
-                      [count](const std::vector<Dataset>& inputs) {
-                        auto in = input_iter(inputs[0]);
-                        auto n = std::make_shared<int64_t>(0);
-                        return make_fn_iterator([in, n, count]() -> std::optional<Element> {
-                          if (count != -1 && *n >= count) return std::nullopt;
-                          ++*n;
-                          return in->next();
-                        });
-                      });
+  return make_dataset(
+      NodeKind::kTake, {*this}, element_spec(),
+      [count](const std::vector<Dataset>& inputs) {
+        auto in = input_iter(inputs[0]);
+        auto n = std::make_shared<int64_t>(0);
+        return make_fn_iterator([in, n, count]() -> std::optional<Element> {
+          if (count != -1 && *n >= count) return std::nullopt;
+          ++*n;
+          return in->next();
+        });
+      },
+      [count](const std::vector<Dataset>& in) {
+        return internal::take_cardinality(in[0].cardinality(), count);
+      });
 }
 
 Dataset Dataset::skip(int64_t count) const {
   STRATA_CHECK_ARG(count >= -1, "skip: expected count >= -1, got ", count);
-  return make_dataset(NodeKind::kSkip, {*this}, element_spec(),
-                      [count](const std::vector<Dataset>& inputs) {
-                        auto in = input_iter(inputs[0]);
-                        auto skipped = std::make_shared<bool>(false);
-                        return make_fn_iterator([in, skipped, count]() -> std::optional<Element> {
-                          if (!*skipped) {
-                            *skipped = true;
-                            for (int64_t i = 0; count == -1 || i < count; ++i)
-                              if (!in->next()) return std::nullopt;
-                          }
-                          return in->next();
-                        });
-                      });
+  return make_dataset(
+      NodeKind::kSkip, {*this}, element_spec(),
+      [count](const std::vector<Dataset>& inputs) {
+        auto in = input_iter(inputs[0]);
+        auto skipped = std::make_shared<bool>(false);
+        return make_fn_iterator([in, skipped, count]() -> std::optional<Element> {
+          if (!*skipped) {
+            *skipped = true;
+            for (int64_t i = 0; count == -1 || i < count; ++i)
+              if (!in->next()) return std::nullopt;
+          }
+          return in->next();
+        });
+      },
+      [count](const std::vector<Dataset>& in) {
+        return internal::skip_cardinality(in[0].cardinality(), count);
+      });
 }
 
 }  // namespace strata::data

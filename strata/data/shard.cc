@@ -20,6 +20,9 @@ class ShardNode : public DatasetNode {
         n_(n),
         index_(index),
         require_(require_non_empty) {}
+  int64_t cardinality() const override {
+    return internal::shard_cardinality(inputs()[0].cardinality(), n_, index_);
+  }
   std::vector<TensorSpec> element_spec() const override { return inputs()[0].element_spec(); }
   std::unique_ptr<IteratorImpl> make_iterator() const override {
     auto in = input_iter(inputs()[0]);

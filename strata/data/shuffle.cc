@@ -52,6 +52,7 @@ class ShuffleNode : public DatasetNode {
         o_(o),
         seed_(o.seed.value_or(fresh_seed())),
         epoch_(std::make_shared<std::atomic<uint64_t>>(0)) {}
+  int64_t cardinality() const override { return inputs()[0].cardinality(); }
   std::vector<TensorSpec> element_spec() const override { return inputs()[0].element_spec(); }
   std::unique_ptr<IteratorImpl> make_iterator() const override {
     // TF: a new seed per iteration when reshuffling, the same order otherwise.

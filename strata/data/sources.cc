@@ -29,14 +29,17 @@ void check_against_spec(const Element& e, const std::vector<TensorSpec>& spec, c
 
 Dataset Dataset::from_tensors(const Element& components) {
   auto spec = spec_of(components);
-  return make_dataset(NodeKind::kTensors, {}, spec, [components](const std::vector<Dataset>&) {
-    auto done = std::make_shared<bool>(false);
-    return make_fn_iterator([components, done]() -> std::optional<Element> {
-      if (*done) return std::nullopt;
-      *done = true;
-      return components;
-    });
-  });
+  return make_dataset(
+      NodeKind::kTensors, {}, spec,
+      [components](const std::vector<Dataset>&) {
+        auto done = std::make_shared<bool>(false);
+        return make_fn_iterator([components, done]() -> std::optional<Element> {
+          if (*done) return std::nullopt;
+          *done = true;
+          return components;
+        });
+      },
+      [](const std::vector<Dataset>&) { return int64_t{1}; });
 }
 
 Dataset Dataset::from_tensor_slices(Element components) {
@@ -78,23 +81,28 @@ Dataset Dataset::from_tensor_slices(Element components) {
               ++*i;
               return e;
             });
-      });
+      },
+      [n](const std::vector<Dataset>&) { return n; });
 }
 
 Dataset Dataset::range(int64_t stop) { return range(0, stop, 1); }
 
 Dataset Dataset::range(int64_t start, int64_t stop, int64_t step) {
   STRATA_CHECK_ARG(step != 0, "range: expected a non-zero step, got 0");
-  return make_dataset(NodeKind::kRange, {}, {TensorSpec(TensorShape{}, DType::int64)},
-                      [start, stop, step](const std::vector<Dataset>&) {
-                        auto v = std::make_shared<int64_t>(start);
-                        return make_fn_iterator([v, stop, step]() -> std::optional<Element> {
-                          if (step > 0 ? *v >= stop : *v <= stop) return std::nullopt;
-                          Element e{constant(*v)};
-                          *v += step;
-                          return e;
-                        });
-                      });
+  return make_dataset(
+      NodeKind::kRange, {}, {TensorSpec(TensorShape{}, DType::int64)},
+      [start, stop, step](const std::vector<Dataset>&) {
+        auto v = std::make_shared<int64_t>(start);
+        return make_fn_iterator([v, stop, step]() -> std::optional<Element> {
+          if (step > 0 ? *v >= stop : *v <= stop) return std::nullopt;
+          Element e{constant(*v)};
+          *v += step;
+          return e;
+        });
+      },
+      [start, stop, step](const std::vector<Dataset>&) {
+        return internal::range_cardinality(start, stop, step);
+      });
 }
 
 Dataset Dataset::from_generator(const GeneratorFactory& factory,

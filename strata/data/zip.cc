@@ -37,20 +37,23 @@ Dataset Dataset::zip(const std::vector<Dataset>& datasets) {
     auto s = d.element_spec();
     spec.insert(spec.end(), s.begin(), s.end());
   }
-  return make_dataset(NodeKind::kZip, datasets, spec, [](const std::vector<Dataset>& inputs) {
-    std::vector<std::shared_ptr<IteratorImpl>> its;
-    its.reserve(inputs.size());
-    for (const Dataset& d : inputs) its.push_back(input_iter(d));
-    return make_fn_iterator([its]() -> std::optional<Element> {
-      Element out;
-      for (const auto& it : its) {
-        auto e = it->next();
-        if (!e) return std::nullopt;
-        out.insert(out.end(), e->begin(), e->end());
-      }
-      return out;
-    });
-  });
+  return make_dataset(
+      NodeKind::kZip, datasets, spec,
+      [](const std::vector<Dataset>& inputs) {
+        std::vector<std::shared_ptr<IteratorImpl>> its;
+        its.reserve(inputs.size());
+        for (const Dataset& d : inputs) its.push_back(input_iter(d));
+        return make_fn_iterator([its]() -> std::optional<Element> {
+          Element out;
+          for (const auto& it : its) {
+            auto e = it->next();
+            if (!e) return std::nullopt;
+            out.insert(out.end(), e->begin(), e->end());
+          }
+          return out;
+        });
+      },
+      [](const std::vector<Dataset>& in) { return internal::zip_cardinality(in); });
 }
 
 Dataset Dataset::concatenate(const Dataset& other) const {
@@ -66,35 +69,41 @@ Dataset Dataset::concatenate(const Dataset& other) const {
                      specs_string(a), " and ", specs_string(b));
     spec.push_back(*s);
   }
-  return make_dataset(NodeKind::kConcatenate, {*this, other}, spec,
-                      [](const std::vector<Dataset>& inputs) {
-                        auto first = input_iter(inputs[0]);
-                        auto second = std::make_shared<std::shared_ptr<IteratorImpl>>();
-                        const Dataset& tail = inputs[1];
-                        return make_fn_iterator([first, second, tail]() -> std::optional<Element> {
-                          if (!*second) {
-                            if (auto e = first->next()) return e;
-                            *second = input_iter(tail);
-                          }
-                          return (*second)->next();
-                        });
-                      });
+  return make_dataset(
+      NodeKind::kConcatenate, {*this, other}, spec,
+      [](const std::vector<Dataset>& inputs) {
+        auto first = input_iter(inputs[0]);
+        auto second = std::make_shared<std::shared_ptr<IteratorImpl>>();
+        const Dataset& tail = inputs[1];
+        return make_fn_iterator([first, second, tail]() -> std::optional<Element> {
+          if (!*second) {
+            if (auto e = first->next()) return e;
+            *second = input_iter(tail);
+          }
+          return (*second)->next();
+        });
+      },
+      [](const std::vector<Dataset>& in) {
+        return internal::concatenate_cardinality(in[0].cardinality(), in[1].cardinality());
+      });
 }
 
 Dataset Dataset::enumerate(int64_t start) const {
   auto spec = element_spec();
   spec.insert(spec.begin(), TensorSpec(TensorShape{}, DType::int64));
-  return make_dataset(NodeKind::kEnumerate, {*this}, spec,
-                      [start](const std::vector<Dataset>& inputs) {
-                        auto in = input_iter(inputs[0]);
-                        auto i = std::make_shared<int64_t>(start);
-                        return make_fn_iterator([in, i]() -> std::optional<Element> {
-                          auto e = in->next();
-                          if (!e) return std::nullopt;
-                          e->insert(e->begin(), constant((*i)++));
-                          return e;
-                        });
-                      });
+  return make_dataset(
+      NodeKind::kEnumerate, {*this}, spec,
+      [start](const std::vector<Dataset>& inputs) {
+        auto in = input_iter(inputs[0]);
+        auto i = std::make_shared<int64_t>(start);
+        return make_fn_iterator([in, i]() -> std::optional<Element> {
+          auto e = in->next();
+          if (!e) return std::nullopt;
+          e->insert(e->begin(), constant((*i)++));
+          return e;
+        });
+      },
+      [](const std::vector<Dataset>& in) { return in[0].cardinality(); });
 }
 
 }  // namespace strata::data

@@ -47,7 +47,10 @@ using StepAgreement = std::function<bool(bool this_worker_has_data)>;
 
 class DistributedIterator {
  public:
-  DistributedIterator(data::Iterator it, std::vector<const Device*> devices,
+  // `its`: one iterator shared by the local replicas (each step takes one
+  // element per replica, in replica order), or one iterator per local replica
+  // (InputReplicationMode::PER_REPLICA: replica i reads its own pipeline).
+  DistributedIterator(std::vector<data::Iterator> its, std::vector<const Device*> devices,
                       std::vector<TensorSpec> spec, StepAgreement agreement = {});
   DistributedIterator(DistributedIterator&&) noexcept = default;
   DistributedIterator& operator=(DistributedIterator&&) noexcept = default;
@@ -60,27 +63,54 @@ class DistributedIterator {
  private:
   data::Element empty_batch(const Device& device) const;
 
-  data::Iterator it_;
+  std::vector<data::Iterator> its_;
   std::vector<const Device*> devices_;
   std::vector<TensorSpec> spec_;
   StepAgreement agreement_;
-  bool exhausted_ = false;  // this worker's data ended
-  bool finished_ = false;   // every worker's data ended
+  std::vector<bool> exhausted_;  // per iterator: its data ended
+  bool finished_ = false;        // every worker's data ended
 };
 
 class DistributedDataset {
  public:
   // `per_replica` yields per-replica batches in replica order (the strategy
   // applied sharding and rebatching already); `devices` are the local replicas'.
+  // `steps`: the step count when the strategy knows it from the input (one
+  // step per global batch); otherwise cardinality() derives it from the
+  // per-replica dataset.
   DistributedDataset(data::Dataset per_replica, std::vector<const Device*> devices,
-                     StepAgreement agreement = {});
+                     StepAgreement agreement = {}, std::optional<int64_t> steps = std::nullopt);
+  // One dataset per local replica (InputReplicationMode::PER_REPLICA): replica
+  // i takes its batches from `per_replica_datasets[i]` alone.
+  DistributedDataset(std::vector<data::Dataset> per_replica_datasets,
+                     std::vector<const Device*> devices, StepAgreement agreement = {});
 
   DistributedIterator iter() const;
   // The spec of one replica's batch.
   std::vector<TensorSpec> element_spec() const;
   int num_local_replicas() const noexcept { return static_cast<int>(devices_.size()); }
-  // The per-replica dataset, for inspection.
-  const data::Dataset& per_replica_dataset() const noexcept { return dataset_; }
+  // The per-replica dataset (replica 0's under PER_REPLICA), for inspection.
+  const data::Dataset& per_replica_dataset() const noexcept { return datasets_.front(); }
+
+  // The number of steps (one PerReplica each) this dataset yields on this
+  // worker, or data::INFINITE_CARDINALITY / data::UNKNOWN_CARDINALITY.
+  // experimental_distribute_dataset: one step per global batch of the input
+  // (its cardinality; unknown across workers unless the data is sharded by
+  // DATA, where every worker takes part of every global batch). The function
+  // form: PER_WORKER, the dataset's per-replica batches divided among the
+  // local replicas, rounded up (a partial last step still runs); PER_REPLICA,
+  // the longest replica pipeline's.
+  int64_t cardinality() const;
+
+  // tf.distribute.DistributedDataset.reduce: state = reduce_func(state, x)
+  // for every step's PerReplica x, in order, from initial_state.
+  template <typename State, typename Fn>
+  State reduce(State initial_state, Fn&& reduce_func) const {
+    State state = std::move(initial_state);
+    DistributedIterator it = iter();
+    while (auto x = it.get_next_as_optional()) state = reduce_func(std::move(state), *x);
+    return state;
+  }
 
   // Range-for over steps.
   class StepIterator {
@@ -102,9 +132,10 @@ class DistributedDataset {
   StepIterator end() const { return StepIterator(); }
 
  private:
-  data::Dataset dataset_;
+  std::vector<data::Dataset> datasets_;  // one shared, or one per local replica
   std::vector<const Device*> devices_;
   StepAgreement agreement_;
+  std::optional<int64_t> steps_;
 };
 
 // The per-replica pipeline of one worker (steps 1 and 2 above): auto-shard

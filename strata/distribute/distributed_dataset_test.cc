@@ -5,6 +5,8 @@
 #include "strata/base/errors.h"
 #include "strata/core/config.h"
 #include "strata/distribute/mirrored_strategy.h"
+#include "strata/ops/array_ops.h"
+#include "strata/ops/operators.h"
 
 namespace strata::distribute {
 namespace {
@@ -123,6 +125,124 @@ TEST_F(DistributedDatasetTest, FunctionDatasetsGetTheInputContext) {
     return Dataset::range(3).batch(ctx.get_per_replica_batch_size(3));
   }),
                InvalidArgumentError);
+}
+
+// TensorFlow:
+//   def dataset_fn(ctx):
+//     b = ctx.get_per_replica_batch_size(4)                  # 2
+//     return tf.data.Dataset.range(6).batch(b).shard(
+//         ctx.num_input_pipelines, ctx.input_pipeline_id)
+//   dd = strategy.distribute_datasets_from_function(dataset_fn)   # 2 replicas, one worker
+// One pipeline (id 0 of 1): replicas take its batches in turn: [0 1] | [2 3], then [4 5] | [].
+TEST_F(DistributedDatasetTest, DistributeDatasetsFromFunctionIsTheCurrentNameOfTheFunctionForm) {
+  MirroredStrategy strategy(cpus(2));
+  auto dataset_fn = [](const InputContext& ctx) {
+    const int64_t b = ctx.get_per_replica_batch_size(4);
+    return Dataset::range(6).batch(b).shard(ctx.num_input_pipelines(), ctx.input_pipeline_id());
+  };
+  auto dd = strategy.distribute_datasets_from_function(dataset_fn);
+  using V = std::vector<std::vector<std::vector<int64_t>>>;
+  EXPECT_EQ(steps_of(dd), (V{{{0, 1}, {2, 3}}, {{4, 5}, {}}}));
+  EXPECT_EQ(steps_of(strategy.experimental_distribute_datasets_from_function(dataset_fn)),
+            steps_of(dd));
+}
+
+// TensorFlow:
+//   options = tf.distribute.InputOptions(
+//       experimental_replication_mode=tf.distribute.InputReplicationMode.PER_REPLICA)
+//   dd = strategy.distribute_datasets_from_function(dataset_fn, options)
+// dataset_fn runs once per replica with InputContext(input pipeline id r, total: 2); with the
+// same dataset_fn as above, replica 0 reads range(6).batch(2).shard(2, 0) = [0 1], [4 5] and
+// replica 1 reads shard(2, 1) = [2 3] alone.
+TEST_F(DistributedDatasetTest, PerReplicaModeCallsTheFunctionOncePerReplicaOnItsDevice) {
+  MirroredStrategy strategy(cpus(2));
+  std::vector<std::string> seen;
+  std::vector<int> devices;
+  auto dd = strategy.distribute_datasets_from_function(
+      [&](const InputContext& ctx) {
+        seen.push_back(ctx.to_string());
+        devices.push_back(current_device().index());
+        const int64_t b = ctx.get_per_replica_batch_size(4);
+        return Dataset::range(6).batch(b).shard(ctx.num_input_pipelines(), ctx.input_pipeline_id());
+      },
+      {.experimental_replication_mode = InputReplicationMode::PER_REPLICA});
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "tf.distribute.InputContext(input pipeline id 0, total: 2)",
+                      "tf.distribute.InputContext(input pipeline id 1, total: 2)"}));
+  EXPECT_EQ(devices, (std::vector<int>{0, 1}));
+  using V = std::vector<std::vector<std::vector<int64_t>>>;
+  EXPECT_EQ(steps_of(dd), (V{{{0, 1}, {2, 3}}, {{4, 5}, {}}}));
+  auto step = dd.iter().get_next();
+  EXPECT_EQ(step.values()[1][0].placement().index(), 1);
+  // Replica pipelines of different static batch leave that dimension unknown in the spec.
+  auto uneven = strategy.distribute_datasets_from_function(
+      [](const InputContext& ctx) {
+        return Dataset::range(8).batch(ctx.input_pipeline_id() + 1, /*drop_remainder=*/true);
+      },
+      {.experimental_replication_mode = InputReplicationMode::PER_REPLICA});
+  EXPECT_EQ(uneven.element_spec()[0].shape, (TensorShape{-1}));
+}
+
+// TensorFlow:
+//   ds = tf.data.Dataset.from_tensor_slices(tf.zeros([16, 3])).batch(8, drop_remainder=True)
+//   strategy.experimental_distribute_dataset(ds).element_spec
+//   # PerReplicaSpec(TensorSpec(shape=(4, 3), dtype=tf.float32), TensorSpec(shape=(4, 3), ...))
+// Without drop_remainder (or with a global batch the replicas cannot split evenly) the
+// per-replica batch dimension is None.
+TEST_F(DistributedDatasetTest, ElementSpecKeepsTheStaticPerReplicaBatchOfADroppedRemainder) {
+  MirroredStrategy strategy(cpus(2));
+  const Dataset rows = Dataset::from_tensor_slices({zeros({16, 3})});
+  auto dd = strategy.experimental_distribute_dataset(rows.batch(8, /*drop_remainder=*/true));
+  EXPECT_EQ(dd.element_spec()[0].shape, (TensorShape{4, 3}));
+  int steps = 0;
+  for (const PerReplica<Element>& step : dd) {
+    for (const Element& e : step.values()) EXPECT_EQ(e[0].shape(), (TensorShape{4, 3}));
+    ++steps;
+  }
+  EXPECT_EQ(steps, 2);
+  EXPECT_EQ(strategy.experimental_distribute_dataset(rows.batch(8)).element_spec()[0].shape,
+            (TensorShape{-1, 3}));
+  EXPECT_EQ(strategy.experimental_distribute_dataset(rows.batch(7, true)).element_spec()[0].shape,
+            (TensorShape{-1, 3}));
+}
+
+// TensorFlow:
+//   dd = strategy.experimental_distribute_dataset(tf.data.Dataset.range(14).batch(8))
+//   dd.cardinality()                        # 2 steps: [0..3] | [4..7], then [8..11] | [12 13]
+//   dd.reduce(tf.constant(0, tf.int64),
+//             lambda state, x: state + strategy.reduce("SUM", x, axis=0))   # 0 + ... + 13 = 91
+TEST_F(DistributedDatasetTest, CardinalityCountsStepsAndReduceFoldsThem) {
+  MirroredStrategy strategy(cpus(2));
+  auto dd = strategy.experimental_distribute_dataset(Dataset::range(14).batch(8));
+  EXPECT_EQ(dd.cardinality(), 2);
+  const Tensor total =
+      dd.reduce(constant(int64_t{0}), [&](const Tensor& state, const PerReplica<Element>& x) {
+        std::vector<Tensor> firsts;
+        for (const Element& e : x.values()) firsts.push_back(e[0]);
+        return state + strategy.reduce("SUM", PerReplica<Tensor>(firsts), 0);
+      });
+  EXPECT_EQ(total.item<int64_t>(), 91);
+  int64_t steps =
+      dd.reduce(int64_t{0}, [](int64_t n, const PerReplica<Element>&) { return n + 1; });
+  EXPECT_EQ(steps, dd.cardinality());
+  // Endless and data-dependent inputs.
+  EXPECT_EQ(
+      strategy.experimental_distribute_dataset(Dataset::range(14).batch(8).repeat()).cardinality(),
+      data::INFINITE_CARDINALITY);
+  auto filtered = Dataset::range(14).filter([](const Element&) { return true; }).batch(8);
+  EXPECT_EQ(strategy.experimental_distribute_dataset(filtered).cardinality(),
+            data::UNKNOWN_CARDINALITY);
+  // The function form: 3 per-replica batches of 2 over 2 replicas is 2 steps (the second
+  // partial); per replica, the longest pipeline's 2 batches.
+  auto from_fn = strategy.distribute_datasets_from_function(
+      [](const InputContext&) { return Dataset::range(6).batch(2); });
+  EXPECT_EQ(from_fn.cardinality(), 2);
+  auto per_replica = strategy.distribute_datasets_from_function(
+      [](const InputContext& ctx) {
+        return Dataset::range(6).batch(2).shard(ctx.num_input_pipelines(), ctx.input_pipeline_id());
+      },
+      {.experimental_replication_mode = InputReplicationMode::PER_REPLICA});
+  EXPECT_EQ(per_replica.cardinality(), 2);
 }
 
 TEST_F(DistributedDatasetTest, UnbatchedDatasetsCannotBeRebatched) {

@@ -1,9 +1,11 @@
 #include "strata/distribute/distributed_variable.h"
 
 #include <string>
+#include <unordered_map>
 #include <utility>
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 #include "strata/core/device.h"
 #include "strata/distribute/strategy.h"
 #include "strata/ops/math_ops.h"
@@ -12,10 +14,42 @@ namespace strata::distribute {
 namespace {
 
 // The state shared by both kinds: one plain variable per local replica.
+// Component -> its distributed variable, for value_container. Entries are
+// added by make_distributed_variable and removed by the container's destructor.
+class ContainerRegistry {
+ public:
+  void add(const VariableImpl* component, const std::shared_ptr<VariableImpl>& container) {
+    MutexLock lock(mu_);
+    containers_[component] = container;
+  }
+  void remove(const VariableImpl* component) {
+    MutexLock lock(mu_);
+    containers_.erase(component);
+  }
+  std::shared_ptr<VariableImpl> find(const VariableImpl* component) {
+    MutexLock lock(mu_);
+    auto it = containers_.find(component);
+    return it == containers_.end() ? nullptr : it->second.lock();
+  }
+
+ private:
+  Mutex mu_;
+  std::unordered_map<const VariableImpl*, std::weak_ptr<VariableImpl>> containers_
+      STRATA_GUARDED_BY(mu_);
+};
+
+ContainerRegistry& container_registry() {
+  static ContainerRegistry* registry = new ContainerRegistry;  // never destroyed: used at exit
+  return *registry;
+}
+
 class DistributedVariableImpl : public VariableImpl {
  public:
   DistributedVariableImpl(Strategy& strategy, std::vector<Variable> components)
       : strategy_(&strategy), components_(std::move(components)) {}
+  ~DistributedVariableImpl() override {
+    for (const Variable& c : components_) container_registry().remove(c.impl_ptr().get());
+  }
 
   const std::string& name() const override { return primary().name(); }
   const TensorShape& shape() const override { return primary().shape(); }
@@ -256,6 +290,17 @@ std::vector<Variable> distributed_components(const Variable& v) {
   return d ? d->components() : std::vector<Variable>{v};
 }
 
+const Strategy* owning_strategy(const Variable& v) {
+  const DistributedVariableImpl* d = as_distributed(v);
+  return d ? &d->strategy() : nullptr;
+}
+
+Variable distributed_container(const Variable& v) {
+  if (!v.defined()) return Variable();
+  std::shared_ptr<VariableImpl> container = container_registry().find(v.impl_ptr().get());
+  return container ? Variable(std::move(container)) : Variable();
+}
+
 namespace internal {
 
 VariableArgs check_distributed_variable_args(VariableArgs args) {
@@ -298,6 +343,8 @@ Variable make_distributed_variable(Strategy& strategy, const VariableArgs& args)
   } else {
     impl = std::make_shared<MirroredVariableImpl>(strategy, std::move(components));
   }
+  for (const Variable& c : distributed_components(Variable(impl)))
+    container_registry().add(c.impl_ptr().get(), impl);
   return Variable(std::move(impl));
 }
 

@@ -65,6 +65,12 @@ bool is_sync_on_read_variable(const Variable& v);
 // The per-replica components of a distributed variable (local replica order);
 // {v} for a plain variable.
 std::vector<Variable> distributed_components(const Variable& v);
+// The strategy whose scope created distributed variable `v`; nullptr for a
+// plain variable.
+const Strategy* owning_strategy(const Variable& v);
+// The live distributed variable whose component `v` is; an empty handle when
+// `v` is no component.
+Variable distributed_container(const Variable& v);
 
 namespace internal {
 // Makes the distributed variable for `args` (already validated by the

@@ -42,6 +42,34 @@ Tensor replica_id_as_float() {
   return constant(static_cast<float>(get_replica_context()->replica_id_in_sync_group()));
 }
 
+// TensorFlow:
+//   with strategy.scope():
+//     v = tf.Variable(1.)
+//   strategy.experimental_local_results(v)
+//   # (<tf.Variable 'Variable:0' ... numpy=1.0>, <tf.Variable 'Variable/replica_1:0' ...
+//   numpy=1.0>)
+TEST_F(DistributedVariableTest, LocalResultsOfAMirroredVariableAreItsPerReplicaCopies) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  Variable v = make_in_scope(strategy, constant(1.f), {.name = "v"});
+  const std::vector<Variable> copies = strategy.experimental_local_results(v);
+  ASSERT_EQ(copies.size(), 2u);
+  EXPECT_EQ(copies[0].name(), "v");
+  EXPECT_EQ(copies[1].name(), "v/replica_1");
+  EXPECT_EQ(copies[0].device(), find_device("CPU:0").name());
+  EXPECT_EQ(copies[1].device(), find_device("CPU:1").name());
+  EXPECT_FALSE(is_distributed_variable(copies[1]));
+  // Writing one copy shows in that replica's reads only.
+  copies[1].assign(constant(5.f));
+  auto reads = strategy.run([&] { return v.value(); });
+  EXPECT_EQ(reads.values()[0].item<float>(), 1.f);
+  EXPECT_EQ(reads.values()[1].item<float>(), 5.f);
+  // A plain variable is its own only local result.
+  Variable plain(constant(2.f));
+  const std::vector<Variable> one = strategy.experimental_local_results(plain);
+  ASSERT_EQ(one.size(), 1u);
+  EXPECT_TRUE(one[0].is_same(plain));
+}
+
 TEST_F(DistributedVariableTest, SeedPageReprInsideAndOutsideTheScope) {
   MirroredStrategy strategy({"CPU:0"});
   Variable mirrored = make_in_scope(strategy, constant(1.f));

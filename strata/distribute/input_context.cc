@@ -40,7 +40,7 @@ void validate_input_options(const InputOptions& options, bool for_function) {
   if (per_replica && !for_function) {
     throw UnimplementedError(
         "InputReplicationMode.PER_REPLICA is only supported in "
-        "`experimental_distribute_datasets_from_function`.");
+        "`distribute_datasets_from_function`.");
   }
   STRATA_CHECK_ARG(!options.experimental_place_dataset_on_device || per_replica,
                    "When `experimental_place_dataset_on_device` is set for dataset placement, you "

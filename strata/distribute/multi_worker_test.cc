@@ -102,6 +102,41 @@ TEST_F(MultiWorkerTest, ReplicasCountEveryWorkerAndAllReduceSpansThem) {
   }
 }
 
+// TensorFlow (2 workers of 2 replicas each):
+//   strategy.reduce("SUM", tf.constant(float(task_id + 1)), axis=None)   # 1 + 2 = 3 everywhere
+//   strategy.reduce("MEAN", ..., axis=None)                             # 3 / 2 workers = 1.5
+//   worker 0: [1., 2.], worker 1: [3.]
+//   strategy.reduce("SUM", x, axis=0)    # 6;  strategy.reduce("MEAN", x, axis=0)   # 6 / 3 = 2
+//   strategy.gather(per_replica, axis=0)    # replica r gives [r] (replica 1: [1, 1]): [0 1 1 2 3]
+//   ctx.all_gather([r], axis=0)             # [0 1 2 3] on every replica
+TEST_F(MultiWorkerTest, PlainValuesReduceAndGatherSpansEveryWorker) {
+  const auto spec = two_workers();
+  auto results = on_workers<std::vector<float>>(spec, [](MultiWorkerMirroredStrategy& s) {
+    const float w = static_cast<float>(s.worker_index());
+    std::vector<float> out;
+    out.push_back(s.reduce("SUM", constant(w + 1.f), std::nullopt).item<float>());
+    out.push_back(s.reduce("MEAN", constant(w + 1.f), std::nullopt).item<float>());
+    const Tensor x = w == 0 ? constant({1.f, 2.f}) : constant({3.f});
+    out.push_back(s.reduce("SUM", x, 0).item<float>());
+    out.push_back(s.reduce("MEAN", x, 0).item<float>());
+    auto mine = s.experimental_distribute_values_from_function([](const ValueContext& ctx) {
+      const int r = ctx.replica_id_in_sync_group();
+      return r == 1 ? constant({1.f, 1.f}) : constant({static_cast<float>(r)});
+    });
+    for (float v : s.gather(mine, 0).to_vector<float>()) out.push_back(v);
+    auto gathered = s.run([] {
+      ReplicaContext& ctx = *get_replica_context();
+      return ctx.all_gather(constant({static_cast<float>(ctx.replica_id_in_sync_group())}), 0);
+    });
+    for (const Tensor& g : s.experimental_local_results(gathered))
+      for (float v : g.to_vector<float>()) out.push_back(v);
+    return out;
+  });
+  for (const auto& r : results) {
+    EXPECT_EQ(r, (std::vector<float>{3, 1.5f, 6, 2, 0, 1, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3}));
+  }
+}
+
 TEST_F(MultiWorkerTest, VariablesStartFromTheChiefsValue) {
   const auto spec = two_workers();
   auto values = on_workers<std::vector<float>>(spec, [](MultiWorkerMirroredStrategy& s) {

@@ -3,13 +3,21 @@
 //
 //   strategy.reduce(sd::ReduceOp::SUM, per_replica, std::nullopt);
 //   sd::reduce_op_from_string("mean");   // ReduceOp::MEAN (case-insensitive, as TF)
+//   strategy.reduce("SUM", per_replica, {0, 1});   // TF's string op and tuple of axes
 //
 // One enum per layer boundary: this is the user's (TF's SUM and MEAN);
 // collective::ReduceOp is what the collectives compute (also MAX and MIN), and
 // to_collective() is the one place where the first becomes the second.
 
+#include <concepts>
+#include <cstdint>
+#include <initializer_list>
+#include <optional>
 #include <ostream>
+#include <string>
 #include <string_view>
+#include <utility>
+#include <vector>
 
 namespace strata::collective {
 enum class ReduceOp;
@@ -26,5 +34,38 @@ std::ostream& operator<<(std::ostream& os, ReduceOp op);
 
 // The collective op that combines values as `op` does.
 collective::ReduceOp to_collective(ReduceOp op) noexcept;
+
+// What Strategy::reduce and ReplicaContext::all_reduce take as `reduce_op`:
+// a ReduceOp, or TF's string spelling ("SUM", "mean"; InvalidArgumentError
+// for any other). Implicit, as TF accepts both.
+struct ReduceOpArg {
+  ReduceOpArg(ReduceOp reduce_op) : op(reduce_op) {}  // NOLINT(google-explicit-constructor)
+  ReduceOpArg(std::string_view name)                  // NOLINT(google-explicit-constructor)
+      : op(reduce_op_from_string(name)) {}
+  ReduceOpArg(const char* name) : ReduceOpArg(std::string_view(name)) {}  // NOLINT
+  ReduceOpArg(const std::string& name)                                    // NOLINT
+      : ReduceOpArg(std::string_view(name)) {}
+  ReduceOp op;
+};
+
+// Strategy::reduce's `axis`: None (std::nullopt: across replicas only), one
+// axis, or TF's tuple/list of axes ({0, 1}). Implicit, as TF accepts each.
+class ReduceAxis {
+ public:
+  ReduceAxis(std::nullopt_t) {}              // NOLINT(google-explicit-constructor)
+  ReduceAxis(std::optional<int64_t> axis) {  // NOLINT(google-explicit-constructor)
+    if (axis) axes_ = std::vector<int64_t>{*axis};
+  }
+  template <std::integral I>
+  ReduceAxis(I axis) : axes_(std::vector<int64_t>{static_cast<int64_t>(axis)}) {}  // NOLINT
+  ReduceAxis(std::initializer_list<int64_t> axes)  // NOLINT(google-explicit-constructor)
+      : axes_(std::vector<int64_t>(axes)) {}
+  ReduceAxis(std::vector<int64_t> axes) : axes_(std::move(axes)) {}  // NOLINT
+  // nullopt for None; else the axes (possibly empty: no reduction in a replica).
+  const std::optional<std::vector<int64_t>>& axes() const noexcept { return axes_; }
+
+ private:
+  std::optional<std::vector<int64_t>> axes_;
+};
 
 }  // namespace strata::distribute

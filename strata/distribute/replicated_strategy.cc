@@ -78,7 +78,9 @@ void ReplicatedStrategy::run_on_replicas(const std::function<void(int)>& body) {
     internal::ReplicaModeGuard guard(*contexts_[local]);
     // Layers built lazily inside `run` create their variables here.
     VariableCreatorScope creator([this](const NextVariableCreator& next, VariableArgs args) {
-      return create_variable(next, std::move(args));
+      Variable v = create_variable(next, std::move(args));
+      internal::note_variable_created(*this, v);
+      return v;
     });
     body(local);
     merge_barrier_->replica_finished(local);

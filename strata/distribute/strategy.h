@@ -44,6 +44,7 @@
 #include "strata/distribute/input_context.h"
 #include "strata/distribute/reduce_op.h"
 #include "strata/distribute/values.h"
+#include "strata/ops/collective_ops.h"
 #include "strata/ops/replica_count.h"
 
 namespace strata::distribute {
@@ -107,8 +108,29 @@ class ReplicaContext {
   // each gets the SUM or MEAN across all replicas of all workers. A list is
   // reduced as one batch (packed by the strategy's bytes_per_pack). If another
   // replica fails meanwhile, this raises AbortedError instead of waiting.
+  // Differentiable: under a GradientTape the gradient of an all_reduce is the
+  // same all_reduce of the upstream gradient, as TF's custom gradient.
   Tensor all_reduce(ReduceOp op, const Tensor& value);
   std::vector<Tensor> all_reduce(ReduceOp op, const std::vector<Tensor>& values);
+  // TF's string spelling of the op: all_reduce("SUM", t) (case-insensitive).
+  Tensor all_reduce(const std::string& op, const Tensor& value);
+  Tensor all_reduce(const char* op, const Tensor& value) {
+    return all_reduce(std::string(op), value);
+  }
+
+  // tf.distribute.ReplicaContext.all_gather: every replica calls it with its
+  // value (same rank; dims other than `axis` equal; sizes along `axis` may
+  // differ) and each gets the values of all replicas of all workers
+  // concatenated along `axis` in replica order. Differentiable: the gradient
+  // is the SUM all_reduce of the upstream gradient, sliced to this replica's
+  // rows along `axis` (TF's custom gradient). InvalidArgumentError for a
+  // scalar value or an axis out of range.
+  Tensor all_gather(const Tensor& value, int64_t axis);
+  std::vector<Tensor> all_gather(const std::vector<Tensor>& values, int64_t axis);
+
+  // tf.distribute.ReplicaContext.devices: the device of this replica, as a
+  // one-element list of full device names (TF: the replica's devices).
+  std::vector<std::string> devices() const;
 
  private:
   Strategy* strategy_;
@@ -116,17 +138,97 @@ class ReplicaContext {
   int local_replica_id_;
 };
 
+// Where StrategyExtended::reduce_to puts its result (TF's `destinations`):
+// the devices of a variable (each component's, in replica order), of a
+// tensor, of distributed values, or devices by name ("CPU:1" or a full name;
+// NotFoundError for an unknown one). Immutable.
+class Destinations {
+ public:
+  // Implicit, as TF accepts any of these as `destinations`.
+  Destinations(const Variable& variable);                 // NOLINT(google-explicit-constructor)
+  Destinations(const Tensor& tensor);                     // NOLINT(google-explicit-constructor)
+  Destinations(const std::string& device);                // NOLINT(google-explicit-constructor)
+  Destinations(const char* device);                       // NOLINT(google-explicit-constructor)
+  Destinations(const std::vector<std::string>& devices);  // NOLINT(google-explicit-constructor)
+  template <typename T>
+  Destinations(const DistributedValues<T>& value) {  // NOLINT(google-explicit-constructor)
+    for (const T& v : value.values()) devices_.push_back(&v.placement());
+  }
+  const std::vector<const Device*>& devices() const noexcept { return devices_; }
+
+ private:
+  std::vector<const Device*> devices_;
+};
+
+// RAII guard of StrategyExtended::colocate_vars_with; scopes nest strictly.
+class [[nodiscard]] ColocateVarsWithScope {
+ public:
+  explicit ColocateVarsWithScope(const Variable& variable);
+  ~ColocateVarsWithScope();
+  ColocateVarsWithScope(const ColocateVarsWithScope&) = delete;
+  ColocateVarsWithScope& operator=(const ColocateVarsWithScope&) = delete;
+
+ private:
+  const Variable* previous_;
+  Variable variable_;
+};
+
 // tf.distribute.StrategyExtended (selected members; spec §1.5).
 class StrategyExtended {
  public:
   explicit StrategyExtended(Strategy& owner) : owner_(&owner) {}
   virtual ~StrategyExtended() = default;
+
+  // tf.distribute.StrategyExtended.update: runs fn(component, args...) once
+  // per component of `var` (one per local replica for a distributed
+  // variable; the variable itself for a plain one), under the component's
+  // device, in cross-replica context. A distributed argument gives fn its
+  // component of the same replica. Returns the results as a Mirrored (TF's
+  // group=True; nothing for a void fn). From a replica context:
+  // FailedPreconditionError (TF: call it through merge_call).
+  template <typename Fn, typename... Args>
+  auto update(const Variable& var, Fn&& fn, const Args&... args);
+
+  // tf.distribute.StrategyExtended.reduce_to: `value` reduced across every
+  // replica (as Strategy::reduce with no axis) and copied to each destination
+  // device, a Mirrored with one component per destination. A Mirrored value
+  // with MEAN is its own value; a plain tensor follows Strategy::reduce.
+  // Cross-replica only.
+  Mirrored<Tensor> reduce_to(ReduceOpArg op, const PerReplica<Tensor>& value,
+                             const Destinations& destinations);
+  Mirrored<Tensor> reduce_to(ReduceOpArg op, const Mirrored<Tensor>& value,
+                             const Destinations& destinations);
+  Mirrored<Tensor> reduce_to(ReduceOpArg op, const Tensor& value, const Destinations& destinations);
+  // tf.distribute.StrategyExtended.batch_reduce_to: reduce_to of every
+  // (value, destinations) pair, in order.
+  std::vector<Mirrored<Tensor>> batch_reduce_to(
+      ReduceOpArg op,
+      const std::vector<std::pair<PerReplica<Tensor>, Destinations>>& value_destination_pairs);
+
+  // tf.distribute.StrategyExtended.colocate_vars_with: variables created while
+  // the returned scope lives are placed with `colocate_with_variable`. It must
+  // have been created in this strategy's scope (InvalidArgumentError
+  // otherwise, as TF's ValueError). Mirrored and one-device strategies place
+  // every variable on the same devices already; ParameterServerStrategy puts
+  // the new variables on the parameter server of `colocate_with_variable`.
+  ColocateVarsWithScope colocate_vars_with(const Variable& colocate_with_variable);
+
+  // tf.distribute.StrategyExtended.variable_created_in_scope: whether `v` was
+  // created while this strategy's scope was active (for the default strategy:
+  // outside every strategy's scope).
+  bool variable_created_in_scope(const Variable& v) const;
+
+  // tf.distribute.StrategyExtended.value_container: the distributed variable
+  // whose component `value` is; `value` itself otherwise.
+  Variable value_container(const Variable& value) const;
+
+  // TF: whether this strategy requires static shapes (true on TPU).
+  virtual bool experimental_require_static_shapes() const { return false; }
   // Full names of this worker's compute devices, one per local replica.
   // FailedPreconditionError for the default strategy, as TF's RuntimeError.
   virtual std::vector<std::string> worker_devices() const;
   // Where variables live (the worker devices for mirrored strategies).
   virtual std::vector<std::string> parameter_devices() const;
-  bool experimental_require_static_shapes() const noexcept { return false; }
   // Whether this worker should write checkpoints and summaries (TF: only the
   // chief of a multi-worker strategy; every other strategy: true).
   virtual bool should_checkpoint() const { return true; }
@@ -148,6 +250,10 @@ class StrategyExtended {
   Strategy& strategy() const noexcept { return *owner_; }
 
  private:
+  // The components update() applies fn to; InvalidArgumentError for a
+  // distributed variable of another strategy.
+  std::vector<Variable> update_components(const Variable& var) const;
+
   Strategy* owner_;
 };
 
@@ -192,8 +298,15 @@ class Strategy {
 
   // Runs fn(args...) once per local replica, each on its replica thread with
   // its own replica context and device; PerReplica arguments are unwrapped to
-  // the replica's component. Returns the PerReplica of the results (nothing
-  // for a void fn). Called from a replica context: FailedPreconditionError.
+  // the replica's component. Returns the results regrouped as TF's regroup
+  // does: a PerReplica of the results, or, when fn returns a std::tuple or
+  // std::pair (TF: a tuple), a tuple (pair) of the regrouped components, so
+  //   auto [loss, acc] = strategy.run(step_fn, x);   // PerReplica<Tensor> each
+  // Nested tuples regroup recursively; other types (a struct, a vector) come
+  // back whole as PerReplica<T> (C++ cannot take a struct apart). With one
+  // replica TF returns the plain value: a one-component PerReplica converts to
+  // it (`Tensor loss = strategy.run(fn);`, values.h). Nothing for a void fn.
+  // Called from a replica context: FailedPreconditionError.
   template <typename Fn, typename... Args>
   auto run(Fn&& fn, const Args&... args);
   // run(fn, std::tuple{a, b}, options): the arguments as a tuple, with RunOptions.
@@ -205,10 +318,19 @@ class Strategy {
   // sharding and rebatching applied. Options are validated as TF does.
   DistributedDataset experimental_distribute_dataset(const data::Dataset& dataset,
                                                      const InputOptions& options = {});
-  // tf.distribute.Strategy.distribute_datasets_from_function: calls
-  // dataset_fn(InputContext) once for this worker's input pipeline; the
-  // dataset must yield per-replica batches (no rebatching, no sharding), and
-  // each of this worker's replicas takes one batch per step.
+  // tf.distribute.Strategy.distribute_datasets_from_function: the dataset
+  // must yield per-replica batches (no rebatching, no sharding is applied).
+  // InputReplicationMode::PER_WORKER (default): calls dataset_fn(InputContext)
+  // once for this worker's input pipeline, and each of this worker's replicas
+  // takes one batch per step from it in replica order.
+  // InputReplicationMode::PER_REPLICA: calls dataset_fn once per local replica,
+  // under that replica's device, with InputContext(num_input_pipelines =
+  // num_replicas_in_sync, input_pipeline_id = the replica's global id), and
+  // each replica reads only its own dataset.
+  DistributedDataset distribute_datasets_from_function(
+      const std::function<data::Dataset(const InputContext&)>& dataset_fn,
+      const InputOptions& options = {});
+  // The older spelling of distribute_datasets_from_function.
   DistributedDataset experimental_distribute_datasets_from_function(
       const std::function<data::Dataset(const InputContext&)>& dataset_fn,
       const InputOptions& options = {});
@@ -221,17 +343,35 @@ class Strategy {
   virtual int num_input_pipelines() const { return 1; }
   virtual int input_pipeline_id() const { return 0; }
 
-  // tf.distribute.Strategy.reduce (spec §3.2). Cross-replica only.
-  // axis == nullopt: element-wise SUM/MEAN across replicas (equal shapes).
-  // axis == k: each replica reduces along k, then SUM adds the partial sums and
-  // MEAN divides the summed numerators by the summed element counts, so
-  // replicas with unequal (even empty) batches weigh each element equally.
-  // Integer MEAN is true division (float64). Across workers the strategy adds
-  // every worker's contribution, so each worker gets the global result.
-  Tensor reduce(ReduceOp op, const PerReplica<Tensor>& value, std::optional<int64_t> axis);
-  // A non-distributed value: MEAN gives the value (reduced along axis if
-  // given); SUM is InvalidArgumentError with more than one replica.
-  Tensor reduce(ReduceOp op, const Tensor& value, std::optional<int64_t> axis);
+  // tf.distribute.Strategy.reduce (spec §3.2). Cross-replica only. `op` is a
+  // ReduceOp or its name ("SUM", "MEAN"); `axis` None, one axis or a list.
+  // axis == None: element-wise SUM/MEAN across replicas (equal shapes).
+  // axis == k or {k, ...}: each replica reduces along the axes, then SUM adds
+  // the partial sums and MEAN divides the summed numerators by the summed
+  // element counts (the product of the dims along the axes), so replicas with
+  // unequal (even empty) batches weigh each element equally. Integer MEAN is
+  // true division (float64). Across workers the strategy adds every worker's
+  // contribution, so each worker gets the global result.
+  Tensor reduce(ReduceOpArg op, const PerReplica<Tensor>& value, const ReduceAxis& axis);
+  // A Mirrored value: MEAN with axis None is the value itself (TF); otherwise
+  // its components reduce as a PerReplica's (SUM adds the identical copies).
+  Tensor reduce(ReduceOpArg op, const Mirrored<Tensor>& value, const ReduceAxis& axis);
+  // A non-distributed value (reduced along `axis` first if given). On one
+  // worker: MEAN gives the value; SUM is InvalidArgumentError with more than
+  // one replica (TF's ValueError), the value itself with one. Across several
+  // workers (MultiWorkerMirroredStrategy) each worker's value counts once, as
+  // TF's collective reduce of a non-distributed value: SUM adds the workers'
+  // values, MEAN divides that by the number of workers (with axes: by the
+  // summed element counts).
+  Tensor reduce(ReduceOpArg op, const Tensor& value, const ReduceAxis& axis);
+
+  // tf.distribute.Strategy.gather: the components of `value` of every replica
+  // of every worker concatenated along `axis`, in replica order (sizes along
+  // `axis` may differ; the other dims must agree). Cross-replica only.
+  // A non-distributed value: itself with one replica, InvalidArgumentError
+  // with more (TF: it must be a DistributedValues there).
+  Tensor gather(const PerReplica<Tensor>& value, int64_t axis);
+  Tensor gather(const Tensor& value, int64_t axis);
 
   // tf.distribute.Strategy.experimental_local_results.
   template <typename T>
@@ -246,6 +386,10 @@ class Strategy {
   std::vector<T> experimental_local_results(const Mirrored<T>& value) const {
     return value.values();
   }
+  // A distributed variable: its per-replica component variables, in local
+  // replica order (TF returns the MirroredVariable's values); a plain
+  // variable: {value}.
+  std::vector<Variable> experimental_local_results(const Variable& value) const;
   // A non-distributed value: {value}.
   template <typename T>
   std::vector<T> experimental_local_results(const T& value) const {
@@ -298,6 +442,7 @@ class Strategy {
   void set_extended(std::unique_ptr<StrategyExtended> extended) { extended_ = std::move(extended); }
   // Checks that run/reduce are called in cross-replica or default context.
   void check_cross_replica(const char* method) const;
+  friend class StrategyExtended;
 
  private:
   std::unique_ptr<StrategyExtended> extended_;
@@ -305,6 +450,16 @@ class Strategy {
 
 // The process-wide default strategy: one replica, no-op semantics (spec §1.2).
 Strategy& default_strategy();
+
+namespace internal {
+// The variable of the innermost colocate_vars_with scope on this thread, or
+// nullptr (strategies that place variables read it).
+const Variable* colocate_vars_with_variable();
+// Notes that the scope of `strategy` created `v` (variable_created_in_scope).
+void note_variable_created(const Strategy& strategy, const Variable& v);
+// Forgets every variable `strategy` created (its destructor).
+void forget_variables_of(const Strategy& strategy);
+}  // namespace internal
 
 namespace internal {
 // RAII: enters cross-replica mode for `strategy` on this thread (merge_fn).
@@ -328,10 +483,50 @@ class ReplicaModeGuard {
 
  private:
   NumReplicasInSyncScope replicas_;
+  // The replica's collectives as ops see them (gradients of all_reduce and
+  // all_gather run them), installed for the guard's lifetime.
+  std::unique_ptr<ReplicaCollectives> collectives_;
+  ReplicaCollectivesScope collectives_scope_;
 };
 }  // namespace internal
 
 // --- implementation of the templates ------------------------------------------
+
+namespace internal {
+template <typename T>
+struct IsTuple : std::false_type {};
+template <typename... E>
+struct IsTuple<std::tuple<E...>> : std::true_type {};
+template <typename T>
+struct IsPair : std::false_type {};
+template <typename A, typename B>
+struct IsPair<std::pair<A, B>> : std::true_type {};
+
+// TF's regroup: one value per local replica becomes one PerReplica, and a
+// tuple (pair) per replica becomes a tuple (pair) of regrouped components.
+template <typename Value>
+auto regroup(std::vector<Value>&& values) {
+  if constexpr (IsTuple<Value>::value || IsPair<Value>::value) {
+    auto component = [&]<size_t I>(std::integral_constant<size_t, I>) {
+      std::vector<std::decay_t<std::tuple_element_t<I, Value>>> parts;
+      parts.reserve(values.size());
+      for (Value& v : values) parts.push_back(std::move(std::get<I>(v)));
+      return regroup(std::move(parts));
+    };
+    if constexpr (IsPair<Value>::value) {
+      return std::make_pair(component(std::integral_constant<size_t, 0>{}),
+                            component(std::integral_constant<size_t, 1>{}));
+    } else {
+      return [&]<size_t... I>(std::index_sequence<I...>) {
+        return std::make_tuple(component(std::integral_constant<size_t, I>{})...);
+      }
+      (std::make_index_sequence<std::tuple_size_v<Value>>{});
+    }
+  } else {
+    return PerReplica<Value>(std::move(values));
+  }
+}
+}  // namespace internal
 
 template <typename Fn, typename... Args>
 auto Strategy::run(Fn&& fn, const Args&... args) {
@@ -349,7 +544,7 @@ auto Strategy::run(Fn&& fn, const Args&... args) {
     std::vector<Value> values;
     values.reserve(results.size());
     for (auto& r : results) values.push_back(std::move(*r));
-    return PerReplica<Value>(std::move(values));
+    return internal::regroup(std::move(values));
   }
 }
 
@@ -386,6 +581,27 @@ auto ReplicaContext::merge_call(Fn&& merge_fn, const Args&... args) {
     const auto& value = *std::static_pointer_cast<std::decay_t<R>>(result);
     return std::decay_t<decltype(select_replica(local_replica_id_, value))>(
         select_replica(local_replica_id_, value));
+  }
+}
+
+template <typename Fn, typename... Args>
+auto StrategyExtended::update(const Variable& var, Fn&& fn, const Args&... args) {
+  owner_->check_cross_replica("extended.update");
+  const std::vector<Variable> components = update_components(var);
+  using R = std::invoke_result_t<Fn&, const Variable&, decltype(select_replica(0, args))...>;
+  if constexpr (std::is_void_v<R>) {
+    for (size_t i = 0; i < components.size(); ++i) {
+      DeviceScope device_scope(find_device(components[i].device()));
+      fn(components[i], select_replica(static_cast<int>(i), args)...);
+    }
+  } else {
+    std::vector<std::decay_t<R>> results;
+    results.reserve(components.size());
+    for (size_t i = 0; i < components.size(); ++i) {
+      DeviceScope device_scope(find_device(components[i].device()));
+      results.push_back(fn(components[i], select_replica(static_cast<int>(i), args)...));
+    }
+    return Mirrored<std::decay_t<R>>(std::move(results));
   }
 }
 

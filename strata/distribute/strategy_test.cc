@@ -10,6 +10,8 @@
 #include "strata/core/config.h"
 #include "strata/core/tensor.h"
 #include "strata/distribute/mirrored_strategy.h"
+#include "strata/ops/math_ops.h"
+#include "strata/ops/operators.h"
 
 namespace strata::distribute {
 namespace {
@@ -78,12 +80,60 @@ TEST_F(StrategyTest, RunExecutesOncePerReplicaOnLongLivedThreadsBoundToDevices) 
 
   auto devices = strategy.run([] { return current_device().index(); });
   EXPECT_EQ(devices.values(), (std::vector<int>{0, 1, 2}));
-  auto ctx = strategy.run([] {
+  auto [replica_ids, counts] = strategy.run([] {
     ReplicaContext* rc = get_replica_context();
     EXPECT_FALSE(in_cross_replica_context());
     return std::pair(rc->replica_id_in_sync_group(), rc->num_replicas_in_sync());
   });
-  EXPECT_EQ(ctx.values(), (std::vector<std::pair<int, int>>{{0, 3}, {1, 3}, {2, 3}}));
+  EXPECT_EQ(replica_ids.values(), (std::vector<int>{0, 1, 2}));
+  EXPECT_EQ(counts.values(), (std::vector<int>{3, 3, 3}));
+}
+
+// TensorFlow:
+//   def step_fn(x):
+//     return x * 2., x + 1.
+//   loss, acc = strategy.run(step_fn, args=(per_replica_x,))   # 2 replicas, x = 1., 2.
+//   loss  # PerReplica:{0: 2., 1: 4.}
+//   acc   # PerReplica:{0: 2., 1: 3.}
+TEST_F(StrategyTest, RunRegroupsAReturnedTupleIntoATupleOfPerReplica) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  PerReplica<Tensor> x({constant(1.f), constant(2.f)});
+  auto step_fn = [](const Tensor& v) { return std::tuple{v * 2.f, v + 1.f}; };
+  auto [loss, acc] = strategy.run(step_fn, x);
+  static_assert(std::is_same_v<decltype(loss), PerReplica<Tensor>>);
+  EXPECT_EQ(loss.values()[0].item<float>(), 2.f);
+  EXPECT_EQ(loss.values()[1].item<float>(), 4.f);
+  EXPECT_EQ(acc.values()[0].item<float>(), 2.f);
+  EXPECT_EQ(acc.values()[1].item<float>(), 3.f);
+  EXPECT_EQ(strategy.reduce(ReduceOp::SUM, loss, std::nullopt).item<float>(), 6.f);
+  // Nested tuples regroup recursively, as TF's nest does: ((1, 2), 3) per replica.
+  auto nested = strategy.run([] {
+    const int id = get_replica_context()->replica_id_in_sync_group();
+    return std::tuple{std::pair{id, 10 * id}, id + 100};
+  });
+  EXPECT_EQ(std::get<0>(nested).first.values(), (std::vector<int>{0, 1}));
+  EXPECT_EQ(std::get<0>(nested).second.values(), (std::vector<int>{0, 10}));
+  EXPECT_EQ(std::get<1>(nested).values(), (std::vector<int>{100, 101}));
+}
+
+// TensorFlow (one replica: run returns plain values, not PerReplica):
+//   strategy = tf.distribute.OneDeviceStrategy("CPU:0")
+//   loss, acc = strategy.run(lambda: (tf.constant(3.), tf.constant(4.)))
+//   loss  # <tf.Tensor: 3.0>
+TEST_F(StrategyTest, RunWithOneReplicaGivesThePlainValue) {
+  OneDeviceStrategy one("CPU:0");
+  auto [loss, acc] = one.run([] { return std::tuple{constant(3.f), constant(4.f)}; });
+  const Tensor plain_loss = loss;
+  EXPECT_EQ(plain_loss.item<float>(), 3.f);
+  EXPECT_EQ(static_cast<const Tensor&>(acc).item<float>(), 4.f);
+  Tensor value = default_strategy().run([] { return constant(5.f); });
+  EXPECT_EQ(value.item<float>(), 5.f);
+  const int id = one.run([] { return get_replica_context()->replica_id_in_sync_group(); });
+  EXPECT_EQ(id, 0);
+  // With two replicas there is no single plain value.
+  MirroredStrategy two({"CPU:0", "CPU:1"});
+  auto r = two.run([] { return constant(1.f); });
+  EXPECT_THROW({ [[maybe_unused]] const Tensor& t = r; }, InvalidArgumentError);
 }
 
 TEST_F(StrategyTest, RunUnwrapsPerReplicaArgumentsAndPassesOthersAsIs) {

@@ -36,6 +36,14 @@ constexpr const char* kNotInitialized =
     "TPUStrategy: the TPU system has not been initialized; call "
     "tpu::experimental::initialize_tpu_system() before creating or running a TPUStrategy";
 
+// TPUExtended: XLA compiles for fixed shapes (TF's
+// experimental_require_static_shapes is true on TPU).
+class TPUExtended final : public DeviceListExtended {
+ public:
+  using DeviceListExtended::DeviceListExtended;
+  bool experimental_require_static_shapes() const override { return true; }
+};
+
 }  // namespace
 
 TPUStrategy::TPUStrategy(std::optional<tpu::DeviceAssignment> device_assignment,
@@ -47,7 +55,7 @@ TPUStrategy::TPUStrategy(Placement placement, bool spmd)
       assignment_(std::move(placement.assignment)),
       logical_devices_(std::move(placement.logical_devices)),
       spmd_(spmd) {
-  set_extended(std::make_unique<DeviceListExtended>(*this, devices()));
+  set_extended(std::make_unique<TPUExtended>(*this, devices()));
   // Ops on annotated tensors inside this strategy's replicas run sharded.
   strata::tpu::sharded::install_op_dispatcher(&logical_devices_of_current_replica);
 }

@@ -10,6 +10,8 @@
 // PerReplica holds values that may differ between replicas (inputs of a step,
 // results of run); Mirrored holds values kept identical (the result of an
 // update or a broadcast). As in TensorFlow, `run` never returns Mirrored.
+// With one component a PerReplica reads as its value (TF returns the plain
+// value from `run` with one replica).
 // Both are immutable value types; thread-safe to read.
 
 #include <cstddef>
@@ -44,12 +46,30 @@ template <typename T>
 class PerReplica : public DistributedValues<T> {
  public:
   using DistributedValues<T>::DistributedValues;
+  // TF's regroup gives the plain value, not a PerReplica, when there is one
+  // replica (default strategy, OneDeviceStrategy, a one-device mirrored
+  // strategy): `Tensor loss = strategy.run(fn);` reads the same here through
+  // this conversion. InvalidArgumentError with more than one component.
+  operator const T&() const {  // NOLINT(google-explicit-constructor): TF's plain value
+    STRATA_CHECK_ARG(this->num_components() == 1,
+                     "PerReplica: expected one replica's value to read as a plain value, got ",
+                     this->num_components(), " replicas (reduce it or take its local results)");
+    return this->values().front();
+  }
 };
 
 template <typename T>
 class Mirrored : public DistributedValues<T> {
  public:
   using DistributedValues<T>::DistributedValues;
+  // As PerReplica's: TF's regroup gives the plain value for one component
+  // (extended.update of a plain variable, reduce_to one device).
+  operator const T&() const {  // NOLINT(google-explicit-constructor): TF's plain value
+    STRATA_CHECK_ARG(this->num_components() == 1,
+                     "Mirrored: expected one component to read as a plain value, got ",
+                     this->num_components(), " (take its local results)");
+    return this->values().front();
+  }
 };
 
 // How `run` specialises an argument for local replica i: distributed values

@@ -5,6 +5,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
+#include "strata/distribute/strategy.h"
 
 namespace strata::keras {
 namespace {
@@ -42,7 +43,23 @@ Layer::Layer(std::string class_name, const std::string& default_name, const Laye
 
 Tensor Layer::operator()(const Tensor& inputs, bool training) {
   STRATA_CHECK_ARG(inputs.defined(), "layer '", name_, "' called with an undefined tensor");
-  if (!built_) build(inputs.shape());
+  if (!built_) {
+    // First called inside strategy.run: every replica thread reaches this
+    // point, but the layer (its weight list, its built flag) is shared, so it
+    // is built once, by one thread in cross-replica context, from replica 0's
+    // input shape; the others wait and then use the same weights. Building on
+    // every replica thread would register each weight once per replica.
+    distribute::ReplicaContext* replica = distribute::get_replica_context();
+    if (replica != nullptr && replica->strategy().num_local_replicas() > 1) {
+      replica->merge_call(
+          [this](distribute::Strategy&, const distribute::PerReplica<TensorShape>& shapes) {
+            build(shapes.component(0));
+          },
+          inputs.shape());
+    } else {
+      build(inputs.shape());
+    }
+  }
   return call(inputs, training);
 }
 

@@ -24,7 +24,9 @@
 // track_layer() so that weights() collects them, in creation order.
 //
 // Thread-safety: calling a built layer from several threads at once is safe
-// (the forward pass only reads variables); building is not, and happens once.
+// (the forward pass only reads variables); building is not, and happens once:
+// a layer first called inside strategy.run is built through a merge_call, by
+// one replica thread, while the others wait.
 
 #include <cstdint>
 #include <functional>

@@ -36,6 +36,7 @@ struct OpAttrs {
   double on_value = 1.0;         // one_hot
   double off_value = 0.0;
   double constant_value = 0.0;  // pad
+  bool mean = false;            // collective reduce: MEAN instead of SUM
 };
 
 }  // namespace strata

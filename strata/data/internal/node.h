@@ -20,6 +20,8 @@ class DatasetNode {
   NodeKind kind() const noexcept { return kind_; }
   const std::vector<Dataset>& inputs() const noexcept { return inputs_; }
   virtual std::vector<TensorSpec> element_spec() const = 0;
+  // Dataset::cardinality(); unknown unless the node knows better.
+  virtual int64_t cardinality() const { return UNKNOWN_CARDINALITY; }
   virtual std::unique_ptr<internal::IteratorImpl> make_iterator() const = 0;
   // The same node (same parameters) over other inputs of the same count.
   virtual std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset> inputs) const = 0;

@@ -1,5 +1,6 @@
 #include "strata/data/internal/transform_util.h"
 
+#include <algorithm>
 #include <thread>
 
 #include "strata/data/internal/node.h"
@@ -11,17 +12,22 @@ namespace {
 class SimpleNode : public DatasetNode {
  public:
   SimpleNode(NodeKind kind, std::vector<Dataset> inputs, std::vector<TensorSpec> spec,
-             IterFactory f)
-      : DatasetNode(kind, std::move(inputs)), spec_(std::move(spec)), factory_(std::move(f)) {}
+             IterFactory f, CardinalityFn card)
+      : DatasetNode(kind, std::move(inputs)),
+        spec_(std::move(spec)),
+        factory_(std::move(f)),
+        card_(std::move(card)) {}
   std::vector<TensorSpec> element_spec() const override { return spec_; }
+  int64_t cardinality() const override { return card_ ? card_(inputs()) : UNKNOWN_CARDINALITY; }
   std::unique_ptr<IteratorImpl> make_iterator() const override { return factory_(inputs()); }
   std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset> inputs) const override {
-    return std::make_shared<SimpleNode>(kind(), std::move(inputs), spec_, factory_);
+    return std::make_shared<SimpleNode>(kind(), std::move(inputs), spec_, factory_, card_);
   }
 
  private:
   std::vector<TensorSpec> spec_;
   IterFactory factory_;
+  CardinalityFn card_;
 };
 
 // An iterator whose next() is a lambda over captured state.
@@ -66,9 +72,61 @@ std::shared_ptr<IteratorImpl> input_iter(const Dataset& d) {
 }
 
 Dataset make_dataset(NodeKind kind, std::vector<Dataset> inputs, std::vector<TensorSpec> spec,
-                     IterFactory f) {
-  return Dataset(
-      std::make_shared<SimpleNode>(kind, std::move(inputs), std::move(spec), std::move(f)));
+                     IterFactory f, CardinalityFn card) {
+  return Dataset(std::make_shared<SimpleNode>(kind, std::move(inputs), std::move(spec),
+                                              std::move(f), std::move(card)));
+}
+
+int64_t repeat_cardinality(int64_t n, int64_t count) {
+  if (n == INFINITE_CARDINALITY || n == UNKNOWN_CARDINALITY) return n;
+  if (n == 0 || count == 0) return 0;
+  return count == kInfinite ? INFINITE_CARDINALITY : n * count;
+}
+
+int64_t take_cardinality(int64_t n, int64_t count) {
+  if (count == kInfinite) return n;
+  if (n == INFINITE_CARDINALITY) return count;
+  if (n == UNKNOWN_CARDINALITY) return n;
+  return std::min(n, count);
+}
+
+int64_t skip_cardinality(int64_t n, int64_t count) {
+  if (n == INFINITE_CARDINALITY || n == UNKNOWN_CARDINALITY) return n;
+  if (count == kInfinite) return 0;
+  return std::max<int64_t>(0, n - count);
+}
+
+int64_t batch_cardinality(int64_t n, int64_t batch_size, bool drop_remainder) {
+  if (n == INFINITE_CARDINALITY || n == UNKNOWN_CARDINALITY) return n;
+  return drop_remainder ? n / batch_size : (n + batch_size - 1) / batch_size;
+}
+
+int64_t shard_cardinality(int64_t n, int64_t num_shards, int64_t index) {
+  if (num_shards <= 0) return UNKNOWN_CARDINALITY;  // SHARD_HINT before the rewrite
+  if (n == INFINITE_CARDINALITY || n == UNKNOWN_CARDINALITY) return n;
+  return n / num_shards + (index < n % num_shards ? 1 : 0);
+}
+
+int64_t range_cardinality(int64_t start, int64_t stop, int64_t step) {
+  if (step > 0) return stop > start ? (stop - start + step - 1) / step : 0;
+  return start > stop ? (start - stop - step - 1) / -step : 0;
+}
+
+int64_t zip_cardinality(const std::vector<Dataset>& inputs) {
+  int64_t result = INFINITE_CARDINALITY;
+  for (const Dataset& d : inputs) {
+    const int64_t n = d.cardinality();
+    if (n == UNKNOWN_CARDINALITY) return n;
+    if (n == INFINITE_CARDINALITY) continue;
+    result = result == INFINITE_CARDINALITY ? n : std::min(result, n);
+  }
+  return result;
+}
+
+int64_t concatenate_cardinality(int64_t a, int64_t b) {
+  if (a == UNKNOWN_CARDINALITY || b == UNKNOWN_CARDINALITY) return UNKNOWN_CARDINALITY;
+  if (a == INFINITE_CARDINALITY || b == INFINITE_CARDINALITY) return INFINITE_CARDINALITY;
+  return a + b;
 }
 
 }  // namespace strata::data::internal

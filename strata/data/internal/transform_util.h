@@ -31,9 +31,23 @@ std::shared_ptr<IteratorImpl> input_iter(const Dataset& d);
 // Creates the per-iteration iterator of a node from the node's inputs.
 using IterFactory =
     std::function<std::unique_ptr<IteratorImpl>(const std::vector<Dataset>& inputs)>;
+// The cardinality of a node from its inputs.
+using CardinalityFn = std::function<int64_t(const std::vector<Dataset>& inputs)>;
 // A dataset of `kind` over `inputs` with the fixed element spec `spec`, whose
-// iterators `f` creates. Immutable; with_inputs() reuses `f`.
+// iterators `f` creates and whose cardinality `card` computes (unknown when
+// empty). Immutable; with_inputs() reuses `f` and `card`.
 Dataset make_dataset(NodeKind kind, std::vector<Dataset> inputs, std::vector<TensorSpec> spec,
-                     IterFactory f);
+                     IterFactory f, CardinalityFn card = {});
+
+// TF's cardinality rules (n: the input's cardinality, possibly
+// INFINITE_CARDINALITY or UNKNOWN_CARDINALITY).
+int64_t repeat_cardinality(int64_t n, int64_t count);
+int64_t take_cardinality(int64_t n, int64_t count);
+int64_t skip_cardinality(int64_t n, int64_t count);
+int64_t batch_cardinality(int64_t n, int64_t batch_size, bool drop_remainder);
+int64_t shard_cardinality(int64_t n, int64_t num_shards, int64_t index);
+int64_t range_cardinality(int64_t start, int64_t stop, int64_t step);
+int64_t zip_cardinality(const std::vector<Dataset>& inputs);
+int64_t concatenate_cardinality(int64_t a, int64_t b);
 
 }  // namespace strata::data::internal

@@ -1,6 +1,7 @@
 #include "strata/distribute/ps/parameter_server_strategy.h"
 
 #include "strata/base/errors.h"
+#include "strata/base/numbers.h"
 #include "strata/cluster/multi_worker_util.h"
 #include "strata/distribute/partitioners.h"
 #include "strata/distribute/ps/cluster_coordinator.h"
@@ -100,7 +101,23 @@ Variable ParameterServerStrategy::create_variable(const NextVariableCreator&, Va
 
 Variable ParameterServerStrategy::create_on_next_ps(const Tensor& initial_value,
                                                     const VariableOptions& o) {
-  const int task = static_cast<int>(variables_created_ % num_ps());
+  int task = static_cast<int>(variables_created_ % num_ps());
+  // Inside extended().colocate_vars_with(v): v's parameter server, and the
+  // round-robin turn is not used up (TF places the variable with v's device).
+  const Variable* colocate_with = internal::colocate_vars_with_variable();
+  if (colocate_with != nullptr) {
+    const std::string& device = colocate_with->device();
+    const std::string prefix = "/job:ps/replica:0/task:";
+    std::optional<int64_t> index;
+    if (device.starts_with(prefix)) {
+      const size_t end = device.find('/', prefix.size());
+      index = parse_whole_number(device.substr(prefix.size(), end - prefix.size()));
+    }
+    STRATA_CHECK_ARG(index && *index < num_ps(), "ParameterServerStrategy: colocate_vars_with(",
+                     colocate_with->name(), "): expected a variable on one of the ", num_ps(),
+                     " parameter servers, got one on ", device);
+    task = static_cast<int>(*index);
+  }
   auto client = ps::internal::TaskClient::get(ps_targets_[task]);
   ps::internal::RemoteVariableInfo info = client->create_variable(
       o.name, initial_value,
@@ -109,7 +126,7 @@ Variable ParameterServerStrategy::create_on_next_ps(const Tensor& initial_value,
   info.synchronization = o.synchronization == VariableSynchronization::AUTO
                              ? VariableSynchronization::ON_WRITE
                              : o.synchronization;
-  ++variables_created_;
+  if (colocate_with == nullptr) ++variables_created_;
   return ps::internal::make_remote_variable(std::move(info), options_.rpc_timeout);
 }
 

@@ -271,6 +271,31 @@ TEST(ParameterServerStrategyTest, ALinearModelTrainsOnTwoWorkersAndTwoPs) {
   EXPECT_EQ(m.w.value().to_vector<float>(), w);  // the chief reads the ps's value
 }
 
+// TensorFlow:
+//   with strategy.scope():
+//     w = tf.Variable(...)                          # ps 0 (round robin)
+//     with strategy.extended.colocate_vars_with(w):
+//       slot = tf.Variable(...)                     # ps 0, with w
+//     b = tf.Variable(...)                          # ps 1: the colocated one took no turn
+TEST(ParameterServerStrategyTest, ColocateVarsWithPlacesNewVariablesOnTheSamePs) {
+  LocalCluster cluster(1, 2);
+  sd::ParameterServerStrategy strategy(cluster.chief);
+  Variable w, slot, b;
+  {
+    auto scope = strategy.scope();
+    w = Variable(strata::zeros({2}), {.name = "w"});
+    {
+      auto colocated = strategy.extended().colocate_vars_with(w);
+      slot = Variable(strata::zeros({2}), {.name = "w/slot"});
+    }
+    b = Variable(strata::zeros({}), {.name = "b"});
+  }
+  EXPECT_EQ(w.device(), "/job:ps/replica:0/task:0/device:CPU:0");
+  EXPECT_EQ(slot.device(), "/job:ps/replica:0/task:0/device:CPU:0");
+  EXPECT_EQ(b.device(), "/job:ps/replica:0/task:1/device:CPU:0");
+  EXPECT_TRUE(strategy.extended().variable_created_in_scope(slot));
+}
+
 TEST(ParameterServerStrategyTest, UpdatesFromBothWorkersAreAllAppliedOnThePs) {
   LocalCluster cluster(2, 1);
   sd::ParameterServerStrategy strategy(cluster.chief);

@@ -3,13 +3,17 @@
 // moving statistics are per-replica (ON_READ) and averaged when read.
 #include <gtest/gtest.h>
 
+#include "strata/autodiff/gradient_tape.h"
 #include "strata/core/config.h"
 #include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/distribute/strategy.h"
 #include "strata/keras/layers/layers.h"
 #include "strata/keras/layers/testing/layer_test_util.h"
+#include "strata/keras/optimizers/optimizers.h"
+#include "strata/keras/sequential.h"
 #include "strata/ops/array_ops.h"
+#include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
 
 namespace strata::keras::layers {
@@ -54,6 +58,53 @@ TEST_F(LayersUnderStrategyTest, WeightsBuiltInScopeAreDistributed) {
   const std::vector<double> outside = as_doubles((*dense)(x));
   sd::PerReplica<Tensor> y = strategy.run([&] { return (*dense)(x); });
   for (const Tensor& t : y.values()) EXPECT_EQ(as_doubles(t), outside);
+}
+
+// TensorFlow (a custom training loop whose model has no input_shape):
+//   with strategy.scope():
+//     model = tf.keras.Sequential([tf.keras.layers.Dense(4, activation="relu"),
+//                                  tf.keras.layers.Dense(1)])
+//     optimizer = tf.keras.optimizers.Adam()
+//   def step_fn(x, y):
+//     with tf.GradientTape() as tape:
+//       loss = tf.reduce_sum(tf.square(model(x) - y)) / 4.   # global batch 4
+//     grads = tape.gradient(loss, model.trainable_variables)
+//     optimizer.apply_gradients(zip(grads, model.trainable_variables))
+//     return loss
+//   for _ in range(3): strategy.run(step_fn, args=(x, y))   # layers build in the first step
+TEST_F(LayersUnderStrategyTest, AModelBuiltLazilyInsideRunTrains) {
+  sd::MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  std::shared_ptr<SequentialModel> model;
+  std::shared_ptr<optimizers::AdamOptimizer> optimizer;
+  {
+    auto scope = strategy.scope();
+    model = Sequential({Dense(4, {.activation = "relu"}), Dense(1)});
+    optimizer = optimizers::Adam({});
+  }
+  auto step_fn = [&] {
+    const float r = static_cast<float>(sd::get_replica_context()->replica_id_in_sync_group());
+    const Tensor x = strata::constant({1.f + r, 2.f, 3.f, 4.f - r}, {2, 2});
+    const Tensor y = strata::constant({1.f, -1.f}, {2, 1});
+    GradientTape tape;
+    const Tensor y_pred = (*model)(x);
+    Tensor loss = strata::reduce_sum(strata::square(y_pred - y)) / strata::constant(4.f);
+    const std::vector<Variable> vars = model->trainable_variables();
+    const std::vector<Tensor> grads = tape.gradient(loss, vars);
+    optimizer->apply_gradients(strata::zip(grads, vars));
+    return loss;
+  };
+  std::vector<float> losses;
+  for (int step = 0; step < 3; ++step) {
+    auto loss = strategy.run(step_fn);
+    losses.push_back(strategy.reduce(sd::ReduceOp::SUM, loss, std::nullopt).item<float>());
+  }
+  EXPECT_LT(losses.back(), losses.front());
+  ASSERT_EQ(model->trainable_variables().size(), 4u);
+  for (const Variable& v : model->trainable_variables()) {
+    ASSERT_TRUE(sd::is_mirrored_variable(v)) << v.name();
+    const std::vector<Variable> copies = sd::distributed_components(v);
+    EXPECT_EQ(as_doubles(copies[0].value()), as_doubles(copies[1].value())) << v.name();
+  }
 }
 
 TEST_F(LayersUnderStrategyTest, BatchNormalizationKeepsPerReplicaMovingStatisticsAndAveragesThem) {
