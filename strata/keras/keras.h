@@ -28,6 +28,7 @@
 #include "strata/keras/callbacks/progbar_logger.h"
 #include "strata/keras/callbacks/tensorboard.h"
 #include "strata/keras/datasets/fashion_mnist.h"
+#include "strata/keras/functional.h"
 #include "strata/keras/initializers.h"
 #include "strata/keras/layer.h"
 #include "strata/keras/layers/layers.h"
