@@ -34,8 +34,10 @@ Tensor LossSpec::operator()(const Tensor& y_true, const Tensor& y_pred,
   if (weighted_) return weighted_(y_true, y_pred, sample_weight);
   STRATA_CHECK(FAILED_PRECONDITION, per_example_ != nullptr,
                "loss: no loss was given to compile()");
-  // Keras's LossFunctionWrapper with reduction AUTO: sum / number of elements.
-  return losses::compute_weighted_loss(per_example_(y_true, y_pred), sample_weight,
+  // Keras's LossFunctionWrapper with reduction AUTO: ranks aligned, then sum /
+  // number of elements.
+  auto [p, t] = losses::squeeze_or_expand_dimensions(y_pred, y_true);
+  return losses::compute_weighted_loss(per_example_(t, p), sample_weight,
                                        losses::Reduction::SUM_OVER_BATCH_SIZE);
 }
 
