@@ -276,6 +276,27 @@ TEST(NnOps, ComputeAverageLossWeighsExamplesAsTensorFlow) {
                InvalidArgumentError);
 }
 
+TEST(Operators, ScalarOperandsTakeTheTensorsDtypeAsTensorFlow) {
+  // images = tf.constant([0, 255, 51], tf.uint8); images / 255.  -> float32 [0., 1., 0.2]
+  Tensor images = constant(std::vector<uint8_t>{0, 255, 51}, TensorShape{3});
+  Tensor scaled = images / 255.f;
+  EXPECT_EQ(scaled.dtype(), DType::float32);
+  EXPECT_EQ(scaled.to_vector<float>(), (std::vector<float>{0.f, 1.f, 0.2f}));
+  EXPECT_EQ((images / images).dtype(), DType::float32);
+  // tf.constant([1, 3]) / 2  -> float64 [0.5, 1.5] (TF's truediv of int32)
+  Tensor halves = constant(std::vector<int32_t>{1, 3}, TensorShape{2}) / 2;
+  EXPECT_EQ(halves.dtype(), DType::float64);
+  EXPECT_EQ(halves.to_vector<double>(), (std::vector<double>{0.5, 1.5}));
+  // tf.constant([1.5]) * 2.0  -> float32: a C++ double does not widen the tensor.
+  EXPECT_EQ((constant({1.5f}) * 2.0).dtype(), DType::float32);
+  EXPECT_EQ((2.0 * constant({1.5f})).to_vector<float>(), (std::vector<float>{3.f}));
+  // tf.constant([1, 2]) * 0.5 and tf.constant([1], tf.uint8) + 300 raise TypeError in TF.
+  EXPECT_THROW(constant(std::vector<int32_t>{1, 2}, TensorShape{2}) * 0.5f, InvalidArgumentError);
+  EXPECT_THROW(images + 300, InvalidArgumentError);
+  EXPECT_THROW(-1 + images, InvalidArgumentError);
+  EXPECT_EQ((images + 0).dtype(), DType::uint8);
+}
+
 TEST(NnOps, ScaleRegularizationLossDividesTheSumByTheReplicas) {
   // tf.nn.scale_regularization_loss([0.5, 1.5]) outside a strategy: 2.0;
   // inside strategy.run with 4 replicas in sync: 0.5.
