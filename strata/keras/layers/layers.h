@@ -29,5 +29,6 @@
 #include "strata/keras/layers/merging.h"
 #include "strata/keras/layers/normalization.h"
 #include "strata/keras/layers/pooling.h"
+#include "strata/keras/layers/preprocessing.h"
 #include "strata/keras/layers/reshaping.h"
 #include "strata/keras/layers/serialization.h"

@@ -14,6 +14,7 @@
 #include "strata/keras/layers/input_layer.h"
 #include "strata/keras/layers/merging.h"
 #include "strata/keras/layers/pooling.h"
+#include "strata/keras/layers/preprocessing.h"
 #include "strata/keras/layers/reshaping.h"
 #include "strata/keras/sequential.h"
 
@@ -165,6 +166,23 @@ LayerPtr deserialize(const nlohmann::json& config) {
     r.fill_layer_args(o);
     const auto pool = r.get_or<std::vector<int64_t>>("pool_size", {2, 2});
     return cls == "MaxPooling2D" ? MaxPooling2D(pool, o) : AveragePooling2D(pool, o);
+  }
+  if (cls == "Normalization") {
+    NormalizationOptions o;
+    if (c.contains("axis")) {
+      if (c["axis"].is_null()) {
+        o.axis = std::nullopt;
+      } else if (c["axis"].is_number_integer()) {
+        o.axis = std::vector<int64_t>{c["axis"].get<int64_t>()};
+      } else {
+        o.axis = r.get<std::vector<int64_t>>("axis");
+      }
+    }
+    if (r.has("mean")) o.mean = r.get<std::vector<double>>("mean");
+    if (r.has("variance")) o.variance = r.get<std::vector<double>>("variance");
+    o.invert = r.get_or<bool>("invert", false);
+    r.fill_layer_args(o);
+    return Normalization(o);
   }
   if (cls == "Add") return Add(r.layer_args());
   if (cls == "Subtract") return Subtract(r.layer_args());
