@@ -93,6 +93,7 @@ void MergeLayer::build_weights_list(const std::vector<TensorShape>& shapes) {
 
 Tensor MergeLayer::call_list(const std::vector<Tensor>& inputs, bool) {
   std::vector<TensorShape> shapes;
+  shapes.reserve(inputs.size());
   for (const Tensor& t : inputs) shapes.push_back(t.shape());
   (void)compute_output_shape_list(shapes);
   Tensor out = inputs[0];
@@ -181,6 +182,7 @@ void ConcatenateLayer::build_weights_list(const std::vector<TensorShape>& shapes
 
 Tensor ConcatenateLayer::call_list(const std::vector<Tensor>& inputs, bool) {
   std::vector<TensorShape> shapes;
+  shapes.reserve(inputs.size());
   for (const Tensor& t : inputs) shapes.push_back(t.shape());
   (void)compute_output_shape_list(shapes);
   return strata::concat(inputs, axis_ < 0 ? axis_ + inputs[0].rank() : axis_);
