@@ -46,6 +46,7 @@
 #include "strata/distribute/tpu_strategy.h"
 #include "strata/distribute/tpu_system.h"
 #include "strata/distribute/values.h"
+#include "strata/distribute/values_io.h"
 #include "strata/io/io.h"
 #include "strata/keras/activations.h"
 #include "strata/keras/keras.h"

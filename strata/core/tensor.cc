@@ -1,6 +1,7 @@
 #include "strata/core/tensor.h"
 
 #include <atomic>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <sstream>
@@ -130,9 +131,14 @@ namespace {
 constexpr int64_t kSummariseThreshold = 1000;
 constexpr int64_t kEdgeItems = 3;
 
-// NumPy-like float formatting: integral values print as "1.", others with up to
-// 8 significant digits and no trailing zeros; all elements padded to one width.
-std::string format_float(double v) {
+// NumPy's float formatting (floatmode "maxprec", precision 8), which
+// TensorFlow's repr uses: integral values print as "1."; others with the
+// fewest digits that read back as the same value *of the tensor's dtype*
+// (so float32 0.1f + 0.2f prints "0.3", not "0.30000001"), at most 8
+// fractional digits; magnitudes below 1e-4 or from 1e16 in scientific form
+// with the same rule for the mantissa ("1.e-05", "1.5e+20"). A scalar prints
+// as NumPy's scalar repr: no cap on the digits.
+std::string format_float(double v, bool single, bool cap_fraction = true) {
   if (std::isnan(v)) return "nan";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[64];
@@ -141,19 +147,31 @@ std::string format_float(double v) {
     return buf;
   }
   const double a = std::fabs(v);
-  if (a != 0 && (a < 1e-4 || a >= 1e16)) {
-    std::snprintf(buf, sizeof(buf), "%.7e", v);
-    return buf;
+  const bool scientific = a != 0 && (a < 1e-4 || a >= 1e16);
+  const std::chars_format format =
+      scientific ? std::chars_format::scientific : std::chars_format::fixed;
+  std::to_chars_result r = single ? std::to_chars(buf, buf + sizeof(buf), float(v), format)
+                                  : std::to_chars(buf, buf + sizeof(buf), v, format);
+  std::string s(buf, r.ptr);
+  const size_t e = s.find('e');
+  std::string mantissa = e == std::string::npos ? s : s.substr(0, e);
+  const std::string exponent = e == std::string::npos ? "" : s.substr(e);
+  const size_t dot = mantissa.find('.');
+  if (dot == std::string::npos) {
+    mantissa += '.';
+  } else if (cap_fraction && mantissa.size() - dot - 1 > 8) {
+    // More than 8 fractional digits: round to 8 and drop trailing zeros.
+    std::snprintf(buf, sizeof(buf), "%.8f", std::stod(mantissa));
+    mantissa = buf;
+    while (mantissa.back() == '0') mantissa.pop_back();
   }
-  std::snprintf(buf, sizeof(buf), "%.8g", v);
-  std::string s = buf;
-  return s;
+  return mantissa + exponent;
 }
 
 template <typename T>
 std::string format_element(const T& v) {
   if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
-    return format_float(static_cast<double>(v));
+    return format_float(static_cast<double>(v), std::is_same_v<T, float>);
   } else if constexpr (std::is_same_v<T, bool>) {
     return v ? "True" : "False";
   } else if constexpr (std::is_same_v<T, std::string>) {
@@ -226,7 +244,11 @@ std::string format_values(const T* data, const TensorShape& shape) {
     // Scalars print like Python floats ("1.0"), arrays like NumPy ("1.").
     std::string e = format_element(data[0]);
     if constexpr (std::is_floating_point_v<T>) {
+      e = format_float(static_cast<double>(data[0]), std::is_same_v<T, float>,
+                       /*cap_fraction=*/false);
       if (!e.empty() && e.back() == '.') e += '0';
+      // NumPy's scalar repr writes "1e-05" where an array writes "1.e-05".
+      if (const size_t p = e.find(".e"); p != std::string::npos) e.erase(p, 1);
     }
     return e;
   }

@@ -72,6 +72,20 @@ TEST(Tensor, PrintsLikeTensorFlow) {
   EXPECT_EQ(constant(int64_t{3}).to_string(), "tf.Tensor(3, shape=(), dtype=int64)");
   EXPECT_EQ(constant(1.f).to_string(), "tf.Tensor(1.0, shape=(), dtype=float32)");
   EXPECT_EQ(constant(-2.5).to_string(), "tf.Tensor(-2.5, shape=(), dtype=float64)");
+  // NumPy's digits (TensorFlow prints through NumPy): the shortest value that
+  // reads back in the tensor's dtype, at most 8 fractional digits.
+  //   tf.constant(0.1) + tf.constant(0.2)            -> tf.Tensor(0.3, shape=(), dtype=float32)
+  //   tf.constant(1 / 3)                             -> tf.Tensor(0.33333334, ..., dtype=float32)
+  //   tf.constant(1 / 3, tf.float64)                 -> tf.Tensor(0.3333333333333333, ...)
+  //   tf.constant([1 / 3, 0.1 + 0.2], tf.float64)    -> [0.33333333 0.3       ]
+  //   tf.constant(1e-5), tf.constant([1e-5, 1e-6])   -> 1e-05, [1.e-05 1.e-06]
+  EXPECT_EQ(constant(0.1f + 0.2f).to_string(), "tf.Tensor(0.3, shape=(), dtype=float32)");
+  EXPECT_EQ(constant(1.f / 3.f).to_string(), "tf.Tensor(0.33333334, shape=(), dtype=float32)");
+  EXPECT_EQ(constant({1.0 / 3.0, 0.1 + 0.2}).values_string(), "[0.33333333 0.3       ]");
+  EXPECT_EQ(constant(1.0 / 3.0).to_string(),
+            "tf.Tensor(0.3333333333333333, shape=(), dtype=float64)");
+  EXPECT_EQ(constant(1e-5f).to_string(), "tf.Tensor(1e-05, shape=(), dtype=float32)");
+  EXPECT_EQ(constant({1e-5f, 1e-6f}).values_string(), "[1.e-05 1.e-06]");
   EXPECT_EQ(constant({true, false}).to_string(),
             "tf.Tensor([ True False], shape=(2,), dtype=bool)");
   EXPECT_EQ(constant("a'b").to_string(), "tf.Tensor(b'a\\'b', shape=(), dtype=string)");

@@ -1,5 +1,8 @@
 #include "strata/keras/activations.h"
 
+#include <memory>
+#include <utility>
+
 #include <cmath>
 #include <map>
 
@@ -103,7 +106,32 @@ Tensor relu(const Tensor& x, const ReluOptions& o) {
   return y;
 }
 
-Tensor sigmoid(const Tensor& x) { return strata::sigmoid(x); }
+namespace {
+
+// Keras's output._keras_logits, carried as the tensor's extension.
+class KerasLogits : public TensorExtension {
+ public:
+  explicit KerasLogits(Tensor logits) : logits_(std::move(logits)) {}
+  const Tensor& logits() const noexcept { return logits_; }
+
+ private:
+  Tensor logits_;
+};
+
+}  // namespace
+
+Tensor sigmoid(const Tensor& x) {
+  Tensor y = strata::sigmoid(x);
+  // A tensor another layer annotates (a sharded value) keeps its extension.
+  if (y.extension() != nullptr) return y;
+  return y.with_extension(std::make_shared<const KerasLogits>(x));
+}
+
+Tensor keras_logits(const Tensor& output) {
+  if (!output.defined()) return Tensor();
+  const auto* cached = dynamic_cast<const KerasLogits*>(output.extension().get());
+  return cached != nullptr ? cached->logits() : Tensor();
+}
 Tensor tanh(const Tensor& x) { return strata::tanh(x); }
 
 Tensor softmax(const Tensor& x, int64_t axis) {

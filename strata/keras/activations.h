@@ -68,7 +68,14 @@ struct ReluOptions {
 // Keras's relu: f(x) = max_value for x >= max_value, x for threshold <= x < max_value,
 // alpha * (x - threshold) otherwise.
 Tensor relu(const Tensor& x, const ReluOptions& options = {});
+// 1 / (1 + exp(-x)). As Keras 2 (output._keras_logits), the result remembers
+// x, so that binary_crossentropy of it uses the logits (from_logits) instead
+// of clipped probabilities: keras_logits(sigmoid(x)) is x. An op applied to
+// the result gives a plain tensor again (as in Keras, where the cache is an
+// attribute of that one tensor).
 Tensor sigmoid(const Tensor& x);
+// The logits a Keras sigmoid output was computed from, or an undefined tensor.
+Tensor keras_logits(const Tensor& output);
 Tensor tanh(const Tensor& x);
 // Softmax along `axis`; InvalidArgumentError for a rank-0 or rank-1 input, as
 // tf.keras (which refuses "a tensor that is 1D").

@@ -3,9 +3,12 @@
 #include <map>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 #include "strata/distribute/strategy.h"
+#include "strata/ops/math_ops.h"
 
 namespace strata::keras {
 namespace {
@@ -16,10 +19,24 @@ std::map<std::string, int>& name_counters() {
   return counters;
 }
 
+// Depth of layer calls on this thread: an outermost call clears the activity
+// losses of the layers it calls (Keras's _clear_losses in __call__).
+thread_local int call_depth = 0;
+
+class CallDepth {
+ public:
+  CallDepth() { ++call_depth; }
+  ~CallDepth() { --call_depth; }
+  CallDepth(const CallDepth&) = delete;
+  CallDepth& operator=(const CallDepth&) = delete;
+  bool outermost() const noexcept { return call_depth == 1; }
+};
+
 }  // namespace
 
-std::string unique_layer_name(const std::string& prefix) {
+std::string unique_layer_name(const std::string& prefix, bool zero_based) {
   int& count = name_counters()[prefix];
+  if (!zero_based) return str_cat(prefix, "_", ++count);
   std::string name = count == 0 ? prefix : str_cat(prefix, "_", count);
   ++count;
   return name;
@@ -41,32 +58,167 @@ Layer::Layer(std::string class_name, const std::string& default_name, const Laye
   }
 }
 
+template <typename Shapes>
+void Layer::build_once(const Shapes& shapes) {
+  distribute::ReplicaContext* replica = distribute::get_replica_context();
+  if (replica != nullptr && replica->strategy().num_local_replicas() > 1) {
+    replica->merge_call(
+        [this](distribute::Strategy&, const distribute::PerReplica<Shapes>& per_replica) {
+          build(per_replica.component(0));
+        },
+        shapes);
+  } else {
+    build(shapes);
+  }
+}
+
 Tensor Layer::operator()(const Tensor& inputs, bool training) {
   STRATA_CHECK_ARG(inputs.defined(), "layer '", name_, "' called with an undefined tensor");
-  if (!built_) {
-    // First called inside strategy.run: every replica thread reaches this
-    // point, but the layer (its weight list, its built flag) is shared, so it
-    // is built once, by one thread in cross-replica context, from replica 0's
-    // input shape; the others wait and then use the same weights. Building on
-    // every replica thread would register each weight once per replica.
-    distribute::ReplicaContext* replica = distribute::get_replica_context();
-    if (replica != nullptr && replica->strategy().num_local_replicas() > 1) {
-      replica->merge_call(
-          [this](distribute::Strategy&, const distribute::PerReplica<TensorShape>& shapes) {
-            build(shapes.component(0));
-          },
-          inputs.shape());
-    } else {
-      build(inputs.shape());
-    }
+  CallDepth depth;
+  if (depth.outermost()) clear_activity_losses();
+  if (!built_) build_once(inputs.shape());
+  return finish_call(call(inputs, training));
+}
+
+Tensor Layer::operator()(const std::vector<Tensor>& inputs, bool training) {
+  std::vector<TensorShape> shapes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    STRATA_CHECK_ARG(inputs[i].defined(), "layer '", name_, "' called with an undefined tensor ",
+                     "at input ", i);
+    shapes.push_back(inputs[i].shape());
   }
-  return call(inputs, training);
+  CallDepth depth;
+  if (depth.outermost()) clear_activity_losses();
+  if (!built_) build_once(shapes);
+  return finish_call(call_list(inputs, training));
+}
+
+Tensor Layer::finish_call(Tensor output) {
+  if (activity_regularizer_ && output.defined()) {
+    // Keras: activity_regularizer(output) / batch size, in the loss's dtype.
+    Tensor loss = (*activity_regularizer_)(output);
+    const double batch = output.rank() > 0 ? double(output.shape()[0]) : 1.0;
+    if (batch > 0) loss = strata::divide(loss, strata::cast(strata::constant(batch), loss.dtype()));
+    MutexLock lock(losses_mu_);
+    activity_losses_[std::this_thread::get_id()].push_back(loss);
+  }
+  return output;
+}
+
+void Layer::clear_activity_losses() {
+  {
+    MutexLock lock(losses_mu_);
+    activity_losses_.erase(std::this_thread::get_id());
+  }
+  for (const auto& layer : tracked_) layer->clear_activity_losses();
+}
+
+std::vector<Tensor> Layer::losses() const {
+  std::vector<Tensor> out;
+  {
+    MutexLock lock(losses_mu_);
+    auto it = activity_losses_.find(std::this_thread::get_id());
+    if (it != activity_losses_.end()) out = it->second;
+  }
+  for (const OwnWeight& w : own_weights_) {
+    if (w.regularizer) out.push_back((*w.regularizer)(w.variable.value()));
+  }
+  for (const auto& layer : tracked_) {
+    for (Tensor& t : layer->losses()) out.push_back(std::move(t));
+  }
+  return out;
+}
+
+namespace {
+
+// The symbolic shape of a layer input: batch dimension unknown.
+std::vector<TensorShape> shapes_of(const std::vector<KerasTensor>& inputs, const std::string& who) {
+  std::vector<TensorShape> shapes;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    STRATA_CHECK_ARG(inputs[i].defined(), "layer '", who,
+                     "' called with an undefined KerasTensor at input ", i);
+    shapes.push_back(inputs[i].shape());
+  }
+  return shapes;
+}
+
+}  // namespace
+
+KerasTensor Layer::operator()(const KerasTensor& inputs) {
+  std::shared_ptr<Layer> self = weak_from_this().lock();
+  STRATA_CHECK_ARG(self != nullptr, "layer '", name_,
+                   "': a layer called on a KerasTensor must be owned by a std::shared_ptr (make "
+                   "it with its factory or std::make_shared)");
+  const TensorShape shape = shapes_of({inputs}, name_)[0];
+  if (!built_) build(shape);
+  TensorShape out = compute_output_shape(shape);
+  auto node = std::make_shared<Node>(Node{self, {inputs}, false, symbolic_calls_++});
+  return KerasTensor(std::move(out), dtype_, std::move(node));
+}
+
+KerasTensor Layer::operator()(const std::vector<KerasTensor>& inputs) {
+  std::shared_ptr<Layer> self = weak_from_this().lock();
+  STRATA_CHECK_ARG(self != nullptr, "layer '", name_,
+                   "': a layer called on KerasTensors must be owned by a std::shared_ptr (make "
+                   "it with its factory or std::make_shared)");
+  const std::vector<TensorShape> shapes = shapes_of(inputs, name_);
+  if (!built_) build(shapes);
+  TensorShape out = compute_output_shape_list(shapes);
+  auto node = std::make_shared<Node>(Node{self, inputs, true, symbolic_calls_++});
+  return KerasTensor(std::move(out), dtype_, std::move(node));
 }
 
 void Layer::build(const TensorShape& input_shape) {
   if (built_) return;
   build_weights(input_shape);
   built_ = true;
+}
+
+void Layer::build(const std::vector<TensorShape>& input_shapes) {
+  if (built_) return;
+  build_weights_list(input_shapes);
+  built_ = true;
+}
+
+TensorShape Layer::compute_output_shape_list(const std::vector<TensorShape>& input_shapes) const {
+  STRATA_CHECK_ARG(input_shapes.size() == 1, "layer '", name_, "' (", class_name_,
+                   ") expects 1 input, got a list of ", input_shapes.size());
+  return compute_output_shape(input_shapes[0]);
+}
+
+void Layer::build_weights_list(const std::vector<TensorShape>& input_shapes) {
+  STRATA_CHECK_ARG(input_shapes.size() == 1, "layer '", name_, "' (", class_name_,
+                   ") expects 1 input, got a list of ", input_shapes.size());
+  build_weights(input_shapes[0]);
+}
+
+Tensor Layer::call_list(const std::vector<Tensor>& inputs, bool training) {
+  STRATA_CHECK_ARG(inputs.size() == 1, "layer '", name_, "' (", class_name_,
+                   ") expects 1 input, got a list of ", inputs.size());
+  return call(inputs[0], training);
+}
+
+nlohmann::json Layer::base_config() const {
+  nlohmann::json config = {
+      {"name", name_}, {"trainable", trainable_}, {"dtype", std::string(dtype_name(dtype_))}};
+  if (declared_input_shape_) {
+    nlohmann::json shape = nlohmann::json::array({nullptr});
+    for (int64_t d : *declared_input_shape_) {
+      if (d < 0) {
+        shape.push_back(nullptr);
+      } else {
+        shape.push_back(d);
+      }
+    }
+    config["batch_input_shape"] = shape;
+  }
+  return config;
+}
+
+nlohmann::json Layer::get_config() const {
+  STRATA_CHECK(UNIMPLEMENTED, false, "layer '", name_, "' (", class_name_,
+               ") has no get_config(); a layer class with constructor arguments overrides it");
+  return {};
 }
 
 Variable Layer::add_weight(const std::string& name, const TensorShape& shape,
@@ -82,7 +234,7 @@ Variable Layer::add_weight(const std::string& name, const TensorShape& shape,
                        .trainable = options.trainable,
                        .synchronization = options.synchronization,
                        .aggregation = options.aggregation});
-  own_weights_.push_back({name, v, options.trainable});
+  own_weights_.push_back({name, v, options.trainable, options.regularizer});
   for (const WeightCreatedCallback& callback : weight_created_callbacks_) callback(name, v);
   return v;
 }

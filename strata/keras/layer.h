@@ -23,6 +23,16 @@
 // Nested layers (a subclassed Model's members) are registered with
 // track_layer() so that weights() collects them, in creation order.
 //
+// Functional API: calling a layer on a KerasTensor (keras::Input(...) or
+// another layer's symbolic output) builds it from the KerasTensor's shape and
+// returns a KerasTensor recording the call; merge layers (Add, Concatenate)
+// take a list, `(*add)({a, b})`, of KerasTensors or of tensors.
+//
+// Config: get_config() returns the layer's constructor arguments as JSON in
+// Keras's shape (`{"name": "dense", "trainable": true, "dtype": "float32",
+// "units": 64, ...}`); layers::deserialize (layers/serialization.h) makes a
+// layer from {"class_name", "config"}.
+//
 // Thread-safety: calling a built layer from several threads at once is safe
 // (the forward pass only reads variables); building is not, and happens once:
 // a layer first called inside strategy.run is built through a merge_call, by
@@ -31,15 +41,22 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
+#include "strata/base/mutex.h"
 #include "strata/core/tensor.h"
 #include "strata/core/variable.h"
 #include "strata/keras/initializers.h"
+#include "strata/keras/keras_tensor.h"
+#include "strata/keras/regularizers.h"
 
 namespace strata::keras {
 
@@ -69,6 +86,8 @@ struct LayerArgs {
 // keras add_weight arguments (Keras's order).
 struct WeightOptions {
   Initializer initializer = nullptr;  // nullptr: glorot_uniform for floats (Keras)
+  // Adds regularizer(weight) to losses() (Keras's add_weight(regularizer=)).
+  regularizers::RegularizerPtr regularizer = nullptr;
   bool trainable = true;
   VariableSynchronization synchronization = VariableSynchronization::AUTO;
   VariableAggregation aggregation = VariableAggregation::NONE;
@@ -86,15 +105,37 @@ class Layer : public std::enable_shared_from_this<Layer> {
 
   // Builds on first use (from inputs.shape()), then runs call().
   Tensor operator()(const Tensor& inputs, bool training = false);
+  // A list of inputs (merge layers): builds from their shapes, runs call_list().
+  Tensor operator()(const std::vector<Tensor>& inputs, bool training = false);
+  // Symbolic calls (functional API): build from the KerasTensors' shapes and
+  // return the output KerasTensor, recording the call as a Node. The layer must
+  // be owned by a std::shared_ptr (as every factory makes it).
+  KerasTensor operator()(const KerasTensor& inputs);
+  KerasTensor operator()(const std::vector<KerasTensor>& inputs);
 
   // Creates the weights for `input_shape` (batch dimension first, may be -1).
   // Calling build twice is a no-op. InvalidArgumentError if the shape does not
   // suit the layer (message names the layer and the shape).
   void build(const TensorShape& input_shape);
+  // Builds from a list of input shapes (merge layers; one shape is build(shape)).
+  void build(const std::vector<TensorShape>& input_shapes);
   bool built() const noexcept { return built_; }
 
   // The output shape for `input_shape` (batch dimension included, -1 kept).
   virtual TensorShape compute_output_shape(const TensorShape& input_shape) const = 0;
+  // The output shape for a list of inputs. Default: one shape is
+  // compute_output_shape(shape); several are InvalidArgumentError (the layer
+  // takes one input).
+  virtual TensorShape compute_output_shape_list(const std::vector<TensorShape>& input_shapes) const;
+
+  // Keras's get_config(): the arguments that remake the layer, as JSON, with
+  // Keras's keys ("name", "trainable", "dtype", "batch_input_shape" when an
+  // input_shape was given, then the layer's own). Initializers are functions
+  // and are not written (from_config uses Keras's defaults; the weights come
+  // from the saved weights). UnimplementedError for a layer without a config
+  // (a subclassed layer that does not override it) or holding a function
+  // (an activation given as a lambda).
+  virtual nlohmann::json get_config() const;
 
   const std::string& name() const noexcept { return name_; }
   const std::string& class_name() const noexcept { return class_name_; }
@@ -121,6 +162,17 @@ class Layer : public std::enable_shared_from_this<Layer> {
   std::vector<Tensor> get_weights() const;
   void set_weights(const std::vector<Tensor>& values);
 
+  // Keras's layer.losses: this thread's activity-regularization losses of the
+  // last outermost call (each activity_regularizer(output) / batch size), then
+  // every weight regularizer applied to its weight's current value, for this
+  // layer then its nested layers. Computed when asked, so that under a
+  // GradientTape they are differentiable; an outermost call (a model's or a
+  // lone layer's) clears the activity losses of the previous one.
+  std::vector<Tensor> losses() const;
+  const regularizers::RegularizerPtr& activity_regularizer() const noexcept {
+    return activity_regularizer_;
+  }
+
   // Nested layers registered with track_layer, in order.
   const std::vector<std::shared_ptr<Layer>>& layers() const noexcept { return tracked_; }
 
@@ -144,6 +196,19 @@ class Layer : public std::enable_shared_from_this<Layer> {
   virtual void build_weights(const TensorShape& input_shape) { (void)input_shape; }
   // The forward computation.
   virtual Tensor call(const Tensor& inputs, bool training) = 0;
+  // Build and forward for a list of inputs. Defaults: one input goes to
+  // build_weights / call; several are InvalidArgumentError.
+  virtual void build_weights_list(const std::vector<TensorShape>& input_shapes);
+  virtual Tensor call_list(const std::vector<Tensor>& inputs, bool training);
+  // The keys every layer's config starts with (see get_config).
+  nlohmann::json base_config() const;
+  // Keras's activity_regularizer argument: applied to each call's output.
+  void set_activity_regularizer(regularizers::RegularizerPtr r) {
+    activity_regularizer_ = std::move(r);
+  }
+  // Marks the layer built without building (a model whose layers were built
+  // by their symbolic calls).
+  void mark_built() noexcept { built_ = true; }
 
   // Makes a weight named "<layer name>/<name>" through the variable-creator stack.
   Variable add_weight(const std::string& name, const TensorShape& shape,
@@ -160,24 +225,41 @@ class Layer : public std::enable_shared_from_this<Layer> {
     std::string name;
     Variable variable;
     bool trainable;
+    regularizers::RegularizerPtr regularizer;
   };
+  // Builds on the first eager call. Inside strategy.run every replica thread
+  // reaches the first call, but the layer (its weight list, its built flag) is
+  // shared, so it is built once, by one thread in cross-replica context, from
+  // replica 0's input shapes; the others wait and then use the same weights.
+  // Building on every replica thread would register each weight once per replica.
+  template <typename Shapes>
+  void build_once(const Shapes& shapes);
+  // Runs call()/call_list() and records the activity loss.
+  Tensor finish_call(Tensor output);
+  void clear_activity_losses();
   std::string class_name_;
   std::string name_;
   DType dtype_;
   std::optional<std::vector<int64_t>> declared_input_shape_;
   bool trainable_;
   bool built_ = false;
+  int symbolic_calls_ = 0;  // Nodes made so far (Node::call_index of the next)
   std::vector<OwnWeight> own_weights_;
   std::vector<std::shared_ptr<Layer>> tracked_;
   std::vector<WeightCreatedCallback> weight_created_callbacks_;
+  regularizers::RegularizerPtr activity_regularizer_;
+  // Activity losses per calling thread (replicas call one layer concurrently).
+  mutable Mutex losses_mu_;
+  std::map<std::thread::id, std::vector<Tensor>> activity_losses_ STRATA_GUARDED_BY(losses_mu_);
 };
 
 using LayerPtr = std::shared_ptr<Layer>;
 
 // A unique layer name from `prefix`: "dense", then "dense_1", "dense_2", ...
-// (Keras's backend.unique_object_name; per thread, reset by
-// reset_uids_for_testing, like keras.backend.clear_session()).
-std::string unique_layer_name(const std::string& prefix);
+// or, not zero-based, "input_1", "input_2", ... (Keras's
+// backend.unique_object_name; per thread, reset by reset_uids_for_testing,
+// like keras.backend.clear_session()).
+std::string unique_layer_name(const std::string& prefix, bool zero_based = true);
 void reset_uids_for_testing();
 
 }  // namespace strata::keras

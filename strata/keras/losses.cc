@@ -9,6 +9,7 @@
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 #include "strata/distribute/strategy.h"
+#include "strata/keras/activations.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
@@ -30,17 +31,6 @@ int64_t normalize_axis(int64_t axis, int rank, const char* who) {
 }
 
 Tensor squeeze_last(const Tensor& t) { return strata::squeeze(t, {-1}); }
-
-// Keras's remove_squeezable_dimensions(labels, predictions) with
-// expected_rank_diff 0: drops a trailing 1 from whichever has rank one more.
-void remove_squeezable_dimensions(Tensor& y_true, Tensor& y_pred) {
-  const int diff = y_pred.rank() - y_true.rank();
-  if (diff == 1 && y_pred.shape()[-1] == 1) {
-    y_pred = squeeze_last(y_pred);
-  } else if (diff == -1 && y_true.shape()[-1] == 1) {
-    y_true = squeeze_last(y_true);
-  }
-}
 
 // Keras's clip of probabilities to [epsilon, 1 - epsilon].
 Tensor clip_probabilities(const Tensor& p) {
@@ -188,8 +178,12 @@ Tensor binary_crossentropy(const Tensor& y_true, const Tensor& y_pred,
     target = target * (1.0 - options.label_smoothing) + 0.5 * options.label_smoothing;
   }
   Tensor elementwise;
-  if (options.from_logits) {
-    elementwise = strata::nn::sigmoid_cross_entropy_with_logits(target, y_pred);
+  // Keras 2's backend.binary_crossentropy: the output of a Keras sigmoid is
+  // replaced by the logits it came from, which avoids the vanishing gradient
+  // of clipped probabilities.
+  const Tensor logits = options.from_logits ? y_pred : activations::keras_logits(y_pred);
+  if (logits.defined()) {
+    elementwise = strata::nn::sigmoid_cross_entropy_with_logits(target, logits);
   } else {
     // keras.backend.binary_crossentropy adds epsilon inside the logs after clipping.
     Tensor p = clip_probabilities(y_pred);
@@ -237,10 +231,21 @@ LossFunctionWrapper::LossFunctionWrapper(LossFunction fn, std::string name, Redu
 }
 
 Tensor LossFunctionWrapper::call(const Tensor& y_true, const Tensor& y_pred) const {
-  Tensor t = y_true;
-  Tensor p = y_pred;
-  remove_squeezable_dimensions(t, p);
+  auto [p, t] = squeeze_or_expand_dimensions(y_pred, y_true);
   return fn_(t, p);
+}
+
+std::pair<Tensor, Tensor> squeeze_or_expand_dimensions(const Tensor& y_pred, const Tensor& y_true) {
+  Tensor p = y_pred, t = y_true;
+  const int diff = p.rank() - t.rank();
+  // Keras's remove_squeezable_dimensions, skipped when y_true has one rank
+  // less than a y_pred whose last dimension is > 1 (sparse labels).
+  if (diff == 1 && p.shape()[-1] == 1) {
+    p = squeeze_last(p);
+  } else if (diff == -1 && t.shape()[-1] == 1) {
+    t = squeeze_last(t);
+  }
+  return {p, t};
 }
 
 std::shared_ptr<LossFunctionWrapper> make_loss(LossFunction fn, std::string name,

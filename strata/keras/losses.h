@@ -28,6 +28,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "strata/core/tensor.h"
 
@@ -148,6 +149,14 @@ using LossFunction = std::function<Tensor(const Tensor& y_true, const Tensor& y_
 // keras.losses.LossFunctionWrapper: a Loss from a per-example function. Like
 // Keras it first squeezes or expands y_pred/y_true's last axis when their
 // ranks differ by one and that axis is 1.
+// Keras's losses_utils.squeeze_or_expand_dimensions(y_pred, y_true), which
+// every Keras loss applies before its function: a y_pred of one rank more
+// whose last dimension is 1 is squeezed ([batch, 1] against labels [batch]),
+// and so is a y_true of one rank more with a last dimension of 1. Returns
+// {y_pred, y_true}.
+//   # y_true [4], y_pred [4, 1] -> both [4], so the loss is not broadcast to [4, 4]
+std::pair<Tensor, Tensor> squeeze_or_expand_dimensions(const Tensor& y_pred, const Tensor& y_true);
+
 class LossFunctionWrapper : public Loss {
  public:
   LossFunctionWrapper(LossFunction fn, std::string name, Reduction reduction = Reduction::AUTO);

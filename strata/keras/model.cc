@@ -34,8 +34,10 @@ Tensor LossSpec::operator()(const Tensor& y_true, const Tensor& y_pred,
   if (weighted_) return weighted_(y_true, y_pred, sample_weight);
   STRATA_CHECK(FAILED_PRECONDITION, per_example_ != nullptr,
                "loss: no loss was given to compile()");
-  // Keras's LossFunctionWrapper with reduction AUTO: sum / number of elements.
-  return losses::compute_weighted_loss(per_example_(y_true, y_pred), sample_weight,
+  // Keras's LossFunctionWrapper with reduction AUTO: ranks aligned, then sum /
+  // number of elements.
+  auto [p, t] = losses::squeeze_or_expand_dimensions(y_pred, y_true);
+  return losses::compute_weighted_loss(per_example_(t, p), sample_weight,
                                        losses::Reduction::SUM_OVER_BATCH_SIZE);
 }
 
@@ -85,18 +87,22 @@ class StepStream {
 namespace {
 
 struct Unpacked {
-  Tensor x, y, sample_weight;
+  std::vector<Tensor> xs;      // the model inputs
+  Tensor x, y, sample_weight;  // x: the first input
 };
 
-// Keras's data_adapter.unpack_x_y_sample_weight.
-Unpacked unpack(const data::Element& data, const char* who) {
-  STRATA_CHECK_ARG(!data.empty() && data.size() <= 3, who,
-                   ": expected data = {x}, {x, y} or {x, y, sample_weight}, got ", data.size(),
-                   " components");
+// Keras's data_adapter.unpack_x_y_sample_weight, where the first `inputs`
+// components are the model's inputs (Keras's nested x).
+Unpacked unpack(const data::Element& data, int inputs, const char* who) {
+  const size_t n = size_t(inputs);
+  STRATA_CHECK_ARG(data.size() >= n && data.size() <= n + 2, who, ": expected data = {x}, {x, y} ",
+                   "or {x, y, sample_weight} where x is the model's ", n, " input(s), got ",
+                   data.size(), " components");
   Unpacked u;
+  u.xs.assign(data.begin(), data.begin() + std::ptrdiff_t(n));
   u.x = data[0];
-  if (data.size() > 1) u.y = data[1];
-  if (data.size() > 2) u.sample_weight = data[2];
+  if (data.size() > n) u.y = data[n];
+  if (data.size() > n + 1) u.sample_weight = data[n + 1];
   return u;
 }
 
@@ -231,19 +237,26 @@ Tensor Model::compute_loss(const Tensor&, const Tensor& y, const Tensor& y_pred,
   if (value.rank() != 0) value = strata::reshape(value, {});
   if (loss_weight_ != 1.0)
     value = strata::multiply(value, strata::cast(strata::constant(loss_weight_), value.dtype()));
+  // Keras's LossesContainer: the model's regularization losses (model.losses)
+  // are summed and added to the compiled loss, in the tracked loss too.
+  Tensor reg;
+  for (const Tensor& l : losses()) {
+    Tensor t = strata::cast(strata::reshape(l, {}), value.dtype());
+    reg = reg.defined() ? strata::add(reg, t) : t;
+  }
   // Keras's loss tracker: the unscaled loss weighted by the batch size.
   const double batch = y_pred.rank() > 0 ? double(y_pred.shape()[0]) : 1.0;
-  loss_tracker_->update_state(strata::constant(float(value.scalar_as_double())),
-                              strata::constant(float(batch)));
+  const double tracked = value.scalar_as_double() + (reg.defined() ? reg.scalar_as_double() : 0.0);
+  loss_tracker_->update_state(strata::constant(float(tracked)), strata::constant(float(batch)));
   // Keras's scale_loss_for_distribution: with N replicas in sync, a mean loss
-  // is divided by N so that summing the replicas' gradients gives the mean's.
-  if (loss_.scaled_for_distribution()) {
-    if (const distribute::ReplicaContext* rc = distribute::get_replica_context()) {
-      const int n = rc->num_replicas_in_sync();
-      if (n > 1)
-        value = strata::divide(value, strata::cast(strata::constant(double(n)), value.dtype()));
-    }
-  }
+  // and the regularization loss are divided by N so that summing the
+  // replicas' gradients gives the mean's (and the penalty's once).
+  int n = 1;
+  if (const distribute::ReplicaContext* rc = distribute::get_replica_context())
+    n = rc->num_replicas_in_sync();
+  const Tensor replicas = strata::cast(strata::constant(double(n)), value.dtype());
+  if (n > 1 && loss_.scaled_for_distribution()) value = strata::divide(value, replicas);
+  if (reg.defined()) value = strata::add(value, n > 1 ? strata::divide(reg, replicas) : reg);
   return value;
 }
 
@@ -254,7 +267,7 @@ Logs Model::compute_metrics(const Tensor&, const Tensor& y, const Tensor& y_pred
 }
 
 Logs Model::train_step(const data::Element& data) {
-  const Unpacked d = unpack(data, "train_step");
+  const Unpacked d = unpack(data, num_model_inputs(), "train_step");
   STRATA_CHECK(FAILED_PRECONDITION, optimizer_ != nullptr, "Model '", name(),
                "': compile with an optimizer before fit (compile({.optimizer = ...}))");
   std::vector<Tensor> grads;
@@ -262,7 +275,7 @@ Logs Model::train_step(const data::Element& data) {
   Tensor y_pred;
   {
     GradientTape tape;
-    y_pred = (*this)(d.x, /*training=*/true);
+    y_pred = d.xs.size() == 1 ? (*this)(d.x, /*training=*/true) : (*this)(d.xs, true);
     Tensor loss = compute_loss(d.x, d.y, y_pred, d.sample_weight);
     vars = trainable_variables();
     grads = tape.gradient(loss, vars);
@@ -272,15 +285,15 @@ Logs Model::train_step(const data::Element& data) {
 }
 
 Logs Model::test_step(const data::Element& data) {
-  const Unpacked d = unpack(data, "test_step");
-  Tensor y_pred = (*this)(d.x, /*training=*/false);
+  const Unpacked d = unpack(data, num_model_inputs(), "test_step");
+  Tensor y_pred = d.xs.size() == 1 ? (*this)(d.x, /*training=*/false) : (*this)(d.xs, false);
   compute_loss(d.x, d.y, y_pred, d.sample_weight);
   return compute_metrics(d.x, d.y, y_pred, d.sample_weight);
 }
 
 Tensor Model::predict_step(const data::Element& data) {
-  const Unpacked d = unpack(data, "predict_step");
-  return (*this)(d.x, /*training=*/false);
+  const Unpacked d = unpack(data, num_model_inputs(), "predict_step");
+  return d.xs.size() == 1 ? (*this)(d.x, /*training=*/false) : (*this)(d.xs, false);
 }
 
 // Before the first distributed step, in cross-replica context: builds the
@@ -288,20 +301,25 @@ Tensor Model::predict_step(const data::Element& data) {
 // the optimizer's slots and the compiled metrics, so that replica threads
 // never create variables (TF forbids creating them in a replica context).
 void Model::prepare_distributed_step(const data::Element& first_batch, bool training) {
-  const Tensor& x = first_batch.at(0);
+  const size_t n = size_t(num_model_inputs());
+  STRATA_CHECK_ARG(first_batch.size() >= n, "Model '", name(), "': expected batches of ", n,
+                   " input(s) and targets, got ", first_batch.size(), " components");
+  const data::Element x(first_batch.begin(), first_batch.begin() + std::ptrdiff_t(n));
   std::optional<TensorShape> out_shape;
-  if (!built()) out_shape = predict_step({x}).shape();
+  if (!built()) out_shape = predict_step(x).shape();
   if (training && optimizer_ != nullptr && !optimizer_->built())
     optimizer_->build(trainable_variables());
-  if (compiled_metrics_->built() || first_batch.size() < 2) return;
+  if (compiled_metrics_->built() || first_batch.size() < n + 1) return;
   if (!out_shape) {
     try {
-      out_shape = compute_output_shape(x.shape());
+      std::vector<TensorShape> shapes;
+      for (const Tensor& t : x) shapes.push_back(t.shape());
+      out_shape = compute_output_shape_list(shapes);
     } catch (const UnimplementedError&) {
-      out_shape = predict_step({x}).shape();
+      out_shape = predict_step(x).shape();
     }
   }
-  compiled_metrics_->build(first_batch[1].shape(), *out_shape);
+  compiled_metrics_->build(first_batch[n].shape(), *out_shape);
 }
 
 Logs Model::merge_replica_logs(const distribute::PerReplica<Logs>& per_replica) {

@@ -61,6 +61,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "strata/base/errors.h"
 #include "strata/core/tensor.h"
 #include "strata/data/dataset.h"
@@ -318,6 +320,10 @@ class Model : public Layer {
   // Subclassed models have no static output shape: UnimplementedError unless overridden.
   TensorShape compute_output_shape(const TensorShape& input_shape) const override;
 
+  // Keras's Model.from_config: a functional model from its get_config()
+  // (functional.h describes the shape), with new weights.
+  static std::shared_ptr<Model> from_config(const nlohmann::json& config);
+
   void compile(const CompileOptions& options);
   bool compiled() const noexcept { return compiled_; }
 
@@ -376,6 +382,10 @@ class Model : public Layer {
   bool stop_training = false;
   // The History of the last fit.
   const History& history() const noexcept { return history_; }
+
+  // How many of a data element's leading components are model inputs (a
+  // functional model with several inputs takes {x1, ..., xn, y[, w]}).
+  virtual int num_model_inputs() const { return 1; }
 
   // BackupAndRestore: called from on_train_begin, makes fit continue at `epoch`
   // or, with `step` > 0, at batch `step` of that epoch. The epoch's first `step`

@@ -2,7 +2,11 @@
 
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "strata/base/errors.h"
+#include "strata/keras/layers/input_layer.h"
+#include "strata/keras/layers/serialization.h"
 
 namespace strata::keras {
 namespace {
@@ -39,8 +43,16 @@ void SequentialModel::add(const LayerPtr& layer) {
     STRATA_CHECK_ARG(l != layer, "Sequential '", name(), "': layer '", layer->name(),
                      "' is already in the model");
   }
+  if (auto* input = dynamic_cast<layers::InputLayerLayer*>(layer.get())) {
+    STRATA_CHECK_ARG(stack_.empty() && !built(), "Sequential '", name(), "': an InputLayer ('",
+                     layer->name(), "') can only be the first layer");
+    input_name_ = layer->name();
+    build(input->batch_input_shape());
+    return;
+  }
   if (stack_.empty() && !built() && layer->declared_input_shape()) {
     stack_.push_back(track_layer(layer));
+    input_name_ = layer->name() + "_input";
     build(with_batch(*layer->declared_input_shape()));
     return;
   }
@@ -78,6 +90,58 @@ std::vector<TensorShape> SequentialModel::layer_output_shapes() const {
     out.push_back(shape);
   }
   return out;
+}
+
+nlohmann::json SequentialModel::get_config() const {
+  nlohmann::json layer_configs = nlohmann::json::array();
+  if (input_name_ && input_shape_) {
+    nlohmann::json shape = nlohmann::json::array();
+    for (int64_t d : input_shape_->dims()) {
+      if (d < 0) {
+        shape.push_back(nullptr);
+      } else {
+        shape.push_back(d);
+      }
+    }
+    layer_configs.push_back(
+        {{"class_name", "InputLayer"},
+         {"config",
+          {{"batch_input_shape", shape},
+           {"dtype", std::string(dtype_name(stack_.empty() ? dtype() : stack_[0]->dtype()))},
+           {"sparse", false},
+           {"ragged", false},
+           {"name", *input_name_}}}});
+  }
+  for (const LayerPtr& layer : stack_) layer_configs.push_back(layers::serialize(*layer));
+  nlohmann::json config = {{"name", name()}, {"layers", layer_configs}};
+  if (!input_name_ && input_shape_) {
+    nlohmann::json shape = nlohmann::json::array();
+    for (int64_t d : input_shape_->dims()) {
+      if (d < 0) {
+        shape.push_back(nullptr);
+      } else {
+        shape.push_back(d);
+      }
+    }
+    config["build_input_shape"] = shape;
+  }
+  return config;
+}
+
+std::shared_ptr<SequentialModel> SequentialModel::from_config(const nlohmann::json& config) {
+  STRATA_CHECK_ARG(config.is_object() && config.contains("layers") && config["layers"].is_array(),
+                   "Sequential.from_config: expected {\"name\": ..., \"layers\": [...]}, got ",
+                   config.dump());
+  auto model = Sequential({}, {.name = config.value("name", std::string())});
+  for (const nlohmann::json& entry : config["layers"]) model->add(layers::deserialize(entry));
+  if (!model->built() && config.contains("build_input_shape") &&
+      config["build_input_shape"].is_array()) {
+    std::vector<int64_t> dims;
+    for (const nlohmann::json& d : config["build_input_shape"])
+      dims.push_back(d.is_null() ? -1 : d.get<int64_t>());
+    model->build(TensorShape(dims));
+  }
+  return model;
 }
 
 Tensor SequentialModel::call(const Tensor& inputs, bool training) {

@@ -13,13 +13,23 @@
 // builds a Sequential from its Input; otherwise it builds on the first call
 // from the batch's shape. add() after building builds the new layer from the
 // previous output shape. A layer whose output shape does not suit the next
-// raises InvalidArgumentError naming both.
+// raises InvalidArgumentError naming both. An InputLayer first
+// (`Sequential({layers::InputLayer({.input_shape = {5}}), ...})`) gives the
+// input shape and is not itself a layer of the model, as in Keras.
+//
+// Config (Keras 2's Sequential.get_config): {"name": "sequential", "layers":
+// [{"class_name": "InputLayer", "config": {...}}, {"class_name": "Dense",
+// "config": {...}}, ...]}: an InputLayer named "<first layer>_input" leads
+// when the input shape is known from the first layer's input_shape;
+// "build_input_shape" is added when the model was built from a call instead.
 //
 // Thread-safety: as Model (building is not thread-safe).
 
 #include <memory>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json_fwd.hpp>
 
 #include "strata/keras/model.h"
 
@@ -41,6 +51,10 @@ class SequentialModel : public Model {
   // The output shape of each layer, batch dimension -1 (after building).
   std::vector<TensorShape> layer_output_shapes() const;
 
+  nlohmann::json get_config() const override;
+  // Keras's Sequential.from_config: the layers remade from their configs (new weights).
+  static std::shared_ptr<SequentialModel> from_config(const nlohmann::json& config);
+
  protected:
   void build_weights(const TensorShape& input_shape) override;
   Tensor call(const Tensor& inputs, bool training) override;
@@ -48,6 +62,9 @@ class SequentialModel : public Model {
  private:
   std::vector<LayerPtr> stack_;
   std::optional<TensorShape> input_shape_;
+  // Set when the input shape came from an InputLayer or the first layer's
+  // input_shape (Keras then has an Input), not from a call.
+  std::optional<std::string> input_name_;
 };
 
 std::shared_ptr<SequentialModel> Sequential(const std::vector<LayerPtr>& layers = {},

@@ -1,6 +1,7 @@
 #include "strata/ops/math_ops.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include "strata/kernels/array.h"
 #include "strata/kernels/elementwise.h"
@@ -85,6 +86,26 @@ namespace internal {
 Tensor scalar_like(const Tensor& like, double value) {
   return kernels::fill(like.dtype(), TensorShape{}, value);
 }
+
+Tensor scalar_operand(const Tensor& like, double value, const char* op) {
+  const DType d = like.dtype();
+  if (d == DType::uint8 || d == DType::int32 || d == DType::int64) {
+    const double lo = d == DType::uint8   ? 0.0
+                      : d == DType::int32 ? -2147483648.0
+                                          : -9.2233720368547758e18;
+    const double hi = d == DType::uint8   ? 255.0
+                      : d == DType::int32 ? 2147483647.0
+                                          : 9.2233720368547758e18;
+    STRATA_CHECK_ARG(
+        std::isfinite(value) && value == std::floor(value) && value >= lo && value <= hi,
+        "operator", op, ": the scalar ", value, " cannot be converted to the tensor's dtype ",
+        dtype_name(d),
+        " (TensorFlow raises a TypeError); cast the tensor first, e.g. "
+        "strata::cast(x, DType::float32) ",
+        op, " ", value);
+  }
+  return scalar_like(like, value);
+}
 }  // namespace internal
 
 Tensor add(const Tensor& a, const Tensor& b) { return binary_op<OpKind::Add>(a, b, "add"); }
@@ -97,8 +118,9 @@ Tensor multiply(const Tensor& a, const Tensor& b) {
 Tensor divide(const Tensor& a, const Tensor& b) {
   const DType d = promote_types(a.dtype(), b.dtype());
   if (!is_floating(d)) {
-    // TF's truediv: integer operands are divided as float64.
-    return binary_op<OpKind::Div>(cast(a, DType::float64), cast(b, DType::float64), "divide");
+    // TF's truediv table: uint8 divides as float32, int32 and int64 as float64.
+    const DType f = d == DType::uint8 ? DType::float32 : DType::float64;
+    return binary_op<OpKind::Div>(cast(a, f), cast(b, f), "divide");
   }
   return binary_op<OpKind::Div>(a, b, "divide");
 }

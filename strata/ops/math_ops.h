@@ -27,7 +27,9 @@ namespace strata {
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor subtract(const Tensor& a, const Tensor& b);
 Tensor multiply(const Tensor& a, const Tensor& b);
-Tensor divide(const Tensor& a, const Tensor& b);  // true division (ints -> float64 as TF's truediv)
+// True division. Integers divide as TF's truediv: uint8 as float32, int32 and
+// int64 as float64.
+Tensor divide(const Tensor& a, const Tensor& b);
 Tensor floordiv(const Tensor& a, const Tensor& b);
 Tensor floormod(const Tensor& a, const Tensor& b);
 Tensor pow(const Tensor& a, const Tensor& b);

@@ -394,16 +394,41 @@ Tensor l2_loss(const Tensor& t) {
 
 Tensor compute_average_loss(const Tensor& per_example_loss,
                             const ComputeAverageLossOptions& options) {
+  STRATA_CHECK_ARG(per_example_loss.defined() && per_example_loss.rank() >= 1,
+                   "compute_average_loss: expected per_example_loss of rank >= 1, got ",
+                   per_example_loss.defined() ? per_example_loss.shape().to_string()
+                                              : std::string("an undefined tensor"));
   Tensor loss = per_example_loss;
-  if (options.sample_weight) loss = multiply(loss, *options.sample_weight);
-  const int64_t per_replica = per_example_loss.rank() == 0 ? 1 : per_example_loss.shape()[0];
+  if (options.sample_weight) {
+    // TF's scale_losses_by_sample_weight: weights in the loss's dtype, their
+    // rank aligned with the loss's (squeeze_or_expand_dimensions).
+    Tensor w = cast(*options.sample_weight, loss.dtype());
+    if (w.rank() > 0) {
+      if (w.rank() - loss.rank() == 1) {
+        w = squeeze(w, {-1});
+      } else if (loss.rank() - w.rank() == 1) {
+        w = expand_dims(w, -1);
+      }
+    }
+    loss = multiply(loss, w);
+  }
+  const int64_t per_replica = per_example_loss.shape()[0];
   const int64_t global = options.global_batch_size ? *options.global_batch_size
                                                    : per_replica * current_num_replicas_in_sync();
-  STRATA_CHECK_ARG(!options.global_batch_size || global > 0,
-                   "compute_average_loss: expected global_batch_size > 0, got ", global);
+  STRATA_CHECK_ARG(global >= 0, "compute_average_loss: expected global_batch_size >= 0, got ",
+                   global);
   Tensor total = reduce_sum(loss);
+  // TF divides with div_no_nan: an empty global batch gives 0.
   if (global == 0) return multiply(total, internal::scalar_like(total, 0.0));
   return divide(total, internal::scalar_like(total, static_cast<double>(global)));
+}
+
+Tensor scale_regularization_loss(const Tensor& regularization_loss) {
+  STRATA_CHECK_ARG(regularization_loss.defined(),
+                   "scale_regularization_loss: expected a tensor, got an undefined one");
+  Tensor total = reduce_sum(regularization_loss);
+  return divide(total,
+                internal::scalar_like(total, static_cast<double>(current_num_replicas_in_sync())));
 }
 
 }  // namespace nn

@@ -86,8 +86,25 @@ struct ComputeAverageLossOptions {
 // Without global_batch_size it uses the per-replica batch times the
 // number of replicas of the current replica context (1 outside any strategy);
 // the distribute layer provides that count through strata/ops/replica_count.h.
+// As TensorFlow's: per_example_loss needs rank >= 1 (InvalidArgumentError for
+// a scalar); the sample weights are cast to the loss's dtype and a weight of
+// rank one more ([batch, 1] against [batch]) is squeezed, one less expanded,
+// before they broadcast (squeeze_or_expand_dimensions); a global batch of 0
+// gives 0 (div_no_nan); a negative one is InvalidArgumentError.
+//
+//   # tf.nn.compute_average_loss([1., 2., 3., 4.], sample_weight=[1., 0., 1., 0.],
+//   #                            global_batch_size=8)  -> (1 + 3) / 8 = 0.5
+//   nn::compute_average_loss(strata::constant({1.f, 2.f, 3.f, 4.f}, {4}),
+//                            {.sample_weight = strata::constant({1.f, 0.f, 1.f, 0.f}, {4}),
+//                             .global_batch_size = 8});
 Tensor compute_average_loss(const Tensor& per_example_loss,
                             const ComputeAverageLossOptions& options = {});
+
+// tf.nn.scale_regularization_loss: reduce_sum(regularization_loss) divided by
+// the number of replicas in sync (1 outside strategy.run), so that adding it
+// to every replica's loss adds it once to the summed gradient.
+//   loss += nn::scale_regularization_loss(strata::add_n(model->losses()));
+Tensor scale_regularization_loss(const Tensor& regularization_loss);
 
 }  // namespace nn
 }  // namespace strata

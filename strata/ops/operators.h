@@ -1,8 +1,20 @@
 #pragma once
 // Operator overloads on Tensor, as Python's: a + b, a * 2.f, -a, a < b ...
-// A C++ scalar operand becomes a scalar tensor of the other operand's dtype
-// (TF's "weak" Python scalars). Comparison operators return bool tensors;
-// == and != compare element-wise (tf.math.equal), not identity.
+// Comparison operators return bool tensors; == and != compare element-wise
+// (tf.math.equal), not identity.
+//
+// Type promotion with a C++ scalar, as TensorFlow treats a Python scalar: the
+// scalar becomes a tensor of the other operand's dtype (a "weak" scalar), so
+// the result keeps the tensor's dtype, whatever the scalar's C++ type:
+//   float32_t * 2.0        -> float32 (never a silent float64)
+//   int32_t + 1            -> int32
+//   uint8_images / 255.f   -> float32: 255 converts to uint8, and true division
+//                             of uint8 is float32 (TF's truediv table; int32 and
+//                             int64 divide as float64, as TF's)
+// A scalar the tensor's integer dtype cannot hold (a fraction, or out of its
+// range: int32_t * 0.5f, uint8_t + 300) is InvalidArgumentError, where
+// TensorFlow raises a TypeError; cast the tensor first
+// (strata::cast(x, DType::float32) * 0.5f).
 
 #include <type_traits>
 
@@ -13,17 +25,20 @@ namespace strata {
 namespace internal {
 // A scalar of `like`'s dtype holding `value`.
 Tensor scalar_like(const Tensor& like, double value);
+// scalar_like for an operator's C++ scalar operand: InvalidArgumentError, naming
+// `op`, when `like` has an integer dtype that cannot hold `value` exactly.
+Tensor scalar_operand(const Tensor& like, double value, const char* op);
 }  // namespace internal
 
 #define STRATA_BINARY_OPERATOR(op, fn)                                             \
   inline Tensor operator op(const Tensor& a, const Tensor& b) { return fn(a, b); } \
   template <typename S, typename = std::enable_if_t<std::is_arithmetic_v<S>>>      \
   Tensor operator op(const Tensor& a, S s) {                                       \
-    return fn(a, internal::scalar_like(a, static_cast<double>(s)));                \
+    return fn(a, internal::scalar_operand(a, static_cast<double>(s), #op));        \
   }                                                                                \
   template <typename S, typename = std::enable_if_t<std::is_arithmetic_v<S>>>      \
   Tensor operator op(S s, const Tensor& b) {                                       \
-    return fn(internal::scalar_like(b, static_cast<double>(s)), b);                \
+    return fn(internal::scalar_operand(b, static_cast<double>(s), #op), b);        \
   }
 
 STRATA_BINARY_OPERATOR(+, add)

@@ -21,6 +21,7 @@
 #include "strata/ops/op_kind.h"
 #include "strata/ops/operators.h"
 #include "strata/ops/random_ops.h"
+#include "strata/ops/replica_count.h"
 
 namespace strata {
 namespace {
@@ -249,6 +250,59 @@ TEST(RandomOps, SeededUniformIsReproducibleAndInRange) {
 TEST(NnOps, ComputeAverageLossDividesByGlobalBatch) {
   Tensor l = nn::compute_average_loss(constant({1.f, 2.f, 3.f, 4.f}), {.global_batch_size = 8});
   EXPECT_FLOAT_EQ(l.item<float>(), 10.f / 8.f);
+}
+
+TEST(NnOps, ComputeAverageLossWeighsExamplesAsTensorFlow) {
+  // tf.nn.compute_average_loss([1., 2., 3., 4.], sample_weight=[1., 0., 1., 0.],
+  //                            global_batch_size=8)  ->  (1 + 3) / 8 = 0.5
+  Tensor per_example = constant({1.f, 2.f, 3.f, 4.f});
+  Tensor l = nn::compute_average_loss(
+      per_example, {.sample_weight = constant({1.f, 0.f, 1.f, 0.f}), .global_batch_size = 8});
+  EXPECT_FLOAT_EQ(l.item<float>(), 0.5f);
+  // Weights of shape [4, 1] are squeezed to [4] (TF's squeeze_or_expand_dimensions),
+  // not broadcast to [4, 4]; integer weights are cast to the loss's dtype:
+  // (2*1 + 1*2 + 0*3 + 1*4) / 4 = 2.
+  Tensor w = constant(std::vector<int32_t>{2, 1, 0, 1}, TensorShape{4, 1});
+  EXPECT_FLOAT_EQ(nn::compute_average_loss(per_example, {.sample_weight = w}).item<float>(), 2.f);
+  // A scalar weight scales every example: 10 * 0.5 / 4.
+  EXPECT_FLOAT_EQ(
+      nn::compute_average_loss(per_example, {.sample_weight = constant(0.5f)}).item<float>(),
+      1.25f);
+  // global_batch_size=0 gives 0 (div_no_nan); a scalar per-example loss is an error.
+  EXPECT_FLOAT_EQ(nn::compute_average_loss(per_example, {.global_batch_size = 0}).item<float>(),
+                  0.f);
+  EXPECT_THROW(nn::compute_average_loss(constant(1.f)), InvalidArgumentError);
+  EXPECT_THROW(nn::compute_average_loss(per_example, {.global_batch_size = -1}),
+               InvalidArgumentError);
+}
+
+TEST(Operators, ScalarOperandsTakeTheTensorsDtypeAsTensorFlow) {
+  // images = tf.constant([0, 255, 51], tf.uint8); images / 255.  -> float32 [0., 1., 0.2]
+  Tensor images = constant(std::vector<uint8_t>{0, 255, 51}, TensorShape{3});
+  Tensor scaled = images / 255.f;
+  EXPECT_EQ(scaled.dtype(), DType::float32);
+  EXPECT_EQ(scaled.to_vector<float>(), (std::vector<float>{0.f, 1.f, 0.2f}));
+  EXPECT_EQ((images / images).dtype(), DType::float32);
+  // tf.constant([1, 3]) / 2  -> float64 [0.5, 1.5] (TF's truediv of int32)
+  Tensor halves = constant(std::vector<int32_t>{1, 3}, TensorShape{2}) / 2;
+  EXPECT_EQ(halves.dtype(), DType::float64);
+  EXPECT_EQ(halves.to_vector<double>(), (std::vector<double>{0.5, 1.5}));
+  // tf.constant([1.5]) * 2.0  -> float32: a C++ double does not widen the tensor.
+  EXPECT_EQ((constant({1.5f}) * 2.0).dtype(), DType::float32);
+  EXPECT_EQ((2.0 * constant({1.5f})).to_vector<float>(), (std::vector<float>{3.f}));
+  // tf.constant([1, 2]) * 0.5 and tf.constant([1], tf.uint8) + 300 raise TypeError in TF.
+  EXPECT_THROW(constant(std::vector<int32_t>{1, 2}, TensorShape{2}) * 0.5f, InvalidArgumentError);
+  EXPECT_THROW(images + 300, InvalidArgumentError);
+  EXPECT_THROW(-1 + images, InvalidArgumentError);
+  EXPECT_EQ((images + 0).dtype(), DType::uint8);
+}
+
+TEST(NnOps, ScaleRegularizationLossDividesTheSumByTheReplicas) {
+  // tf.nn.scale_regularization_loss([0.5, 1.5]) outside a strategy: 2.0;
+  // inside strategy.run with 4 replicas in sync: 0.5.
+  EXPECT_FLOAT_EQ(nn::scale_regularization_loss(constant({0.5f, 1.5f})).item<float>(), 2.f);
+  NumReplicasInSyncScope four(4);
+  EXPECT_FLOAT_EQ(nn::scale_regularization_loss(constant({0.5f, 1.5f})).item<float>(), 0.5f);
 }
 
 }  // namespace

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "strata/base/errors.h"
 #include "strata/keras/layers/internal/common.h"
 #include "strata/ops/array_ops.h"
@@ -32,6 +34,7 @@ Conv2DLayer::Conv2DLayer(int64_t filters, const std::vector<int64_t>& kernel_siz
       options_(options),
       activation_(internal::activation_for(*this, options.activation)) {
   const std::string who = internal::describe(*this);
+  set_activity_regularizer(options.activity_regularizer);
   STRATA_CHECK_ARG(filters > 0, who, ": expected filters > 0, got ", filters);
   kernel_size_ = internal::normalize_pair(kernel_size, who, "kernel_size");
   strides_ = internal::normalize_pair(options.strides, who, "strides");
@@ -78,9 +81,11 @@ void Conv2DLayer::build_weights(const TensorShape& input_shape) {
   kernel_ = add_weight(
       "kernel",
       TensorShape{kernel_size_.first, kernel_size_.second, channels / options_.groups, filters_},
-      {.initializer = options_.kernel_initializer});
+      {.initializer = options_.kernel_initializer, .regularizer = options_.kernel_regularizer});
   if (options_.use_bias) {
-    bias_ = add_weight("bias", TensorShape{filters_}, {.initializer = options_.bias_initializer});
+    bias_ = add_weight(
+        "bias", TensorShape{filters_},
+        {.initializer = options_.bias_initializer, .regularizer = options_.bias_regularizer});
   }
   input_channels_ = channels;
 }
@@ -94,6 +99,22 @@ Tensor Conv2DLayer::call(const Tensor& inputs, bool /*training*/) {
   Tensor y = grouped_conv2d(x, kernel_.value(), conv, options_.groups);
   if (options_.use_bias) y = nn::bias_add(y, bias_.value());
   return activation_(y);
+}
+
+nlohmann::json Conv2DLayer::get_config() const {
+  nlohmann::json config = base_config();
+  config["filters"] = filters_;
+  config["kernel_size"] = {kernel_size_.first, kernel_size_.second};
+  config["strides"] = {strides_.first, strides_.second};
+  config["padding"] = padding_;
+  config["data_format"] = "channels_last";
+  config["dilation_rate"] = {dilation_.first, dilation_.second};
+  config["groups"] = options_.groups;
+  config["activation"] = internal::activation_config(*this, options_.activation);
+  config["use_bias"] = options_.use_bias;
+  internal::add_regularizer_config(config, options_.kernel_regularizer, options_.bias_regularizer,
+                                   options_.activity_regularizer);
+  return config;
 }
 
 std::shared_ptr<Conv2DLayer> Conv2D(int64_t filters, const std::vector<int64_t>& kernel_size,

@@ -44,6 +44,10 @@ struct Conv2DOptions {
   bool use_bias = true;
   Initializer kernel_initializer = initializers::glorot_uniform();
   Initializer bias_initializer = initializers::zeros();
+  // Penalties added to losses() (keras.regularizers); nullptr = none (Keras default).
+  regularizers::RegularizerPtr kernel_regularizer = nullptr;
+  regularizers::RegularizerPtr bias_regularizer = nullptr;
+  regularizers::RegularizerPtr activity_regularizer = nullptr;
   // LayerArgs
   OptionalShape input_shape = std::nullopt;
   std::string name = "";
@@ -65,6 +69,10 @@ class Conv2DLayer : public Layer {
   // [batch, out_h, out_w, filters]; InvalidArgumentError if the input is not
   // rank 4 or an output dimension would be <= 0.
   TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+  // Base keys, "filters", "kernel_size", "strides", "padding", "data_format",
+  // "dilation_rate", "groups", "activation", "use_bias" and the three
+  // regularizers (Keras's keys).
+  nlohmann::json get_config() const override;
 
  protected:
   void build_weights(const TensorShape& input_shape) override;

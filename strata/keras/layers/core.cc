@@ -1,5 +1,7 @@
 #include "strata/keras/layers/core.h"
 
+#include <nlohmann/json.hpp>
+
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/distribute/strategy.h"
@@ -63,12 +65,39 @@ Tensor DropoutLayer::call(const Tensor& inputs, bool training) {
   return strata::nn::dropout(inputs, rate_, {.noise_shape = noise, .seed = seed});
 }
 
+nlohmann::json DropoutLayer::get_config() const {
+  nlohmann::json config = base_config();
+  config["rate"] = rate_;
+  if (options_.noise_shape.empty()) {
+    config["noise_shape"] = nullptr;
+  } else {
+    nlohmann::json shape = nlohmann::json::array();
+    for (int64_t d : options_.noise_shape) {
+      if (d < 0) {
+        shape.push_back(nullptr);
+      } else {
+        shape.push_back(d);
+      }
+    }
+    config["noise_shape"] = shape;
+  }
+  config["seed"] = options_.seed ? nlohmann::json(*options_.seed) : nlohmann::json(nullptr);
+  return config;
+}
+
+nlohmann::json ActivationLayer::get_config() const {
+  nlohmann::json config = base_config();
+  config["activation"] = internal::activation_config(*this, spec_);
+  return config;
+}
+
 std::shared_ptr<DropoutLayer> Dropout(double rate, const DropoutOptions& options) {
   return std::make_shared<DropoutLayer>(rate, options);
 }
 
 ActivationLayer::ActivationLayer(const ActivationSpec& activation, const LayerArgs& args)
     : Layer("Activation", "activation", args),
+      spec_(activation),
       activation_name_(activation.name()),
       activation_(internal::activation_for(*this, activation)) {}
 

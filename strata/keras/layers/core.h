@@ -52,6 +52,8 @@ class DropoutLayer : public Layer {
   TensorShape compute_output_shape(const TensorShape& input_shape) const override {
     return input_shape;
   }
+  // Base keys, "rate", "noise_shape" (null or a list, -1 as null), "seed".
+  nlohmann::json get_config() const override;
 
  protected:
   Tensor call(const Tensor& inputs, bool training) override;
@@ -75,11 +77,14 @@ class ActivationLayer : public Layer {
   TensorShape compute_output_shape(const TensorShape& input_shape) const override {
     return input_shape;
   }
+  // Base keys and "activation" (UnimplementedError for a function).
+  nlohmann::json get_config() const override;
 
  protected:
   Tensor call(const Tensor& inputs, bool training) override;
 
  private:
+  ActivationSpec spec_;
   std::string activation_name_;
   ActivationFunction activation_;
 };

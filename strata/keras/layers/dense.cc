@@ -1,5 +1,7 @@
 #include "strata/keras/layers/dense.h"
 
+#include <nlohmann/json.hpp>
+
 #include "strata/base/errors.h"
 #include "strata/keras/layers/internal/common.h"
 #include "strata/ops/array_ops.h"
@@ -14,6 +16,7 @@ DenseLayer::DenseLayer(int64_t units, const DenseOptions& options)
       options_(options),
       activation_(internal::activation_for(*this, options.activation)) {
   STRATA_CHECK_ARG(units > 0, "Dense '", name(), "': expected units > 0, got ", units);
+  set_activity_regularizer(options.activity_regularizer);
 }
 
 void DenseLayer::check_input(const TensorShape& shape) const {
@@ -32,10 +35,13 @@ void DenseLayer::build_weights(const TensorShape& input_shape) {
   // Keras: "The last dimension of the inputs to a Dense layer should be defined."
   STRATA_CHECK_ARG(last > 0, internal::describe(*this),
                    ": expected a defined last input dimension, got shape ", input_shape);
-  kernel_ =
-      add_weight("kernel", TensorShape{last, units_}, {.initializer = options_.kernel_initializer});
+  kernel_ = add_weight(
+      "kernel", TensorShape{last, units_},
+      {.initializer = options_.kernel_initializer, .regularizer = options_.kernel_regularizer});
   if (options_.use_bias) {
-    bias_ = add_weight("bias", TensorShape{units_}, {.initializer = options_.bias_initializer});
+    bias_ = add_weight(
+        "bias", TensorShape{units_},
+        {.initializer = options_.bias_initializer, .regularizer = options_.bias_regularizer});
   }
   input_dim_ = last;
 }
@@ -57,6 +63,16 @@ Tensor DenseLayer::call(const Tensor& inputs, bool /*training*/) {
   }
   if (options_.use_bias) y = strata::nn::bias_add(y, bias_.value());
   return activation_(y);
+}
+
+nlohmann::json DenseLayer::get_config() const {
+  nlohmann::json config = base_config();
+  config["units"] = units_;
+  config["activation"] = internal::activation_config(*this, options_.activation);
+  config["use_bias"] = options_.use_bias;
+  internal::add_regularizer_config(config, options_.kernel_regularizer, options_.bias_regularizer,
+                                   options_.activity_regularizer);
+  return config;
 }
 
 std::shared_ptr<DenseLayer> Dense(int64_t units, const DenseOptions& options) {

@@ -26,12 +26,16 @@
 namespace strata::keras::layers {
 
 // tf.keras.layers.Dense's arguments after `units`, in Keras's order.
-// (Regularizers and constraints are not supported and have no fields.)
+// (Constraints are not supported and have no fields.)
 struct DenseOptions {
   ActivationSpec activation = {};  // a name or a function; {} = linear (Keras default None)
   bool use_bias = true;
   Initializer kernel_initializer = initializers::glorot_uniform();
   Initializer bias_initializer = initializers::zeros();
+  // Penalties added to losses() (keras.regularizers); nullptr = none (Keras default).
+  regularizers::RegularizerPtr kernel_regularizer = nullptr;
+  regularizers::RegularizerPtr bias_regularizer = nullptr;
+  regularizers::RegularizerPtr activity_regularizer = nullptr;
   // LayerArgs
   OptionalShape input_shape = std::nullopt;
   std::string name = "";
@@ -50,6 +54,9 @@ class DenseLayer : public Layer {
   const Variable& bias() const { return bias_; }  // undefined without use_bias
 
   TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+  // Base keys, "units", "activation", "use_bias", "kernel_regularizer",
+  // "bias_regularizer", "activity_regularizer" (null or {"class_name", "config"}).
+  nlohmann::json get_config() const override;
 
  protected:
   void build_weights(const TensorShape& input_shape) override;

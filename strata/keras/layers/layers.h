@@ -14,7 +14,9 @@
 // Also: Conv1D, Conv2DTranspose, AveragePooling2D, {Max,Average}Pooling1D,
 // Global{Max,Average}Pooling{1,2}D, Reshape, ZeroPadding2D, Cropping2D,
 // UpSampling2D, Permute, RepeatVector, Rescaling, LayerNormalization,
-// Embedding, ReLU, LeakyReLU, ELU, Softmax, PReLU. Each factory is named like
+// Embedding, ReLU, LeakyReLU, ELU, Softmax, PReLU, InputLayer (and
+// keras::Input), the merge layers Add, Subtract, Multiply, Average, Maximum,
+// Minimum, Concatenate. Each factory is named like
 // the Python class and returns a std::shared_ptr to <Name>Layer (see
 // strata/keras/layer.h for the Layer contract).
 
@@ -23,6 +25,10 @@
 #include "strata/keras/layers/core.h"
 #include "strata/keras/layers/dense.h"
 #include "strata/keras/layers/embedding.h"
+#include "strata/keras/layers/input_layer.h"
+#include "strata/keras/layers/merging.h"
 #include "strata/keras/layers/normalization.h"
 #include "strata/keras/layers/pooling.h"
+#include "strata/keras/layers/preprocessing.h"
 #include "strata/keras/layers/reshaping.h"
+#include "strata/keras/layers/serialization.h"

@@ -1,5 +1,7 @@
 #include "strata/keras/layers/pooling.h"
 
+#include <nlohmann/json.hpp>
+
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 #include "strata/keras/layers/internal/common.h"
@@ -53,6 +55,15 @@ Tensor Pooling2DLayer::call(const Tensor& inputs, bool /*training*/) {
   const std::vector<int64_t> s{strides_.first, strides_.second};
   const std::string p = padding_ == "same" ? "SAME" : "VALID";
   return kind_ == Kind::MAX ? nn::max_pool2d(inputs, k, s, p) : nn::avg_pool2d(inputs, k, s, p);
+}
+
+nlohmann::json Pooling2DLayer::get_config() const {
+  nlohmann::json config = base_config();
+  config["pool_size"] = {pool_size_.first, pool_size_.second};
+  config["padding"] = padding_;
+  config["strides"] = {strides_.first, strides_.second};
+  config["data_format"] = "channels_last";
+  return config;
 }
 
 std::shared_ptr<Pooling2DLayer> MaxPooling2D(const std::vector<int64_t>& pool_size,

@@ -44,6 +44,8 @@ class Pooling2DLayer : public Layer {
                  const Pooling2DOptions& options = {});
 
   TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+  // Base keys, "pool_size", "padding", "strides", "data_format".
+  nlohmann::json get_config() const override;
 
  protected:
   Tensor call(const Tensor& inputs, bool training) override;

@@ -4,6 +4,8 @@
 #include <tuple>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 #include "strata/keras/layers/internal/common.h"
@@ -56,6 +58,12 @@ TensorShape FlattenLayer::compute_output_shape(const TensorShape& input_shape) c
 Tensor FlattenLayer::call(const Tensor& inputs, bool /*training*/) {
   const TensorShape out = compute_output_shape(inputs.shape());
   return strata::reshape(inputs, out.dims());
+}
+
+nlohmann::json FlattenLayer::get_config() const {
+  nlohmann::json config = base_config();
+  config["data_format"] = "channels_last";
+  return config;
 }
 
 std::shared_ptr<FlattenLayer> Flatten(const FlattenOptions& options) {

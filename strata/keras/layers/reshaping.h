@@ -41,6 +41,8 @@ class FlattenLayer : public Layer {
  public:
   explicit FlattenLayer(const FlattenOptions& options = {});
   TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+  // Base keys and "data_format" ("channels_last").
+  nlohmann::json get_config() const override;
 
  protected:
   Tensor call(const Tensor& inputs, bool training) override;

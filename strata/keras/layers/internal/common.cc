@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include <nlohmann/json.hpp>
+
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 #include "strata/ops/math_ops.h"
@@ -69,6 +71,23 @@ void check_dim(const Layer& layer, const TensorShape& shape, int axis, int64_t e
   const int64_t actual = shape.dim(axis);
   STRATA_CHECK_ARG(actual == expected, describe(layer), ": expected ", what, " (axis ", axis,
                    ") of size ", expected, ", got shape ", shape);
+}
+
+void add_regularizer_config(nlohmann::json& config, const regularizers::RegularizerPtr& kernel,
+                            const regularizers::RegularizerPtr& bias,
+                            const regularizers::RegularizerPtr& activity) {
+  auto one = [](const regularizers::RegularizerPtr& r) {
+    return r ? regularizers::serialize(*r) : nlohmann::json(nullptr);
+  };
+  config["kernel_regularizer"] = one(kernel);
+  config["bias_regularizer"] = one(bias);
+  config["activity_regularizer"] = one(activity);
+}
+
+std::string activation_config(const Layer& layer, const ActivationSpec& spec) {
+  STRATA_CHECK(UNIMPLEMENTED, spec.function() == nullptr, describe(layer),
+               ": get_config cannot write an activation given as a function; give it by name");
+  return spec.name().empty() ? "linear" : spec.name();
 }
 
 ActivationFunction activation_for(const Layer& layer, const ActivationSpec& spec) {

@@ -12,6 +12,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "strata/core/tensor.h"
 #include "strata/keras/activations.h"
 #include "strata/keras/layer.h"
@@ -51,6 +53,16 @@ void check_dim(const Layer& layer, const TensorShape& shape, int axis, int64_t e
 
 // activations::resolve(spec), with the layer named in the error for an unknown name.
 ActivationFunction activation_for(const Layer& layer, const ActivationSpec& spec);
+
+// The "activation" value of a layer's config: the name ("linear" for none).
+// UnimplementedError when the spec holds a function (it has no name to write).
+std::string activation_config(const Layer& layer, const ActivationSpec& spec);
+
+// Sets "kernel_regularizer", "bias_regularizer" and "activity_regularizer"
+// (null or {"class_name", "config"}) in a layer's config.
+void add_regularizer_config(nlohmann::json& config, const regularizers::RegularizerPtr& kernel,
+                            const regularizers::RegularizerPtr& bias,
+                            const regularizers::RegularizerPtr& activity);
 
 // Floating inputs are cast to the layer's dtype (Keras's autocasting); other
 // dtypes too for layers that, like Dense and Conv, compute in the layer's dtype.

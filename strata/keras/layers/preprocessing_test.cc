@@ -1,0 +1,76 @@
+#include "strata/keras/layers/preprocessing.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "strata/base/errors.h"
+#include "strata/data/dataset.h"
+#include "strata/ops/array_ops.h"
+#include "strata/ops/math_ops.h"
+
+namespace strata::keras::layers {
+namespace {
+
+TEST(NormalizationTest, AdaptLearnsPerFeatureMeanAndVarianceAsKeras) {
+  // norm = tf.keras.layers.Normalization()
+  // norm.adapt(np.array([[1., 10.], [3., 10.], [5., 40.]]))
+  // mean = [3, 20]; variance (population) = [8/3, 200]
+  // norm([[3., 40.]]) = [[0, 20 / sqrt(200)]] = [[0, 1.4142135]]
+  auto norm = Normalization();
+  norm->adapt(strata::constant({1.f, 10.f, 3.f, 10.f, 5.f, 40.f}, {3, 2}));
+  ASSERT_EQ(norm->weights().size(), 3u);
+  EXPECT_EQ(norm->weights()[0].name(), "normalization/mean");
+  EXPECT_EQ(norm->weights()[0].value().to_vector<float>(), (std::vector<float>{3.f, 20.f}));
+  const std::vector<float> var = norm->weights()[1].value().to_vector<float>();
+  EXPECT_FLOAT_EQ(var[0], 8.f / 3.f);
+  EXPECT_FLOAT_EQ(var[1], 200.f);
+  EXPECT_EQ(norm->weights()[2].value().item<int64_t>(), 3);
+  EXPECT_TRUE(norm->trainable_weights().empty());
+  std::vector<float> y = (*norm)(strata::constant({3.f, 40.f}, {1, 2})).to_vector<float>();
+  EXPECT_FLOAT_EQ(y[0], 0.f);
+  EXPECT_FLOAT_EQ(y[1], 20.f / std::sqrt(200.f));
+}
+
+TEST(NormalizationTest, AdaptingToADatasetOfBatchesEqualsTheWholeData) {
+  // The batches [[1], [2]] then [[3], [4], [10]] combine into mean 4 and
+  // variance ((9 + 4 + 1 + 0 + 36) / 5) = 10, as adapting to all five values.
+  auto norm = Normalization();
+  auto ds =
+      data::Dataset::from_tensor_slices({strata::constant({1.f, 2.f, 3.f, 4.f, 10.f}, {5, 1})})
+          .batch(2);
+  norm->adapt(ds);
+  EXPECT_FLOAT_EQ(norm->weights()[0].value().to_vector<float>()[0], 4.f);
+  EXPECT_FLOAT_EQ(norm->weights()[1].value().to_vector<float>()[0], 10.f);
+  EXPECT_EQ(norm->weights()[2].value().item<int64_t>(), 5);
+  // A second adapt starts afresh: [[0], [2]] -> mean 1, variance 1.
+  norm->adapt(strata::constant({0.f, 2.f}, {2, 1}));
+  EXPECT_FLOAT_EQ(norm->weights()[0].value().to_vector<float>()[0], 1.f);
+  EXPECT_FLOAT_EQ(norm->weights()[1].value().to_vector<float>()[0], 1.f);
+}
+
+TEST(NormalizationTest, GivenStatisticsAxisNoneAndInvert) {
+  // tf.keras.layers.Normalization(mean=2., variance=4.)([[4., 0.]]) = [[1., -1.]]
+  auto given =
+      Normalization({.mean = std::vector<double>{2.0}, .variance = std::vector<double>{4.0}});
+  EXPECT_EQ((*given)(strata::constant({4.f, 0.f}, {1, 2})).to_vector<float>(),
+            (std::vector<float>{1.f, -1.f}));
+  EXPECT_TRUE(given->weights().empty());
+  // invert=True maps back: 2 + [1, -1] * 2 = [4, 0].
+  auto inverse = Normalization(
+      {.mean = std::vector<double>{2.0}, .variance = std::vector<double>{4.0}, .invert = true});
+  EXPECT_EQ((*inverse)(strata::constant({1.f, -1.f}, {1, 2})).to_vector<float>(),
+            (std::vector<float>{4.f, 0.f}));
+  // axis=None: one mean (2.5) and variance (1.25) over [[1, 2], [3, 4]]; uint8 input is cast.
+  auto global = Normalization({.axis = std::nullopt});
+  global->adapt(strata::constant(std::vector<uint8_t>{1, 2, 3, 4}, TensorShape{2, 2}));
+  EXPECT_EQ(global->weights()[0].shape(), TensorShape({}));
+  std::vector<float> z =
+      (*global)(strata::constant(std::vector<uint8_t>{1, 4}, TensorShape{1, 2})).to_vector<float>();
+  EXPECT_FLOAT_EQ(z[0], -1.5f / std::sqrt(1.25f));
+  EXPECT_FLOAT_EQ(z[1], 1.5f / std::sqrt(1.25f));
+  EXPECT_THROW(Normalization({.mean = std::vector<double>{1.0}}), InvalidArgumentError);
+}
+
+}  // namespace
+}  // namespace strata::keras::layers
