@@ -133,6 +133,10 @@ class Matcher {
  public:
   explicit Matcher(RestoreState& s) STRATA_REQUIRES(s.mu) : s_(s) {}
 
+  // The analysis does not know that s_ is the caller's state: this restates
+  // (at no cost) that its mutex, which the constructor required, is held.
+  void assert_state_locked() const STRATA_ASSERT_CAPABILITY(s_.mu) { s_.mu.assert_held(); }
+
   void match(const TrackableRef& object, uint32_t node) STRATA_REQUIRES(s_.mu) {
     std::deque<std::pair<TrackableRef, uint32_t>> queue{{object, node}};
     std::vector<std::pair<TrackableRef, uint32_t>> optimizers;
@@ -247,6 +251,7 @@ void register_callbacks(const std::shared_ptr<RestoreState>& state, const Matche
 void restore_subtree(const std::shared_ptr<RestoreState>& state, const TrackableRef& object,
                      uint32_t node) STRATA_REQUIRES(state->mu) {
   Matcher m(*state);
+  m.assert_state_locked();
   m.match(object, node);
   check_then_assign(*state, m.plan);
   // An edge the live object lacks may lead to a node matched through

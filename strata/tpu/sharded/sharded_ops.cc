@@ -589,8 +589,12 @@ ShardedTensor shard(const Tensor& full, const tpu::Sharding& sharding,
     return make(sharding, full.shape(), std::move(shards), devices);
   }
   const TensorShape tile = sharding.shard_shape(full.shape());
+  // Slice the bare value: an annotated input would send each slice back to the
+  // op dispatcher wherever a shard runs in a replica context (the caller's own
+  // shard, or one its wait runs), and a shard must be a plain tensor on its device.
+  const Tensor bare = full.with_extension(nullptr);
   std::vector<Tensor> shards = run_shards(devices, holders(sharding), [&](int d) {
-    return slice(full, sharding.shard_offset(full.shape(), d), tile.dims());
+    return slice(bare, sharding.shard_offset(full.shape(), d), tile.dims());
   });
   return make(sharding, full.shape(), std::move(shards), devices);
 }
