@@ -1,4 +1,4 @@
-// The keras layer's acceptance runs on the real Fashion-MNIST (label "slow",
+// The keras layer's accuracy runs on the real Fashion-MNIST (label "slow",
 // binary keras_slow_test): an MLP 784-512-256-10 reaches >= 0.88 test
 // accuracy within 10 epochs, a small CNN >= 0.91. Skipped when
 // dataset-fashion-mnist is not installed (and STRATA_DATA_DIR not set).

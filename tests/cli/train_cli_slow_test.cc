@@ -1,5 +1,5 @@
-// The acceptance run of `strata train` (label "slow"): the default command on
-// Debian's Fashion-MNIST reaches the 0.87 test accuracy.
+// The full-length run of `strata train` (label "slow"): the default command on
+// Debian's Fashion-MNIST reaches 0.87 test accuracy.
 //   ctest --test-dir build -L slow -R TrainDefaultRun
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// Strategy parity (issue 6 acceptance): training the MLP 784-512-256-10 for 50
+// Strategy parity: training the MLP 784-512-256-10 for 50
 // steps under MirroredStrategy over 1, 2 and 4 logical CPU devices ends with the
 // same weights (relative difference <= 1e-5) as single-device training on the
 // same global batches — with a custom GradientTape loop and with model.fit.
