@@ -62,8 +62,10 @@ TEST_F(LayersUnderStrategyTest, WeightsBuiltInScopeAreDistributed) {
 
 // TensorFlow (a custom training loop whose model has no input_shape):
 //   with strategy.scope():
-//     model = tf.keras.Sequential([tf.keras.layers.Dense(4, activation="relu"),
-//                                  tf.keras.layers.Dense(1)])
+//     init = tf.keras.initializers.GlorotUniform(seed=7)
+//     model = tf.keras.Sequential([
+//         tf.keras.layers.Dense(4, activation="relu", kernel_initializer=init),
+//         tf.keras.layers.Dense(1, kernel_initializer=init)])
 //     optimizer = tf.keras.optimizers.Adam()
 //   def step_fn(x, y):
 //     with tf.GradientTape() as tape:
@@ -78,13 +80,17 @@ TEST_F(LayersUnderStrategyTest, AModelBuiltLazilyInsideRunTrains) {
   std::shared_ptr<optimizers::AdamOptimizer> optimizer;
   {
     auto scope = strategy.scope();
-    model = Sequential({Dense(4, {.activation = "relu"}), Dense(1)});
+    // Seeded, and targets whose mean is not 0: even were every ReLU dead, the
+    // output bias alone would still reduce the loss.
+    const auto init = initializers::glorot_uniform({.seed = 7});
+    model = Sequential({Dense(4, {.activation = "relu", .kernel_initializer = init}),
+                        Dense(1, {.kernel_initializer = init})});
     optimizer = optimizers::Adam({});
   }
   auto step_fn = [&] {
     const float r = static_cast<float>(sd::get_replica_context()->replica_id_in_sync_group());
     const Tensor x = strata::constant({1.f + r, 2.f, 3.f, 4.f - r}, {2, 2});
-    const Tensor y = strata::constant({1.f, -1.f}, {2, 1});
+    const Tensor y = strata::constant({1.f, 2.f}, {2, 1});
     GradientTape tape;
     const Tensor y_pred = (*model)(x);
     Tensor loss = strata::reduce_sum(strata::square(y_pred - y)) / strata::constant(4.f);
