@@ -180,6 +180,21 @@ Tensor conv2d(const Tensor& input, const Tensor& filters, const Conv2DOptions& o
   return out;
 }
 
+Tensor conv2d(const Tensor& input, const Tensor& filters, const std::vector<int64_t>& strides,
+              const std::string& padding, const Conv2DFormatOptions& format) {
+  if (format.data_format == "NCHW") {
+    throw UnimplementedError(
+        "nn::conv2d: data_format 'NCHW' is not supported (the CPU kernels are NHWC only, as "
+        "TensorFlow's on CPU); transpose the input to NHWC");
+  }
+  STRATA_CHECK_ARG(format.data_format == "NHWC",
+                   "nn::conv2d: data_format must be 'NHWC' or 'NCHW', got '", format.data_format,
+                   "'");
+  return conv2d(
+      input, filters,
+      Conv2DOptions{.strides = strides, .padding = padding, .dilations = format.dilations});
+}
+
 Tensor conv2d_backprop_input(const TensorShape& input_shape, const Tensor& filters,
                              const Tensor& dy, const Conv2DOptions& options) {
   const char* who = "nn::conv2d_backprop_input";

@@ -3,6 +3,7 @@
 //
 //   Tensor p = strata::softmax(logits);                          // last axis
 //   Tensor y = strata::nn::conv2d(x, filters, {.strides = {1, 1}, .padding = "SAME"});
+//   Tensor z = strata::nn::conv2d(x, filters, {1, 1}, "SAME");   // tf.nn.conv2d's positionals
 //   Tensor m = strata::nn::max_pool2d(y, {2, 2}, {2, 2}, "VALID");
 //   Tensor d = strata::nn::dropout(x, 0.5, {.seed = 1});
 //   Tensor l = strata::nn::compute_average_loss(per_example, {.global_batch_size = 64});
@@ -35,6 +36,16 @@ struct Conv2DOptions {
       1, 1};  // [h, w] (or [1, h, w, 1]); k - 1 input cells skipped per tap
 };
 Tensor conv2d(const Tensor& input, const Tensor& filters, const Conv2DOptions& options = {});
+
+// tf.nn.conv2d's keyword arguments after its required positionals.
+struct Conv2DFormatOptions {
+  std::string data_format = "NHWC";  // "NCHW" is UnimplementedError (NHWC only, as TF on CPU)
+  std::vector<int64_t> dilations = {1, 1};  // [h, w] or [1, h, w, 1]
+};
+// tf.nn.conv2d(input, filters, strides, padding, data_format, dilations) with
+// TF's required positionals: conv2d(x, f, {1, 1}, "SAME", {.dilations = {2, 2}}).
+Tensor conv2d(const Tensor& input, const Tensor& filters, const std::vector<int64_t>& strides,
+              const std::string& padding, const Conv2DFormatOptions& format = {});
 // The gradients of conv2d (used by autodiff; public as in tf.nn).
 Tensor conv2d_backprop_input(const TensorShape& input_shape, const Tensor& filters,
                              const Tensor& out_backprop, const Conv2DOptions& options = {});

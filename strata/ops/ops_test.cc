@@ -332,6 +332,25 @@ TEST(NnOps, Conv2DSamePaddingPutsTheOddRowAfterAndDilationSkipsCells) {
             (std::vector<float>{4, 6, 8}));
 }
 
+// TensorFlow (the required positionals, then the keywords):
+//   tf.nn.conv2d(x, f, strides=[1, 1], padding="SAME")
+//   tf.nn.conv2d(x5, f2, [1, 1], "VALID", data_format="NHWC", dilations=[2, 1])
+TEST(NnOps, Conv2DTakesTensorFlowsPositionalStridesAndPadding) {
+  Tensor x = constant({1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f, 9.f}, {1, 3, 3, 1});
+  Tensor f = ones({2, 2, 1, 1});
+  EXPECT_EQ(nn::conv2d(x, f, {1, 1}, "SAME").to_vector<float>(),
+            (std::vector<float>{12, 16, 9, 24, 28, 15, 15, 17, 9}));
+  EXPECT_EQ(nn::conv2d(x, f, {2, 2}, "VALID").to_vector<float>(), (std::vector<float>{12}));
+  Tensor x5 = constant({1.f, 2.f, 3.f, 4.f, 5.f}, {1, 5, 1, 1});
+  EXPECT_EQ(nn::conv2d(x5, ones({2, 1, 1, 1}), {1, 1}, "VALID",
+                       {.data_format = "NHWC", .dilations = {2, 1}})
+                .to_vector<float>(),
+            (std::vector<float>{4, 6, 8}));
+  EXPECT_THROW(nn::conv2d(x, f, {1, 1}, "SAME", {.data_format = "NCHW"}), UnimplementedError);
+  EXPECT_THROW(nn::conv2d(x, f, {1, 1}, "SAME", {.data_format = "NWHC"}), InvalidArgumentError);
+  EXPECT_THROW(nn::conv2d(x, f, {1, 1}, "FULL"), InvalidArgumentError);
+}
+
 TEST(NnOps, PoolsMatchHandComputedValues) {
   Tensor x = constant({1.f, 2.f, 3.f, 4.f, 5.f, 6.f, 7.f, 8.f, 9.f}, {1, 3, 3, 1});
   EXPECT_EQ(nn::max_pool2d(x, {2, 2}, {2, 2}, "SAME").to_vector<float>(),
