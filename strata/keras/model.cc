@@ -532,6 +532,19 @@ History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dat
   return history_;
 }
 
+namespace {
+
+// Keras's data adapter infers the steps of an epoch from a dataset's
+// cardinality when it is known; an infinite or unknown one (or an empty one)
+// leaves the count to be learned from the first epoch.
+std::optional<int64_t> steps_from_cardinality(const data::Dataset& dataset) {
+  const int64_t n = dataset.cardinality();
+  if (n > 0) return n;
+  return std::nullopt;
+}
+
+}  // namespace
+
 History Model::fit(const data::Dataset& dataset, const FitOptions& options) {
   STRATA_CHECK_ARG(
       options.validation_split == 0.0,
@@ -545,7 +558,7 @@ History Model::fit(const data::Dataset& dataset, const FitOptions& options) {
                     check_same_length(v.x(), v.y(), "fit(validation_data)");
                     return data::Dataset::from_tensor_slices({v.x(), v.y()}).batch(val_batch);
                   },
-                  std::nullopt);
+                  steps_from_cardinality(dataset));
 }
 
 History Model::fit(const Tensor& x, const Tensor& y, const FitOptions& options) {

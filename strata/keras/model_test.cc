@@ -391,6 +391,43 @@ TEST(ModelProgressTest, VerboseOneDrawsABarLiveOnATerminalAndOnceOtherwise) {
   EXPECT_EQ(Progbar::format_time(0.0031, "step"), " 3ms/step");
 }
 
+// Keras infers an epoch's steps from a dataset of known cardinality, so the
+// first epoch's bar already shows its target:
+//   ds = tf.data.Dataset.from_tensor_slices((x, y)).batch(4)   # cardinality 2
+//   model.fit(ds, epochs=1, verbose=1)                         # 1/2 [====...
+// A dataset whose cardinality is unknown (filter) shows "Unknown" until the
+// first epoch has ended.
+TEST(ModelProgressTest, FirstEpochKnowsItsStepsFromTheDatasetCardinality) {
+  auto [x, y] = classification_data(8);
+  auto model = Sequential({layers::Dense(3, {.input_shape = {4}})});
+  model->compile({.optimizer = optimizers::SGD({}), .loss = LossFunction(sparse_xent_from_logits)});
+  const auto slices = data::Dataset::from_tensor_slices({x, y});
+  const auto known = slices.batch(4);
+  ASSERT_EQ(known.cardinality(), 2);
+  std::ostringstream tty;
+  model->fit(known,
+             {.epochs = 1,
+              .verbose = 1,
+              .callbacks = {callbacks::ProgbarLogger({.out = &tty, .dynamic_display = true})}});
+  EXPECT_THAT(tty.str(), ::testing::StartsWith("\r1/2 [==============>...............] - ETA: "))
+      << tty.str();
+  EXPECT_THAT(tty.str(), ::testing::Not(::testing::HasSubstr("Unknown"))) << tty.str();
+
+  const auto unknown = slices.filter([](const data::Element&) { return true; }).batch(4);
+  ASSERT_EQ(unknown.cardinality(), data::UNKNOWN_CARDINALITY);
+  std::ostringstream tty_unknown;
+  model->fit(
+      unknown,
+      {.epochs = 2,
+       .verbose = 1,
+       .callbacks = {callbacks::ProgbarLogger({.out = &tty_unknown, .dynamic_display = true})}});
+  const std::string text = tty_unknown.str();
+  const size_t second_epoch = text.find("Epoch 2/2");
+  ASSERT_NE(second_epoch, std::string::npos) << text;
+  EXPECT_THAT(text.substr(0, second_epoch), ::testing::HasSubstr("      1/Unknown")) << text;
+  EXPECT_THAT(text.substr(second_epoch), ::testing::HasSubstr("\r1/2 [")) << text;
+}
+
 // The distribution seam: under a one-replica strategy fit gives the default
 // strategy's result, and the model's variables are the strategy's.
 void expect_strategy_fit_matches_default(distribute::Strategy& strategy) {

@@ -5,6 +5,7 @@
 #include "strata/base/errors.h"
 #include "strata/keras/layers/internal/common.h"
 #include "strata/ops/array_ops.h"
+#include "strata/ops/collective_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
 
@@ -80,11 +81,25 @@ Tensor BatchNormalizationLayer::call(const Tensor& inputs, bool training) {
   // Keras: a frozen BatchNormalization runs in inference mode even when training.
   if (training && trainable()) {
     const ReduceOptions over{.axis = reduction, .keepdims = true};
-    mean = strata::reduce_mean(x, over);
-    // tf.nn.moments: the variance around a constant mean (its gradient through
-    // the mean is zero anyway, since sum(x - mean) = 0).
-    variance =
-        strata::reduce_mean(strata::squared_difference(x, strata::stop_gradient(mean)), over);
+    if (options_.synchronized) {
+      // Keras's synchronized moments: SUM all-reduce of the local sum, sum of
+      // squares and example count; variance = E[x^2] - E[x]^2 of the global
+      // batch. Every replica makes this call in the same order.
+      int64_t count = 1;
+      for (int64_t i : reduction) count *= x.shape()[i];
+      const Tensor local_count = strata::cast(strata::constant(float(count)), x.dtype());
+      const std::vector<Tensor> global = collective_all_reduce(
+          {strata::reduce_sum(x, over), strata::reduce_sum(strata::square(x), over), local_count},
+          /*mean=*/false);
+      mean = global[0] / global[2];
+      variance = global[1] / global[2] - strata::square(mean);
+    } else {
+      mean = strata::reduce_mean(x, over);
+      // tf.nn.moments: the variance around a constant mean (its gradient
+      // through the mean is zero anyway, since sum(x - mean) = 0).
+      variance =
+          strata::reduce_mean(strata::squared_difference(x, strata::stop_gradient(mean)), over);
+    }
     // TF's assign_moving_average: moving -= (moving - batch) * (1 - momentum).
     const double decay = 1.0 - options_.momentum;
     auto update = [&](const Variable& moving, const Tensor& batch) {

@@ -44,6 +44,11 @@ struct BatchNormalizationOptions {
   Initializer gamma_initializer = initializers::ones();
   Initializer moving_mean_initializer = initializers::zeros();
   Initializer moving_variance_initializer = initializers::ones();
+  // SyncBatchNormalization: in training, the batch mean and variance are those
+  // of the global batch, from all-reduced per-replica sums of x and x^2 and the
+  // example count (gradients flow through the all-reduce). With one replica
+  // (or no strategy) it is the plain layer.
+  bool synchronized = false;
   // LayerArgs
   OptionalShape input_shape = std::nullopt;
   std::string name = "";

@@ -207,4 +207,105 @@ nlohmann::json NormalizationLayer::get_config() const {
   return config;
 }
 
+StringLookupLayer::StringLookupLayer(const StringLookupOptions& options)
+    : Layer("StringLookup", "string_lookup", internal::layer_args(options)), options_(options) {
+  STRATA_CHECK(UNIMPLEMENTED, options.num_oov_indices == 1, internal::describe(*this),
+               ": only num_oov_indices=1 is supported, got ", options.num_oov_indices);
+  STRATA_CHECK_ARG(!options.max_tokens || *options.max_tokens >= 2, internal::describe(*this),
+                   ": max_tokens must be >= 2 (the OOV index and a token), got ",
+                   options.max_tokens.value_or(0));
+  if (options.vocabulary) set_vocabulary(*options.vocabulary);
+}
+
+std::shared_ptr<StringLookupLayer> StringLookup(const StringLookupOptions& options) {
+  return std::make_shared<StringLookupLayer>(options);
+}
+
+void StringLookupLayer::set_vocabulary(std::vector<std::string> vocabulary) {
+  std::unordered_map<std::string, int64_t> index;
+  for (size_t i = 0; i < vocabulary.size(); ++i) {
+    STRATA_CHECK_ARG(vocabulary[i] != options_.oov_token, internal::describe(*this),
+                     ": the vocabulary contains the OOV token '", options_.oov_token, "'");
+    STRATA_CHECK_ARG(index.emplace(vocabulary[i], int64_t(i) + 1).second, internal::describe(*this),
+                     ": the vocabulary repeats '", vocabulary[i], "'");
+  }
+  vocabulary_ = std::move(vocabulary);
+  index_ = std::move(index);
+}
+
+void StringLookupLayer::learn(const std::vector<std::pair<std::string, int64_t>>& counts) {
+  std::vector<std::pair<std::string, int64_t>> sorted = counts;
+  // Decreasing count, ties by decreasing token.
+  std::sort(sorted.begin(), sorted.end(), [](const auto& a, const auto& b) {
+    return a.second != b.second ? a.second > b.second : a.first > b.first;
+  });
+  std::vector<std::string> vocabulary;
+  for (const auto& [token, count] : sorted) {
+    if (token == options_.oov_token) continue;
+    if (options_.max_tokens && int64_t(vocabulary.size()) + 1 >= *options_.max_tokens) break;
+    vocabulary.push_back(token);
+  }
+  set_vocabulary(std::move(vocabulary));
+}
+
+namespace {
+
+void count_strings(const Tensor& t, const std::string& who,
+                   std::unordered_map<std::string, int64_t>& counts) {
+  STRATA_CHECK_ARG(t.dtype() == DType::string, who, ": adapt expects string data, got ",
+                   dtype_name(t.dtype()));
+  for (const std::string& s : t.to_vector<std::string>()) ++counts[s];
+}
+
+std::vector<std::pair<std::string, int64_t>> as_pairs(
+    const std::unordered_map<std::string, int64_t>& counts) {
+  return {counts.begin(), counts.end()};
+}
+
+}  // namespace
+
+void StringLookupLayer::adapt(const Tensor& data) {
+  std::unordered_map<std::string, int64_t> counts;
+  count_strings(data, internal::describe(*this), counts);
+  learn(as_pairs(counts));
+}
+
+void StringLookupLayer::adapt(const data::Dataset& dataset) {
+  std::unordered_map<std::string, int64_t> counts;
+  for (const data::Element& e : dataset) {
+    STRATA_CHECK_ARG(!e.empty(), internal::describe(*this), ": empty dataset element");
+    count_strings(e[0], internal::describe(*this), counts);
+  }
+  learn(as_pairs(counts));
+}
+
+std::vector<std::string> StringLookupLayer::get_vocabulary() const {
+  std::vector<std::string> v{options_.oov_token};
+  v.insert(v.end(), vocabulary_.begin(), vocabulary_.end());
+  return v;
+}
+
+Tensor StringLookupLayer::call(const Tensor& inputs, bool) {
+  if (options_.invert) {
+    STRATA_CHECK_ARG(inputs.dtype() == DType::int64 || inputs.dtype() == DType::int32,
+                     internal::describe(*this), ": invert expects integer indices, got ",
+                     dtype_name(inputs.dtype()));
+    const Tensor ids = inputs.dtype() == DType::int64 ? inputs : strata::cast(inputs, DType::int64);
+    std::vector<std::string> out;
+    for (int64_t id : ids.to_vector<int64_t>()) {
+      out.push_back(id >= 1 && id <= int64_t(vocabulary_.size()) ? vocabulary_[id - 1]
+                                                                 : options_.oov_token);
+    }
+    return strata::constant(out, inputs.shape());
+  }
+  STRATA_CHECK_ARG(inputs.dtype() == DType::string, internal::describe(*this),
+                   ": expects string inputs, got ", dtype_name(inputs.dtype()));
+  std::vector<int64_t> out;
+  for (const std::string& s : inputs.to_vector<std::string>()) {
+    const auto it = index_.find(s);
+    out.push_back(it == index_.end() ? 0 : it->second);
+  }
+  return strata::constant(out, inputs.shape());
+}
+
 }  // namespace strata::keras::layers

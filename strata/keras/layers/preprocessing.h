@@ -21,6 +21,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "strata/data/dataset.h"
@@ -85,5 +87,65 @@ class NormalizationLayer : public Layer {
 };
 
 std::shared_ptr<NormalizationLayer> Normalization(const NormalizationOptions& options = {});
+
+// keras.layers.StringLookup: maps strings to integer indices from a vocabulary,
+// given or learnt by adapt().
+//
+//   auto lookup = keras::layers::StringLookup();
+//   lookup->adapt(data);          // vocabulary sorted by frequency
+//   Tensor ids = (*lookup)(data); // int64; out-of-vocabulary -> 0
+//
+// As Keras (output_mode "int", mask_token None): index 0 is the OOV token
+// "[UNK]", the vocabulary follows from 1. adapt() orders tokens by decreasing
+// count, ties by decreasing token (Keras's reversed lexsort); max_tokens keeps
+// that many indices including the OOV one. invert = true maps indices back to
+// strings (an unknown index gives the OOV token).
+// Thread-safety: as Layer; adapt writes the vocabulary.
+struct StringLookupOptions {
+  std::optional<int64_t> max_tokens = std::nullopt;
+  // Only 1 is supported (more OOV indices hash tokens; UnimplementedError).
+  int64_t num_oov_indices = 1;
+  std::string oov_token = "[UNK]";
+  std::optional<std::vector<std::string>> vocabulary = std::nullopt;
+  bool invert = false;
+  // LayerArgs (dtype: the index dtype, as Keras's default int64)
+  OptionalShape input_shape = std::nullopt;
+  std::string name = "";
+  DType dtype = DType::int64;
+  bool trainable = true;
+};
+
+class StringLookupLayer : public Layer {
+ public:
+  // InvalidArgumentError for max_tokens < 2 or a vocabulary with duplicates
+  // or the OOV token; UnimplementedError for num_oov_indices != 1.
+  explicit StringLookupLayer(const StringLookupOptions& options = {});
+
+  // Learns the vocabulary from every string of `data` (any shape), or of the
+  // first component of a dataset's elements; replaces an earlier one.
+  void adapt(const Tensor& data);
+  void adapt(const data::Dataset& dataset);
+
+  // The OOV token, then the vocabulary in index order.
+  std::vector<std::string> get_vocabulary() const;
+  int64_t vocabulary_size() const { return int64_t(vocabulary_.size()) + 1; }
+
+  TensorShape compute_output_shape(const TensorShape& input_shape) const override {
+    return input_shape;
+  }
+
+ protected:
+  Tensor call(const Tensor& inputs, bool training) override;
+
+ private:
+  void set_vocabulary(std::vector<std::string> vocabulary);
+  void learn(const std::vector<std::pair<std::string, int64_t>>& counts);
+
+  StringLookupOptions options_;
+  std::vector<std::string> vocabulary_;             // index i + 1
+  std::unordered_map<std::string, int64_t> index_;  // token -> index
+};
+
+std::shared_ptr<StringLookupLayer> StringLookup(const StringLookupOptions& options = {});
 
 }  // namespace strata::keras::layers

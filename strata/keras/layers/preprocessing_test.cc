@@ -72,5 +72,55 @@ TEST(NormalizationTest, GivenStatisticsAxisNoneAndInvert) {
   EXPECT_THROW(Normalization({.mean = std::vector<double>{1.0}}), InvalidArgumentError);
 }
 
+// Keras's StringLookup docs:
+//   data = tf.constant([["a", "c", "d"], ["d", "z", "b"]])
+//   layer = tf.keras.layers.StringLookup()
+//   layer.adapt(data)
+//   layer.get_vocabulary()   # ['[UNK]', 'd', 'z', 'c', 'b', 'a']
+//   layer(data)              # [[5, 3, 1], [1, 2, 4]]
+TEST(StringLookupTest, AdaptSortsTheVocabularyByFrequencyAsKerasDocs) {
+  const Tensor data =
+      strata::constant(std::vector<std::string>{"a", "c", "d", "d", "z", "b"}, {2, 3});
+  auto layer = StringLookup();
+  layer->adapt(data);
+  EXPECT_EQ(layer->get_vocabulary(), (std::vector<std::string>{"[UNK]", "d", "z", "c", "b", "a"}));
+  EXPECT_EQ(layer->vocabulary_size(), 6);
+  const Tensor ids = (*layer)(data);
+  EXPECT_EQ(ids.dtype(), DType::int64);
+  EXPECT_EQ(ids.shape(), TensorShape({2, 3}));
+  EXPECT_EQ(ids.to_vector<int64_t>(), (std::vector<int64_t>{5, 3, 1, 1, 2, 4}));
+  // Out of vocabulary -> 0.
+  EXPECT_EQ(
+      (*layer)(strata::constant(std::vector<std::string>{"q", "a"}, {2})).to_vector<int64_t>(),
+      (std::vector<int64_t>{0, 5}));
+}
+
+// Keras's docs, a given vocabulary and its inverse:
+//   vocab = ["a", "b", "c", "d"]
+//   data = tf.constant([["a", "c", "d"], ["d", "z", "b"]])
+//   tf.keras.layers.StringLookup(vocabulary=vocab)(data)   # [[1, 3, 4], [4, 0, 2]]
+//   data = tf.constant([[1, 3, 4], [4, 0, 2]])
+//   tf.keras.layers.StringLookup(vocabulary=vocab, invert=True)(data)
+//   # [[b'a', b'c', b'd'], [b'd', b'[UNK]', b'b']]
+TEST(StringLookupTest, GivenVocabularyAndInvertAsKerasDocs) {
+  const std::vector<std::string> vocab = {"a", "b", "c", "d"};
+  auto lookup = StringLookup({.vocabulary = vocab});
+  const Tensor data =
+      strata::constant(std::vector<std::string>{"a", "c", "d", "d", "z", "b"}, {2, 3});
+  EXPECT_EQ((*lookup)(data).to_vector<int64_t>(), (std::vector<int64_t>{1, 3, 4, 4, 0, 2}));
+  auto inverse = StringLookup({.vocabulary = vocab, .invert = true});
+  const Tensor strings =
+      (*inverse)(strata::constant(std::vector<int64_t>{1, 3, 4, 4, 0, 2}, {2, 3}));
+  EXPECT_EQ(strings.to_vector<std::string>(),
+            (std::vector<std::string>{"a", "c", "d", "d", "[UNK]", "b"}));
+  // max_tokens counts the OOV index; a repeated vocabulary entry is rejected.
+  auto small = StringLookup({.max_tokens = 3});
+  small->adapt(data);
+  EXPECT_EQ(small->get_vocabulary(), (std::vector<std::string>{"[UNK]", "d", "z"}));
+  EXPECT_THROW(StringLookup({.vocabulary = std::vector<std::string>{"a", "a"}}),
+               InvalidArgumentError);
+  EXPECT_THROW(StringLookup({.num_oov_indices = 2}), UnimplementedError);
+}
+
 }  // namespace
 }  // namespace strata::keras::layers

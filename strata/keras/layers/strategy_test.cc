@@ -3,6 +3,8 @@
 // moving statistics are per-replica (ON_READ) and averaged when read.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "strata/autodiff/gradient_tape.h"
 #include "strata/core/config.h"
 #include "strata/distribute/distributed_variable.h"
@@ -132,6 +134,115 @@ TEST_F(LayersUnderStrategyTest, BatchNormalizationKeepsPerReplicaMovingStatistic
     EXPECT_TRUE(all_close(as_doubles(bn->moving_mean().value()), {2, 0.75}, 1e-6));
     EXPECT_TRUE(all_close(as_doubles(bn->moving_variance().value()), {1, 1}, 1e-6));
   }
+}
+
+// Keras (SyncBatchNormalization):
+//   strategy = tf.distribute.MirroredStrategy(["CPU:0", "CPU:1"])
+//   with strategy.scope():
+//     bn = tf.keras.layers.BatchNormalization(momentum=0.5, synchronized=True)
+//   def step_fn(x, w):
+//     with tf.GradientTape() as tape:
+//       tape.watch(x)
+//       y = bn(x, training=True)
+//       loss = tf.reduce_sum(y * w)
+//     return y, tape.gradient(loss, x)
+//   strategy.run(step_fn, args=(x_per_replica, w_per_replica))
+// Each replica's output, the moving statistics and the input gradients are
+// those of a plain BatchNormalization on the concatenated global batch.
+TEST_F(LayersUnderStrategyTest, SynchronizedBatchNormalizationUsesTheGlobalBatch) {
+  const std::vector<std::vector<float>> xs = {{1, 2, 4, -1, 0, 5}, {3, 0, -2, 6, 7, 1}};
+  const std::vector<std::vector<float>> ws = {{1, -2, 0.5, 3, -1, 2}, {2, 1, -3, 0.5, 1, -1}};
+  const double epsilon = 1e-3;
+  // The global batch's statistics, by hand: 6 examples per feature.
+  std::vector<double> mean(2, 0.0), var(2, 0.0);
+  for (const auto& x : xs)
+    for (int i = 0; i < 6; ++i) mean[i % 2] += x[i] / 6.0;
+  for (const auto& x : xs)
+    for (int i = 0; i < 6; ++i) var[i % 2] += (x[i] - mean[i % 2]) * (x[i] - mean[i % 2]) / 6.0;
+  std::vector<std::vector<double>> expected_y(2);
+  for (int r = 0; r < 2; ++r)
+    for (int i = 0; i < 6; ++i)
+      expected_y[r].push_back((xs[r][i] - mean[i % 2]) / std::sqrt(var[i % 2] + epsilon));
+
+  // The single-device computation on the global batch (plain layer).
+  auto plain = BatchNormalization({.momentum = 0.5, .epsilon = epsilon});
+  std::vector<float> global_x = xs[0], global_w = ws[0];
+  global_x.insert(global_x.end(), xs[1].begin(), xs[1].end());
+  global_w.insert(global_w.end(), ws[1].begin(), ws[1].end());
+  const Tensor gx = strata::constant(global_x, {6, 2});
+  GradientTape plain_tape;
+  plain_tape.watch(gx);
+  const Tensor plain_y = (*plain)(gx, /*training=*/true);
+  const Tensor plain_loss = strata::reduce_sum(plain_y * strata::constant(global_w, {6, 2}));
+  const std::vector<double> plain_dx = as_doubles(plain_tape.gradient(plain_loss, gx));
+  ASSERT_TRUE(all_close(
+      as_doubles(plain_y),
+      [&] {
+        std::vector<double> v = expected_y[0];
+        v.insert(v.end(), expected_y[1].begin(), expected_y[1].end());
+        return v;
+      }(),
+      1e-5));
+
+  sd::MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  std::shared_ptr<BatchNormalizationLayer> bn;
+  {
+    auto scope = strategy.scope();
+    bn = BatchNormalization({.momentum = 0.5, .epsilon = epsilon, .synchronized = true});
+  }
+  sd::PerReplica<Tensor> out = strategy.run([&] {
+    const int r = sd::get_replica_context()->replica_id_in_sync_group();
+    const Tensor x = strata::constant(xs[r], {3, 2});
+    GradientTape tape;
+    tape.watch(x);
+    const Tensor y = (*bn)(x, /*training=*/true);
+    const Tensor loss = strata::reduce_sum(y * strata::constant(ws[r], {3, 2}));
+    const Tensor dx = tape.gradient(loss, x);
+    return strata::concat({y, dx}, 1);  // [y | dy/dx], 3 x 4
+  });
+  ASSERT_EQ(out.values().size(), 2u);
+  for (int r = 0; r < 2; ++r) {
+    const std::vector<double> got = as_doubles(out.values()[r]);
+    std::vector<double> y, dx;
+    for (int row = 0; row < 3; ++row) {
+      for (int c = 0; c < 2; ++c) y.push_back(got[row * 4 + c]);
+      for (int c = 0; c < 2; ++c) dx.push_back(got[row * 4 + 2 + c]);
+    }
+    EXPECT_TRUE(all_close(y, expected_y[r], 1e-5)) << "replica " << r;
+    const std::vector<double> want_dx(plain_dx.begin() + 6 * r, plain_dx.begin() + 6 * (r + 1));
+    EXPECT_TRUE(all_close(dx, want_dx, 1e-5)) << "replica " << r;
+  }
+  // The gradient is not the per-replica one: a replica's own batch statistics
+  // would give a different input gradient.
+  {
+    auto local = BatchNormalization({.momentum = 0.5, .epsilon = epsilon});
+    const Tensor x0 = strata::constant(xs[0], {3, 2});
+    GradientTape tape;
+    tape.watch(x0);
+    const Tensor loss =
+        strata::reduce_sum((*local)(x0, /*training=*/true) * strata::constant(ws[0], {3, 2}));
+    const std::vector<double> want_dx(plain_dx.begin(), plain_dx.begin() + 6);
+    EXPECT_FALSE(all_close(as_doubles(tape.gradient(loss, x0)), want_dx, 1e-3));
+  }
+  // Every replica's moving statistics are the global batch's: 0.5 * initial + 0.5 * batch.
+  const std::vector<double> want_mean = {0.5 * mean[0], 0.5 * mean[1]};
+  const std::vector<double> want_var = {0.5 + 0.5 * var[0], 0.5 + 0.5 * var[1]};
+  EXPECT_TRUE(all_close(as_doubles(plain->moving_mean().value()), want_mean, 1e-5));
+  EXPECT_TRUE(all_close(as_doubles(plain->moving_variance().value()), want_var, 1e-5));
+  for (const Variable& m : sd::distributed_components(bn->moving_mean()))
+    EXPECT_TRUE(all_close(as_doubles(m.value()), want_mean, 1e-5));
+  for (const Variable& v : sd::distributed_components(bn->moving_variance()))
+    EXPECT_TRUE(all_close(as_doubles(v.value()), want_var, 1e-5));
+}
+
+// Without a strategy (one replica) the synchronized layer is the plain one.
+TEST_F(LayersUnderStrategyTest, SynchronizedBatchNormalizationWithOneReplicaIsThePlainLayer) {
+  const Tensor x = strata::constant({1.f, 2.f, 4.f, -1.f, 0.f, 5.f}, {3, 2});
+  auto sync = BatchNormalization({.momentum = 0.5, .synchronized = true});
+  auto plain = BatchNormalization({.momentum = 0.5});
+  EXPECT_TRUE(all_close(as_doubles((*sync)(x, true)), as_doubles((*plain)(x, true)), 1e-6));
+  EXPECT_TRUE(all_close(as_doubles(sync->moving_variance().value()),
+                        as_doubles(plain->moving_variance().value()), 1e-6));
 }
 
 TEST_F(LayersUnderStrategyTest, SeededDropoutDrawsPerReplicaMasksReproducibly) {
