@@ -158,10 +158,10 @@ TEST_F(Train, TpuStrategyRunsOnTheLocalMeshWithADeviceAssignment) {
 }
 
 TEST_F(Train, MultiWorkerTrainsTheSameModelInTwoLaunchedProcesses) {
-  TempDir logs;
-  Result r =
-      run("launch --nproc 2 -- " + std::string(STRATA_CLI_PATH) + " " +
-          quick("--strategy multi_worker --json --limit-examples 500 --log-dir " + logs.str()));
+  TempDir logs, ckpt;
+  Result r = run("launch --nproc 2 -- " + std::string(STRATA_CLI_PATH) + " " +
+                 quick("--strategy multi_worker --json --limit-examples 500 --log-dir " +
+                       logs.str() + " --checkpoint-dir " + ckpt.str()));
   ASSERT_EQ(r.status, 0) << r.output;
   std::vector<nlohmann::json> lines;
   for (int w = 0; w < 2; ++w) {
@@ -188,6 +188,13 @@ TEST_F(Train, MultiWorkerTrainsTheSameModelInTwoLaunchedProcesses) {
   EXPECT_FALSE(lines[1].contains("log_dir"));
   const std::string csv = read_file(logs / "metrics.csv");
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;  // header + 2 epochs
+  // Only the chief's checkpoints stay: the other worker's workertemp_1/ is gone.
+  EXPECT_EQ(lines[0].at("checkpoint"), (ckpt / "ckpt-2")) << lines[0];
+  EXPECT_FALSE(lines[1].contains("checkpoint")) << lines[1];
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(ckpt.str())) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"checkpoint", "ckpt-1", "ckpt-2"}));
 }
 
 TEST_F(Train, ResumesFromTheCheckpointDir) {

@@ -886,7 +886,9 @@ int run_train(const TrainOptions& o) {
     }
     if (!task.empty()) j["task"] = task;
     if (resumed_at) j["resumed_from_epoch"] = *resumed_at;
-    if (backup && backup->latest_checkpoint()) j["checkpoint"] = *backup->latest_checkpoint();
+    // The chief's checkpoints are the ones kept (as its logs).
+    if (backup && chief && backup->latest_checkpoint())
+      j["checkpoint"] = *backup->latest_checkpoint();
     if (write_logs) j["log_dir"] = o.log_dir;
     if (plotted) j["plot"] = o.plot;
     if (!plot_error.empty()) j["plot_error"] = plot_error;
@@ -905,7 +907,7 @@ int run_train(const TrainOptions& o) {
     out << "trained " << meter->epochs() << " epoch" << (meter->epochs() == 1 ? "" : "s") << " ("
         << meter->examples() << " examples) in " << fixed(meter->seconds(), 1)
         << " s: " << fixed(throughput, 0) << " examples/s; wall time " << fixed(wall, 1) << " s\n";
-    if (backup) {
+    if (backup && chief) {
       if (backup->latest_checkpoint()) {
         out << "checkpoint: " << *backup->latest_checkpoint()
             << " (rerun the same command to resume, or add --epochs)\n";
