@@ -669,7 +669,7 @@ TEST_F(Train, AFullDiskUnderPlotIsReportedAndTheTrainingStillSucceeds) {
   EXPECT_NE(j.at("plot_error").get<std::string>().find("ENOSPC"), std::string::npos) << j;
 }
 
-// BackupAndRestore across a crash: a run killed with SIGKILL during epoch 3
+// --checkpoint-dir across a crash: a run killed with SIGKILL during epoch 3
 // and started again ends with exactly the model of an uninterrupted run.
 TEST_F(Train, AKilledRunResumedFromItsBackupEqualsAnUninterruptedRun) {
   const nlohmann::json uninterrupted = run_json("--strategy mirrored --devices 2 --epochs 4");
@@ -696,7 +696,9 @@ TEST_F(Train, AKilledRunResumedFromItsBackupEqualsAnUninterruptedRun) {
     ASSERT_GT(n, 0) << output;
     output.append(buf, static_cast<size_t>(n));
   }
-  ::kill(pid, SIGKILL);  // no chance to clean up: only the backup written after epoch 2 survives
+  ::kill(
+      pid,
+      SIGKILL);  // no chance to clean up: only the checkpoints written after epochs 1 and 2 survive
   ssize_t n;
   while ((n = ::read(out[0], buf, sizeof(buf))) > 0) output.append(buf, static_cast<size_t>(n));
   ::close(out[0]);
