@@ -27,6 +27,9 @@
 
 #include "cli_util.h"
 #include "strata/cluster/socket.h"
+#include "strata/core/tensor.h"
+#include "strata/train/checkpoint_manager.h"
+#include "strata/train/checkpoint_reader.h"
 
 namespace {
 
@@ -155,10 +158,10 @@ TEST_F(Train, TpuStrategyRunsOnTheLocalMeshWithADeviceAssignment) {
 }
 
 TEST_F(Train, MultiWorkerTrainsTheSameModelInTwoLaunchedProcesses) {
-  TempDir logs;
-  Result r =
-      run("launch --nproc 2 -- " + std::string(STRATA_CLI_PATH) + " " +
-          quick("--strategy multi_worker --json --limit-examples 500 --log-dir " + logs.str()));
+  TempDir logs, ckpt;
+  Result r = run("launch --nproc 2 -- " + std::string(STRATA_CLI_PATH) + " " +
+                 quick("--strategy multi_worker --json --limit-examples 500 --log-dir " +
+                       logs.str() + " --checkpoint-dir " + ckpt.str()));
   ASSERT_EQ(r.status, 0) << r.output;
   std::vector<nlohmann::json> lines;
   for (int w = 0; w < 2; ++w) {
@@ -185,6 +188,13 @@ TEST_F(Train, MultiWorkerTrainsTheSameModelInTwoLaunchedProcesses) {
   EXPECT_FALSE(lines[1].contains("log_dir"));
   const std::string csv = read_file(logs / "metrics.csv");
   EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 3) << csv;  // header + 2 epochs
+  // Only the chief's checkpoints stay: the other worker's workertemp_1/ is gone.
+  EXPECT_EQ(lines[0].at("checkpoint"), (ckpt / "ckpt-2")) << lines[0];
+  EXPECT_FALSE(lines[1].contains("checkpoint")) << lines[1];
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(ckpt.str())) names.push_back(e.path().filename());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"checkpoint", "ckpt-1", "ckpt-2"}));
 }
 
 TEST_F(Train, ResumesFromTheCheckpointDir) {
@@ -546,6 +556,93 @@ TEST_F(Train, RunsKilledAtAnyMomentAndResumedLogEveryEpochExactlyOnce) {
   }
 }
 
+// Every tensor of the latest checkpoint in `dir`, by key, as its dtype, shape
+// and raw bytes.
+std::map<std::string, std::string> latest_checkpoint_values(const std::string& dir) {
+  const std::optional<std::string> path = strata::train::latest_checkpoint(dir);
+  if (!path) return {};
+  const strata::train::CheckpointReader reader(*path);
+  std::map<std::string, std::string> values;
+  for (const auto& [key, shape] : reader.get_variable_to_shape_map()) {
+    const strata::Tensor t = reader.get_tensor(key);
+    values[key] = std::string(strata::dtype_name(t.dtype())) + shape.to_string() + ":" +
+                  std::string(static_cast<const char*>(t.raw_data()), t.size_bytes());
+  }
+  return values;
+}
+
+// tf.train.CheckpointManager under `strata train --checkpoint-dir`: 20 runs,
+// each SIGKILLed at a seeded moment of an uninterrupted run's duration (its
+// start-up, a step, an epoch's checkpoint write), then resumed to the end,
+// each end with a latest checkpoint equal, tensor for tensor and bit for bit,
+// to the uninterrupted run's: weights, Adam's slots and iterations, the epoch
+// and step counters and save_counter. --steps-per-epoch makes the epochs (and
+// so the checkpoints) many and short.
+TEST_F(Train, CheckpointDirRunsKilledAtRandomMomentsResumeToTheUninterruptedWeights) {
+  const std::string data_dir = data_.str();
+  const std::vector<std::string> flags = {
+      "train", "--strategy",   "default", "--data-dir",        data_dir, "--epochs",
+      "8",     "--batch-size", "16",      "--steps-per-epoch", "3",      "--limit-examples",
+      "96",    "--json"};
+  std::string common;
+  for (size_t i = 0; i < flags.size(); ++i) common += (i > 0 ? " " : "") + flags[i];
+  TempDir reference;
+  const auto started = std::chrono::steady_clock::now();
+  Result full = run(common + " --checkpoint-dir " + reference.str(), /*merge_stderr=*/false);
+  const auto duration = std::chrono::steady_clock::now() - started;
+  ASSERT_EQ(full.status, 0) << full.output;
+  const std::map<std::string, std::string> expected = latest_checkpoint_values(reference.str());
+  ASSERT_FALSE(expected.empty());
+  ASSERT_EQ(expected.count("epoch/.ATTRIBUTES/VARIABLE_VALUE"), 1u);
+  const int64_t duration_ms = std::max<int64_t>(
+      20, std::chrono::duration_cast<std::chrono::milliseconds>(duration).count());
+
+  constexpr int kTrials = 20;
+  uint32_t state = 4242;
+  int killed = 0, resumed_mid_run = 0;
+  for (int trial = 0; trial < kTrials; ++trial) {
+    TempDir ckpt;
+    const std::string ckpt_dir = ckpt.str();
+    std::vector<const char*> argv = {STRATA_CLI_PATH};
+    for (const std::string& f : flags) argv.push_back(f.c_str());
+    argv.push_back("--checkpoint-dir");
+    argv.push_back(ckpt_dir.c_str());
+    argv.push_back(nullptr);
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      const int null = ::open("/dev/null", O_WRONLY);
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(null, STDERR_FILENO);
+      ::execv(STRATA_CLI_PATH, const_cast<char* const*>(argv.data()));
+      ::_exit(127);
+    }
+    state = state * 1664525u + 1013904223u;
+    std::this_thread::sleep_for(std::chrono::milliseconds((state >> 8) % duration_ms));
+    ::kill(pid, SIGKILL);
+    int status = 0;
+    ::waitpid(pid, &status, 0);
+    killed += WIFSIGNALED(status) ? 1 : 0;
+    Result resumed = run(common + " --checkpoint-dir " + ckpt_dir, /*merge_stderr=*/false);
+    ASSERT_EQ(resumed.status, 0) << "trial " << trial << "\n" << resumed.output;
+    const nlohmann::json j = nlohmann::json::parse(resumed.output);
+    if (j.contains("resumed_from_epoch") && j.at("resumed_from_epoch").get<int>() > 0)
+      ++resumed_mid_run;
+    const std::map<std::string, std::string> got = latest_checkpoint_values(ckpt_dir);
+    ASSERT_EQ(got.size(), expected.size()) << "trial " << trial;
+    for (const auto& [key, value] : expected) {
+      const auto it = got.find(key);
+      ASSERT_NE(it, got.end()) << "trial " << trial << ": " << key;
+      EXPECT_TRUE(it->second == value) << "trial " << trial << ": " << key << " differs";
+    }
+  }
+  std::printf("%d of %d runs killed, %d resumed from a checkpoint of a later epoch than 0\n",
+              killed, kTrials, resumed_mid_run);
+  // The kills land inside the runs, and a good part of them after a checkpoint.
+  EXPECT_GE(killed, kTrials / 2);
+  EXPECT_GE(resumed_mid_run, kTrials / 4);
+}
+
 // A full disk at the end: --plot says so, naming ENOSPC, and the finished
 // training still succeeds. The plot's folder is a 16 KiB tmpfs mounted in a
 // private mount namespace (unshare), which needs user namespaces.
@@ -572,7 +669,7 @@ TEST_F(Train, AFullDiskUnderPlotIsReportedAndTheTrainingStillSucceeds) {
   EXPECT_NE(j.at("plot_error").get<std::string>().find("ENOSPC"), std::string::npos) << j;
 }
 
-// BackupAndRestore across a crash: a run killed with SIGKILL during epoch 3
+// --checkpoint-dir across a crash: a run killed with SIGKILL during epoch 3
 // and started again ends with exactly the model of an uninterrupted run.
 TEST_F(Train, AKilledRunResumedFromItsBackupEqualsAnUninterruptedRun) {
   const nlohmann::json uninterrupted = run_json("--strategy mirrored --devices 2 --epochs 4");
@@ -599,7 +696,9 @@ TEST_F(Train, AKilledRunResumedFromItsBackupEqualsAnUninterruptedRun) {
     ASSERT_GT(n, 0) << output;
     output.append(buf, static_cast<size_t>(n));
   }
-  ::kill(pid, SIGKILL);  // no chance to clean up: only the backup written after epoch 2 survives
+  ::kill(
+      pid,
+      SIGKILL);  // no chance to clean up: only the checkpoints written after epochs 1 and 2 survive
   ssize_t n;
   while ((n = ::read(out[0], buf, sizeof(buf))) > 0) output.append(buf, static_cast<size_t>(n));
   ::close(out[0]);
@@ -699,6 +798,8 @@ TEST(TrainUsage, BadFlagsAreOneLineUsageErrorsWithStatus2) {
         Case{"train --tpu-topology 1x1x1x2", "--strategy mirrored"},
         Case{"train --num-replicas 2", "--num-replicas"},
         Case{"train --tfrecord-test 't-*'", "t-*"}, Case{"train extra", "extra"},
+        Case{"train --checkpoint-dir ''", "--checkpoint-dir"},
+        Case{"train --checkpoint-dir /dev/null/ckpt", "--checkpoint-dir"},
         // Values CLI11's own checks let through or crash on.
         Case{"train --strategy tpu --computation-shape 0,1,1,1", "'0'"},
         Case{"train --learning-rate nan", "'nan'"}, Case{"train --learning-rate inf", "'inf'"},

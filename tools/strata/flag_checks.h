@@ -8,6 +8,7 @@
 //
 //   app.add_option("--learning-rate", lr)->check(finite_in(0, 1e6, /*exclusive_low=*/true));
 //   app.add_option("--seed", seed)->check(whole_in(0, INT64_MAX));
+//   app.add_option("--checkpoint-dir", dir)->check(folder_to_write());
 
 #include <CLI/CLI.hpp>
 
@@ -15,6 +16,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
+#include <filesystem>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -53,6 +55,29 @@ inline CLI::Validator whole_in(int64_t low, int64_t high) {
         return {};
       },
       "INT in " + text);
+}
+
+// A folder the program writes into, created when missing: a non-empty path
+// that is not an existing file and has no file among its existing parents.
+inline CLI::Validator folder_to_write() {
+  return CLI::Validator(
+      [](std::string& value) -> std::string {
+        if (value.empty()) return "expected a folder, got ''";
+        std::error_code ec;
+        for (std::filesystem::path p(value); !p.empty(); p = p.parent_path()) {
+          const std::filesystem::file_status st = std::filesystem::status(p, ec);
+          if (std::filesystem::exists(st)) {
+            if (std::filesystem::is_directory(st)) return {};
+            return "expected a folder, got '" + value + "' (" +
+                   (p == std::filesystem::path(value) ? std::string("a file")
+                                                      : "'" + p.string() + "' is a file") +
+                   ")";
+          }
+          if (p == p.parent_path()) break;
+        }
+        return {};
+      },
+      "DIR");
 }
 
 }  // namespace strata::tools

@@ -35,7 +35,6 @@
 #include "strata/distribute/tpu_strategy.h"
 #include "strata/distribute/tpu_system.h"
 #include "strata/io/example.h"
-#include "strata/keras/callbacks/backup_and_restore.h"
 #include "strata/keras/callbacks/csv_logger.h"
 #include "strata/keras/callbacks/lambda_callback.h"
 #include "strata/keras/callbacks/tensorboard.h"
@@ -47,6 +46,8 @@
 #include "strata/ops/math_ops.h"
 #include "strata/tpu/device_assignment.h"
 #include "strata/tpu/local_topology.h"
+#include "strata/train/checkpoint.h"
+#include "strata/train/checkpoint_manager.h"
 #include "tools/strata/flag_checks.h"
 #include "tools/strata/models.h"
 #include "tools/strata/plot.h"
@@ -137,6 +138,87 @@ class UnlessInterrupted : public keras::callbacks::Callback {
   keras::callbacks::CallbackPtr inner_;
 };
 
+// --checkpoint-dir: a tf.train.Checkpoint of the model (its optimizer and
+// slots included), the optimizer, the epochs completed ("epoch") and the
+// training steps completed ("step"), kept by a tf.train.CheckpointManager in
+// the directory as "ckpt-<n>" (docs/formats/checkpoint.md), the last 3 kept.
+// When fit starts, the latest checkpoint is restored (restore_or_initialize)
+// and fit continues with the next epoch: fit(x, y) draws each epoch's order
+// from the compile seed and the epoch index (Model::resume_at_epoch), so the
+// resumed run trains on exactly the batches the uninterrupted one would. A
+// checkpoint is saved at each epoch's end; a run killed at any moment leaves
+// the previous checkpoint restorable (the file and the `checkpoint` state
+// file are replaced atomically, the state file last).
+// Under multi_worker every worker restores from the directory and saves (as
+// TF's rule for distributed checkpoints), but only the chief's files stay:
+// the others write into <dir>/workertemp_<task id>/ and remove it at once.
+class EpochCheckpoint : public keras::callbacks::Callback {
+ public:
+  static constexpr int kMaxToKeep = 3;
+
+  EpochCheckpoint(const std::string& dir, const keras::ModelPtr& model,
+                  const sd::Strategy& strategy)
+      : dir_(dir),
+        chief_(strategy.extended().should_checkpoint()),
+        epoch_(strata::constant(int64_t{0}), {.name = "epoch", .trainable = false}),
+        step_(strata::constant(int64_t{0}), {.name = "step", .trainable = false}),
+        checkpoint_({{"model", model},
+                     {"optimizer", model->optimizer()},
+                     {"epoch", epoch_},
+                     {"step", step_}}),
+        manager_(checkpoint_, dir, {.max_to_keep = kMaxToKeep}) {
+    if (!chief_) {
+      const auto* resolver = strategy.cluster_resolver();
+      temp_dir_ = (std::filesystem::path(dir) /
+                   ("workertemp_" + std::to_string(resolver ? resolver->task_id().value_or(0) : 0)))
+                      .string();
+    }
+  }
+
+  void on_train_begin(keras::Logs&) override {
+    resumed_epoch_.reset();
+    if (!manager_.restore_or_initialize()) return;
+    const int64_t epoch = epoch_.value().item<int64_t>();
+    STRATA_CHECK(DATA_LOSS, epoch >= 0 && epoch <= INT32_MAX, "strata train: checkpoint '",
+                 *manager_.latest_checkpoint(), "' has epoch ", epoch,
+                 ", expected a whole number in [0, ", INT32_MAX, "]");
+    resumed_epoch_ = static_cast<int>(epoch);
+    model()->resume_at_epoch(*resumed_epoch_);
+  }
+  void on_train_batch_end(int64_t, keras::Logs&) override {
+    step_.assign_add(strata::constant(int64_t{1}));
+  }
+  void on_epoch_end(int epoch, keras::Logs&) override {
+    epoch_.assign(strata::constant(int64_t{epoch + 1}));
+    if (chief_) {
+      manager_.save();
+      return;
+    }
+    checkpoint_.save((std::filesystem::path(temp_dir_) / "ckpt").string());
+    std::error_code ec;
+    std::filesystem::remove_all(temp_dir_, ec);
+    STRATA_CHECK(INTERNAL, !ec, "strata train: cannot remove the temporary checkpoint folder '",
+                 temp_dir_, "': ", ec.message());
+  }
+
+  // The epoch fit resumed at (nullopt when it started afresh).
+  std::optional<int> resumed_epoch() const noexcept { return resumed_epoch_; }
+  // The newest checkpoint in the directory, if any.
+  const std::optional<std::string>& latest_checkpoint() const noexcept {
+    return manager_.latest_checkpoint();
+  }
+
+ private:
+  std::string dir_;
+  bool chief_;
+  std::string temp_dir_;
+  Variable epoch_;
+  Variable step_;
+  train::Checkpoint checkpoint_;
+  train::CheckpointManager manager_;
+  std::optional<int> resumed_epoch_;
+};
+
 // Keeps the logs and the backup in step across a crash. At an epoch's end the
 // logs are written first, then the backup: a crash between the two leaves a
 // log row for an epoch the backup does not hold, never a backed-up epoch
@@ -148,7 +230,7 @@ class UnlessInterrupted : public keras::callbacks::Callback {
 // point for a step.
 class LogsBeforeBackup : public keras::callbacks::Callback {
  public:
-  LogsBeforeBackup(std::shared_ptr<keras::callbacks::BackupAndRestoreCallback> backup,
+  LogsBeforeBackup(std::shared_ptr<EpochCheckpoint> backup,
                    keras::callbacks::CallbackPtr backup_hooks,
                    std::vector<keras::callbacks::CallbackPtr> logs, std::string csv_path)
       : backup_(std::move(backup)),
@@ -224,7 +306,7 @@ class LogsBeforeBackup : public keras::callbacks::Callback {
     if (dropped > 0) write_file_atomically(csv_path_, kept);
   }
 
-  std::shared_ptr<keras::callbacks::BackupAndRestoreCallback> backup_;
+  std::shared_ptr<EpochCheckpoint> backup_;
   keras::callbacks::CallbackPtr backup_hooks_;  // backup_, as the list sees it
   std::vector<keras::callbacks::CallbackPtr> logs_;
   std::string csv_path_;
@@ -604,9 +686,12 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
       "Train from TFRecord files matching this glob (tf.Examples: image bytes, label int64)");
   train->add_option("--tfrecord-test", o.tfrecord_test,
                     "Test TFRecord files (default: the IDX test set)");
-  train->add_option(
-      "--checkpoint-dir", o.checkpoint_dir,
-      "Back up after every epoch and resume from the backup there (BackupAndRestore)");
+  train
+      ->add_option(
+          "--checkpoint-dir", o.checkpoint_dir,
+          "Save a checkpoint (tf.train.Checkpoint: model, optimizer, epoch, step) here after every "
+          "epoch, keeping the last 3, and resume from the latest one (CheckpointManager)")
+      ->check(folder_to_write());
   train->add_option("--log-dir", o.log_dir, "Write TensorBoard event files and metrics.csv here");
   train->add_option("--plot", o.plot, "Draw loss and accuracy per epoch to this .png or .svg file")
       ->check(CLI::Validator(
@@ -715,19 +800,17 @@ int run_train(const TrainOptions& o) {
       o.batch_size,
       o.steps_per_epoch > 0 ? std::min(n_train, o.steps_per_epoch * o.batch_size) : n_train);
   callbacks.push_back(meter);
-  std::shared_ptr<keras::callbacks::BackupAndRestoreCallback> backup;
+  std::shared_ptr<EpochCheckpoint> backup;
   keras::callbacks::CallbackPtr backup_hooks;
   bool resuming = false;
   if (!o.checkpoint_dir.empty()) {
-    // Every worker gets the same directory: under multi_worker the chief alone
-    // keeps <dir>/chief/; the others write into <dir>/workertemp_<id>/ and
-    // remove it after each backup, and all restore from the chief's file (TF's
-    // BackupAndRestore).
+    // Every worker gets the same directory and restores from it; only the
+    // chief's checkpoints stay there (EpochCheckpoint). They stay after a
+    // complete run: the same command then trains no more epochs and reports
+    // the checkpoint's accuracy; more --epochs continue.
     std::filesystem::create_directories(o.checkpoint_dir);
-    // The backup stays after a complete run: the same command then trains no
-    // more epochs and reports the checkpoint's accuracy; more --epochs continue.
-    backup = keras::callbacks::BackupAndRestore(o.checkpoint_dir, {.delete_checkpoint = false});
-    resuming = std::filesystem::exists(backup->backup_path());
+    backup = std::make_shared<EpochCheckpoint>(o.checkpoint_dir, model, strategy);
+    resuming = backup->latest_checkpoint().has_value();
     backup_hooks = std::make_shared<UnlessInterrupted>(backup);
   }
   std::string csv_path;
@@ -803,7 +886,9 @@ int run_train(const TrainOptions& o) {
     }
     if (!task.empty()) j["task"] = task;
     if (resumed_at) j["resumed_from_epoch"] = *resumed_at;
-    if (backup) j["checkpoint"] = backup->backup_path();
+    // The chief's checkpoints are the ones kept (as its logs).
+    if (backup && chief && backup->latest_checkpoint())
+      j["checkpoint"] = *backup->latest_checkpoint();
     if (write_logs) j["log_dir"] = o.log_dir;
     if (plotted) j["plot"] = o.plot;
     if (!plot_error.empty()) j["plot_error"] = plot_error;
@@ -822,9 +907,9 @@ int run_train(const TrainOptions& o) {
     out << "trained " << meter->epochs() << " epoch" << (meter->epochs() == 1 ? "" : "s") << " ("
         << meter->examples() << " examples) in " << fixed(meter->seconds(), 1)
         << " s: " << fixed(throughput, 0) << " examples/s; wall time " << fixed(wall, 1) << " s\n";
-    if (backup) {
-      if (std::filesystem::exists(backup->backup_path())) {
-        out << "checkpoint: " << backup->backup_path()
+    if (backup && chief) {
+      if (backup->latest_checkpoint()) {
+        out << "checkpoint: " << *backup->latest_checkpoint()
             << " (rerun the same command to resume, or add --epochs)\n";
       } else {
         out << "checkpoint: none written yet in " << o.checkpoint_dir << " (no epoch completed)\n";

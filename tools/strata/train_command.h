@@ -44,7 +44,7 @@ struct TrainOptions {
   std::string data_dir = "";        // "" = $STRATA_DATA_DIR, else Debian's folder
   std::string tfrecord = "";        // glob of training TFRecord files
   std::string tfrecord_test = "";   // glob of test TFRecord files; "" = the IDX test set
-  std::string checkpoint_dir = "";  // BackupAndRestore folder; "" = none
+  std::string checkpoint_dir = "";  // train::CheckpointManager folder; "" = none
   std::string log_dir = "";         // TensorBoard events + metrics.csv; "" = none
   std::string plot = "";            // .png or .svg; "" = none
   bool json = false;                // one JSON line on stdout instead of the human output
