@@ -623,7 +623,10 @@ TEST_F(Train, CheckpointDirRunsKilledAtRandomMomentsResumeToTheUninterruptedWeig
     int status = 0;
     ::waitpid(pid, &status, 0);
     killed += WIFSIGNALED(status) ? 1 : 0;
-    Result resumed = run(common + " --checkpoint-dir " + ckpt_dir, /*merge_stderr=*/false);
+    std::string resume_command = common;
+    resume_command += " --checkpoint-dir ";
+    resume_command += ckpt_dir;
+    Result resumed = run(resume_command, /*merge_stderr=*/false);
     ASSERT_EQ(resumed.status, 0) << "trial " << trial << "\n" << resumed.output;
     const nlohmann::json j = nlohmann::json::parse(resumed.output);
     if (j.contains("resumed_from_epoch") && j.at("resumed_from_epoch").get<int>() > 0)
