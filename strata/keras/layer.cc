@@ -8,6 +8,7 @@
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 #include "strata/distribute/strategy.h"
+#include "strata/keras/layers/serialization.h"
 #include "strata/ops/math_ops.h"
 
 namespace strata::keras {
@@ -202,14 +203,7 @@ nlohmann::json Layer::base_config() const {
   nlohmann::json config = {
       {"name", name_}, {"trainable", trainable_}, {"dtype", std::string(dtype_name(dtype_))}};
   if (declared_input_shape_) {
-    nlohmann::json shape = nlohmann::json::array({nullptr});
-    for (int64_t d : *declared_input_shape_) {
-      if (d < 0) {
-        shape.push_back(nullptr);
-      } else {
-        shape.push_back(d);
-      }
-    }
+    nlohmann::json shape = layers::config_shape(*declared_input_shape_, /*with_batch=*/true);
     config["batch_input_shape"] = shape;
   }
   return config;

@@ -95,14 +95,7 @@ std::vector<TensorShape> SequentialModel::layer_output_shapes() const {
 nlohmann::json SequentialModel::get_config() const {
   nlohmann::json layer_configs = nlohmann::json::array();
   if (input_name_ && input_shape_) {
-    nlohmann::json shape = nlohmann::json::array();
-    for (int64_t d : input_shape_->dims()) {
-      if (d < 0) {
-        shape.push_back(nullptr);
-      } else {
-        shape.push_back(d);
-      }
-    }
+    nlohmann::json shape = layers::config_shape(input_shape_->dims());
     layer_configs.push_back(
         {{"class_name", "InputLayer"},
          {"config",
@@ -115,14 +108,7 @@ nlohmann::json SequentialModel::get_config() const {
   for (const LayerPtr& layer : stack_) layer_configs.push_back(layers::serialize(*layer));
   nlohmann::json config = {{"name", name()}, {"layers", layer_configs}};
   if (!input_name_ && input_shape_) {
-    nlohmann::json shape = nlohmann::json::array();
-    for (int64_t d : input_shape_->dims()) {
-      if (d < 0) {
-        shape.push_back(nullptr);
-      } else {
-        shape.push_back(d);
-      }
-    }
+    nlohmann::json shape = layers::config_shape(input_shape_->dims());
     config["build_input_shape"] = shape;
   }
   return config;

@@ -6,6 +6,7 @@
 #include "strata/base/mutex.h"
 #include "strata/distribute/strategy.h"
 #include "strata/keras/layers/internal/common.h"
+#include "strata/keras/layers/serialization.h"
 #include "strata/ops/nn_ops.h"
 #include "strata/ops/operators.h"
 
@@ -71,14 +72,7 @@ nlohmann::json DropoutLayer::get_config() const {
   if (options_.noise_shape.empty()) {
     config["noise_shape"] = nullptr;
   } else {
-    nlohmann::json shape = nlohmann::json::array();
-    for (int64_t d : options_.noise_shape) {
-      if (d < 0) {
-        shape.push_back(nullptr);
-      } else {
-        shape.push_back(d);
-      }
-    }
+    nlohmann::json shape = layers::config_shape(options_.noise_shape);
     config["noise_shape"] = shape;
   }
   config["seed"] = options_.seed ? nlohmann::json(*options_.seed) : nlohmann::json(nullptr);

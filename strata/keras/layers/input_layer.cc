@@ -6,6 +6,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/keras/layers/internal/common.h"
+#include "strata/keras/layers/serialization.h"
 
 namespace strata::keras {
 namespace layers {
@@ -60,14 +61,7 @@ Tensor InputLayerLayer::call(const Tensor& inputs, bool) {
 }
 
 nlohmann::json InputLayerLayer::get_config() const {
-  nlohmann::json shape = nlohmann::json::array();
-  for (int64_t d : batch_input_shape_.dims()) {
-    if (d < 0) {
-      shape.push_back(nullptr);
-    } else {
-      shape.push_back(d);
-    }
-  }
+  nlohmann::json shape = layers::config_shape(batch_input_shape_.dims());
   return {{"batch_input_shape", shape},
           {"dtype", std::string(dtype_name(dtype()))},
           {"sparse", false},

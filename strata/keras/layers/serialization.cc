@@ -201,4 +201,17 @@ LayerPtr deserialize(const nlohmann::json& config) {
   return nullptr;
 }
 
+nlohmann::json config_shape(std::span<const int64_t> dims, bool with_batch) {
+  nlohmann::json shape = nlohmann::json::array();
+  if (with_batch) shape.push_back(nullptr);
+  for (int64_t d : dims) {
+    if (d < 0) {
+      shape.push_back(nullptr);
+    } else {
+      shape.push_back(d);
+    }
+  }
+  return shape;
+}
+
 }  // namespace strata::keras::layers

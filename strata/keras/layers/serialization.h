@@ -11,6 +11,9 @@
 // class is UnimplementedError naming it; a missing or mistyped key is
 // InvalidArgumentError naming the class and the key. Thread-safe.
 
+#include <cstdint>
+#include <span>
+
 #include <nlohmann/json_fwd.hpp>
 
 #include "strata/keras/layer.h"
@@ -19,5 +22,10 @@ namespace strata::keras::layers {
 
 nlohmann::json serialize(const Layer& layer);
 LayerPtr deserialize(const nlohmann::json& config);
+
+// A shape as Keras writes it in a config: a JSON array with null for each
+// unknown (negative) dimension. `with_batch` puts a leading null for the
+// batch dimension, as in "batch_input_shape" built from an `input_shape`.
+nlohmann::json config_shape(std::span<const int64_t> dims, bool with_batch = false);
 
 }  // namespace strata::keras::layers
