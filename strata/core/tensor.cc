@@ -359,18 +359,8 @@ bool TensorSpec::is_compatible_with(const Tensor& t) const {
 }
 
 std::string TensorSpec::to_string() const {
-  std::string s = "TensorSpec(shape=(";
-  if (!shape.has_known_rank()) {
-    s = "TensorSpec(shape=<unknown>";
-  } else {
-    const auto& dims = shape.dims();
-    for (size_t i = 0; i < dims.size(); ++i) {
-      if (i) s += ", ";
-      s += dims[i] < 0 ? "None" : std::to_string(dims[i]);
-    }
-    if (dims.size() == 1) s += ",";
-    s += ")";
-  }
+  std::string s = "TensorSpec(shape=";
+  s += shape.has_known_rank() ? shape_repr(shape) : std::string("<unknown>");
   s += ", dtype=tf.";
   s += dtype_name(dtype);
   s += ", name=";

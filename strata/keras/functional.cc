@@ -24,16 +24,6 @@ LayerArgs functional_args(const FunctionalOptions& options) {
   return args;
 }
 
-std::string shape_string(const TensorShape& s) {
-  std::string out = "(";
-  for (int i = 0; i < s.rank(); ++i) {
-    if (i > 0) out += ", ";
-    out += s.dim(i) < 0 ? "None" : std::to_string(s.dim(i));
-  }
-  if (s.rank() == 1) out += ",";
-  return out + ")";
-}
-
 std::string input_names(const std::vector<KerasTensor>& inputs) {
   std::string out = "[";
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -142,8 +132,8 @@ std::vector<Tensor> FunctionalModel::call_outputs(const std::vector<Tensor>& inp
     STRATA_CHECK_ARG(
         inputs[i].rank() == ref.shape().rank() && inputs[i].shape().is_compatible_with(ref.shape()),
         "Input ", i, " of layer \"", name(),
-        "\" is incompatible with the layer: expected shape=", shape_string(ref.shape()),
-        ", found shape=", shape_string(inputs[i].shape()));
+        "\" is incompatible with the layer: expected shape=", shape_repr(ref.shape()),
+        ", found shape=", shape_repr(inputs[i].shape()));
     // Keras casts each input to its Input's dtype (_conform_to_reference_input).
     values[ref.node().get()] =
         inputs[i].dtype() == ref.dtype() ? inputs[i] : strata::cast(inputs[i], ref.dtype());
@@ -370,11 +360,11 @@ std::vector<FunctionalModel::SummaryRow> FunctionalModel::summary_rows() const {
       // The output shape of this call: a consumer's view or the model output's.
       for (const auto& other : nodes_) {
         for (const KerasTensor& in : other->inputs) {
-          if (in.node() == node) shapes.insert(shape_string(in.shape()));
+          if (in.node() == node) shapes.insert(shape_repr(in.shape()));
         }
       }
       for (const KerasTensor& out : outputs_) {
-        if (out.node() == node) shapes.insert(shape_string(out.shape()));
+        if (out.node() == node) shapes.insert(shape_repr(out.shape()));
       }
       for (const KerasTensor& in : node->inputs) {
         const std::vector<int>& v = calls.at(in.node()->layer.get());
@@ -385,9 +375,9 @@ std::vector<FunctionalModel::SummaryRow> FunctionalModel::summary_rows() const {
     }
     if (dynamic_cast<const layers::InputLayerLayer*>(layer.get())) {
       // Keras shows an InputLayer's output shape as a list.
-      row.output_shape = str_cat("[", shape_string(inputs_[0].shape()), "]");
+      row.output_shape = str_cat("[", shape_repr(inputs_[0].shape()), "]");
       for (const KerasTensor& t : inputs_) {
-        if (t.node()->layer == layer) row.output_shape = str_cat("[", shape_string(t.shape()), "]");
+        if (t.node()->layer == layer) row.output_shape = str_cat("[", shape_repr(t.shape()), "]");
       }
     } else {
       row.output_shape = shapes.size() == 1 ? *shapes.begin() : "multiple";

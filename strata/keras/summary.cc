@@ -64,16 +64,6 @@ void print_row(std::ostream& out, const std::vector<std::string>& fields,
   } while (any_left());
 }
 
-std::string shape_string(const TensorShape& s) {
-  std::string out = "(";
-  for (int i = 0; i < s.rank(); ++i) {
-    if (i > 0) out += ", ";
-    out += s.dim(i) < 0 ? "None" : std::to_string(s.dim(i));
-  }
-  if (s.rank() == 1) out += ",";
-  return out + ")";
-}
-
 int64_t count(const std::vector<Variable>& vars) {
   int64_t n = 0;
   for (const Variable& v : vars) n += v.shape().num_elements();
@@ -91,8 +81,7 @@ void print_summary(const Model& model, std::ostream& out) {
   const auto* functional = dynamic_cast<const FunctionalModel*>(&model);
   std::vector<std::string> shapes;
   if (sequential != nullptr) {
-    for (const TensorShape& s : sequential->layer_output_shapes())
-      shapes.push_back(shape_string(s));
+    for (const TensorShape& s : sequential->layer_output_shapes()) shapes.push_back(shape_repr(s));
   }
   std::vector<FunctionalModel::SummaryRow> rows;
   if (functional != nullptr) {
