@@ -57,6 +57,30 @@ void write_split(const std::string& dir, const std::string& prefix, uint32_t n, 
   write_idx(dir + "/" + prefix + "-labels-idx1-ubyte.gz", {n}, labels);
 }
 
+// Runs `strata` with `args`, its output discarded, kills it with SIGKILL after
+// `delay` and reaps it. True when the kill ended it, false when it had ended
+// by itself (or could not be started).
+bool killed_after(const std::vector<std::string>& args, std::chrono::milliseconds delay) {
+  std::vector<const char*> argv = {STRATA_CLI_PATH};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  argv.push_back(nullptr);
+  const pid_t pid = ::fork();
+  EXPECT_GE(pid, 0) << "fork failed";
+  if (pid < 0) return false;
+  if (pid == 0) {
+    const int null = ::open("/dev/null", O_WRONLY);
+    ::dup2(null, STDOUT_FILENO);
+    ::dup2(null, STDERR_FILENO);
+    ::execv(STRATA_CLI_PATH, const_cast<char* const*>(argv.data()));
+    ::_exit(127);
+  }
+  std::this_thread::sleep_for(delay);
+  ::kill(pid, SIGKILL);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFSIGNALED(status);
+}
+
 class Train : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -524,24 +548,13 @@ TEST_F(Train, RunsKilledAtAnyMomentAndResumedLogEveryEpochExactlyOnce) {
   uint32_t state = 12345;
   int killed = 0;
   for (int k = 0; k < kKills; ++k) {
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      const int null = ::open("/dev/null", O_WRONLY);
-      ::dup2(null, STDOUT_FILENO);
-      ::dup2(null, STDERR_FILENO);
-      ::execl(STRATA_CLI_PATH, STRATA_CLI_PATH, "train", "--strategy", "default", "--data-dir",
-              data_dir.c_str(), "--epochs", epochs.c_str(), "--batch-size", "32",
-              "--checkpoint-dir", ckpt_dir.c_str(), "--log-dir", log_dir.c_str(), nullptr);
-      ::_exit(127);
-    }
     // A kill 60-300 ms in: start-up, or the middle of some epoch, or its end.
     state = state * 1664525u + 1013904223u;
-    std::this_thread::sleep_for(std::chrono::milliseconds(60 + (state >> 16) % 240));
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    killed += WIFSIGNALED(status) ? 1 : 0;
+    const std::vector<std::string> args = {"train",  "--strategy",       "default", "--data-dir",
+                                           data_dir, "--epochs",         epochs,    "--batch-size",
+                                           "32",     "--checkpoint-dir", ckpt_dir,  "--log-dir",
+                                           log_dir};
+    if (killed_after(args, std::chrono::milliseconds(60 + (state >> 16) % 240))) ++killed;
   }
   std::printf("%d of %d runs killed\n", killed, kKills);
   EXPECT_GE(killed, kKills / 2);
@@ -603,26 +616,11 @@ TEST_F(Train, CheckpointDirRunsKilledAtRandomMomentsResumeToTheUninterruptedWeig
   for (int trial = 0; trial < kTrials; ++trial) {
     TempDir ckpt;
     const std::string ckpt_dir = ckpt.str();
-    std::vector<const char*> argv = {STRATA_CLI_PATH};
-    for (const std::string& f : flags) argv.push_back(f.c_str());
-    argv.push_back("--checkpoint-dir");
-    argv.push_back(ckpt_dir.c_str());
-    argv.push_back(nullptr);
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid == 0) {
-      const int null = ::open("/dev/null", O_WRONLY);
-      ::dup2(null, STDOUT_FILENO);
-      ::dup2(null, STDERR_FILENO);
-      ::execv(STRATA_CLI_PATH, const_cast<char* const*>(argv.data()));
-      ::_exit(127);
-    }
+    std::vector<std::string> args = flags;
+    args.push_back("--checkpoint-dir");
+    args.push_back(ckpt_dir);
     state = state * 1664525u + 1013904223u;
-    std::this_thread::sleep_for(std::chrono::milliseconds((state >> 8) % duration_ms));
-    ::kill(pid, SIGKILL);
-    int status = 0;
-    ::waitpid(pid, &status, 0);
-    killed += WIFSIGNALED(status) ? 1 : 0;
+    if (killed_after(args, std::chrono::milliseconds((state >> 8) % duration_ms))) ++killed;
     std::string resume_command = common;
     resume_command += " --checkpoint-dir ";
     resume_command += ckpt_dir;
