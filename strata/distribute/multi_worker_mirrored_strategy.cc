@@ -19,6 +19,7 @@
 #include "strata/core/config.h"
 #include "strata/core/device.h"
 #include "strata/distribute/distributed_variable.h"
+#include "strata/distribute/step_profile.h"
 
 namespace strata::distribute {
 namespace {
@@ -261,17 +262,31 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
 
 MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() = default;
 
+namespace {
+
+// A sum over the workers made by the thread driving the strategy. Under a
+// step profile it is split as the replicas' all-reduces are: the barrier is
+// the wait for the slowest worker, the sum the transfer.
+Tensor sum_over_workers(collective::Collectives& workers, int rank, const Tensor& local) {
+  {
+    const ScopedStepPhase wait(StepPhase::kCollectiveWait);
+    if (wait.active()) workers.barrier(rank);
+  }
+  const ScopedStepPhase transfer(StepPhase::kCollectiveTransfer);
+  return workers.all_reduce(rank, local, collective::ReduceOp::SUM);
+}
+
+}  // namespace
+
 Tensor MultiWorkerMirroredStrategy::sum_across_workers(const Tensor& local) {
   if (!cross_workers_) return local;
-  return cross_workers_->all_reduce(worker_index_, local, collective::ReduceOp::SUM);
+  return sum_over_workers(*cross_workers_, worker_index_, local);
 }
 
 StepAgreement MultiWorkerMirroredStrategy::step_agreement() const {
   if (!cross_workers_) return {};
   return [group = cross_workers_, rank = worker_index_](bool has_data) {
-    const Tensor any =
-        group->all_reduce(rank, constant(int64_t{has_data ? 1 : 0}), collective::ReduceOp::SUM);
-    return any.item<int64_t>() > 0;
+    return sum_over_workers(*group, rank, constant(int64_t{has_data ? 1 : 0})).item<int64_t>() > 0;
   };
 }
 

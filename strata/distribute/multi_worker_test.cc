@@ -15,6 +15,7 @@
 #include "strata/cluster/socket.h"
 #include "strata/core/config.h"
 #include "strata/distribute/distributed_variable.h"
+#include "strata/distribute/step_profile.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
 
@@ -72,6 +73,47 @@ class MultiWorkerTest : public ::testing::Test {
     // Every worker's error, not just the first: the root cause may be on either.
     if (!errors.empty()) throw std::runtime_error("a worker failed:" + errors);
     return out;
+  }
+
+  // Two workers step through 4 global batches of 8, each step a forward pass
+  // and an all-reduce, profiled; worker 1's input map sleeps (slow_input) or
+  // its forward pass is throttled (slow_compute). Every worker's report.
+  static std::vector<StepProfileReport> profile_two_workers(bool slow_input, bool slow_compute) {
+    return on_workers<StepProfileReport>(
+        two_workers(), [slow_input, slow_compute](MultiWorkerMirroredStrategy& s) {
+          s.enable_step_profile();
+          const bool slow = s.extended().task_id() == 1;
+          const data::Dataset ds =
+              data::Dataset::range(32).map([slow, slow_input](const data::Element& e) {
+                if (slow && slow_input) std::this_thread::sleep_for(std::chrono::milliseconds(15));
+                return e;
+              });
+          DistributedIterator it = s.experimental_distribute_dataset(ds.batch(8)).iter();
+          auto scope = s.scope();
+          while (true) {
+            std::optional<PerReplica<data::Element>> batch;
+            {
+              ScopedStepPhase input(StepPhase::kInput);
+              batch = it.get_next_as_optional();
+            }
+            if (!batch) break;
+            s.step_profiler()->count_step();
+            s.run(
+                [slow, slow_compute](const data::Element& e) {
+                  Tensor sum;
+                  {
+                    ScopedStepPhase forward(StepPhase::kForward);
+                    if (slow && slow_compute)
+                      std::this_thread::sleep_for(std::chrono::milliseconds(60));
+                    sum = reduce_sum(cast(e[0], DType::float32));
+                  }
+                  ScopedStepPhase apply(StepPhase::kApply);
+                  return get_replica_context()->all_reduce(ReduceOp::SUM, sum);
+                },
+                *batch);
+          }
+          return gather_step_profile(s);
+        });
   }
 };
 
@@ -349,6 +391,31 @@ TEST_F(MultiWorkerTest, ACollectiveTimeoutNamesTheTaskThatNeverEnteredIt) {
   EXPECT_NE(outcome[0].find("rank 1 (/job:worker/task:1) never entered it within 1000ms"),
             std::string::npos)
       << outcome[0];
+}
+
+TEST_F(MultiWorkerTest, AWorkerWithASlowInputPipelineIsNamedWithInputOnEveryWorker) {
+  const std::vector<StepProfileReport> reports = profile_two_workers(true, false);
+  for (const StepProfileReport& r : reports) {
+    EXPECT_EQ(r.steps, 4);
+    EXPECT_EQ(r.num_workers, 2);
+    ASSERT_EQ(r.replicas.size(), 4u) << r.table();
+    ASSERT_EQ(r.stragglers.size(), 1u) << r.table();
+    EXPECT_EQ(r.stragglers[0].who, "worker 1") << r.table();
+    EXPECT_EQ(r.stragglers[0].dominant_phase, StepPhase::kInput) << r.table();
+    // Worker 0 spends the difference waiting for worker 1 in the all-reduce.
+    EXPECT_GT(r.worker_seconds(0)[static_cast<int>(StepPhase::kCollectiveWait)],
+              r.worker_seconds(1)[static_cast<int>(StepPhase::kCollectiveWait)])
+        << r.table();
+  }
+  EXPECT_EQ(reports[0].table(), reports[1].table());
+}
+
+TEST_F(MultiWorkerTest, AWorkerWithThrottledComputeIsNamedWithForwardOnEveryWorker) {
+  for (const StepProfileReport& r : profile_two_workers(false, true)) {
+    ASSERT_EQ(r.stragglers.size(), 1u) << r.table();
+    EXPECT_EQ(r.stragglers[0].who, "worker 1") << r.table();
+    EXPECT_EQ(r.stragglers[0].dominant_phase, StepPhase::kForward) << r.table();
+  }
 }
 
 TEST_F(MultiWorkerTest, RolesAreValidated) {

@@ -110,6 +110,13 @@ std::vector<Tensor> ReplicatedStrategy::all_reduce_in_replica(ReplicaContext& ct
   if (!collectives_) return Strategy::all_reduce_in_replica(ctx, op, values);
   const collective::ReduceOp cop = to_collective(op);
   const int rank = ctx.replica_id_in_sync_group();
+  {
+    // Under a step profile the barrier's time is this replica's wait for the
+    // slowest peer; what follows, every peer present, is the transfer.
+    const ScopedStepPhase wait(StepPhase::kCollectiveWait);
+    if (wait.active()) collectives_->barrier(rank);
+  }
+  ScopedStepPhase transfer(StepPhase::kCollectiveTransfer);
   const int64_t pack_limit = communication_options_.bytes_per_pack;
   if (pack_limit == 0) return collectives_->all_reduce(rank, values, cop);
   std::vector<Tensor> out;

@@ -346,6 +346,11 @@ Strategy::Strategy(std::unique_ptr<StrategyExtended> extended) : extended_(std::
 }
 Strategy::~Strategy() { internal::forget_variables_of(*this); }
 
+std::shared_ptr<StepProfiler> Strategy::enable_step_profile() {
+  if (!step_profiler_) step_profiler_ = std::make_shared<StepProfiler>(num_local_replicas());
+  return step_profiler_;
+}
+
 const Device& Strategy::local_device(int) const { return current_device(); }
 
 std::shared_ptr<void> Strategy::merge_replicas(int, const void* payload, const MergeFn& merge) {

@@ -43,6 +43,7 @@
 #include "strata/distribute/distributed_dataset.h"
 #include "strata/distribute/input_context.h"
 #include "strata/distribute/reduce_op.h"
+#include "strata/distribute/step_profile.h"
 #include "strata/distribute/values.h"
 #include "strata/ops/collective_ops.h"
 #include "strata/ops/replica_count.h"
@@ -296,6 +297,15 @@ class Strategy {
   virtual std::string name() const = 0;
   bool is_default() const noexcept;
 
+  // Starts recording where training steps spend their time, per local
+  // replica (step_profile.h); a Strata extension. Call between runs; a second
+  // call keeps the current recorder. Totals are read with
+  // gather_step_profile(*this).
+  std::shared_ptr<StepProfiler> enable_step_profile();
+  void disable_step_profile() { step_profiler_.reset(); }
+  // The recorder, or nullptr when not profiling.
+  StepProfiler* step_profiler() const noexcept { return step_profiler_.get(); }
+
   // Runs fn(args...) once per local replica, each on its replica thread with
   // its own replica context and device; PerReplica arguments are unwrapped to
   // the replica's component. Returns the results regrouped as TF's regroup
@@ -446,6 +456,7 @@ class Strategy {
 
  private:
   std::unique_ptr<StrategyExtended> extended_;
+  std::shared_ptr<StepProfiler> step_profiler_;
 };
 
 // The process-wide default strategy: one replica, no-op semantics (spec §1.2).

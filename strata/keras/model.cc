@@ -275,12 +275,20 @@ Logs Model::train_step(const data::Element& data) {
   Tensor y_pred;
   {
     GradientTape tape;
-    y_pred = d.xs.size() == 1 ? (*this)(d.x, /*training=*/true) : (*this)(d.xs, true);
-    Tensor loss = compute_loss(d.x, d.y, y_pred, d.sample_weight);
+    Tensor loss;
+    {
+      distribute::ScopedStepPhase forward(distribute::StepPhase::kForward);
+      y_pred = d.xs.size() == 1 ? (*this)(d.x, /*training=*/true) : (*this)(d.xs, true);
+      loss = compute_loss(d.x, d.y, y_pred, d.sample_weight);
+    }
+    distribute::ScopedStepPhase gradient(distribute::StepPhase::kGradient);
     vars = trainable_variables();
     grads = tape.gradient(loss, vars);
   }
-  optimizer_->apply_gradients(strata::zip(grads, vars));
+  {
+    distribute::ScopedStepPhase apply(distribute::StepPhase::kApply);
+    optimizer_->apply_gradients(strata::zip(grads, vars));
+  }
   return compute_metrics(d.x, d.y, y_pred, d.sample_weight);
 }
 
@@ -345,6 +353,7 @@ Logs Model::merge_replica_logs(const distribute::PerReplica<Logs>& per_replica) 
 }
 
 Logs Model::run_train_step(const internal::StepInput& in) {
+  if (distribute::StepProfiler* profiler = strategy_->step_profiler()) profiler->count_step();
   if (in.local) return train_step(*in.local);
   prepare_distributed_step(in.per_replica->component(0), /*training=*/true);
   auto logs =
@@ -487,8 +496,11 @@ History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dat
     Logs step_logs;
     bool ran_dry = false;
     while (!options.steps_per_epoch || step < *options.steps_per_epoch) {
-      std::optional<internal::StepInput> in =
-          pending ? std::exchange(pending, std::nullopt) : draw(epoch, step);
+      std::optional<internal::StepInput> in;
+      {
+        distribute::ScopedStepPhase input(distribute::StepPhase::kInput);
+        in = pending ? std::exchange(pending, std::nullopt) : draw(epoch, step);
+      }
       if (!in) {
         ran_dry = options.steps_per_epoch.has_value();
         break;
@@ -500,7 +512,11 @@ History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dat
       // steps_per_execution: the batch hooks see groups of steps (Keras).
       for (int64_t k = 1; k < steps_per_execution_; ++k) {
         if (options.steps_per_epoch && end_step + 1 >= *options.steps_per_epoch) break;
-        std::optional<internal::StepInput> more = stream->next();
+        std::optional<internal::StepInput> more;
+        {
+          distribute::ScopedStepPhase input(distribute::StepPhase::kInput);
+          more = stream->next();
+        }
         if (!more) break;
         step_logs = run_train_step(*more);
         ++end_step;
