@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <functional>
 #include <future>
 #include <thread>
@@ -408,6 +409,7 @@ TEST_F(MultiWorkerTest, AWorkerWithASlowInputPipelineIsNamedWithInputOnEveryWork
         << r.table();
   }
   EXPECT_EQ(reports[0].table(), reports[1].table());
+  std::printf("%s", reports[0].table().c_str());  // the example in docs/step_profile.md
 }
 
 TEST_F(MultiWorkerTest, AWorkerWithThrottledComputeIsNamedWithForwardOnEveryWorker) {

@@ -221,6 +221,49 @@ TEST_F(Train, MultiWorkerTrainsTheSameModelInTwoLaunchedProcesses) {
   EXPECT_EQ(names, (std::vector<std::string>{"checkpoint", "ckpt-1", "ckpt-2"}));
 }
 
+// --profile under two launched workers: every worker's JSON line carries the
+// whole report (both workers, every phase); only the chief writes
+// step_profile.json and the TensorBoard run "profile". Human output prints
+// the table.
+TEST_F(Train, ProfileReportsEveryWorkersPhasesAndTheChiefWritesThem) {
+  TempDir logs;
+  Result r = run("launch --nproc 2 -- " + std::string(STRATA_CLI_PATH) + " " +
+                 quick("--strategy multi_worker --json --epochs 1 --limit-examples 256 --profile "
+                       "--log-dir " +
+                       logs.str()));
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (int w = 0; w < 2; ++w) {
+    const std::string prefix = "[worker:" + std::to_string(w) + "] {";
+    const size_t at = r.output.find(prefix);
+    ASSERT_NE(at, std::string::npos) << r.output;
+    const size_t begin = at + prefix.size() - 1;
+    const nlohmann::json line =
+        nlohmann::json::parse(r.output.substr(begin, r.output.find('\n', begin) - begin));
+    const nlohmann::json& p = line.at("step_profile");
+    EXPECT_EQ(p.at("num_workers"), 2) << p;
+    EXPECT_EQ(p.at("steps"), 8) << p;  // 256 examples, global batch 32
+    ASSERT_EQ(p.at("replicas").size(), 2u) << p;
+    for (const nlohmann::json& replica : p.at("replicas")) {
+      for (const char* phase : {"input", "forward", "gradient", "apply", "collective_transfer"})
+        EXPECT_GT(replica.at("seconds").at(phase).get<double>(), 0) << phase << " " << p;
+    }
+    EXPECT_EQ(line.contains("step_profile_json"), w == 0) << line;
+  }
+  const nlohmann::json written = nlohmann::json::parse(read_file(logs / "step_profile.json"));
+  EXPECT_EQ(written.at("workers").size(), 2u) << written;
+  bool event_file = false;
+  for (const auto& e : fs::directory_iterator(logs / "profile"))
+    event_file |= e.path().filename().string().rfind("events.out.tfevents.", 0) == 0;
+  EXPECT_TRUE(event_file);
+
+  Result human = run(quick("--strategy mirrored --devices 2 --epochs 1 --profile --profile-json " +
+                           (logs / "mirrored.json")));
+  ASSERT_EQ(human.status, 0) << human.output;
+  EXPECT_NE(human.output.find("Step profile: 16 steps"), std::string::npos) << human.output;
+  EXPECT_NE(human.output.find("step profile: " + (logs / "mirrored.json")), std::string::npos)
+      << human.output;
+}
+
 TEST_F(Train, ResumesFromTheCheckpointDir) {
   TempDir ckpt;
   nlohmann::json first = run_json("--epochs 1 --strategy default --checkpoint-dir " + ckpt.str());

@@ -31,6 +31,7 @@
 #include "strata/data/dataset.h"
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/distribute/multi_worker_mirrored_strategy.h"
+#include "strata/distribute/step_profile.h"
 #include "strata/distribute/strategy.h"
 #include "strata/distribute/tpu_strategy.h"
 #include "strata/distribute/tpu_system.h"
@@ -545,6 +546,7 @@ void check_workers_agree(sd::Strategy& strategy, const TrainOptions& o, const st
       {"--optimizer", o.optimizer == "sgd" ? 1 : 0, o.optimizer},
       {"--learning-rate", lr_bits, str_cat(o.learning_rate)},
       {"--collective-timeout", timeout_bits, str_cat(o.collective_timeout)},
+      {"--profile", o.profile ? 1 : 0, o.profile ? "on" : "off"},
       {"--tfrecord", static_cast<int64_t>(std::hash<std::string>{}(o.tfrecord)),
        "'" + o.tfrecord + "'"},
   };
@@ -574,6 +576,7 @@ void check_workers_agree(sd::Strategy& strategy, const TrainOptions& o, const st
       chief_text = str_cat(d);
     }
     if (std::string_view(f.flag) == "--tfrecord") chief_text = "another glob";
+    if (std::string_view(f.flag) == "--profile") chief_text = chief_value == 1 ? "on" : "off";
     differences += str_cat(differences.empty() ? "" : "; ", f.flag, ": the chief has ", chief_text,
                            ", this worker ", f.text.empty() ? str_cat(f.value) : f.text);
   }
@@ -596,6 +599,73 @@ std::vector<std::string> strategy_devices(sd::Strategy& s) {
 keras::optimizers::OptimizerPtr make_optimizer(const TrainOptions& o, double lr) {
   if (o.optimizer == "sgd") return keras::optimizers::SGD({.learning_rate = lr, .momentum = 0.9});
   return keras::optimizers::Adam({.learning_rate = lr});
+}
+
+// The step profile as a table, as JSON, and where the JSON went.
+struct StepProfileOutput {
+  std::string table;
+  nlohmann::json json;
+  std::string path;  // "" on a worker other than the chief
+};
+
+nlohmann::json phase_json(const sd::PhaseSeconds& seconds) {
+  nlohmann::json j = nlohmann::json::object();
+  for (int p = 0; p < sd::kNumStepPhases; ++p) {
+    j[std::string(sd::step_phase_name(static_cast<sd::StepPhase>(p)))] = seconds[p];
+  }
+  return j;
+}
+
+// Every worker gets the whole report; the chief writes it as JSON (to
+// --profile-json, or step_profile.json in --log-dir or the current folder)
+// and, with --log-dir, as TensorBoard scalars of the run "profile": per
+// worker and phase, the seconds per step, at the last epoch.
+StepProfileOutput write_step_profile(const TrainOptions& o, const sd::StepProfileReport& report,
+                                     bool chief, keras::callbacks::TensorBoardCallback* tensorboard,
+                                     int64_t epochs) {
+  StepProfileOutput out{.table = report.table(), .json = nlohmann::json::object(), .path = ""};
+  nlohmann::json& j = out.json;
+  j["steps"] = report.steps;
+  j["num_workers"] = report.num_workers;
+  j["replicas"] = nlohmann::json::array();
+  for (const sd::ReplicaStepTimes& r : report.replicas) {
+    j["replicas"].push_back({{"worker", r.worker},
+                             {"replica", r.replica},
+                             {"seconds", phase_json(r.seconds)},
+                             {"busy_seconds", r.busy()}});
+  }
+  std::vector<int> workers;
+  for (const sd::ReplicaStepTimes& r : report.replicas) {
+    if (std::find(workers.begin(), workers.end(), r.worker) == workers.end())
+      workers.push_back(r.worker);
+  }
+  j["workers"] = nlohmann::json::array();
+  keras::Logs scalars;
+  for (int w : workers) {
+    const sd::PhaseSeconds s = report.worker_seconds(w);
+    j["workers"].push_back({{"worker", w}, {"seconds", phase_json(s)}});
+    for (int p = 0; p < sd::kNumStepPhases; ++p) {
+      scalars.set(str_cat("worker_", w, "/", sd::step_phase_name(static_cast<sd::StepPhase>(p)),
+                          "_seconds_per_step"),
+                  report.steps > 0 ? s[p] / double(report.steps) : 0.0);
+    }
+  }
+  j["stragglers"] = nlohmann::json::array();
+  for (const sd::Straggler& s : report.stragglers) {
+    j["stragglers"].push_back({{"who", s.who},
+                               {"phase", std::string(sd::step_phase_name(s.dominant_phase))},
+                               {"busy_seconds", s.busy_seconds},
+                               {"median_busy_seconds", s.median_busy_seconds},
+                               {"message", s.describe()}});
+  }
+  if (!chief) return out;
+  out.path = !o.profile_json.empty() ? o.profile_json
+             : !o.log_dir.empty()
+                 ? (std::filesystem::path(o.log_dir) / "step_profile.json").string()
+                 : std::string("step_profile.json");
+  write_file_atomically(out.path, j.dump(2) + "\n");
+  if (tensorboard != nullptr) tensorboard->write_run_scalars("profile", epochs, scalars);
+  return out;
 }
 
 std::string fixed(double v, int digits) {
@@ -628,6 +698,8 @@ void validate_train_options(const TrainOptions& o) {
                    "--strategy default runs on one device, got --devices ", o.devices,
                    " (use --strategy mirrored)");
   if (!o.plot.empty()) check_can_plot(o.plot);
+  STRATA_CHECK_ARG(o.profile_json.empty() || o.profile,
+                   "--profile-json needs --profile, got only --profile-json ", o.profile_json);
   STRATA_CHECK_ARG(
       o.tfrecord_test.empty() || !o.tfrecord.empty(),
       "--tfrecord-test needs --tfrecord (the training files), got only --tfrecord-test ",
@@ -723,6 +795,12 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
                    "the start-up)")
       ->envname("STRATA_COLLECTIVE_TIMEOUT")
       ->check(finite_in(0, 86400, /*exclusive_low=*/true));
+  train->add_flag("--profile", o.profile,
+                  "Time every step's phases per replica and worker (input, forward, gradient, "
+                  "apply, collective wait and transfer), print the table and name stragglers");
+  train->add_option("--profile-json", o.profile_json,
+                    "--profile: write the table here as JSON (default: step_profile.json in "
+                    "--log-dir, or in the current folder)");
   return train;
 }
 
@@ -817,11 +895,12 @@ int run_train(const TrainOptions& o) {
   const bool write_logs = !o.log_dir.empty() && chief;
   const bool write_plot = !o.plot.empty() && chief;
   std::vector<keras::callbacks::CallbackPtr> log_callbacks;
+  std::shared_ptr<keras::callbacks::TensorBoardCallback> tensorboard;
   if (write_logs) {
     std::filesystem::create_directories(o.log_dir);
     csv_path = (std::filesystem::path(o.log_dir) / "metrics.csv").string();
-    log_callbacks.push_back(
-        std::make_shared<UnlessInterrupted>(keras::callbacks::TensorBoard({.log_dir = o.log_dir})));
+    tensorboard = keras::callbacks::TensorBoard({.log_dir = o.log_dir});
+    log_callbacks.push_back(std::make_shared<UnlessInterrupted>(tensorboard));
     // A resumed run appends to the rows of the epochs already done.
     log_callbacks.push_back(
         std::make_shared<UnlessInterrupted>(keras::callbacks::CSVLogger(csv_path, ",", resuming)));
@@ -831,6 +910,7 @@ int run_train(const TrainOptions& o) {
                                                            std::move(log_callbacks), csv_path));
   }
 
+  if (o.profile) strategy.enable_step_profile();
   keras::History history;
   {
     const SigintGuard sigint;
@@ -846,6 +926,13 @@ int run_train(const TrainOptions& o) {
   }
   const bool interrupted = g_stopped_mid_epoch.load();
   const std::optional<int> resumed_at = backup ? backup->resumed_epoch() : std::nullopt;
+  std::optional<StepProfileOutput> profile;
+  if (o.profile) {
+    std::optional<sd::StrategyScope> scope;
+    if (owned) scope.emplace(strategy);
+    profile = write_step_profile(o, sd::gather_step_profile(strategy), chief, tensorboard.get(),
+                                 history.epoch.empty() ? 0 : history.epoch.back() + 1);
+  }
 
   keras::Logs test;
   if (!interrupted)
@@ -892,6 +979,10 @@ int run_train(const TrainOptions& o) {
     if (write_logs) j["log_dir"] = o.log_dir;
     if (plotted) j["plot"] = o.plot;
     if (!plot_error.empty()) j["plot_error"] = plot_error;
+    if (profile) {
+      j["step_profile"] = profile->json;
+      if (!profile->path.empty()) j["step_profile_json"] = profile->path;
+    }
     out << j.dump() << "\n";
   } else {
     out << "\n";
@@ -918,6 +1009,10 @@ int run_train(const TrainOptions& o) {
     if (write_logs) {
       out << "logs: " << o.log_dir << " (TensorBoard: tensorboard --logdir " << o.log_dir << "; "
           << csv_path << ")\n";
+    }
+    if (profile) {
+      out << "\n" << profile->table;
+      if (!profile->path.empty()) out << "step profile: " << profile->path << "\n";
     }
     if (write_plot && !interrupted) {
       out << "plot: "

@@ -54,6 +54,12 @@ struct TrainOptions {
   // (CommunicationOptions.timeout_seconds); 0 = the strategy's defaults (600 s
   // per collective, 60 s start-up). Also from $STRATA_COLLECTIVE_TIMEOUT.
   double collective_timeout = 0;
+  // Record where each step's time goes per replica and worker (input,
+  // forward, gradient, apply, collective wait and transfer), print the table
+  // and the stragglers at the end, write it as JSON to profile_json and, with
+  // --log-dir, as TensorBoard scalars of the run "profile".
+  bool profile = false;
+  std::string profile_json = "";  // "" = <log-dir>/step_profile.json, or ./step_profile.json
 };
 
 // Registers the `train` subcommand and its flags on `app`, filling `options`.

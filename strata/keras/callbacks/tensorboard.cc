@@ -78,7 +78,13 @@ std::string TensorBoardCallback::event_file(const std::string& run) const {
   return it == writers_.end() ? std::string() : it->second.path;
 }
 
-void TensorBoardCallback::write_scalars(const std::string& run, int64_t step, const Logs& logs) {
+void TensorBoardCallback::write_run_scalars(const std::string& run, int64_t step,
+                                            const Logs& values) {
+  write_scalars(run, step, values, /*tag_prefix=*/"");
+}
+
+void TensorBoardCallback::write_scalars(const std::string& run, int64_t step, const Logs& logs,
+                                        const std::string& tag_prefix) {
   if (logs.empty()) return;
   Writer& w = writer(run);
   tensorflow::Event event;
@@ -86,7 +92,7 @@ void TensorBoardCallback::write_scalars(const std::string& run, int64_t step, co
   event.set_step(step);
   for (const auto& [name, value] : logs) {
     tensorflow::Summary::Value* v = event.mutable_summary()->add_value();
-    v->set_tag("epoch_" + name);
+    v->set_tag(tag_prefix + name);
     v->set_simple_value(float(value));
   }
   w.records.push_back(event.SerializeAsString());

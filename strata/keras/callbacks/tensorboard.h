@@ -52,6 +52,10 @@ class TensorBoardCallback : public Callback {
 
   // The event file of a run ("train" or "validation"), once written.
   std::string event_file(const std::string& run) const;
+  // Writes `values` as scalars of `run` (a folder beside "train") at `step`,
+  // tagged with their names as given, as tf.summary.scalar would under a
+  // file writer of <log_dir>/<run>.
+  void write_run_scalars(const std::string& run, int64_t step, const Logs& values);
 
  private:
   struct Writer {
@@ -59,7 +63,8 @@ class TensorBoardCallback : public Callback {
     std::vector<std::string> records;  // serialized Events
   };
   Writer& writer(const std::string& run);
-  void write_scalars(const std::string& run, int64_t step, const Logs& logs);
+  void write_scalars(const std::string& run, int64_t step, const Logs& logs,
+                     const std::string& tag_prefix = "epoch_");
   TensorBoardOptions options_;
   std::map<std::string, Writer> writers_;
   double epoch_start_ = 0;
