@@ -13,9 +13,12 @@
 #include <algorithm>
 #include <csignal>
 #include <cstring>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <span>
+#include <thread>
 
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
@@ -122,6 +125,41 @@ struct internal::GlooState {
     }
   };
 
+  // Progress published for the peers' timeout reports (publish_progress).
+  Mutex progress_mu;
+  std::string last_completed STRATA_GUARDED_BY(progress_mu) = "completed no collective yet";
+  std::function<std::string()> activity STRATA_GUARDED_BY(progress_mu);
+  bool stopping STRATA_GUARDED_BY(progress_mu) = false;
+  CondVar progress_cv;
+
+  void note_completed(uint64_t call, const std::string& description) {
+    MutexLock lock(progress_mu);
+    last_completed = str_cat("completed collective #", call, " ", description);
+  }
+  std::string progress_text() {
+    MutexLock lock(progress_mu);
+    if (!activity) return last_completed;
+    return str_cat(last_completed, "; ", activity());
+  }
+  // The progress thread's loop: publishes every progress_interval until stopped.
+  void publish_progress_until_stopped() {
+    for (;;) {
+      reports.publish_progress(progress_text());
+      MutexLock lock(progress_mu);
+      if (progress_cv.wait_until(progress_mu, Clock::now() + options.progress_interval,
+                                 [this]() STRATA_REQUIRES(progress_mu) { return stopping; }))
+        return;
+    }
+  }
+  void stop_progress() {
+    {
+      MutexLock lock(progress_mu);
+      stopping = true;
+    }
+    progress_cv.notify_all();
+    if (progress_thread.joinable()) progress_thread.join();
+  }
+
   Mutex mu;
   std::shared_ptr<MeshContext> context STRATA_GUARDED_BY(mu);
   uint64_t epoch STRATA_GUARDED_BY(mu) = 0;
@@ -204,9 +242,13 @@ struct internal::GlooState {
     }
   }
 
-  // The header-phase verdict: `missing` never entered collective #call.
-  [[noreturn]] void fail_not_entered(const std::string& collective, const std::string& missing) {
-    fail(ErrorCode::DEADLINE_EXCEEDED, reports.not_entered(collective, missing));
+  // The header-phase verdict: the missing ranks never entered the collective.
+  // `verdict`: the missing ranks' names, a newline, what they were last heard doing.
+  [[noreturn]] void fail_not_entered(const std::string& collective, const std::string& verdict) {
+    const size_t newline = verdict.find('\n');
+    fail(ErrorCode::DEADLINE_EXCEEDED,
+         reports.not_entered(collective, verdict.substr(0, newline),
+                             newline == std::string::npos ? "" : verdict.substr(newline + 1)));
   }
 
   // Rendezvous under the current epoch (no context installed), within the
@@ -336,7 +378,10 @@ struct internal::GlooState {
           // The same verdict on every rank that waited (each saw the others'
           // headers arrive), then who reports it. Recorded for the peers whose
           // connections to this rank the timeout closes (peer_record).
-          const std::string verdict = reports.names(missing);
+          // The record: the missing ranks' names, a newline, what they were
+          // last heard doing (names hold no newline).
+          const std::string verdict =
+              str_cat(reports.names(missing), "\n", reports.last_heard(missing));
           reports.leave_record(key, verdict);
           fail_not_entered(collective, verdict);
         }
@@ -417,6 +462,16 @@ struct internal::GlooState {
       check_schedules(mine, ex.headers);
       sig.validate(kWho, size);
       if (options.before_data_for_testing) options.before_data_for_testing(call);
+      // Noted once the data moved (a throwing call is not completed).
+      struct NoteCompleted {
+        GlooState& state;
+        uint64_t call;
+        const std::string& description;
+        const int exceptions = std::uncaught_exceptions();
+        ~NoteCompleted() {
+          if (std::uncaught_exceptions() == exceptions) state.note_completed(call, description);
+        }
+      } note{*this, call, description};
       return data(ctx, ex, deadline);
     } catch (const gloo::EnforceNotMet& err) {
       fail_from_gloo(description, call, err.what());
@@ -424,6 +479,10 @@ struct internal::GlooState {
       fail_from_gloo(description, call, err.what());
     }
   }
+
+  // Publishes progress while the group lives (started after the rendezvous,
+  // joined by stop_progress before anything it reads goes).
+  std::thread progress_thread;
 
   // Element-wise all-reduce of `n` elements from `in` into `out` (which may equal in).
   void allreduce_buffer(const std::shared_ptr<gloo::Context>& ctx, DType dtype, ReduceOp op,
@@ -496,8 +555,13 @@ GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<Store> stor
         s.options.iface.empty() ? "host " + s.options.hostname : "interface " + s.options.iface,
         ": ", internal::with_host_order_ports(err.what())));
   }
-  MutexLock call_lock(s.call_mu);
-  s.connect();
+  {
+    MutexLock call_lock(s.call_mu);
+    s.connect();
+  }
+  if (s.options.progress_interval.count() > 0 && size > 1) {
+    s.progress_thread = std::thread([&s] { s.publish_progress_until_stopped(); });
+  }
 }
 
 // A graceful close: the buffers go first (each holds the transport context),
@@ -507,6 +571,7 @@ GlooCollectives::GlooCollectives(int rank, int size, std::shared_ptr<Store> stor
 // references that the buffer's destructor waits out.)
 GlooCollectives::~GlooCollectives() {
   if (state_ == nullptr) return;
+  state_->stop_progress();
   // No call can be in progress here; call_mu is free, taken because it guards the buffers.
   MutexLock call_lock(state_->call_mu);
   MutexLock lock(state_->mu);
@@ -758,6 +823,11 @@ void GlooCollectives::barrier(int rank) {
               [](const std::shared_ptr<gloo::Context>&, const GlooExchange&, Clock::time_point) {
                 return 0;
               });
+}
+
+void GlooCollectives::set_activity(std::function<std::string()> activity) {
+  MutexLock lock(state_->progress_mu);
+  state_->activity = std::move(activity);
 }
 
 void GlooCollectives::abort(const std::string& reason) {

@@ -34,12 +34,14 @@
 // receive buffers are registered once per connection and reused by every call.
 // On a timeout it gives every rank that waited the
 // same verdict, "collective #3 <what>: rank 2 never entered it within 500ms"
-// (then "reported by rank 0"). When the data phase times out instead, the
-// ranks that timed out record it in the store and wait briefly for each other
-// (a tenth of the timeout, 0.1-2 s): every one of them then reports the same
-// "rank 2 never finished it" for the ranks that did not. The header exchange
-// is the whole of barrier(). Larger data moves with Gloo's ring all-reduce, allgatherv and
-// broadcast; a list of tensors is packed into one buffer per dtype.
+// (then "reported by rank 0"), followed by what each missing rank last
+// published of its progress (GlooOptions::progress_interval): "rank 2 was last
+// heard from 1.2 s before: completed collective #2 <what>; step 7, phase input". When the data
+// phase times out instead, the ranks that timed out record it in the store and wait briefly for
+// each other (a tenth of the timeout, 0.1-2 s): every one of them then reports the same "rank 2
+// never finished it" for the ranks that did not. The header exchange is the whole of barrier().
+// Larger data moves with Gloo's ring all-reduce, allgatherv and broadcast; a list of tensors is
+// packed into one buffer per dtype.
 //
 // Errors: see collectives.h. A transport failure (a peer died, a connection
 // closed) is UnavailableError naming the peer's rank where Gloo reports its
@@ -92,6 +94,11 @@ struct GlooOptions {
   std::string prefix = "strata/gloo";
   // Names of the ranks for error messages ("/job:worker/task:1"); empty, or one per rank.
   std::vector<std::string> rank_names = {};
+  // How often this rank publishes its progress to the store (its last
+  // completed collective and set_activity()'s text): a peer that times out
+  // waiting for this rank says what it was last doing, even when this rank is
+  // stopped or hung. 0: never.
+  std::chrono::milliseconds progress_interval = std::chrono::milliseconds(500);
   // Tests only: called with the call's sequence number once the headers agree,
   // before the data moves (a test stalls one rank there). While it is set this
   // rank sends no data with its headers, so every call has a data phase.
@@ -124,6 +131,13 @@ class GlooCollectives final : public Collectives {
   void barrier(int rank) override;
   void abort(const std::string& reason) override;
   void reset() override;
+
+  // What this rank is doing besides collectives ("step 41, phase input"),
+  // published with its progress; called on the progress thread, so it must be
+  // thread-safe. nullptr (the default) publishes the collectives alone; set it
+  // back to nullptr before what `activity` reads goes away (this waits for a
+  // call in progress).
+  void set_activity(std::function<std::string()> activity);
 
  private:
   std::unique_ptr<internal::GlooState> state_;

@@ -258,9 +258,19 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
       local, collective::CollectiveOptions{.timeout = 2 * call_timeout + std::chrono::seconds(5)});
   set_collectives(std::make_shared<collective::HierarchicalCollectives>(
       local, in_process, cross_workers_, worker_index_));
+  // What this worker is doing, published with its progress for the other
+  // workers' reports of a collective that timed out waiting for it.
+  cross_workers_->set_activity([this] {
+    const StepProfiler* profiler = step_profiler();
+    return profiler != nullptr ? profiler->activity()
+                               : std::string("step phase unknown (no step profile)");
+  });
 }
 
-MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() = default;
+MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() {
+  // The group may outlive this strategy (a distributed dataset holds it).
+  if (cross_workers_) cross_workers_->set_activity(nullptr);
+}
 
 namespace {
 

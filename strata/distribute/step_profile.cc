@@ -83,7 +83,8 @@ std::string_view step_phase_name(StepPhase phase) noexcept {
 }
 
 StepProfiler::StepProfiler(int num_local_replicas)
-    : totals_(static_cast<size_t>(std::max(num_local_replicas, 1))) {
+    : totals_(static_cast<size_t>(std::max(num_local_replicas, 1))), current_(totals_.size() + 1) {
+  for (std::atomic<int>& c : current_) c.store(-1, std::memory_order_relaxed);
   STRATA_CHECK_ARG(num_local_replicas >= 1, "StepProfiler: num_local_replicas must be >= 1, got ",
                    num_local_replicas);
   for (Totals& t : totals_) {
@@ -111,6 +112,30 @@ std::vector<PhaseSeconds> StepProfiler::snapshot() const {
   return out;
 }
 
+int StepProfiler::enter(int slot, StepPhase phase) {
+  return current_.at(static_cast<size_t>(slot))
+      .exchange(static_cast<int>(phase), std::memory_order_relaxed);
+}
+
+void StepProfiler::leave(int slot, int previous) {
+  current_.at(static_cast<size_t>(slot)).store(previous, std::memory_order_relaxed);
+}
+
+std::string StepProfiler::activity() const {
+  std::string out = str_cat("step ", steps());
+  const int driver = current_.back().load(std::memory_order_relaxed);
+  if (driver >= 0) out += str_cat(", phase ", step_phase_name(static_cast<StepPhase>(driver)));
+  bool any = driver >= 0;
+  for (int r = 0; r < num_local_replicas(); ++r) {
+    const int p = current_[static_cast<size_t>(r)].load(std::memory_order_relaxed);
+    if (p < 0) continue;
+    out += str_cat(", replica ", r, " in ", step_phase_name(static_cast<StepPhase>(p)));
+    any = true;
+  }
+  if (!any) out += ", between phases";
+  return out;
+}
+
 ScopedStepPhase::ScopedStepPhase(StepPhase phase) : phase_(phase) {
   ReplicaContext* ctx = in_cross_replica_context() ? nullptr : get_replica_context();
   Strategy& strategy = ctx != nullptr ? ctx->strategy() : get_strategy();
@@ -119,6 +144,7 @@ ScopedStepPhase::ScopedStepPhase(StepPhase phase) : phase_(phase) {
   // Cross-replica time (drawing the next batch for every replica) holds up
   // every local replica.
   local_replica_ = ctx != nullptr ? ctx->local_replica_id() : kEveryReplica;
+  replaced_phase_ = profiler_->enter(slot(), phase_);
   start_ = Clock::now();
   outer_ = std::exchange(t_innermost_phase, this);
   if (outer_ != nullptr) outer_->paused_at_ = start_;
@@ -135,6 +161,7 @@ ScopedStepPhase::~ScopedStepPhase() {
   }
   t_innermost_phase = outer_;
   if (outer_ != nullptr) outer_->paused_for_ += now - outer_->paused_at_;
+  profiler_->leave(slot(), replaced_phase_);
 }
 
 double ReplicaStepTimes::busy() const { return busy_of(seconds); }

@@ -72,9 +72,21 @@ class StepProfiler {
   // Each local replica's totals so far.
   std::vector<PhaseSeconds> snapshot() const;
 
+  // What the replicas are doing now, for reports of a hang: "step 42, phase
+  // input" (the thread driving the strategy) or "step 42, replica 0 in
+  // forward, replica 1 in collective_wait". Any thread may ask.
+  std::string activity() const;
+
+  // ScopedStepPhase's bookkeeping of the phase each replica is in (slot
+  // num_local_replicas() is the thread driving the strategy): enter returns
+  // the phase it replaces (-1: none), for leave to put back.
+  int enter(int slot, StepPhase phase);
+  void leave(int slot, int previous);
+
  private:
   using Totals = std::array<std::atomic<int64_t>, kNumStepPhases>;  // nanoseconds
   std::vector<Totals> totals_;
+  std::vector<std::atomic<int>> current_;  // per slot: a StepPhase, or -1
   std::atomic<int64_t> steps_{0};
 };
 
@@ -94,11 +106,16 @@ class ScopedStepPhase {
  private:
   using Clock = std::chrono::steady_clock;
   static constexpr int kEveryReplica = -1;
+  // The profiler's slot for the phase bookkeeping.
+  int slot() const noexcept {
+    return local_replica_ == kEveryReplica ? profiler_->num_local_replicas() : local_replica_;
+  }
   StepProfiler* profiler_ = nullptr;
   int local_replica_ = 0;
   StepPhase phase_;
   Clock::time_point start_;
   std::chrono::nanoseconds paused_for_{0};
+  int replaced_phase_ = -1;  // the slot's phase before this one
   ScopedStepPhase* outer_ = nullptr;
   Clock::time_point paused_at_;
 };

@@ -347,8 +347,9 @@ Strategy::Strategy(std::unique_ptr<StrategyExtended> extended) : extended_(std::
 Strategy::~Strategy() { internal::forget_variables_of(*this); }
 
 std::shared_ptr<StepProfiler> Strategy::enable_step_profile() {
-  if (!step_profiler_) step_profiler_ = std::make_shared<StepProfiler>(num_local_replicas());
-  return step_profiler_;
+  if (!step_profile_) step_profile_ = std::make_shared<StepProfiler>(num_local_replicas());
+  step_profiler_.store(step_profile_.get());
+  return step_profile_;
 }
 
 const Device& Strategy::local_device(int) const { return current_device(); }

@@ -25,6 +25,7 @@
 // Thread-safety: a strategy is driven by one thread at a time (the thread that
 // calls run/reduce); replica threads only touch their own replica's state.
 
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -298,13 +299,14 @@ class Strategy {
   bool is_default() const noexcept;
 
   // Starts recording where training steps spend their time, per local
-  // replica (step_profile.h); a Strata extension. Call between runs; a second
-  // call keeps the current recorder. Totals are read with
+  // replica (step_profile.h); a Strata extension. Call between runs. The
+  // strategy keeps one recorder for its lifetime: enabling again after
+  // disable_step_profile() continues its totals. Totals are read with
   // gather_step_profile(*this).
   std::shared_ptr<StepProfiler> enable_step_profile();
-  void disable_step_profile() { step_profiler_.reset(); }
-  // The recorder, or nullptr when not profiling.
-  StepProfiler* step_profiler() const noexcept { return step_profiler_.get(); }
+  void disable_step_profile() noexcept { step_profiler_.store(nullptr); }
+  // The recorder while profiling, else nullptr. Any thread may ask.
+  StepProfiler* step_profiler() const noexcept { return step_profiler_.load(); }
 
   // Runs fn(args...) once per local replica, each on its replica thread with
   // its own replica context and device; PerReplica arguments are unwrapped to
@@ -456,7 +458,8 @@ class Strategy {
 
  private:
   std::unique_ptr<StrategyExtended> extended_;
-  std::shared_ptr<StepProfiler> step_profiler_;
+  std::shared_ptr<StepProfiler> step_profile_;         // made by the first enable_step_profile
+  std::atomic<StepProfiler*> step_profiler_{nullptr};  // step_profile_ while enabled
 };
 
 // The process-wide default strategy: one replica, no-op semantics (spec §1.2).

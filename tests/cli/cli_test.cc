@@ -201,6 +201,24 @@ TEST(Launch, AFailingWorkerStopsTheOthersAndSetsTheStatus) {
   EXPECT_NE(r.output.find("[worker:1] dying"), std::string::npos) << r.output;
 }
 
+// After a failure launch reports how every worker ended and the error each
+// printed, in one place. Worker 0 ignores SIGTERM, so launch kills it after
+// the grace period; worker 1 fails a second in, after worker 0 printed.
+TEST(Launch, AFailedJobEndsWithAReportOfEveryWorker) {
+  Result r =
+      run("launch --nproc 2 --grace-seconds 1 -- sh -c "
+          "'case \"$TF_CONFIG\" in *\\\"index\\\":1*) sleep 1; echo \"strata: UNAVAILABLE: lost "
+          "rank 0\" >&2; "
+          "exit 3;; esac; trap \"\" TERM; echo \"error (X): never mind\"; exec sleep 60'");
+  EXPECT_EQ(r.status, 3) << r.output;
+  EXPECT_NE(r.output.find("[launch] report of every worker:\n"
+                          "[launch]   worker:0: killed by signal 9 (Killed) after the grace "
+                          "period: error (X): never mind\n"
+                          "[launch]   worker:1: exit status 3: strata: UNAVAILABLE: lost rank 0\n"),
+            std::string::npos)
+      << r.output;
+}
+
 TEST(Launch, DevicesPerWorkerSetsTheLogicalDeviceCount) {
   Result r =
       run("launch --nproc 1 --devices-per-worker 3 -- " + std::string(STRATA_CLI_PATH) + " demo");

@@ -163,6 +163,39 @@ TEST(FaultInjection, AStoppedChiefFailsTheWorkerWithinTheTimeoutNamingTheChief) 
   EXPECT_THAT(worker.output(), HasSubstr("2000ms"));
 }
 
+// A worker stopped (SIGSTOP) mid-training: the chief's timeout names it, the
+// collective it never entered (or never finished), and what it was last heard
+// doing (its progress, published every half second: its last completed
+// collective and its step phase).
+TEST(FaultInjection, AStoppedWorkerIsNamedWithWhatItWasLastDoing) {
+  constexpr auto kTimeout = 2s;
+  const strata::TempDir dir("fault_injection");
+  const std::vector<int> ports = strata::cluster::pick_free_ports(2);
+  const std::vector<std::string> args{"--timeout", "2", "--steps", "100000", "--profile", "1"};
+  Task chief(args, tf_config(ports, "chief"), dir.file("chief.out"));
+  Task worker(args, tf_config(ports, "worker"), dir.file("worker.out"));
+  ASSERT_TRUE(chief.wait_for_output("ready", 30s)) << chief.output();
+  ASSERT_TRUE(worker.wait_for_output("ready", 30s)) << worker.output();
+  std::this_thread::sleep_for(2500ms);  // several progress reports after some steps
+  ASSERT_EQ(::kill(worker.pid(), SIGSTOP), 0);
+  const std::optional<int> status = chief.wait_exit(kTimeout + 2s + 3s);
+  ::kill(worker.pid(), SIGCONT);
+  ASSERT_TRUE(status.has_value()) << chief.output();
+  EXPECT_EQ(*status, 1) << chief.output();
+  const std::string out = chief.output();
+  EXPECT_THAT(out, HasSubstr("error (DEADLINE_EXCEEDED)"));
+  // Stopped between collectives, or inside one after its header went out.
+  EXPECT_THAT(out,
+              ::testing::ContainsRegex(
+                  "rank 1 \\(/job:worker/task:0\\) never (entered|finished) it within 2000ms"));
+  EXPECT_THAT(out, HasSubstr("rank 1 (/job:worker/task:0) was last heard from "));
+  EXPECT_THAT(
+      out, ::testing::ContainsRegex("s before: completed collective #[0-9]+ (all_reduce|barrier)"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("step [0-9]+, phase (input|collective_wait|"
+                                            "collective_transfer)"));
+  std::printf("%s", out.c_str());  // the example in docs/reliability.md
+}
+
 TEST(FaultInjection, StrayConnectionsToTheStorePortDoNotStopTheJob) {
   const strata::TempDir dir("fault_injection");
   const std::vector<int> ports = strata::cluster::pick_free_ports(2);

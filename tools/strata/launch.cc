@@ -16,6 +16,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/base/file.h"
+#include "strata/base/str_cat.h"
 #include "strata/cluster/socket.h"
 
 extern char** environ;
@@ -32,6 +33,9 @@ struct Stream {
   UniqueFd fd;
   std::string pending;  // bytes after the last newline
   std::ostream* out;
+  // The last line that reads as an error (the strata CLI's "strata: ..."
+  // line, else the last line with "error"), for the report at the end.
+  std::string last_error;
 };
 
 struct Worker {
@@ -39,23 +43,55 @@ struct Worker {
   pid_t pid = -1;
   bool running = false;
   int status = 0;
+  bool killed_by_launch = false;  // SIGKILLed after the grace period
   Stream streams[2];
 };
+
+void note_line(Stream& s, const std::string& line) {
+  if (line.rfind("strata: ", 0) == 0 ||
+      (s.last_error.rfind("strata: ", 0) != 0 && line.find("error") != std::string::npos)) {
+    s.last_error = line;
+  }
+}
 
 void flush_lines(Stream& s, const std::string& task, bool final) {
   size_t start = 0;
   for (;;) {
     const size_t nl = s.pending.find('\n', start);
     if (nl == std::string::npos) break;
-    *s.out << "[" << task << "] " << s.pending.substr(start, nl - start) << "\n";
+    const std::string line = s.pending.substr(start, nl - start);
+    note_line(s, line);
+    *s.out << "[" << task << "] " << line << "\n";
     start = nl + 1;
   }
   s.pending.erase(0, start);
   if (final && !s.pending.empty()) {
+    note_line(s, s.pending);
     *s.out << "[" << task << "] " << s.pending << "\n";
     s.pending.clear();
   }
   s.out->flush();
+}
+
+// One line per worker after a failed job: how it ended and the error it
+// printed, so that every worker's view of a failure (which task never
+// arrived, what it was last doing) reads in one place.
+void print_report(const std::vector<Worker>& workers) {
+  std::cerr << "[launch] report of every worker:\n";
+  for (const Worker& w : workers) {
+    std::string how;
+    if (WIFEXITED(w.status)) {
+      how = str_cat("exit status ", WEXITSTATUS(w.status));
+    } else if (WIFSIGNALED(w.status)) {
+      how = str_cat("killed by signal ", WTERMSIG(w.status), " (", ::strsignal(WTERMSIG(w.status)),
+                    ")", w.killed_by_launch ? " after the grace period" : "");
+    }
+    const std::string& error =
+        !w.streams[1].last_error.empty() ? w.streams[1].last_error : w.streams[0].last_error;
+    std::cerr << "[launch]   " << w.task << ": " << how << ": "
+              << (error.empty() ? std::string("printed no error") : error) << "\n";
+  }
+  std::cerr.flush();
 }
 
 int exit_code_of(int status) {
@@ -129,8 +165,8 @@ int run_launch(const LaunchOptions& options) {
     posix_spawn_file_actions_destroy(&actions);
     ::close(out_pipe[1]);
     ::close(err_pipe[1]);
-    w.streams[0] = {UniqueFd(out_pipe[0]), {}, &std::cout};
-    w.streams[1] = {UniqueFd(err_pipe[0]), {}, &std::cerr};
+    w.streams[0] = {UniqueFd(out_pipe[0]), {}, &std::cout, {}};
+    w.streams[1] = {UniqueFd(err_pipe[0]), {}, &std::cerr, {}};
     if (rc != 0) {
       for (auto& other : workers) {
         if (other.running) ::kill(other.pid, SIGKILL);
@@ -209,12 +245,17 @@ int run_launch(const LaunchOptions& options) {
       stop_others(sig);
     }
     if (stopping && std::chrono::steady_clock::now() > kill_at) {
-      for (auto& w : workers)
-        if (w.running) ::kill(w.pid, SIGKILL);
+      for (auto& w : workers) {
+        if (w.running && !w.killed_by_launch) {
+          ::kill(w.pid, SIGKILL);
+          w.killed_by_launch = true;
+        }
+      }
     }
   }
   sigaction(SIGINT, &old_int, nullptr);
   sigaction(SIGTERM, &old_term, nullptr);
+  if (result != 0) print_report(workers);
   return result;
 }
 

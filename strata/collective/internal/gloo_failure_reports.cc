@@ -4,6 +4,7 @@
 #include <bit>
 #include <cctype>
 #include <cstdint>
+#include <cstdio>
 #include <utility>
 
 #include "strata/base/errors.h"
@@ -110,7 +111,54 @@ std::string GlooFailureReports::unfinished_verdict(const std::string& what, uint
   }
   return str_cat(kWho, ": collective #", call, " ", what, ": ", names(missing),
                  " never finished it within ", options_.timeout.count(), "ms (", names(waited),
-                 " timed out waiting; reported by ", name(rank_), ")");
+                 " timed out waiting; reported by ", name(rank_), ")", last_heard(missing));
+}
+
+namespace {
+int64_t wall_clock_ms() {
+  return std::chrono::duration_cast<Milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+std::string GlooFailureReports::progress_key(int r) const {
+  return str_cat(options_.prefix, "/progress/", r);
+}
+
+void GlooFailureReports::publish_progress(const std::string& text) const {
+  const std::string value = str_cat(wall_clock_ms(), " ", text);
+  try {
+    store_->set(progress_key(rank_), std::vector<char>(value.begin(), value.end()),
+                store_timeout());
+  } catch (const Error&) {
+  }
+}
+
+std::string GlooFailureReports::last_heard(const std::vector<int>& ranks) const {
+  std::string out;
+  const Clock::time_point until = Clock::now() + store_timeout();
+  try {
+    for (int r : ranks) {
+      if (!store_->check({progress_key(r)}, remaining(until))) continue;
+      const std::vector<char> v = store_->get(progress_key(r), remaining(until));
+      const std::string value(v.begin(), v.end());
+      const size_t space = value.find(' ');
+      if (space == std::string::npos) continue;
+      int64_t stamp = 0;
+      for (size_t i = 0; i < space; ++i) {
+        if (value[i] < '0' || value[i] > '9') return out;  // not a progress record
+        stamp = stamp * 10 + (value[i] - '0');
+      }
+      char ago[32];
+      std::snprintf(ago, sizeof(ago), "%.1f", double(wall_clock_ms() - stamp) / 1000.0);
+      out += str_cat("; ", name(r), " was last heard from ", ago,
+                     " s before: ", value.substr(space + 1));
+    }
+  } catch (const Error&) {
+    // The store is gone too (its host died or is stopped): what was read stands.
+  }
+  return out;
 }
 
 std::string with_host_order_ports(const std::string& gloo_message) {
@@ -153,9 +201,10 @@ std::string GlooFailureReports::schedules_differ(uint64_t call, const std::strin
 }
 
 std::string GlooFailureReports::not_entered(const std::string& collective,
-                                            const std::string& missing) const {
+                                            const std::string& missing,
+                                            const std::string& heard) const {
   return str_cat(collective, ": ", missing, " never entered it within ", options_.timeout.count(),
-                 "ms (reported by ", name(rank_), ")");
+                 "ms (reported by ", name(rank_), ")", heard);
 }
 
 std::string GlooFailureReports::gloo_failure(const std::string& what, uint64_t call, bool timed_out,

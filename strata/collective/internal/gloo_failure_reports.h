@@ -77,16 +77,27 @@ class GlooFailureReports {
   std::string unfinished_verdict(const std::string& what, uint64_t call,
                                  const std::string& key) const;
 
+  // Publishes this rank's progress `text` under its progress key, stamped with
+  // the wall clock, for last_heard(); a store that is gone loses it.
+  void publish_progress(const std::string& text) const;
+  // What `ranks` last published with publish_progress, one sentence each
+  // ("; rank 1 was last heard from 0.8 s before: <text>"), or "" where a rank
+  // published nothing or the store cannot tell. Waits at most store_timeout().
+  std::string last_heard(const std::vector<int>& ranks) const;
+
   // The message for schedules that differ between this rank and rank `peer`.
   std::string schedules_differ(uint64_t call, const std::string& description, int peer,
                                uint64_t their_call, const std::string& their_description) const;
-  // The header-phase verdict: `missing` never entered `collective`.
-  std::string not_entered(const std::string& collective, const std::string& missing) const;
+  // The header-phase verdict: `missing` never entered `collective`; `heard`
+  // (from last_heard) follows.
+  std::string not_entered(const std::string& collective, const std::string& missing,
+                          const std::string& heard = "") const;
   // A call that Gloo failed with `gloo_message`: a timeout or a transport failure.
   std::string gloo_failure(const std::string& what, uint64_t call, bool timed_out,
                            const std::string& gloo_message) const;
 
  private:
+  std::string progress_key(int r) const;  // "<prefix>/progress/<r>"
   const int rank_;
   const int size_;
   const std::shared_ptr<Store> store_;
