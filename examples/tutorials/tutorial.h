@@ -19,6 +19,7 @@ struct Flags {
   int epochs = 1;               // the guide's EPOCHS; --epochs overrides it
   int64_t limit_examples = -1;  // --limit-examples N: keep the first N training examples
   int64_t steps = -1;           // --steps N: the guide's step counts (steps_per_epoch, ...)
+  int64_t width = -1;  // --width N: the widest layers get N units, the others in proportion
 };
 
 // The defaults with the flags in argv applied; an unknown flag exits with 2.
@@ -31,9 +32,11 @@ inline Flags parse_flags(int argc, char** argv, Flags flags) {
       flags.limit_examples = std::atoll(value);
     } else if (std::strcmp(argv[i], "--steps") == 0) {
       flags.steps = std::atoll(value);
+    } else if (std::strcmp(argv[i], "--width") == 0) {
+      flags.width = std::atoll(value);
     } else {
       std::cerr << argv[0] << ": unknown flag '" << argv[i]
-                << "' (--epochs N, --limit-examples N, --steps N)\n";
+                << "' (--epochs N, --limit-examples N, --steps N, --width N)\n";
       std::exit(2);
     }
   }
