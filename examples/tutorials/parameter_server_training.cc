@@ -312,7 +312,7 @@ std::vector<tf::Tensor> step_fn(const sps::FunctionArgs& args) {
       //           reduction=tf.keras.losses.Reduction.NONE)(labels, pred)
       tf::Tensor per_example_loss =
           (*keras::losses::BinaryCrossentropy({.reduction = keras::losses::Reduction::NONE}))(
-              tf::cast(labels, tf::DType::float32), pred);
+              labels, pred);
       //       loss = tf.nn.compute_average_loss(per_example_loss)
       loss = tf::nn::compute_average_loss(per_example_loss);
       //       model_losses = model.losses
