@@ -125,7 +125,7 @@ std::string _get_temp_dir(const std::string& dirpath, const std::optional<int>& 
   //   return temp_dir
   const std::string base_dirpath =
       "workertemp_" + (task_id ? std::to_string(*task_id) : std::string("None"));
-  const std::string temp_dir = (fs::path(dirpath) / base_dirpath).string();
+  std::string temp_dir = (fs::path(dirpath) / base_dirpath).string();
   fs::create_directories(temp_dir);
   return temp_dir;
 }

@@ -327,7 +327,7 @@ int main(int argc, char** argv) {
     //   return temp_dir
     const std::string base_dirpath =
         "workertemp_" + (task_id ? std::to_string(*task_id) : std::string("None"));
-    const std::string temp_dir = (fs::path(dirpath) / base_dirpath).string();
+    std::string temp_dir = (fs::path(dirpath) / base_dirpath).string();
     fs::create_directories(temp_dir);
     return temp_dir;
   };

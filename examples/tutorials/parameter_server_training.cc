@@ -272,7 +272,7 @@ struct WorkerCopy {
 };
 WorkerCopy worker_copy(const sps::FunctionArgs& args, size_t num_variables, bool with_optimizer) {
   size_t next = 0;
-  tf::VariableCreatorScope creator([&](const tf::NextVariableCreator&, tf::VariableArgs a) {
+  tf::VariableCreatorScope creator([&](const tf::NextVariableCreator&, const tf::VariableArgs& a) {
     STRATA_CHECK_ARG(next < num_variables, "worker copy: more variables than the coordinator's ",
                      num_variables, " (", a.options.name, ")");
     return args.variable(next++);
