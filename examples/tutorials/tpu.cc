@@ -230,7 +230,10 @@ int main(int argc, char** argv) {
   const auto& val_accuracy = history.history["val_sparse_categorical_accuracy"];
   example::expect(history.history["loss"].back() < history.history["loss"].front(),
                   "fit: the training loss decreases");
-  example::expect(val_accuracy.back() > 0.3, "fit: the validation accuracy is above chance (0.1)");
+  const auto& val_loss = history.history["val_loss"];
+  // After a few steps only: twice chance (0.1), and the validation loss falls.
+  example::expect(val_accuracy.back() > 0.2, "fit: the validation accuracy is above chance");
+  example::expect(val_loss.back() < val_loss.front(), "fit: the validation loss decreases");
 
   // with strategy.scope():
   {
@@ -259,6 +262,8 @@ int main(int argc, char** argv) {
                                        .validation_steps = validation_steps});
   example::expect(history.history["loss"].back() < history.history["loss"].front(),
                   "fit with steps_per_execution: the training loss decreases");
+  example::expect(history.history["val_loss"].back() < history.history["val_loss"].front(),
+                  "fit with steps_per_execution: the validation loss decreases");
 
   // ### Train the model using a custom training loop
 
