@@ -95,6 +95,25 @@ double train_binary_classifier(uint64_t seed, bool rank_one_labels) {
   return h.history["accuracy"].back();
 }
 
+// Keras's match_dtype_and_rank: (batch,) targets against (batch, k) outputs
+// gain a trailing axis before the loss, so "mse" compares each output with
+// its example's target, as the parameter server guide's
+//   model = tf.keras.Sequential([tf.keras.layers.Dense(10)])
+//   model.compile(optimizer, loss="mse")      # y of shape (batch,)
+// relies on. By hand: outputs [[1, 0], [0, 2], [1, 2]], targets [1, 2, 0]:
+// squared errors (0, 1), (4, 0), (1, 4), per-example means 0.5, 2, 2.5.
+TEST(LossConventionsTest, RankOneTargetsAgainstRankTwoOutputsGainAnAxisAsKeras) {
+  auto model = Sequential({layers::Dense(2, {.use_bias = false, .input_shape = {2}})});
+  model->set_weights({strata::constant({1.f, 0.f, 0.f, 2.f}, {2, 2})});
+  model->compile({.optimizer = optimizers::SGD({}), .loss = "mse"});
+  const Tensor x = strata::constant({1.f, 0.f, 0.f, 1.f, 1.f, 1.f}, {3, 2});
+  const Tensor y = strata::constant({1.f, 2.f, 0.f});
+  EXPECT_FLOAT_EQ(float(model->evaluate(x, y, {.verbose = 0}).at("loss")), 5.f / 3.f);
+  // Integer targets become the outputs' float dtype.
+  const Tensor y_int = strata::constant(std::vector<int32_t>{1, 2, 0});
+  EXPECT_FLOAT_EQ(float(model->evaluate(x, y_int, {.verbose = 0}).at("loss")), 5.f / 3.f);
+}
+
 TEST(LossConventionsTest, SigmoidBinaryClassifierReachesHighAccuracy) {
   for (uint64_t seed : {1u, 2u, 3u}) {
     EXPECT_GE(train_binary_classifier(seed, /*rank_one_labels=*/false), 0.95) << "seed " << seed;

@@ -231,7 +231,18 @@ Tensor Model::compute_loss(const Tensor&, const Tensor& y, const Tensor& y_pred,
                            const Tensor& sample_weight) {
   STRATA_CHECK(FAILED_PRECONDITION, loss_.defined(), "Model '", name(),
                "': no loss to optimize; compile with a loss (compile({.loss = ...}))");
-  Tensor value = loss_(y, y_pred, sample_weight);
+  // Keras's LossesContainer matches the labels to the predictions first
+  // (match_dtype_and_rank): rank-1 labels against rank-2 predictions gain a
+  // trailing axis, so the guides' "mse" between (batch,) targets and (batch, k)
+  // outputs broadcasts per example; float labels take the predictions' dtype.
+  Tensor labels = y;
+  if (labels.defined() && y_pred.defined()) {
+    if (labels.rank() == 1 && y_pred.rank() == 2) labels = strata::expand_dims(labels, -1);
+    if (is_floating(labels.dtype()) && is_floating(y_pred.dtype()) &&
+        labels.dtype() != y_pred.dtype())
+      labels = strata::cast(labels, y_pred.dtype());
+  }
+  Tensor value = loss_(labels, y_pred, sample_weight);
   STRATA_CHECK_ARG(value.defined() && value.num_elements() == 1, "Model '", name(),
                    "': the loss must be a scalar, got shape ", value.shape().to_string());
   if (value.rank() != 0) value = strata::reshape(value, {});
