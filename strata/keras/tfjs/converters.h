@@ -1,6 +1,7 @@
 #pragma once
 // tensorflowjs.converters.save_keras_model: a model in TensorFlow.js's
-// LayersModel format, which tf.loadLayersModel reads.
+// LayersModel format, which tf.loadLayersModel reads
+// (docs/formats/tfjs_layers_model.md).
 //
 //   model->fit(x, y, {.epochs = 5});
 //   keras::tfjs::save_keras_model(*model, "/srv/web/model");
