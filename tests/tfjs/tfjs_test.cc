@@ -192,5 +192,19 @@ TEST_F(TensorFlowJsTest, TrainedFunctionalModelPredictsTheSameInTensorFlowJs) {
                                  "Dropout", "Flatten", "Dense", "Activation", "Dense"});
 }
 
+TEST_F(TensorFlowJsTest, SequentialBuiltByItsFirstBatchLoadsInTensorFlowJs) {
+  // model = tf.keras.Sequential([Dense(5, activation="relu"), Dropout(0.1), Dense(1)])
+  // model.fit(x, y)   # built by the first batch: no input_shape anywhere
+  auto model = Sequential(
+      {layers::Dense(5, {.activation = "relu"}), layers::Dropout(0.1), layers::Dense(1)});
+  model->compile({.optimizer = "adam", .loss = "mse"});
+  const Tensor x = strata::random::uniform({16, 3}, {.seed = 41});
+  const Tensor y = strata::random::uniform({16, 1}, {.seed = 42});
+  model->fit(x, y, {.batch_size = 4, .epochs = 2, .verbose = 0});
+  ASSERT_TRUE(model->get_config().contains("build_input_shape"));
+  expect_tfjs_predicts_the_same(*model, strata::random::uniform({6, 3}, {.seed = 43}),
+                                {"Dense", "Dropout", "Dense"});
+}
+
 }  // namespace
 }  // namespace strata::keras

@@ -90,6 +90,21 @@ nlohmann::json training_config(const Model& model) {
           {"optimizer_config", optimizer_config}};
 }
 
+// A Sequential built by a call records its input shape only as
+// "build_input_shape"; TensorFlow.js's Sequential builds from its first
+// layer's "batch_input_shape", so that layer gets it (tf.keras 2 wrote it
+// there too).
+nlohmann::json model_config(const Model& model) {
+  nlohmann::json config = model.get_config();
+  if (model.class_name() == "Sequential" && config.contains("build_input_shape") &&
+      config["layers"].is_array() && !config["layers"].empty()) {
+    nlohmann::json& first = config["layers"][0];
+    if (first["class_name"] != "InputLayer" && !first["config"].contains("batch_input_shape"))
+      first["config"]["batch_input_shape"] = config["build_input_shape"];
+  }
+  return {{"class_name", model.class_name()}, {"config", config}};
+}
+
 }  // namespace
 
 void save_keras_model(const Model& model, const std::string& artifacts_dir,
@@ -100,10 +115,9 @@ void save_keras_model(const Model& model, const std::string& artifacts_dir,
   STRATA_CHECK_ARG(
       !std::filesystem::exists(artifacts_dir) || std::filesystem::is_directory(artifacts_dir),
       "save_keras_model: path '", artifacts_dir, "' already exists as a file (not a directory)");
-  nlohmann::json topology = {
-      {"keras_version", kKerasConfigVersion},
-      {"backend", "tensorflow"},
-      {"model_config", {{"class_name", model.class_name()}, {"config", model.get_config()}}}};
+  nlohmann::json topology = {{"keras_version", kKerasConfigVersion},
+                             {"backend", "tensorflow"},
+                             {"model_config", model_config(model)}};
   nlohmann::json training = training_config(model);
   if (!training.is_null()) topology["training_config"] = training;
 

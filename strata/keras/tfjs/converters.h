@@ -14,7 +14,9 @@
 //     "convertedBy": "Strata keras::tfjs::save_keras_model", "modelTopology":
 //     {"keras_version": "2.15.0", "backend": "tensorflow", "model_config":
 //     {"class_name", "config"} (model.get_config(), Keras 2's config shapes,
-//     which tfjs-layers deserializes), "training_config": {"loss", "metrics",
+//     which tfjs-layers deserializes; a Sequential built by a call gets its
+//     build_input_shape as its first layer's batch_input_shape, which
+//     TensorFlow.js builds from), "training_config": {"loss", "metrics",
 //     "weighted_metrics", "loss_weights", "optimizer_config"} when the model is
 //     compiled and its compile state has a config}, "weightsManifest": [{"paths":
 //     ["group1-shard1of2.bin", ...], "weights": [{"name": "dense/kernel",
