@@ -257,7 +257,8 @@ std::vector<std::pair<std::string, int>> read_coordinates(const nlohmann::json& 
 
 }  // namespace
 
-std::shared_ptr<Model> Model::from_config(const nlohmann::json& config) {
+std::shared_ptr<Model> Model::from_config(const nlohmann::json& config,
+                                          const saving::CustomObjects& custom_objects) {
   STRATA_CHECK_ARG(config.is_object() && config.contains("layers") &&
                        config.contains("input_layers") && config.contains("output_layers"),
                    "Model.from_config: expected a functional config with \"layers\", "
@@ -277,7 +278,7 @@ std::shared_ptr<Model> Model::from_config(const nlohmann::json& config) {
   std::map<std::string, LayerPtr> created;
   std::map<std::pair<std::string, int>, KerasTensor> tensors;
   for (const nlohmann::json& entry : config["layers"]) {
-    LayerPtr layer = layers::deserialize(entry);
+    LayerPtr layer = layers::deserialize(entry, custom_objects);
     const std::string name = entry.value("name", layer->name());
     STRATA_CHECK_ARG(created.emplace(name, layer).second, "Model.from_config: layer '", name,
                      "' appears twice");
@@ -432,8 +433,9 @@ FunctionalModelPtr Model(const KerasTensor& inputs, const std::vector<KerasTenso
   return std::make_shared<FunctionalModel>(std::vector<KerasTensor>{inputs}, outputs, options);
 }
 
-std::shared_ptr<keras::Model> model_from_config(const nlohmann::json& config) {
-  auto model = std::dynamic_pointer_cast<keras::Model>(layers::deserialize(config));
+std::shared_ptr<keras::Model> model_from_config(const nlohmann::json& config,
+                                                const saving::CustomObjects& custom_objects) {
+  auto model = std::dynamic_pointer_cast<keras::Model>(layers::deserialize(config, custom_objects));
   STRATA_CHECK_ARG(model != nullptr, "model_from_config: expected a model config, got class \"",
                    config.value("class_name", std::string()), "\"");
   return model;

@@ -112,7 +112,8 @@ FunctionalModelPtr Model(const KerasTensor& inputs, const std::vector<KerasTenso
 
 // tf.keras.models.model_from_config({"class_name": ..., "config": ...}):
 // "Functional"/"Model" and "Sequential" configs.
-std::shared_ptr<keras::Model> model_from_config(const nlohmann::json& config);
+std::shared_ptr<keras::Model> model_from_config(const nlohmann::json& config,
+                                                const saving::CustomObjects& custom_objects = {});
 
 }  // namespace models
 }  // namespace strata::keras

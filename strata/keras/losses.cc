@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 #include "strata/distribute/strategy.h"
@@ -273,7 +275,8 @@ CategoricalCrossentropyLoss::CategoricalCrossentropyLoss(const CategoricalCrosse
                                                  .label_smoothing = o.label_smoothing,
                                                  .axis = o.axis}](
               const Tensor& t, const Tensor& p) { return categorical_crossentropy(t, p, fn); },
-          o.name, o.reduction) {
+          o.name, o.reduction),
+      options_(o) {
   check_label_smoothing(o.label_smoothing, "CategoricalCrossentropyOptions");
 }
 
@@ -289,7 +292,8 @@ BinaryCrossentropyLoss::BinaryCrossentropyLoss(const BinaryCrossentropyOptions& 
                                             .axis = o.axis}](const Tensor& t, const Tensor& p) {
             return binary_crossentropy(t, p, fn);
           },
-          o.name, o.reduction) {
+          o.name, o.reduction),
+      options_(o) {
   check_label_smoothing(o.label_smoothing, "BinaryCrossentropyOptions");
 }
 
@@ -317,7 +321,8 @@ HuberLoss::HuberLoss(const HuberOptions& o)
           [delta = o.delta](const Tensor& t, const Tensor& p) {
             return huber(t, p, {.delta = delta});
           },
-          o.name, o.reduction) {
+          o.name, o.reduction),
+      delta_(o.delta) {
   STRATA_CHECK_ARG(!std::isnan(o.delta), "HuberOptions.delta must be a number, got nan");
 }
 
@@ -342,6 +347,115 @@ LossPtr get(const std::string& name) {
   }
   if (name == "huber" || name == "huber_loss" || name == "Huber") return Huber();
   STRATA_CHECK_ARG(false, "keras::losses::get: unknown loss function: '", name, "'");
+  return nullptr;
+}
+
+namespace {
+
+Reduction reduction_from_name(const std::string& name) {
+  if (name == "auto") return Reduction::AUTO;
+  if (name == "none") return Reduction::NONE;
+  if (name == "sum") return Reduction::SUM;
+  if (name == "sum_over_batch_size") return Reduction::SUM_OVER_BATCH_SIZE;
+  STRATA_CHECK_ARG(false, "keras::losses::deserialize: unknown reduction \"", name,
+                   "\" (known: auto, none, sum, sum_over_batch_size)");
+  return Reduction::AUTO;
+}
+
+template <typename T>
+T config_value(const nlohmann::json& c, const std::string& cls, const char* key, T fallback) {
+  if (!c.contains(key) || c[key].is_null()) return fallback;
+  try {
+    return c[key].get<T>();
+  } catch (const nlohmann::json::exception&) {
+    STRATA_CHECK_ARG(false, "keras::losses::deserialize ", cls, ": \"", key,
+                     "\" has the wrong type: ", c[key].dump());
+    throw;
+  }
+}
+
+}  // namespace
+
+nlohmann::json serialize(const Loss& loss) {
+  nlohmann::json c = {{"name", loss.name()}, {"reduction", reduction_name(loss.reduction())}};
+  std::string cls;
+  if (const auto* scce = dynamic_cast<const SparseCategoricalCrossentropyLoss*>(&loss)) {
+    cls = "SparseCategoricalCrossentropy";
+    c["from_logits"] = scce->from_logits();
+    c["ignore_class"] = nullptr;
+  } else if (const auto* cce = dynamic_cast<const CategoricalCrossentropyLoss*>(&loss)) {
+    cls = "CategoricalCrossentropy";
+    c["from_logits"] = cce->options().from_logits;
+    c["label_smoothing"] = cce->options().label_smoothing;
+    c["axis"] = cce->options().axis;
+  } else if (const auto* bce = dynamic_cast<const BinaryCrossentropyLoss*>(&loss)) {
+    cls = "BinaryCrossentropy";
+    c["from_logits"] = bce->options().from_logits;
+    c["label_smoothing"] = bce->options().label_smoothing;
+    c["axis"] = bce->options().axis;
+  } else if (dynamic_cast<const MeanSquaredErrorLoss*>(&loss)) {
+    cls = "MeanSquaredError";
+  } else if (dynamic_cast<const MeanAbsoluteErrorLoss*>(&loss)) {
+    cls = "MeanAbsoluteError";
+  } else if (const auto* huber = dynamic_cast<const HuberLoss*>(&loss)) {
+    cls = "Huber";
+    c["delta"] = huber->delta();
+  } else {
+    STRATA_CHECK(UNIMPLEMENTED, false, "keras::losses::serialize: loss '", loss.name(),
+                 "' is not one of Keras's loss classes, so it has no config");
+  }
+  return {
+      {"module", "keras.losses"}, {"class_name", cls}, {"config", c}, {"registered_name", nullptr}};
+}
+
+LossPtr deserialize(const nlohmann::json& config) {
+  if (config.is_string()) return get(config.get<std::string>());
+  STRATA_CHECK_ARG(
+      config.is_object() && config.contains("class_name") && config["class_name"].is_string(),
+      "keras::losses::deserialize: expected {\"class_name\": ..., \"config\": ...} "
+      "or a name, got ",
+      config.dump());
+  const std::string cls = config["class_name"].get<std::string>();
+  const nlohmann::json c = config.value("config", nlohmann::json::object());
+  STRATA_CHECK_ARG(c.is_object(), "keras::losses::deserialize ", cls,
+                   ": expected a config object, got ", c.dump());
+  const Reduction reduction =
+      reduction_from_name(config_value<std::string>(c, cls, "reduction", "auto"));
+  auto name = [&](const char* fallback) {
+    return config_value<std::string>(c, cls, "name", fallback);
+  };
+  if (cls == "SparseCategoricalCrossentropy") {
+    return SparseCategoricalCrossentropy(
+        {.from_logits = config_value<bool>(c, cls, "from_logits", false),
+         .reduction = reduction,
+         .name = name("sparse_categorical_crossentropy")});
+  }
+  if (cls == "CategoricalCrossentropy") {
+    return CategoricalCrossentropy(
+        {.from_logits = config_value<bool>(c, cls, "from_logits", false),
+         .label_smoothing = config_value<double>(c, cls, "label_smoothing", 0.0),
+         .axis = config_value<int64_t>(c, cls, "axis", -1),
+         .reduction = reduction,
+         .name = name("categorical_crossentropy")});
+  }
+  if (cls == "BinaryCrossentropy") {
+    return BinaryCrossentropy(
+        {.from_logits = config_value<bool>(c, cls, "from_logits", false),
+         .label_smoothing = config_value<double>(c, cls, "label_smoothing", 0.0),
+         .axis = config_value<int64_t>(c, cls, "axis", -1),
+         .reduction = reduction,
+         .name = name("binary_crossentropy")});
+  }
+  if (cls == "MeanSquaredError")
+    return MeanSquaredError({.reduction = reduction, .name = name("mean_squared_error")});
+  if (cls == "MeanAbsoluteError")
+    return MeanAbsoluteError({.reduction = reduction, .name = name("mean_absolute_error")});
+  if (cls == "Huber") {
+    return Huber({.delta = config_value<double>(c, cls, "delta", 1.0),
+                  .reduction = reduction,
+                  .name = name("huber_loss")});
+  }
+  STRATA_CHECK_ARG(false, "keras::losses::deserialize: unknown loss class \"", cls, "\"");
   return nullptr;
 }
 

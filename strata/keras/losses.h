@@ -30,6 +30,8 @@
 #include <string>
 #include <utility>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "strata/core/tensor.h"
 
 namespace strata::keras::losses {
@@ -197,6 +199,10 @@ class CategoricalCrossentropyLoss : public LossFunctionWrapper {
  public:
   // InvalidArgumentError unless 0 <= label_smoothing <= 1.
   explicit CategoricalCrossentropyLoss(const CategoricalCrossentropyOptions& options = {});
+  const CategoricalCrossentropyOptions& options() const noexcept { return options_; }
+
+ private:
+  CategoricalCrossentropyOptions options_;
 };
 std::shared_ptr<CategoricalCrossentropyLoss> CategoricalCrossentropy(
     const CategoricalCrossentropyOptions& options = {});
@@ -212,6 +218,10 @@ class BinaryCrossentropyLoss : public LossFunctionWrapper {
  public:
   // InvalidArgumentError unless 0 <= label_smoothing <= 1.
   explicit BinaryCrossentropyLoss(const BinaryCrossentropyOptions& options = {});
+  const BinaryCrossentropyOptions& options() const noexcept { return options_; }
+
+ private:
+  BinaryCrossentropyOptions options_;
 };
 std::shared_ptr<BinaryCrossentropyLoss> BinaryCrossentropy(
     const BinaryCrossentropyOptions& options = {});
@@ -246,6 +256,10 @@ class HuberLoss : public LossFunctionWrapper {
  public:
   // InvalidArgumentError if delta is NaN (Keras accepts any other value).
   explicit HuberLoss(const HuberOptions& options = {});
+  double delta() const noexcept { return delta_; }
+
+ private:
+  double delta_;
 };
 std::shared_ptr<HuberLoss> Huber(const HuberOptions& options = {});
 
@@ -255,5 +269,18 @@ std::shared_ptr<HuberLoss> Huber(const HuberOptions& options = {});
 // "mse", "mean_absolute_error" / "mae", "huber" / "huber_loss") and the class
 // names ("SparseCategoricalCrossentropy", ...). InvalidArgumentError otherwise.
 LossPtr get(const std::string& name);
+
+// keras.losses.serialize: {"module": "keras.losses", "class_name":
+// "SparseCategoricalCrossentropy", "config": {"name", "reduction" ("auto",
+// "none", "sum", "sum_over_batch_size"), then the class's arguments:
+// "from_logits" (and "ignore_class": null); "from_logits", "label_smoothing",
+// "axis"; "delta"}, "registered_name": null} for the loss classes above.
+// UnimplementedError for any other Loss (a LossFunctionWrapper around a
+// function of the program's), which has no config.
+nlohmann::json serialize(const Loss& loss);
+// keras.losses.deserialize: a fresh loss from serialize()'s output, or get()
+// for a name string. InvalidArgumentError naming an unknown class or a
+// mistyped key.
+LossPtr deserialize(const nlohmann::json& config);
 
 }  // namespace strata::keras::losses

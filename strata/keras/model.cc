@@ -4,6 +4,8 @@
 #include <iostream>
 #include <utility>
 
+#include <nlohmann/json.hpp>
+
 #include "strata/autodiff/gradient_tape.h"
 #include "strata/base/errors.h"
 #include "strata/base/logging.h"
@@ -14,6 +16,7 @@
 #include "strata/keras/callbacks/progbar_logger.h"
 #include "strata/keras/internal/compile_utils.h"
 #include "strata/keras/optimizers/optimizers.h"
+#include "strata/keras/saving/saving_api.h"
 #include "strata/keras/summary.h"
 #include "strata/keras/weights_io.h"
 #include "strata/ops/array_ops.h"
@@ -23,7 +26,7 @@ namespace strata::keras {
 
 // --- LossSpec -------------------------------------------------------------------
 
-LossSpec::LossSpec(const std::string& name) : LossSpec(losses::get(name)) {}
+LossSpec::LossSpec(const std::string& name) : LossSpec(losses::get(name)) { identifier_ = name; }
 
 LossSpec::LossSpec(LossFunction fn) : name_("loss"), per_example_(std::move(fn)) {
   STRATA_CHECK_ARG(per_example_ != nullptr, "compile: the loss function is empty");
@@ -189,6 +192,11 @@ void Model::compile(const CompileOptions& options) {
   optimizer_ = options.optimizer.name().empty() ? options.optimizer.optimizer()
                                                 : optimizers::get(options.optimizer.name());
   loss_ = options.loss;
+  metric_specs_ = options.metrics;
+  weighted_metric_specs_ = options.weighted_metrics;
+  loss_weights_ = options.loss_weights;
+  run_eagerly_ = options.run_eagerly;
+  jit_compile_ = options.jit_compile;
   loss_weight_ = options.loss_weights.empty() ? 1.0 : options.loss_weights[0];
   steps_per_execution_ = options.steps_per_execution;
   seed_ = options.seed;
@@ -196,6 +204,97 @@ void Model::compile(const CompileOptions& options) {
   compiled_metrics_ =
       std::make_unique<internal::CompiledMetrics>(options.metrics, options.weighted_metrics);
   compiled_ = true;
+}
+
+namespace {
+
+nlohmann::json metric_names(const std::vector<MetricSpec>& specs) {
+  if (specs.empty()) return nullptr;
+  nlohmann::json out = nlohmann::json::array();
+  for (const MetricSpec& m : specs) out.push_back(m.metric() ? m.metric()->name() : m.name());
+  return out;
+}
+
+std::vector<MetricSpec> metric_specs_of(const nlohmann::json& config, const char* key) {
+  std::vector<MetricSpec> out;
+  if (!config.contains(key) || config[key].is_null()) return out;
+  STRATA_CHECK_ARG(config[key].is_array(), "compile_from_config: \"", key,
+                   "\" must be a list of metric names, got ", config[key].dump());
+  for (const nlohmann::json& m : config[key]) {
+    STRATA_CHECK_ARG(m.is_string(), "compile_from_config: \"", key,
+                     "\" must be a list of metric names, got the entry ", m.dump());
+    out.emplace_back(m.get<std::string>());
+  }
+  return out;
+}
+
+nlohmann::json optional_bool(const std::optional<bool>& b) {
+  return b ? nlohmann::json(*b) : nlohmann::json(nullptr);
+}
+
+}  // namespace
+
+nlohmann::json Model::get_compile_config() const {
+  check_compiled("get_compile_config");
+  nlohmann::json loss = nullptr;
+  if (!loss_.identifier().empty()) {
+    loss = loss_.identifier();
+  } else if (loss_.loss_object()) {
+    loss = losses::serialize(*loss_.loss_object());
+  }
+  nlohmann::json loss_weights = nullptr;
+  if (!loss_weights_.empty()) loss_weights = loss_weights_;
+  return {{"optimizer", optimizer_ ? optimizers::serialize(*optimizer_) : nlohmann::json(nullptr)},
+          {"loss", loss},
+          {"loss_weights", loss_weights},
+          {"metrics", metric_names(metric_specs_)},
+          {"weighted_metrics", metric_names(weighted_metric_specs_)},
+          {"run_eagerly", optional_bool(run_eagerly_)},
+          {"steps_per_execution", steps_per_execution_},
+          {"jit_compile", optional_bool(jit_compile_)}};
+}
+
+void Model::compile_from_config(const nlohmann::json& config) {
+  STRATA_CHECK_ARG(config.is_object(), "compile_from_config: expected an object, got ",
+                   config.dump());
+  CompileOptions o;
+  {
+    // The optimizer's `iterations` variable is made under the model's strategy.
+    std::optional<distribute::StrategyScope> scope;
+    if (!strategy_->is_default()) scope.emplace(*strategy_);
+    if (config.contains("optimizer") && !config["optimizer"].is_null())
+      o.optimizer = optimizers::deserialize(config["optimizer"]);
+  }
+  if (config.contains("loss") && !config["loss"].is_null()) {
+    if (config["loss"].is_string()) {
+      o.loss = config["loss"].get<std::string>();
+    } else {
+      o.loss = losses::deserialize(config["loss"]);
+    }
+  }
+  if (config.contains("loss_weights") && !config["loss_weights"].is_null()) {
+    STRATA_CHECK_ARG(config["loss_weights"].is_array(),
+                     "compile_from_config: \"loss_weights\" must be a list, got ",
+                     config["loss_weights"].dump());
+    for (const nlohmann::json& w : config["loss_weights"]) {
+      STRATA_CHECK_ARG(w.is_number(),
+                       "compile_from_config: \"loss_weights\" must hold numbers, got ", w.dump());
+      o.loss_weights.push_back(w.get<double>());
+    }
+  }
+  o.metrics = metric_specs_of(config, "metrics");
+  o.weighted_metrics = metric_specs_of(config, "weighted_metrics");
+  if (config.contains("run_eagerly") && config["run_eagerly"].is_boolean())
+    o.run_eagerly = config["run_eagerly"].get<bool>();
+  if (config.contains("steps_per_execution") && !config["steps_per_execution"].is_null()) {
+    STRATA_CHECK_ARG(config["steps_per_execution"].is_number_integer(),
+                     "compile_from_config: \"steps_per_execution\" must be an integer, got ",
+                     config["steps_per_execution"].dump());
+    o.steps_per_execution = config["steps_per_execution"].get<int64_t>();
+  }
+  if (config.contains("jit_compile") && config["jit_compile"].is_boolean())
+    o.jit_compile = config["jit_compile"].get<bool>();
+  compile(o);
 }
 
 void Model::check_compiled(const char* who) const {
@@ -707,6 +806,6 @@ void Model::summary() const { print_summary(*this, std::cout); }
 
 void Model::save_weights(const std::string& path) const { keras::save_weights(*this, path); }
 void Model::load_weights(const std::string& path) { keras::load_weights(*this, path); }
-void Model::save(const std::string& path) const { keras::save_model(*this, path); }
+void Model::save(const std::string& path) const { saving::save_model(*this, path); }
 
 }  // namespace strata::keras

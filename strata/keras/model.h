@@ -72,6 +72,7 @@
 #include "strata/keras/metric.h"
 #include "strata/keras/metrics/mean.h"
 #include "strata/keras/optimizer.h"
+#include "strata/keras/saving/object_registration.h"
 
 namespace strata::distribute {
 class Strategy;
@@ -116,6 +117,7 @@ class LossSpec {
   }
   LossSpec(std::shared_ptr<L> loss) {  // NOLINT
     name_ = loss_object_name(*loss);
+    if constexpr (std::is_base_of_v<losses::Loss, L>) loss_object_ = loss;
     // compile's loop scales a mean loss for distribution itself (compute_loss),
     // so the loss object may reduce by the per-replica batch (Keras's
     // _allow_sum_over_batch_size).
@@ -144,6 +146,11 @@ class LossSpec {
 
   bool defined() const noexcept { return weighted_ != nullptr || per_example_ != nullptr; }
   const std::string& name() const noexcept { return name_; }
+  // The name given ("mse"), "" when given otherwise (compile's config keeps it).
+  const std::string& identifier() const noexcept { return identifier_; }
+  // The keras::losses::Loss object given or made from the name, nullptr for a
+  // function or another callable.
+  const std::shared_ptr<const losses::Loss>& loss_object() const noexcept { return loss_object_; }
   // The reduced (scalar) loss for a batch; sample_weight may be undefined.
   Tensor operator()(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight) const;
   // The reduction applied (a function's is SUM_OVER_BATCH_SIZE).
@@ -166,6 +173,8 @@ class LossSpec {
     }
   }
   std::string name_;
+  std::string identifier_;
+  std::shared_ptr<const losses::Loss> loss_object_;
   losses::Reduction reduction_ = losses::Reduction::SUM_OVER_BATCH_SIZE;
   LossFunction per_example_;
   std::function<Tensor(const Tensor&, const Tensor&, const Tensor&)> weighted_;
@@ -322,10 +331,28 @@ class Model : public Layer {
 
   // Keras's Model.from_config: a functional model from its get_config()
   // (functional.h describes the shape), with new weights.
-  static std::shared_ptr<Model> from_config(const nlohmann::json& config);
+  // custom_objects: as layers::deserialize (saving/object_registration.h).
+  static std::shared_ptr<Model> from_config(const nlohmann::json& config,
+                                            const saving::CustomObjects& custom_objects = {});
 
   void compile(const CompileOptions& options);
   bool compiled() const noexcept { return compiled_; }
+  // Keras 3's model.get_compile_config(): compile's arguments as JSON, what
+  // model.save stores as "compile_config": {"optimizer":
+  // optimizers::serialize(optimizer) (null without one), "loss": the name
+  // given, or losses::serialize of a loss object, or null for a function (it
+  // has no config), "loss_weights": null or [w], "metrics" and
+  // "weighted_metrics": the names of the metrics given (a metric object by
+  // its name(); null when none), "run_eagerly", "steps_per_execution",
+  // "jit_compile"}. FailedPreconditionError before compile; UnimplementedError
+  // for an optimizer or loss that has no config (optimizers::serialize,
+  // losses::serialize).
+  nlohmann::json get_compile_config() const;
+  // Keras 3's model.compile_from_config(config): compile with the optimizer,
+  // loss and metrics deserialized from get_compile_config()'s output (a fresh
+  // optimizer: no slots, iterations 0), under the model's strategy.
+  // InvalidArgumentError naming a key that cannot be read.
+  void compile_from_config(const nlohmann::json& config);
 
   History fit(const data::Dataset& dataset, const FitOptions& options = {});
   History fit(const Tensor& x, const Tensor& y, const FitOptions& options = {});
@@ -375,7 +402,10 @@ class Model : public Layer {
   // Weights IO (format: docs/formats/weights.md; weights_io.h).
   void save_weights(const std::string& path) const;
   void load_weights(const std::string& path);
-  // save_weights plus the optimizer's variables (iterations and slots).
+  // keras Model.save: the architecture (get_config), the compile state
+  // (get_compile_config), the weights and the optimizer's variables in one
+  // file, written atomically; keras::models::load_model rebuilds the model
+  // from it (saving/saving_api.h; format: docs/formats/saved_model.md).
   void save(const std::string& path) const;
 
   // Keras's model.stop_training: callbacks set it to end fit after this epoch.
@@ -434,6 +464,12 @@ class Model : public Layer {
   bool compiled_ = false;
   optimizers::OptimizerPtr optimizer_;
   LossSpec loss_;
+  // compile's arguments as given, for get_compile_config.
+  std::vector<MetricSpec> metric_specs_;
+  std::vector<MetricSpec> weighted_metric_specs_;
+  std::vector<double> loss_weights_;
+  std::optional<bool> run_eagerly_;
+  std::optional<bool> jit_compile_;
   double loss_weight_ = 1.0;
   int64_t steps_per_execution_ = 1;
   uint64_t seed_ = 0;

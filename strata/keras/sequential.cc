@@ -114,12 +114,14 @@ nlohmann::json SequentialModel::get_config() const {
   return config;
 }
 
-std::shared_ptr<SequentialModel> SequentialModel::from_config(const nlohmann::json& config) {
+std::shared_ptr<SequentialModel> SequentialModel::from_config(
+    const nlohmann::json& config, const saving::CustomObjects& custom_objects) {
   STRATA_CHECK_ARG(config.is_object() && config.contains("layers") && config["layers"].is_array(),
                    "Sequential.from_config: expected {\"name\": ..., \"layers\": [...]}, got ",
                    config.dump());
   auto model = Sequential({}, {.name = config.value("name", std::string())});
-  for (const nlohmann::json& entry : config["layers"]) model->add(layers::deserialize(entry));
+  for (const nlohmann::json& entry : config["layers"])
+    model->add(layers::deserialize(entry, custom_objects));
   if (!model->built() && config.contains("build_input_shape") &&
       config["build_input_shape"].is_array()) {
     std::vector<int64_t> dims;

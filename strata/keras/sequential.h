@@ -53,7 +53,9 @@ class SequentialModel : public Model {
 
   nlohmann::json get_config() const override;
   // Keras's Sequential.from_config: the layers remade from their configs (new weights).
-  static std::shared_ptr<SequentialModel> from_config(const nlohmann::json& config);
+  // custom_objects: as layers::deserialize (saving/object_registration.h).
+  static std::shared_ptr<SequentialModel> from_config(
+      const nlohmann::json& config, const saving::CustomObjects& custom_objects = {});
 
  protected:
   void build_weights(const TensorShape& input_shape) override;

@@ -122,6 +122,12 @@ void write_weights_file(const std::string& path, const WeightsFile& contents) {
   manifest["model"] = group(contents.model);
   manifest["optimizer"] = group(contents.optimizer);
   manifest["metadata"] = contents.metadata;
+  if (!contents.config.empty()) {
+    STRATA_CHECK_ARG(contents.kind == "model", "write_weights_file('", path,
+                     "'): only a file of kind 'model' holds a config, not one of kind '",
+                     contents.kind, "'");
+    manifest["config"] = nlohmann::json::parse(contents.config);
+  }
   const std::string m = manifest.dump();
 
   std::string out;
@@ -230,6 +236,17 @@ WeightsFile read_weights_file(const std::string& path) {
                         " optimizer variables; only 'model' and 'training_state' hold them"));
     }
     out.metadata = manifest.at("metadata").get<std::map<std::string, std::string>>();
+    if (manifest.contains("config")) {
+      const nlohmann::json& config = manifest["config"];
+      if (!config.is_object() || out.kind != "model") {
+        data_loss(path, m_at,
+                  str_cat("manifest field 'config' must be an object in a file of kind 'model', "
+                          "got ",
+                          config.is_object() ? "one in a file of kind '" + out.kind + "'"
+                                             : config.dump()));
+      }
+      out.config = config.dump();
+    }
   } catch (const nlohmann::json::exception& e) {
     data_loss(path, m_at, str_cat("malformed manifest: ", e.what()));
   } catch (const InvalidArgumentError& e) {
@@ -256,8 +273,10 @@ void save_weights(const Model& model, const std::string& path) {
   write_as_this_worker(model, path, contents_of(model, "weights", /*with_optimizer=*/false));
 }
 
-void save_model(const Model& model, const std::string& path) {
-  write_as_this_worker(model, path, contents_of(model, "model", /*with_optimizer=*/true));
+void save_model(const Model& model, const std::string& path, const std::string& config) {
+  WeightsFile f = contents_of(model, "model", /*with_optimizer=*/true);
+  f.config = config;
+  write_as_this_worker(model, path, f);
 }
 
 void load_weights(Model& model, const std::string& path) {
@@ -279,27 +298,36 @@ void save_training_state(const Model& model, const std::string& path,
 
 std::map<std::string, std::string> load_training_state(Model& model, const std::string& path) {
   const WeightsFile f = read_weights_file(path);
+  assign_training_state(model, f, path, /*with_optimizer=*/true);
+  return f.metadata;
+}
+
+void assign_training_state(Model& model, const WeightsFile& f, const std::string& path,
+                           bool with_optimizer) {
   STRATA_CHECK(FAILED_PRECONDITION, model.built() || f.model.empty(), "load_training_state('", path,
                "'): model '", model.name(),
                "' is not built; call it on a batch (or give an input_shape) first");
   const std::vector<Variable> vars = model.weights();
   check_matches(f.model, vars, "model", path);
   std::vector<Variable> opt_vars = optimizer_variables(model);
-  if (!f.optimizer.empty()) {
+  const bool restore_optimizer = with_optimizer && !f.optimizer.empty();
+  if (restore_optimizer) {
     STRATA_CHECK(FAILED_PRECONDITION, model.optimizer() != nullptr, "load_training_state('", path,
                  "'): the file has optimizer variables but model '", model.name(),
                  "' has no optimizer (compile it)");
-    if (!model.optimizer()->built()) {
+    if (!model.optimizer()->built() && f.optimizer.size() != opt_vars.size()) {
       // An optimizer that has not stepped yet has no slots: create them (zeros,
-      // iterations untouched), as Keras's deferred restoration would.
+      // iterations untouched), as Keras's deferred restoration would. (A file
+      // saved before the first step has no slots either: nothing to build.)
       model.optimizer()->build(model.trainable_variables());
       opt_vars = optimizer_variables(model);
     }
     check_matches(f.optimizer, opt_vars, "optimizer", path);
   }
   for (size_t i = 0; i < vars.size(); ++i) vars[i].assign(f.model[i].value);
-  for (size_t i = 0; i < f.optimizer.size(); ++i) opt_vars[i].assign(f.optimizer[i].value);
-  return f.metadata;
+  if (restore_optimizer) {
+    for (size_t i = 0; i < f.optimizer.size(); ++i) opt_vars[i].assign(f.optimizer[i].value);
+  }
 }
 
 }  // namespace strata::keras

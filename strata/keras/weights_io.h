@@ -3,8 +3,8 @@
 //
 //   model->save_weights("/tmp/mlp.weights");   // keras::save_weights(*model, path)
 //   other->load_weights("/tmp/mlp.weights");   // same architecture: every weight checked first
-//   model->save("/tmp/mlp.keras");             // weights + optimizer variables
-//   keras::load_training_state(*model, path);  // restores both (BackupAndRestore)
+//   model->save("/tmp/mlp.keras");             // architecture + weights + optimizer variables
+//   keras::load_training_state(*model, path);  // restores weights and optimizer (BackupAndRestore)
 //
 // Files are written atomically (temporary file in the same directory, fsync,
 // rename). Under a multi-worker strategy (MultiWorkerMirroredStrategy with
@@ -24,10 +24,11 @@
 // So a refused load leaves the model unchanged.
 //
 // save() stores the model's weights and the optimizer's variables
-// (iterations then slots, Optimizer::variables() order); it does not store
-// the architecture: rebuild the model in code, then load_weights (weights
-// only) or load_training_state (weights and optimizer). A full model-config
-// round trip (keras.models.load_model) is not provided.
+// (iterations then slots, Optimizer::variables() order) and, in the
+// manifest's "config", the architecture and compile state that
+// keras::models::load_model rebuilds the model from (saving/saving_api.h,
+// docs/formats/saved_model.md). load_weights and load_training_state read
+// such a file too, into a model built in code.
 //
 // Thread-safety: save reads the variables; load must not run concurrently
 // with training.
@@ -53,6 +54,9 @@ struct WeightsFile {
   std::vector<NamedTensor> model = {};               // the model's weights(), in order
   std::vector<NamedTensor> optimizer = {};           // the optimizer's variables(), in order
   std::map<std::string, std::string> metadata = {};  // free-form (BackupAndRestore: "epoch")
+  // kind "model" only: the saved model's config (JSON text of an object,
+  // docs/formats/saved_model.md); "" when the file holds none.
+  std::string config = "";
 };
 
 // Low level: encode/decode a WeightsFile (atomic write; verified read).
@@ -62,7 +66,9 @@ WeightsFile read_weights_file(const std::string& path);
 void save_weights(const Model& model, const std::string& path);
 // Loads the model part of any weights file (also one written by save()).
 void load_weights(Model& model, const std::string& path);
-void save_model(const Model& model, const std::string& path);
+// Weights and optimizer variables (kind "model") with `config` (JSON text,
+// "" for none) in the manifest: what saving::save_model writes.
+void save_model(const Model& model, const std::string& path, const std::string& config);
 
 // Weights + optimizer variables + metadata, and their restore. An optimizer
 // that has not run yet is built first (its slots created for the model's
@@ -71,5 +77,11 @@ void save_model(const Model& model, const std::string& path);
 void save_training_state(const Model& model, const std::string& path,
                          const std::map<std::string, std::string>& metadata);
 std::map<std::string, std::string> load_training_state(Model& model, const std::string& path);
+
+// load_training_state from contents already read from `path` (named in
+// errors): checks every variable, then assigns the model's weights and, when
+// `with_optimizer`, the optimizer's variables (building its slots first).
+void assign_training_state(Model& model, const WeightsFile& contents, const std::string& path,
+                           bool with_optimizer);
 
 }  // namespace strata::keras

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include <nlohmann/json.hpp>
+
 #include "strata/base/errors.h"
 #include "strata/keras/layers/internal/common.h"
 #include "strata/ops/array_ops.h"
@@ -18,6 +20,17 @@ BatchNormalizationLayer::BatchNormalizationLayer(const BatchNormalizationOptions
   STRATA_CHECK_ARG(options.momentum >= 0.0 && options.momentum <= 1.0, who,
                    ": expected momentum in [0, 1], got ", options.momentum);
   STRATA_CHECK_ARG(options.epsilon >= 0.0, who, ": expected epsilon >= 0, got ", options.epsilon);
+}
+
+nlohmann::json BatchNormalizationLayer::get_config() const {
+  nlohmann::json config = base_config();
+  config["axis"] = options_.axis;
+  config["momentum"] = options_.momentum;
+  config["epsilon"] = options_.epsilon;
+  config["center"] = options_.center;
+  config["scale"] = options_.scale;
+  config["synchronized"] = options_.synchronized;
+  return config;
 }
 
 void BatchNormalizationLayer::check_input(const TensorShape& shape) const {

@@ -68,6 +68,9 @@ class BatchNormalizationLayer : public Layer {
   const Variable& moving_variance() const { return moving_variance_; }
 
   TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+  // The base keys, then Keras's "axis" (an int), "momentum", "epsilon",
+  // "center", "scale" and "synchronized"; initializers are not written.
+  nlohmann::json get_config() const override;
 
  protected:
   void build_weights(const TensorShape& input_shape) override;

@@ -13,6 +13,7 @@
 #include "strata/keras/layers/dense.h"
 #include "strata/keras/layers/input_layer.h"
 #include "strata/keras/layers/merging.h"
+#include "strata/keras/layers/normalization.h"
 #include "strata/keras/layers/pooling.h"
 #include "strata/keras/layers/preprocessing.h"
 #include "strata/keras/layers/reshaping.h"
@@ -95,22 +96,50 @@ void fill_regularizers(Options& o, const nlohmann::json& c) {
   o.activity_regularizer = regularizer_of(c, "activity_regularizer");
 }
 
+// The classes the chain below makes.
+bool is_builtin(const std::string& cls) {
+  static const char* const kClasses[] = {
+      "Functional",    "Model",        "Sequential",       "InputLayer",
+      "Dense",         "Conv2D",       "Flatten",          "Dropout",
+      "Activation",    "MaxPooling2D", "AveragePooling2D", "BatchNormalization",
+      "Normalization", "Add",          "Subtract",         "Multiply",
+      "Average",       "Maximum",      "Minimum",          "Concatenate"};
+  for (const char* c : kClasses) {
+    if (cls == c) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 nlohmann::json serialize(const Layer& layer) {
-  return {{"class_name", layer.class_name()}, {"config", layer.get_config()}};
+  nlohmann::json out = {{"class_name", layer.class_name()}, {"config", layer.get_config()}};
+  const std::string registered = saving::get_registered_name(layer.class_name());
+  if (registered != layer.class_name()) out["registered_name"] = registered;
+  return out;
 }
 
-LayerPtr deserialize(const nlohmann::json& config) {
+LayerPtr deserialize(const nlohmann::json& config, const saving::CustomObjects& custom_objects) {
   STRATA_CHECK_ARG(config.is_object() && config.contains("class_name") &&
                        config["class_name"].is_string() && config.contains("config"),
                    "deserialize: expected {\"class_name\": ..., \"config\": ...}, got ",
                    config.dump());
   const std::string cls = config["class_name"].get<std::string>();
   const nlohmann::json& c = config["config"];
+  const std::string registered_name =
+      config.contains("registered_name") && config["registered_name"].is_string()
+          ? config["registered_name"].get<std::string>()
+          : std::string();
+  if (auto factory = saving::internal::find_layer_factory(cls, registered_name, custom_objects,
+                                                          is_builtin(cls))) {
+    LayerPtr layer = (*factory)(c);
+    STRATA_CHECK_ARG(layer != nullptr, "deserialize: the from_config registered for \"",
+                     registered_name.empty() ? cls : registered_name, "\" returned nullptr");
+    return layer;
+  }
   const ConfigReader r(cls, c);
-  if (cls == "Functional" || cls == "Model") return Model::from_config(c);
-  if (cls == "Sequential") return SequentialModel::from_config(c);
+  if (cls == "Functional" || cls == "Model") return Model::from_config(c, custom_objects);
+  if (cls == "Sequential") return SequentialModel::from_config(c, custom_objects);
   if (cls == "InputLayer") {
     std::vector<int64_t> s = r.shape("batch_input_shape");
     STRATA_CHECK_ARG(!s.empty(),
@@ -184,6 +213,27 @@ LayerPtr deserialize(const nlohmann::json& config) {
     r.fill_layer_args(o);
     return Normalization(o);
   }
+  if (cls == "BatchNormalization") {
+    BatchNormalizationOptions o;
+    if (r.has("axis")) {
+      // tf.keras writes the axis as a list once the layer is built.
+      if (c["axis"].is_array()) {
+        const auto axes = r.get<std::vector<int64_t>>("axis");
+        STRATA_CHECK(UNIMPLEMENTED, axes.size() == 1, "deserialize BatchNormalization: axis ",
+                     c["axis"].dump(), " normalises over several axes; one axis is supported");
+        o.axis = axes[0];
+      } else {
+        o.axis = r.get<int64_t>("axis");
+      }
+    }
+    o.momentum = r.get_or<double>("momentum", 0.99);
+    o.epsilon = r.get_or<double>("epsilon", 1e-3);
+    o.center = r.get_or<bool>("center", true);
+    o.scale = r.get_or<bool>("scale", true);
+    o.synchronized = r.get_or<bool>("synchronized", false);
+    r.fill_layer_args(o);
+    return BatchNormalization(o);
+  }
   if (cls == "Add") return Add(r.layer_args());
   if (cls == "Subtract") return Subtract(r.layer_args());
   if (cls == "Multiply") return Multiply(r.layer_args());
@@ -196,8 +246,11 @@ LayerPtr deserialize(const nlohmann::json& config) {
     r.fill_layer_args(o);
     return Concatenate(o);
   }
-  STRATA_CHECK(UNIMPLEMENTED, false, "deserialize: layer class \"", cls,
-               "\" cannot be made from a config");
+  STRATA_CHECK(
+      UNIMPLEMENTED, false, "deserialize: unknown layer class \"", cls, "\"",
+      registered_name.empty() ? std::string() : " (registered name \"" + registered_name + "\")",
+      ": Strata cannot make it from a config; register it with "
+      "keras::saving::register_keras_serializable or pass it in custom_objects");
   return nullptr;
 }
 

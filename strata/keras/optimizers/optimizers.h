@@ -16,6 +16,8 @@
 #include <memory>
 #include <string>
 
+#include <nlohmann/json_fwd.hpp>
+
 #include "strata/keras/optimizer.h"
 #include "strata/keras/optimizers/adagrad.h"
 #include "strata/keras/optimizers/adam.h"
@@ -30,5 +32,22 @@ namespace strata::keras::optimizers {
 // Names are matched case-insensitively: "sgd", "adam", "adamw", "rmsprop",
 // "adagrad". InvalidArgumentError naming an unknown one.
 std::shared_ptr<Optimizer> get(const std::string& name);
+
+// keras.optimizers.serialize: {"module": "keras.optimizers", "class_name":
+// "Adam", "config": {...}, "registered_name": null}. The config has Keras's
+// keys: "name", "weight_decay", "clipnorm", "global_clipnorm", "clipvalue",
+// "use_ema" (false), "ema_momentum" (0.99), "ema_overwrite_frequency" (null),
+// "jit_compile" (false), "is_legacy_optimizer" (false), "learning_rate", then
+// the class's own ("momentum", "nesterov"; "beta_1", "beta_2", "epsilon",
+// "amsgrad"; "rho", "momentum", "epsilon", "centered";
+// "initial_accumulator_value", "epsilon"). UnimplementedError for an
+// optimizer class other than SGD, Adam, AdamW, RMSprop and Adagrad, and for a
+// learning-rate schedule (schedules have no config here).
+nlohmann::json serialize(const Optimizer& optimizer);
+// keras.optimizers.deserialize: a fresh optimizer (no slots, iterations 0)
+// from serialize()'s output or from a name string (get). Missing keys take
+// Keras's defaults; InvalidArgumentError for an unknown class or a mistyped
+// key, naming it.
+std::shared_ptr<Optimizer> deserialize(const nlohmann::json& config);
 
 }  // namespace strata::keras::optimizers
