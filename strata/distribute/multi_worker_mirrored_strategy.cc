@@ -317,11 +317,13 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
   }
 
   // Gloo's TCP mesh set-up occasionally fails with a reset connection on a
-  // loaded machine. Every worker reports how its attempt went (its last one
-  // too, so nobody waits for a worker that gave up) and all retry together,
-  // under a fresh key prefix, until every worker succeeded; every attempt and
-  // every wait for the reports ends by the start-up deadline.
-  constexpr int kAttempts = 3;
+  // loaded machine, and a stray connection to one of its ports while it forms
+  // fails the attempt's mesh check (GlooCollectives). Every worker reports how
+  // its attempt went (its last one too, so nobody waits for a worker that
+  // gave up) and all retry together, under a fresh key prefix and on fresh
+  // ports, until every worker succeeded; every attempt and every wait for the
+  // reports ends by the start-up deadline.
+  constexpr int kAttempts = 5;
   std::string failures;  // of the last attempt, per worker
   for (int attempt = 0; attempt < kAttempts && !cross_workers_; ++attempt) {
     std::shared_ptr<collective::GlooCollectives> group;
