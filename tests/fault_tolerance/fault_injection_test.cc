@@ -391,16 +391,17 @@ std::set<int> listening_ports(pid_t pid) {
   return ports;
 }
 
-TEST(FaultInjection, StrayConnectionsToTheGlooPortsDoNotStopTheJob) {
-  // Gloo listens on one port per pair while the mesh forms and takes the
-  // first connection that arrives as the peer, without a handshake. The
-  // tasks are paused (SIGSTOP) and resumed so that, whichever of them listens
-  // for the pair, an idle stray is first in its queue and the real peer
-  // second: the listener takes the stray, and the peer's connection is reset
-  // once the listener closes. The tasks must notice and form the mesh again
-  // on fresh ports.
-  // The pause can miss the moment a pair listens (the mesh formed already):
-  // then the trial is repeated, up to eight times.
+// Gloo listens on one port per pair while the mesh forms and takes the first
+// connection that arrives as the peer, without a handshake. The tasks are
+// paused (SIGSTOP) and resumed so that, whichever of them listens for the
+// pair, a stray is first in its queue and the real peer second: the listener
+// takes the stray, and the peer's connection is reset once the listener
+// closes. The job must still finish: the tasks notice and form the mesh again
+// on fresh ports. `garbage`: each stray sends 96 bytes of 0xff once
+// connected, else it stays idle. The pause can miss the moment a pair
+// listens (the mesh formed already): then the trial is repeated, up to eight
+// times.
+void run_with_gloo_strays(bool garbage) {
   size_t placed = 0;
   for (int trial = 0; trial < 8 && placed == 0; ++trial) {
     const strata::TempDir dir("fault_injection");
@@ -410,17 +411,18 @@ TEST(FaultInjection, StrayConnectionsToTheGlooPortsDoNotStopTheJob) {
     Task chief(args, tf_config(ports, "chief"), dir.file("chief.out"), kToken);
     Task worker(args, tf_config(ports, "worker"), dir.file("worker.out"), kToken);
     std::vector<strata::UniqueFd> strays;
-    // Connects a stray to every port `task` listens on but the store's; true
-    // when there was one.
+    // Connects a stray to every port `task` listens on but the store's.
     auto stray_into = [&](const Task& task) {
-      bool any = false;
       for (int port : listening_ports(task.pid())) {
         if (port == ports[0]) continue;
         strata::UniqueFd fd = connect_within(port, 100ms);
-        if (fd.valid()) strays.push_back(std::move(fd));
-        any = any || fd.valid();
+        if (!fd.valid()) continue;
+        if (garbage) {
+          const std::string bytes(96, '\xff');
+          ::send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+        }
+        strays.push_back(std::move(fd));
       }
-      return any;
     };
     {
       strata::cluster::TcpStoreClient spy(
@@ -452,9 +454,8 @@ TEST(FaultInjection, StrayConnectionsToTheGlooPortsDoNotStopTheJob) {
     placed = strays.size();
     const std::optional<int> worker_status = worker.wait_exit(60s);
     const std::optional<int> chief_status = chief.wait_exit(10s);
-    std::printf(
-        "stray connections to the Gloo ports (trial %d): %zu strays, the job finished in %.2f s\n",
-        trial, placed, seconds_since(start));
+    std::printf("%s strays on the Gloo ports (trial %d): %zu strays, the job finished in %.2f s\n",
+                garbage ? "noisy" : "idle", trial, placed, seconds_since(start));
     ASSERT_TRUE(worker_status.has_value()) << worker.output();
     ASSERT_TRUE(chief_status.has_value()) << chief.output();
     EXPECT_EQ(*worker_status, 0) << worker.output();
@@ -463,6 +464,11 @@ TEST(FaultInjection, StrayConnectionsToTheGlooPortsDoNotStopTheJob) {
     EXPECT_THAT(chief.output(), HasSubstr("done"));
   }
   EXPECT_GT(placed, 0u) << "no trial placed a stray while a Gloo pair listened";
+}
+
+TEST(FaultInjection, StrayConnectionsToTheGlooPortsDoNotStopTheJob) {
+  run_with_gloo_strays(/*garbage=*/false);
+  run_with_gloo_strays(/*garbage=*/true);
 }
 
 }  // namespace
