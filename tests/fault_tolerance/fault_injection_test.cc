@@ -471,4 +471,39 @@ TEST(FaultInjection, StrayConnectionsToTheGlooPortsDoNotStopTheJob) {
   run_with_gloo_strays(/*garbage=*/true);
 }
 
+// True when a TCP connection to `host`:`port` is accepted within 2 s.
+bool accepts(const std::string& host, int port) {
+  strata::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  EXPECT_EQ(::inet_pton(AF_INET, host.c_str(), &addr.sin_addr), 1) << host;
+  return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+}
+
+TEST(FaultInjection, TheStoreListensOnlyAtTheChiefsTFConfigAddress) {
+  // The chief's TF_CONFIG names 127.0.0.2 (an address of the loopback
+  // interface): the store answers there and not at 127.0.0.1, the same port
+  // on another address of this host; STRATA_BIND_ALL_INTERFACES=1 widens it.
+  for (const bool all : {false, true}) {
+    const strata::TempDir dir("fault_injection");
+    const std::vector<int> ports = strata::cluster::pick_free_ports(2);
+    const std::vector<std::string> args{"--timeout", "20", "--steps", "100000"};
+    const std::string config =
+        "{\"cluster\": {\"chief\": [\"127.0.0.2:" + std::to_string(ports[0]) +
+        "\"], \"worker\": [\"127.0.0.1:" + std::to_string(ports[1]) +
+        "\"]}, \"task\": {\"type\": \"chief\", " + "\"index\": 0}}";
+    if (all) ::setenv("STRATA_BIND_ALL_INTERFACES", "1", 1);
+    Task chief(args, config, dir.file("chief.out"));
+    ::unsetenv("STRATA_BIND_ALL_INTERFACES");
+    bool listening = false;
+    for (const auto until = Clock::now() + 20s; !listening && Clock::now() < until;) {
+      listening = accepts("127.0.0.2", ports[0]);
+      if (!listening) std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_TRUE(listening) << chief.output();
+    EXPECT_EQ(accepts("127.0.0.1", ports[0]), all) << (all ? "every interface" : "one address");
+  }
+}
+
 }  // namespace

@@ -6,7 +6,10 @@
 // process-level version (SIGKILL) is examples/parameter_server_training.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <stdlib.h>
+#include <sys/socket.h>
 
 #include <atomic>
 #include <chrono>
@@ -17,6 +20,7 @@
 
 #include "strata/autodiff/gradient_tape.h"
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 #include "strata/cluster/cluster_resolver.h"
 #include "strata/cluster/cluster_spec.h"
 #include "strata/core/tensor.h"
@@ -800,6 +804,23 @@ TEST(ServerTest, CallsWithoutTheClusterTokenAreRefusedAndChangeNothing) {
   EXPECT_EQ(member.read_variable(info.id, 5s).item<float>(), 2.f);
   ASSERT_EQ(ps.variables().size(), 1u);
   EXPECT_EQ(ps.variables()[0].name, "v");
+}
+
+TEST(ServerTest, ListensOnlyAtItsTaskAddress) {
+  // 127.0.0.2 is an address of the loopback interface: the same port at
+  // 127.0.0.1 (another address of this host) must not answer.
+  sd::Server ps(*task_resolver("ps", 0, "127.0.0.2:0"), {.shutdown_grace = 100ms});
+  auto accepts = [&](const char* host) {
+    strata::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(ps.port()));
+    ::inet_pton(AF_INET, host, &addr.sin_addr);
+    return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  };
+  EXPECT_EQ(ps.target(), "127.0.0.2:" + std::to_string(ps.port()));
+  EXPECT_TRUE(accepts("127.0.0.2"));
+  EXPECT_FALSE(accepts("127.0.0.1"));
 }
 
 }  // namespace
