@@ -82,7 +82,7 @@ std::string handshake(int fd, const std::string& token, int abort_fd, Clock::tim
 
 TcpStoreClient::TcpStoreClient(std::string address, TcpStoreClientOptions options)
     : address_(std::move(address)),
-      options_(options),
+      options_(std::move(options)),
       token_(options_.token ? *options_.token : cluster_token()) {
   validate_cluster_token(token_, "TcpStoreClient");
   std::tie(abort_read_, abort_write_) = internal::make_pipe();

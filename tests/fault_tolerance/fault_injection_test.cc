@@ -294,17 +294,18 @@ TEST(FaultInjection, AGiantFrameToTheStoreCostsTheChiefNoMemory) {
   long grew_kb = 0;
   size_t sent = 0;
   expect_the_job_finishes("giant frames", kToken, [&](Task& chief, int port) {
-    strata::UniqueFd first = connect_within(port, 20s);
-    ASSERT_TRUE(first.valid()) << chief.output();
+    // Once the store listens (the chief started it), its peak memory so far.
+    ASSERT_TRUE(connect_within(port, 20s).valid()) << chief.output();
     const long before = status_kb(chief.pid(), "VmHWM");
-    const std::string payload(128u << 20, 'x');
     for (const std::string& opening :
          {std::string(), frame(std::string("\x06", 1) + field("strata-store/1")),
           hello("not-the-token"), hello(kToken)}) {
-      strata::UniqueFd attacker = opening.empty() ? std::move(first) : connect_within(port, 5s);
+      strata::UniqueFd attacker = connect_within(port, 5s);
       ASSERT_TRUE(attacker.valid());
-      sent +=
-          send_within(attacker.get(), opening + std::string("\x00\x00\x00\x40", 4) + payload, 5s);
+      std::string bytes = opening;
+      bytes.append("\x00\x00\x00\x40", 4);  // a 1 GiB payload announced
+      bytes.resize(bytes.size() + (128u << 20), 'x');
+      sent += send_within(attacker.get(), bytes, 5s);
     }
     grew_kb = status_kb(chief.pid(), "VmHWM") - before;
   });
