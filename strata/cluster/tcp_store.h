@@ -17,19 +17,29 @@
 //     ADD   (3): string key, i64 delta
 //     CHECK (4): u32 count, count x string key
 //     WAIT  (5): u32 count, count x string key, u64 timeout_ms
-//     HELLO (6): string "strata-store/1"              (first frame; no reply)
+//     HELLO (6): string "strata-store/2", string token  (first frame; OK or ERROR)
 //   reply payload := u8 status, then
-//     OK      (0): GET: string value | ADD: i64 new value | CHECK: u8 0/1 | SET, WAIT: nothing
-//     TIMEOUT (1): u32 count, count x string missing key   (GET, WAIT)
-//     ERROR   (2): string message                           (e.g. ADD on a non-counter)
-// A client sends HELLO right after connecting, then one request at a time,
+//     OK        (0): GET: string value | ADD: i64 new value | CHECK: u8 0/1 | SET, WAIT: nothing
+//     TIMEOUT   (1): u32 count, count x string missing key   (GET, WAIT)
+//     ERROR     (2): string message                           (e.g. ADD on a non-counter)
+//     EXHAUSTED (3): string message                           (SET past the memory limit)
+// A client sends HELLO right after connecting and waits for its reply, then one request at a time,
 // reading its reply before the next (no pipelining); the server answers each
-// connection's requests in order. Frames over 1 GiB, an unknown op or a
-// malformed payload close the connection. Unknown peers are dropped: a
-// connection whose first frame is not a HELLO is closed at once, and one that
-// sends no complete HELLO within the server's handshake_timeout (a stray or
-// idle connection, a port scanner) is closed then, so such peers never hold
-// the store's memory or block anyone.
+// connection's requests in order.
+//
+// Nobody is trusted: unknown peers are dropped. A connection whose first frame
+// is not a HELLO is closed at once; a HELLO whose cluster token differs from
+// the server's (compared in constant time; strata/cluster/cluster_token.h) is
+// answered ERROR and closed (the client's UnauthenticatedError says the tokens
+// differ, never what either is); a connection that sends
+// no complete HELLO within the server's handshake_timeout (a stray or idle
+// connection, a port scanner) is closed then; before its HELLO a connection
+// may announce no frame over 512 bytes. After it, a frame over max_frame_bytes,
+// an unknown op or a malformed payload close the connection, so one peer holds
+// at most one frame of memory. A SET that would take the data past
+// max_memory_bytes is refused (ResourceExhaustedError at the client naming the
+// key, the sizes and the limit) and the store is left as it was. None of this
+// disturbs the other connections.
 //
 // Errors: a server that cannot be reached within connect_timeout, or that goes
 // away during a call, is UnavailableError naming the address; a wait that the
@@ -50,6 +60,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -70,6 +81,13 @@ struct TcpStoreServerOptions {
   // How long a new connection may take to send its HELLO frame before it is
   // closed as an unknown peer.
   Milliseconds handshake_timeout = std::chrono::seconds(5);
+  // The cluster token every client must present ("" accepts only clients
+  // presenting none). The default is $STRATA_CLUSTER_TOKEN (cluster_token()).
+  std::optional<std::string> token = std::nullopt;
+  // The largest request frame (payload bytes); a larger one closes its connection.
+  uint32_t max_frame_bytes = 64u << 20;
+  // The most bytes of keys and values the store holds; a SET beyond is refused.
+  uint64_t max_memory_bytes = uint64_t{512} << 20;
 };
 
 // Serves the store on a background thread (one poll() loop for all clients),
@@ -79,8 +97,8 @@ class TcpStoreServer {
  public:
   // `address` is "host:port" ("127.0.0.1:0", "0.0.0.0:2222", "[::1]:0"); port 0
   // picks a free port. Throws UnavailableError naming the address if it cannot
-  // be bound, InvalidArgumentError if it is malformed or handshake_timeout is
-  // not positive.
+  // be bound, InvalidArgumentError if it is malformed, an option is not
+  // positive or the token is malformed.
   explicit TcpStoreServer(const std::string& address = "127.0.0.1:0",
                           TcpStoreServerOptions options = {});
   ~TcpStoreServer();
@@ -105,6 +123,12 @@ struct TcpStoreClientOptions {
   Milliseconds connect_timeout = std::chrono::seconds(60);
   // The timeout of the calls that give none (Store::timeout()).
   Milliseconds timeout = std::chrono::seconds(300);
+  // The cluster token presented in the HELLO; the default is
+  // $STRATA_CLUSTER_TOKEN (cluster_token()).
+  std::optional<std::string> token = std::nullopt;
+  // The largest request frame sent; a larger SET is InvalidArgumentError
+  // naming the key and its size, before anything is sent.
+  uint32_t max_frame_bytes = 64u << 20;
 };
 
 // One connection to a TcpStoreServer. Thread-safe: calls from several threads
@@ -113,7 +137,8 @@ struct TcpStoreClientOptions {
 class TcpStoreClient : public Store {
  public:
   // Connects, retrying until options.connect_timeout; then UnavailableError
-  // naming `address` and the last socket error.
+  // naming `address` and the last socket error. UnauthenticatedError at once
+  // when the server refuses this client's cluster token.
   explicit TcpStoreClient(std::string address, TcpStoreClientOptions options = {});
   ~TcpStoreClient() override;
   TcpStoreClient(const TcpStoreClient&) = delete;
@@ -145,6 +170,7 @@ class TcpStoreClient : public Store {
 
   const std::string address_;
   const TcpStoreClientOptions options_;
+  const std::string token_;
   UniqueFd abort_read_, abort_write_;
   std::atomic<bool> aborted_{false};
   Mutex mu_;

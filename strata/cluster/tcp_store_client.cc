@@ -13,6 +13,7 @@
 #include "strata/base/coding.h"
 #include "strata/base/errors.h"
 #include "strata/base/file.h"
+#include "strata/cluster/cluster_token.h"
 #include "strata/cluster/internal/socket_util.h"
 #include "strata/cluster/internal/tcp_store_protocol.h"
 #include "strata/cluster/socket.h"
@@ -23,8 +24,67 @@ using internal::Clock;
 using internal::Ready;
 using internal::wait_fd;
 
+namespace {
+
+// Sends the HELLO on the connected `fd` and reads the server's answer by
+// `deadline`. Returns "" when accepted, else why not (for the retry loop's
+// last error); throws UnauthenticatedError when the server refused the token.
+std::string handshake(int fd, const std::string& token, int abort_fd, Clock::time_point deadline,
+                      const std::string& address) {
+  // The HELLO goes into an empty send buffer (it always fits).
+  std::string hello;
+  internal::put_u8(hello, internal::kHello);
+  internal::put_string(hello, internal::kHelloMagic);
+  internal::put_string(hello, token);
+  hello = internal::frame(hello);
+  const ssize_t sent = ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
+  if (sent != static_cast<ssize_t>(hello.size())) {
+    return sent < 0 ? internal::errno_text(errno) : "short write of the HELLO frame";
+  }
+  std::string in;
+  size_t want = internal::kFrameHeaderBytes;
+  char buf[512];
+  while (in.size() < want) {
+    const ssize_t n = ::recv(fd, buf, std::min(sizeof(buf), want - in.size()), MSG_DONTWAIT);
+    if (n > 0) {
+      in.append(buf, static_cast<size_t>(n));
+      if (want == internal::kFrameHeaderBytes && in.size() == want) {
+        const uint32_t len = coding::decode_fixed32(in.data());
+        if (len > internal::kMaxHelloFrame) return "malformed answer to the HELLO";
+        want += len;
+      }
+    } else if (n == 0) {
+      return "the server closed the connection after the HELLO";
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      const Ready ready = wait_fd(fd, POLLIN, abort_fd, deadline);
+      STRATA_CHECK(ABORTED, ready != Ready::kAborted,
+                   "TcpStoreClient: aborted while connecting to ", address);
+      if (ready == Ready::kTimeout) return "no answer to the HELLO";
+    } else if (errno != EINTR) {
+      return internal::errno_text(errno);
+    }
+  }
+  try {
+    internal::Reader r(std::string_view(in).substr(internal::kFrameHeaderBytes));
+    const uint8_t status = r.u8();
+    if (status == internal::kOk) return "";
+    if (status == internal::kError) {
+      throw UnauthenticatedError(
+          str_cat("TcpStoreClient: the store at ", address, " refused this task's cluster token (",
+                  r.str(), "): every task of the job needs the same ", kClusterTokenEnv));
+    }
+  } catch (const internal::ProtocolError&) {
+  }
+  return "malformed answer to the HELLO";
+}
+
+}  // namespace
+
 TcpStoreClient::TcpStoreClient(std::string address, TcpStoreClientOptions options)
-    : address_(std::move(address)), options_(options) {
+    : address_(std::move(address)),
+      options_(std::move(options)),
+      token_(options_.token ? *options_.token : cluster_token()) {
+  validate_cluster_token(token_, "TcpStoreClient");
   std::tie(abort_read_, abort_write_) = internal::make_pipe();
   const auto [host, port] = split_host_port(address_);
   const auto deadline = Clock::now() + options_.connect_timeout;
@@ -60,17 +120,9 @@ TcpStoreClient::TcpStoreClient(std::string address, TcpStoreClientOptions option
         continue;
       }
       internal::set_nodelay(fd.get());
-      // The HELLO goes first, into an empty send buffer (it always fits): the
-      // server drops connections that do not open with one.
-      std::string hello;
-      internal::put_u8(hello, internal::kHello);
-      internal::put_string(hello, internal::kHelloMagic);
-      hello = internal::frame(hello);
-      const ssize_t sent = ::send(fd.get(), hello.data(), hello.size(), MSG_NOSIGNAL);
-      if (sent != static_cast<ssize_t>(hello.size())) {
-        last_error = sent < 0 ? internal::errno_text(errno) : "short write of the HELLO frame";
-        continue;
-      }
+      // The HELLO goes first: the server drops connections that do not open with one.
+      last_error = handshake(fd.get(), token_, abort_read_.get(), deadline, address_);
+      if (!last_error.empty()) continue;
       MutexLock lock(mu_);
       socket_ = std::move(fd);
       return;
@@ -128,6 +180,10 @@ std::string TcpStoreClient::call(const std::string& request, Milliseconds limit,
     }
   };
 
+  STRATA_CHECK_ARG(request.size() <= options_.max_frame_bytes, "TcpStoreClient(", address_,
+                   "): ", what, ": the request of ", request.size(),
+                   " bytes is larger than the store's frame limit of ", options_.max_frame_bytes,
+                   " bytes");
   const std::string frame = internal::frame(request);
   size_t sent = 0;
   while (sent < frame.size()) {
@@ -156,7 +212,7 @@ std::string TcpStoreClient::call(const std::string& request, Milliseconds limit,
       if (!have_header && in.size() == 4) {
         have_header = true;
         const uint32_t len = coding::decode_fixed32(in.data());
-        if (len > internal::kMaxFrame)
+        if (len > internal::kMaxReplyFrame)
           fail(ErrorCode::DATA_LOSS, str_cat("reply frame of ", len, " bytes"));
         want = 4 + len;
       }
@@ -180,6 +236,7 @@ uint8_t reply_status(internal::Reader& r, const std::string& who) {
   try {
     const uint8_t status = r.u8();
     if (status == internal::kError) throw InvalidArgumentError(r.str());
+    if (status == internal::kExhausted) throw ResourceExhaustedError(str_cat(who, ": ", r.str()));
     if (status != internal::kOk && status != internal::kTimeout) {
       throw DataLossError(str_cat(who, ": unknown reply status ", static_cast<int>(status)));
     }

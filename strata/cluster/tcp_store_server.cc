@@ -18,6 +18,7 @@
 #include "strata/base/coding.h"
 #include "strata/base/errors.h"
 #include "strata/base/file.h"
+#include "strata/cluster/cluster_token.h"
 #include "strata/cluster/internal/socket_util.h"
 #include "strata/cluster/internal/tcp_store_protocol.h"
 #include "strata/cluster/socket.h"
@@ -35,6 +36,7 @@ struct ServerState {
     bool waiting = false;  // a GET/WAIT of this connection is pending
     bool dead = false;
     bool greeted = false;              // its HELLO arrived
+    bool closing = false;              // refused: closed once `out` is sent
     Clock::time_point hello_deadline;  // when an unknown peer is dropped
   };
   struct Waiter {
@@ -45,6 +47,10 @@ struct ServerState {
   };
 
   Milliseconds handshake_timeout{};
+  std::string token;
+  uint32_t max_frame_bytes = 0;
+  uint64_t max_memory_bytes = 0;
+  uint64_t data_bytes = 0;  // keys and values held in `data`
   UniqueFd listen;
   UniqueFd wake_read, wake_write;
   std::map<int, Conn> conns;
@@ -129,6 +135,19 @@ struct ServerState {
         std::string key = r.str();
         std::string value = r.str();
         r.finish();
+        const auto old = data.find(key);
+        const uint64_t freed = old == data.end() ? 0 : key.size() + old->second.size();
+        const uint64_t after = data_bytes - freed + key.size() + value.size();
+        if (after > max_memory_bytes) {
+          put_u8(out, kExhausted);
+          put_string(out, str_cat("the store's memory limit of ", max_memory_bytes,
+                                  " bytes is reached: it holds ", data_bytes, " bytes and set('",
+                                  key, "') of ", value.size(), " bytes would take it to ", after,
+                                  "; the write was refused"));
+          reply(c, out);
+          return;
+        }
+        data_bytes = after;
         data[key] = Bytes(value.begin(), value.end());
         put_u8(out, kOk);
         reply(c, out);
@@ -161,8 +180,22 @@ struct ServerState {
         const auto delta = static_cast<int64_t>(r.u64());
         r.finish();
         try {
+          const auto it = data.find(key);
+          Bytes counter = it == data.end() ? Bytes() : it->second;
           const int64_t value =
-              strata::internal::add_to_counter("TcpStoreServer", key, data[key], delta);
+              strata::internal::add_to_counter("TcpStoreServer", key, counter, delta);
+          const uint64_t freed = it == data.end() ? 0 : key.size() + it->second.size();
+          const uint64_t after = data_bytes - freed + key.size() + counter.size();
+          if (after > max_memory_bytes) {
+            put_u8(out, kExhausted);
+            put_string(out, str_cat("the store's memory limit of ", max_memory_bytes,
+                                    " bytes is reached: it holds ", data_bytes, " bytes; add('",
+                                    key, "') was refused"));
+            reply(c, out);
+            return;
+          }
+          data_bytes = after;
+          data[key] = std::move(counter);
           put_u8(out, kOk);
           coding::put_fixed64(out, static_cast<uint64_t>(value));
         } catch (const InvalidArgumentError& e) {
@@ -186,24 +219,45 @@ struct ServerState {
     }
   }
 
-  // Accepts `c` when its first frame is a valid HELLO; anything else marks it dead.
+  // Accepts `c` when its first frame is a HELLO with the server's token
+  // (answered OK); a HELLO with another token is answered ERROR and closed
+  // once that is sent; anything else closes `c` at once.
   void greet(Conn& c, std::string_view payload) {
+    bool hello = false;
+    std::string offered;
     try {
       Reader r(payload);
       const uint8_t op = r.u8();
-      const std::string magic = op == kHello ? r.str() : std::string();
-      r.finish();
-      c.greeted = op == kHello && magic == kHelloMagic;
+      if (op == kHello && r.str() == kHelloMagic) {
+        offered = r.str();
+        r.finish();
+        hello = true;
+      }
     } catch (const ProtocolError&) {
     }
-    if (!c.greeted) c.dead = true;
+    if (!hello) {
+      c.dead = true;
+      return;
+    }
+    std::string out;
+    if (tokens_equal(offered, token)) {
+      c.greeted = true;
+      put_u8(out, kOk);
+      reply(c, out);
+      return;
+    }
+    put_u8(out, kError);
+    put_string(out, token.empty() ? "this store takes no cluster token but the client sent one"
+                                  : "the client's cluster token is not this store's");
+    reply(c, out);
+    c.closing = true;
   }
 
   // Handles the complete frames buffered on `c`, one at a time.
   void process(Conn& c) {
-    while (!c.dead && !c.waiting && c.in.size() >= 4) {
+    while (!c.dead && !c.closing && !c.waiting && c.in.size() >= 4) {
       const uint32_t len = coding::decode_fixed32(c.in.data());
-      if (len > (c.greeted ? kMaxFrame : kMaxHelloFrame)) {
+      if (len > (c.greeted ? max_frame_bytes : kMaxHelloFrame)) {
         c.dead = true;
         return;
       }
@@ -227,7 +281,14 @@ struct ServerState {
     while (!c.dead) {
       const ssize_t n = ::recv(c.fd.get(), buf, sizeof(buf), MSG_DONTWAIT);
       if (n > 0) {
+        if (c.closing) continue;  // refused: its input is discarded
         c.in.append(buf, static_cast<size_t>(n));
+        // A client never sends more than one frame ahead of its reply: more
+        // than the largest frame it may send is not a client's, and is not
+        // buffered.
+        const size_t limit = kFrameHeaderBytes + (c.greeted ? max_frame_bytes : kMaxHelloFrame);
+        if (c.in.size() > limit) c.dead = true;
+        process(c);
       } else if (n < 0 && errno == EINTR) {
         continue;
       } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
@@ -259,7 +320,7 @@ struct ServerState {
 
   void drop_dead() {
     for (auto it = conns.begin(); it != conns.end();) {
-      if (it->second.dead) {
+      if (it->second.dead || (it->second.closing && it->second.out.empty())) {
         const int fd = it->first;
         waiters.remove_if([fd](const Waiter& w) { return w.fd == fd; });
         it = conns.erase(it);
@@ -277,7 +338,15 @@ TcpStoreServer::TcpStoreServer(const std::string& address, TcpStoreServerOptions
   STRATA_CHECK_ARG(options.handshake_timeout.count() > 0,
                    "TcpStoreServerOptions.handshake_timeout must be > 0, got ",
                    options.handshake_timeout.count(), "ms");
+  STRATA_CHECK_ARG(options.max_frame_bytes > 0,
+                   "TcpStoreServerOptions.max_frame_bytes must be > 0");
+  STRATA_CHECK_ARG(options.max_memory_bytes > 0,
+                   "TcpStoreServerOptions.max_memory_bytes must be > 0");
   state_->handshake_timeout = options.handshake_timeout;
+  state_->token = options.token ? *options.token : cluster_token();
+  validate_cluster_token(state_->token, "TcpStoreServer");
+  state_->max_frame_bytes = options.max_frame_bytes;
+  state_->max_memory_bytes = options.max_memory_bytes;
   const auto [host, port] = split_host_port(address);
   internal::AddrInfo info;
   const std::string err = internal::resolve(host, port, /*passive=*/true, info);

@@ -208,9 +208,9 @@ TEST(TcpStoreClient, AbortWakesAWaitingGet) {
   EXPECT_THROW(client.check({"waiting"}), AbortedError);
 }
 
-// A TCP listener on 127.0.0.1 that never accepts: the kernel completes the
-// handshakes, so clients connect, and nothing ever answers them (the store of
-// a process stopped with SIGSTOP looks like this).
+// A store server that answers each connection's HELLO and then nothing more:
+// the clients connect, and their calls are never answered (the store of a
+// process stopped with SIGSTOP after the job met looks like this).
 class SilentServer {
  public:
   SilentServer() : fd_(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0)) {
@@ -222,12 +222,26 @@ class SilentServer {
     socklen_t len = sizeof(addr);
     ::getsockname(fd_.get(), reinterpret_cast<sockaddr*>(&addr), &len);
     address_ = "127.0.0.1:" + std::to_string(ntohs(addr.sin_port));
+    thread_ = std::jthread([this](const std::stop_token& stop) {
+      while (!stop.stop_requested()) {
+        pollfd p{fd_.get(), POLLIN, 0};
+        if (::poll(&p, 1, 50) <= 0) continue;
+        UniqueFd conn(::accept4(fd_.get(), nullptr, nullptr, SOCK_CLOEXEC));
+        if (!conn.valid()) continue;
+        // The OK to the HELLO (a one-byte frame), whatever the HELLO said.
+        const char ok[] = {1, 0, 0, 0, 0};
+        ::send(conn.get(), ok, sizeof(ok), MSG_NOSIGNAL);
+        conns_.push_back(std::move(conn));
+      }
+    });
   }
   const std::string& address() const { return address_; }
 
  private:
   UniqueFd fd_;
   std::string address_;
+  std::vector<UniqueFd> conns_;  // held open, never read again
+  std::jthread thread_;          // last: stopped before the descriptors close
 };
 
 // A plain TCP connection to `port` on 127.0.0.1 (a stray peer).
@@ -340,6 +354,119 @@ TEST(TcpStoreServer, IdleStrayConnectionsDoNotDisturbTheClients) {
   EXPECT_EQ(to_string(b.get("ready", 5s)), "1");
   for (const UniqueFd& fd : strays) EXPECT_TRUE(closed_within(fd.get(), 5s));
   EXPECT_EQ(b.add("n", 2), 2);
+}
+
+// A HELLO frame offering `token`, as a client sends it.
+std::string hello_frame(const std::string& token) {
+  std::string payload("\x06", 1);
+  const std::string magic = "strata-store/2";
+  for (const std::string* field : {&magic, &token}) {
+    const auto n = static_cast<uint32_t>(field->size());
+    for (int i = 0; i < 4; ++i) payload += static_cast<char>((n >> (8 * i)) & 0xff);
+    payload += *field;
+  }
+  std::string frame;
+  const auto n = static_cast<uint32_t>(payload.size());
+  for (int i = 0; i < 4; ++i) frame += static_cast<char>((n >> (8 * i)) & 0xff);
+  return frame + payload;
+}
+
+// A SET of key "k" to "v", framed.
+const std::string kSetFrame("\x0b\x00\x00\x00\x01\x01\x00\x00\x00k\x01\x00\x00\x00v", 15);
+
+void send_all(int fd, const std::string& bytes) {
+  ASSERT_EQ(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL),
+            static_cast<ssize_t>(bytes.size()));
+}
+
+TEST(TcpStoreServer, AClientWithoutTheClusterTokenIsRefusedAndCannotWrite) {
+  TcpStoreServer server("127.0.0.1:0", {.handshake_timeout = 30s, .token = "token-of-the-job"});
+  // A client with another token, or with none, fails at once (not after its
+  // connect timeout) saying why, and never names either token.
+  for (const std::string& wrong : {std::string("token-of-another"), std::string()}) {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      TcpStoreClient client(server.address(), {.connect_timeout = 20s, .token = wrong});
+      ADD_FAILURE() << "connected with token '" << wrong << "'";
+    } catch (const UnauthenticatedError& e) {
+      EXPECT_THAT(e.what(), HasSubstr("refused this task's cluster token"));
+      EXPECT_THAT(e.what(), HasSubstr("STRATA_CLUSTER_TOKEN"));
+      EXPECT_THAT(e.what(), ::testing::Not(HasSubstr("token-of-the-job")));
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+  }
+  // A raw peer that sends a wrong HELLO and a SET right behind it is closed
+  // and its SET never applied; nor is a SET with no HELLO at all.
+  for (const std::string& bytes : {hello_frame("token-of-the-joc") + kSetFrame, kSetFrame}) {
+    UniqueFd stray = raw_connection(server.port());
+    send_all(stray.get(), bytes);
+    char buf[256];
+    ssize_t n = 0;
+    pollfd p{stray.get(), POLLIN, 0};
+    while (::poll(&p, 1, 5000) > 0 && (n = ::recv(stray.get(), buf, sizeof(buf), 0)) > 0) {
+    }
+    EXPECT_EQ(n, 0) << "the server did not close the connection";
+  }
+  TcpStoreClient client(server.address(), {.connect_timeout = 10s, .token = "token-of-the-job"});
+  EXPECT_FALSE(client.check({"k"}));
+  client.set("k", to_bytes("mine"));
+  EXPECT_EQ(to_string(client.get("k", 1s)), "mine");
+  // The server without a token refuses a client that offers one.
+  TcpStoreServer open("127.0.0.1:0", {.token = ""});
+  EXPECT_THROW(TcpStoreClient(open.address(), {.connect_timeout = 10s, .token = "x"}),
+               UnauthenticatedError);
+  TcpStoreClient plain(open.address(), {.connect_timeout = 10s, .token = ""});
+  EXPECT_FALSE(plain.check({"k"}));
+}
+
+TEST(TcpStoreServer, AnOversizeFrameClosesOnlyItsConnection) {
+  TcpStoreServer server("127.0.0.1:0", {.token = "t", .max_frame_bytes = 4096});
+  TcpStoreClient bystander(server.address(), {.connect_timeout = 10s, .token = "t"});
+  // An authenticated peer announcing 1 GiB: closed at the header, before
+  // anything of the payload is kept.
+  UniqueFd giant = raw_connection(server.port());
+  send_all(giant.get(),
+           hello_frame("t") + std::string("\x00\x00\x00\x40", 4) + std::string(1 << 20, 'x'));
+  EXPECT_TRUE(closed_within(giant.get(), 5s) || closed_within(giant.get(), 5s));
+  // A client whose own limit lets it send more than the server takes loses
+  // its connection; the client with the default limit refuses before sending.
+  TcpStoreClient big(server.address(),
+                     {.connect_timeout = 10s, .token = "t", .max_frame_bytes = 1u << 20});
+  EXPECT_THROW(big.set("big", Bytes(8192, 'x')), UnavailableError);
+  try {
+    TcpStoreClient limited(server.address(),
+                           {.connect_timeout = 10s, .token = "t", .max_frame_bytes = 4096});
+    limited.set("big", Bytes(8192, 'x'));
+    ADD_FAILURE() << "an 8 KiB SET went out past a 4 KiB frame limit";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("set('big')"));
+    EXPECT_THAT(e.what(), HasSubstr("frame limit of 4096 bytes"));
+  }
+  bystander.set("after", to_bytes("1"));
+  EXPECT_FALSE(bystander.check({"big"}));
+  EXPECT_EQ(to_string(bystander.get("after", 1s)), "1");
+}
+
+TEST(TcpStoreServer, AWritePastTheMemoryLimitIsRefusedWithAClearError) {
+  TcpStoreServer server("127.0.0.1:0", {.token = "t", .max_memory_bytes = 1000});
+  TcpStoreClient client(server.address(), {.connect_timeout = 10s, .token = "t"});
+  client.set("a", Bytes(600, 'a'));  // 601 bytes held
+  try {
+    client.set("b", Bytes(600, 'b'));
+    ADD_FAILURE() << "the store took 1202 bytes under a 1000-byte limit";
+  } catch (const ResourceExhaustedError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("set('b')"));
+    EXPECT_THAT(e.what(), HasSubstr("memory limit of 1000 bytes"));
+    EXPECT_THAT(e.what(), HasSubstr("holds 601 bytes"));
+  }
+  EXPECT_FALSE(client.check({"b"}));
+  // The connection still works, and replacing a value counts only the new one.
+  client.set("a", Bytes(900, 'c'));
+  EXPECT_EQ(client.get("a", 1s).size(), 900u);
+  const std::string counter(100, 'n');  // 901 + 100 + 1 bytes would pass the limit
+  EXPECT_THROW(client.add(counter, 1), ResourceExhaustedError);
+  client.set("a", Bytes(10, 'd'));
+  EXPECT_EQ(client.add(counter, 5), 5);
 }
 
 }  // namespace

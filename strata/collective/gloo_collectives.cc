@@ -17,6 +17,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <random>
 #include <span>
 #include <thread>
 
@@ -44,8 +45,9 @@ namespace {
 
 constexpr const char* kWho = "GlooCollectives";
 
-// A slot prefix distinct from those of Gloo's algorithms (0x01..0x08).
+// Slot prefixes distinct from those of Gloo's algorithms (0x01..0x08).
 constexpr uint8_t kHeaderSlotPrefix = 0x53;
+constexpr uint8_t kMeshCheckSlotPrefix = 0x54;
 
 // What a call sends along with its header (nothing when data == nullptr).
 struct Payload {
@@ -268,7 +270,11 @@ struct internal::GlooState {
     StoreAdapter adapter(*store, str_cat(options.prefix, "/", e, "/"), deadline);
     const std::string failed_to = str_cat(kWho, " ", reports.me(), ": rendezvous ");
     try {
+      // Published before the mesh forms, so a rank whose own connections fail
+      // still leaves its number for the others' checks.
+      const uint64_t check = publish_mesh_check(adapter);
       ctx->connect(adapter, device, options.timeout);
+      check_mesh(*ctx, adapter, check, deadline);
     } catch (const Error& err) {
       if (err.code() == ErrorCode::DEADLINE_EXCEEDED) {
         throw DeadlineExceededError(
@@ -289,6 +295,78 @@ struct internal::GlooState {
     MutexLock lock(mu);
     context = std::move(ctx);
     if (failed) abort_pairs_locked();  // aborted while connecting
+  }
+
+  // Gloo takes the first connection that reaches a pair's port as the peer,
+  // without a handshake: a stray connection (a port scanner, a health check)
+  // can take a peer's place while the mesh forms, and the real peer's
+  // connection is then reset. So every rank proves itself on every pair: it
+  // publishes a random number in the store (whose clients are authenticated)
+  // before the mesh forms, sends it on each pair once it formed, and checks what each peer sent
+  // against that peer's published number. A pair held by a stranger fails the check (wrong bytes),
+  // or its wait (silence, or the reset of the displaced connection), and the attempt fails with
+  // UnavailableError: the caller forms the mesh again on fresh ports. The wait is a tenth of the
+  // rendezvous timeout (at least 2 s), within the deadline.
+  uint64_t publish_mesh_check(internal::StoreAdapter& adapter) {
+    if (size == 1) return 0;
+    std::random_device random;
+    const uint64_t mine = (uint64_t{random()} << 32) | random();
+    std::vector<char> published(sizeof(mine));
+    std::memcpy(published.data(), &mine, sizeof(mine));
+    adapter.set(str_cat("mesh_check/", rank), published);
+    return mine;
+  }
+
+  void check_mesh(MeshContext& ctx, internal::StoreAdapter& adapter, uint64_t mine,
+                  Clock::time_point deadline) {
+    if (size == 1) return;
+    std::vector<uint64_t> expected(size, 0), arrived(size, 0);
+    for (int p = 0; p < size; ++p) {
+      if (p == rank) continue;
+      const std::vector<char> theirs = adapter.get(str_cat("mesh_check/", p));
+      STRATA_CHECK(DATA_LOSS, theirs.size() == sizeof(uint64_t), kWho, " ", reports.me(),
+                   ": the mesh check of ", reports.name(p), " in the store has ", theirs.size(),
+                   " bytes");
+      std::memcpy(&expected[p], theirs.data(), sizeof(uint64_t));
+    }
+    const Clock::time_point until =
+        std::min(deadline, Clock::now() + std::max(rendezvous_timeout() / 10, Milliseconds(2000)));
+    uint64_t out = mine;
+    auto send = ctx.createUnboundBuffer(&out, sizeof(out));
+    auto recv = ctx.createUnboundBuffer(arrived.data(), arrived.size() * sizeof(uint64_t));
+    const uint64_t slot = gloo::Slot::build(kMeshCheckSlotPrefix, 0);
+    for (int p = 0; p < size; ++p) {
+      if (p == rank) continue;
+      recv->recv(p, slot, p * sizeof(uint64_t), sizeof(uint64_t));
+      send->send(p, slot);
+    }
+    std::vector<char> heard(size, 0);
+    heard[rank] = 1;
+    try {
+      for (int k = 0; k < size - 1; ++k) {
+        int src = -1;
+        recv->waitRecv(&src, remaining(until));
+        if (src >= 0 && src < size) heard[src] = 1;
+      }
+      for (int k = 0; k < size - 1; ++k) send->waitSend(remaining(until));
+    } catch (const gloo::Exception& err) {
+      std::vector<int> silent;
+      for (int p = 0; p < size; ++p) {
+        if (!heard[p]) silent.push_back(p);
+      }
+      throw UnavailableError(str_cat(
+          "the connections to ", reports.names(silent),
+          " did not pass the mesh check (a stray connection may have taken a peer's place, or a "
+          "peer failed to connect): ",
+          internal::with_host_order_ports(err.what())));
+    }
+    for (int p = 0; p < size; ++p) {
+      if (p == rank || arrived[p] == expected[p]) continue;
+      throw UnavailableError(str_cat("the connection to ", reports.name(p),
+                                     " failed the mesh check: what arrived on it is not what ",
+                                     reports.name(p),
+                                     " published (a stray connection took its place)"));
+    }
   }
 
   Milliseconds rendezvous_timeout() const {

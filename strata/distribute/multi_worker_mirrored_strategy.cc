@@ -3,6 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <exception>
+#include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -10,6 +13,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/base/logging.h"
+#include "strata/cluster/cluster_token.h"
 #include "strata/cluster/multi_worker_util.h"
 #include "strata/cluster/socket.h"
 #include "strata/cluster/tcp_store.h"
@@ -84,22 +88,38 @@ std::shared_ptr<Store> connect_to_chief(const std::string& address, const std::s
   }
 }
 
+// Where a worker whose TF_CONFIG cluster differs from the chief's says so.
+constexpr const char* kClusterDisagreementKey = "strata/mwms/cluster/disagreement";
+
 // Waits until every worker has set `prefix<w>`, logging the missing tasks every
-// few seconds; at the deadline UnavailableError lists them.
+// few seconds; at the deadline UnavailableError lists them. A worker that
+// reported a TF_CONFIG differing from the chief's (kClusterDisagreementKey)
+// ends the wait at once: InvalidArgumentError naming the difference.
 void await_workers(Store& store, const std::string& prefix, const std::vector<std::string>& names,
                    const std::string& me, Milliseconds startup, Clock::time_point deadline) {
   const Clock::time_point start = Clock::now();
   const Milliseconds interval = log_interval(startup);
+  // The disagreement is looked for this often while waiting.
+  const Milliseconds slice = std::min(interval, Milliseconds(200));
   std::vector<std::string> keys;
   for (size_t w = 0; w < names.size(); ++w) keys.push_back(str_cat(prefix, w));
   std::vector<std::string> missing = names;  // as last seen
+  Clock::time_point next_log = start + interval;
   try {
     for (;;) {
       try {
-        store.wait(keys, std::min(interval, left_until(deadline)));
+        store.wait(keys, std::min(slice, left_until(deadline)));
         return;
       } catch (const DeadlineExceededError&) {
       }
+      if (store.check({kClusterDisagreementKey}, left_until(deadline))) {
+        throw InvalidArgumentError(str_cat(
+            "MultiWorkerMirroredStrategy: ", me,
+            ": the workers' TF_CONFIG clusters differ, every worker needs the same cluster: ",
+            to_string(store.get(kClusterDisagreementKey, left_until(deadline)))));
+      }
+      if (Clock::now() < next_log && Clock::now() < deadline) continue;
+      next_log = Clock::now() + interval;
       missing.clear();
       for (size_t w = 0; w < names.size(); ++w) {
         if (!store.check({keys[w]}, left_until(deadline))) missing.push_back(names[w]);
@@ -120,6 +140,64 @@ void await_workers(Store& store, const std::string& prefix, const std::vector<st
                                    names[0], " while waiting for the rendezvous (still missing ",
                                    missing, " when last seen): ", e.what()));
   }
+}
+
+// A cluster as text that does not depend on the order TF_CONFIG lists it in:
+// one "job task address" line per task, sorted.
+std::string canonical_cluster(const train::ClusterSpec& cluster) {
+  std::map<std::string, std::map<int, std::string>> tasks;
+  for (const std::string& job : cluster.jobs()) {
+    for (int t : cluster.task_indices(job)) tasks[job][t] = cluster.task_address(job, t);
+  }
+  std::string out;
+  for (const auto& [job, by_index] : tasks) {
+    for (const auto& [t, address] : by_index) out += str_cat(job, " ", t, " ", address, "\n");
+  }
+  return out;
+}
+
+// job -> task -> address, parsed back from canonical_cluster's text.
+std::map<std::string, std::map<int, std::string>> parse_canonical(const std::string& text) {
+  std::map<std::string, std::map<int, std::string>> tasks;
+  std::istringstream in(text);
+  std::string job, address;
+  int t = 0;
+  while (in >> job >> t >> address) tasks[job][t] = address;
+  return tasks;
+}
+
+// What differs between two canonical clusters, `a` seen by `a_name`, `b` by
+// `b_name`: the jobs whose sizes differ first, then the tasks whose addresses differ.
+std::string describe_cluster_difference(const std::string& a, const std::string& a_name,
+                                        const std::string& b, const std::string& b_name) {
+  const auto ta = parse_canonical(a), tb = parse_canonical(b);
+  std::set<std::string> jobs;
+  for (const auto& [job, _] : ta) jobs.insert(job);
+  for (const auto& [job, _] : tb) jobs.insert(job);
+  std::vector<std::string> sizes, addresses;
+  for (const std::string& job : jobs) {
+    const auto ia = ta.find(job), ib = tb.find(job);
+    const size_t na = ia == ta.end() ? 0 : ia->second.size();
+    const size_t nb = ib == tb.end() ? 0 : ib->second.size();
+    if (na != nb) {
+      sizes.push_back(
+          str_cat("job '", job, "' has ", na, " tasks in ", a_name, " and ", nb, " in ", b_name));
+      continue;
+    }
+    for (const auto& [t, address] : ia->second) {
+      const auto other = ib->second.find(t);
+      const std::string theirs = other == ib->second.end() ? "(none)" : other->second;
+      if (theirs != address) {
+        addresses.push_back(str_cat("task ", job, ":", t, " is ", address, " in ", a_name, " and ",
+                                    theirs, " in ", b_name));
+      }
+    }
+  }
+  sizes.insert(sizes.end(), addresses.begin(), addresses.end());
+  std::string out;
+  for (size_t i = 0; i < sizes.size() && i < 4; ++i) out += (i ? "; " : "") + sizes[i];
+  if (sizes.size() > 4) out += str_cat("; and ", sizes.size() - 4, " more differences");
+  return out;
 }
 
 // The chief alone checkpoints; the others write to temporary places (TF's
@@ -181,15 +259,51 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
   const std::string& leader_address = setup->cluster.task_address(leader_job, 0);
   const std::string& my_address = setup->cluster.task_address(setup->task_type, setup->task_id);
   if (is_chief_) {
-    // Serve on every interface at the chief's port: the address names this host for the others.
+    // Serve at the address TF_CONFIG names for the chief, on every interface
+    // only when the operator asked for it.
     const auto [host, port] = cluster::split_host_port(leader_address);
-    const bool loopback = host == "localhost" || host.rfind("127.", 0) == 0;
-    store_server_ = std::make_unique<cluster::TcpStoreServer>(
-        str_cat(loopback ? "127.0.0.1" : "0.0.0.0", ":", port));
+    const bool all = cluster::bind_all_interfaces();
+    const std::string bind =
+        all ? str_cat(host.find(':') != std::string::npos ? "[::]" : "0.0.0.0", ":", port)
+            : leader_address;
+    try {
+      store_server_ = std::make_unique<cluster::TcpStoreServer>(bind);
+    } catch (const UnavailableError& e) {
+      throw UnavailableError(str_cat(
+          "MultiWorkerMirroredStrategy: the chief cannot serve the rendezvous store at ", bind,
+          all ? ""
+              : " (its TF_CONFIG address; STRATA_BIND_ALL_INTERFACES=1 listens on every "
+                "interface instead)",
+          ": ", e.what()));
+    }
   }
   const std::vector<std::string> names = task_names(setup->cluster, num_workers_);
   const std::string me = str_cat("worker ", worker_index_, " (", names[worker_index_], ")");
   store_ = connect_to_chief(leader_address, names[0], me, startup, deadline);
+
+  // Every worker must see the same cluster. Each publishes its own; a worker
+  // whose cluster differs from the chief's says so under one key, which every
+  // worker watches while it waits for the others, and fails naming the
+  // difference. (A worker with a bigger cluster would otherwise wait for
+  // tasks that never come until the deadline.)
+  const std::string my_cluster = canonical_cluster(setup->cluster);
+  const std::string cluster_key = "strata/mwms/cluster/";
+  store_->set(str_cat(cluster_key, worker_index_), to_bytes(my_cluster), left());
+  if (!is_chief_) {
+    const std::string chiefs = to_string(store_->get(str_cat(cluster_key, 0), left()));
+    if (chiefs != my_cluster) {
+      const std::string difference = describe_cluster_difference(
+          chiefs, "the chief's TF_CONFIG", my_cluster, str_cat(names[worker_index_], "'s"));
+      store_->set(kClusterDisagreementKey,
+                  to_bytes(str_cat(names[worker_index_], " differs from the chief: ", difference)),
+                  left());
+      throw InvalidArgumentError(
+          str_cat("MultiWorkerMirroredStrategy: ", me,
+                  ": this worker's TF_CONFIG cluster differs from the chief's, every worker needs "
+                  "the same cluster: ",
+                  difference));
+    }
+  }
 
   // Every worker must run the same number of local replicas.
   const int local = num_local_replicas();
@@ -204,11 +318,13 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
   }
 
   // Gloo's TCP mesh set-up occasionally fails with a reset connection on a
-  // loaded machine. Every worker reports how its attempt went (its last one
-  // too, so nobody waits for a worker that gave up) and all retry together,
-  // under a fresh key prefix, until every worker succeeded; every attempt and
-  // every wait for the reports ends by the start-up deadline.
-  constexpr int kAttempts = 3;
+  // loaded machine, and a stray connection to one of its ports while it forms
+  // fails the attempt's mesh check (GlooCollectives). Every worker reports how
+  // its attempt went (its last one too, so nobody waits for a worker that
+  // gave up) and all retry together, under a fresh key prefix and on fresh
+  // ports, until every worker succeeded; every attempt and every wait for the
+  // reports ends by the start-up deadline.
+  constexpr int kAttempts = 5;
   std::string failures;  // of the last attempt, per worker
   for (int attempt = 0; attempt < kAttempts && !cross_workers_; ++attempt) {
     std::shared_ptr<collective::GlooCollectives> group;

@@ -191,6 +191,43 @@ TEST(Launch, GivesEachWorkerItsTaskAndPrefixesItsOutput) {
   }
 }
 
+TEST(Launch, GivesEveryWorkerTheSameClusterTokenFreshOrTheOperators) {
+  // A fresh random token per launch, the same for every worker of it.
+  auto tokens = [](const Result& r) {
+    std::vector<std::string> out;
+    std::istringstream in(r.output);
+    std::string line;
+    while (std::getline(in, line)) {
+      const size_t at = line.find("token=");
+      if (at != std::string::npos) out.push_back(line.substr(at + 6));
+    }
+    return out;
+  };
+  const std::string show = "-- sh -c 'echo \"token=$STRATA_CLUSTER_TOKEN\"'";
+  Result first = run_shell("env -u STRATA_CLUSTER_TOKEN " + std::string(STRATA_CLI_PATH) +
+                           " launch --nproc 2 " + show);
+  Result second = run_shell("env -u STRATA_CLUSTER_TOKEN " + std::string(STRATA_CLI_PATH) +
+                            " launch --nproc 2 " + show);
+  ASSERT_EQ(first.status, 0) << first.output;
+  const std::vector<std::string> a = tokens(first), b = tokens(second);
+  ASSERT_EQ(a.size(), 2u) << first.output;
+  ASSERT_EQ(b.size(), 2u) << second.output;
+  EXPECT_EQ(a[0], a[1]);
+  EXPECT_EQ(a[0].size(), 64u) << a[0];
+  EXPECT_NE(a[0], b[0]);
+  // The operator's token is kept.
+  Result given = run_shell("STRATA_CLUSTER_TOKEN=operators-token " + std::string(STRATA_CLI_PATH) +
+                           " launch --nproc 2 " + show);
+  EXPECT_EQ(tokens(given), (std::vector<std::string>{"operators-token", "operators-token"}))
+      << given.output;
+  // A malformed one is refused before anything starts.
+  Result bad = run_shell("STRATA_CLUSTER_TOKEN='two words' " + std::string(STRATA_CLI_PATH) +
+                         " launch --nproc 2 " + show);
+  EXPECT_NE(bad.status, 0) << bad.output;
+  EXPECT_NE(bad.output.find("STRATA_CLUSTER_TOKEN"), std::string::npos) << bad.output;
+  EXPECT_EQ(bad.output.find("token="), std::string::npos) << bad.output;
+}
+
 TEST(Launch, AFailingWorkerStopsTheOthersAndSetsTheStatus) {
   // Worker 1 fails at once; worker 0 would otherwise run for a minute.
   Result r =

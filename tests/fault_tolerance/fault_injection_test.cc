@@ -15,9 +15,12 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <optional>
+#include <set>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -27,6 +30,7 @@
 
 #include "strata/base/file.h"
 #include "strata/cluster/socket.h"
+#include "strata/cluster/tcp_store.h"
 
 extern char** environ;
 
@@ -39,12 +43,16 @@ using namespace std::chrono_literals;
 // One process of the job, its output in a file; killed (SIGKILL) when destroyed.
 class Task {
  public:
-  Task(const std::vector<std::string>& args, const std::string& tf_config, std::string out_path)
+  // `token` is the task's STRATA_CLUSTER_TOKEN (none when empty).
+  Task(const std::vector<std::string>& args, const std::string& tf_config, std::string out_path,
+       const std::string& token = "")
       : out_path_(std::move(out_path)) {
     std::vector<std::string> env_strings{"TF_CONFIG=" + tf_config, "STRATA_CPU_DEVICES=1"};
+    if (!token.empty()) env_strings.push_back("STRATA_CLUSTER_TOKEN=" + token);
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry(*e);
-      if (entry.rfind("TF_CONFIG=", 0) != 0 && entry.rfind("STRATA_CPU_DEVICES=", 0) != 0)
+      if (entry.rfind("TF_CONFIG=", 0) != 0 && entry.rfind("STRATA_CPU_DEVICES=", 0) != 0 &&
+          entry.rfind("STRATA_CLUSTER_TOKEN=", 0) != 0)
         env_strings.push_back(entry);
     }
     std::vector<char*> envp, argv;
@@ -219,6 +227,317 @@ TEST(FaultInjection, StrayConnectionsToTheStorePortDoNotStopTheJob) {
   EXPECT_EQ(*worker_status, 0) << worker.output();
   EXPECT_EQ(*chief_status, 0) << chief.output();
   EXPECT_THAT(worker.output(), HasSubstr("done"));
+}
+
+// A store frame: u32 length (little-endian), then `payload`.
+std::string frame(const std::string& payload) {
+  std::string out;
+  const auto n = static_cast<uint32_t>(payload.size());
+  for (int i = 0; i < 4; ++i) out += static_cast<char>((n >> (8 * i)) & 0xff);
+  return out + payload;
+}
+
+// A store string field: u32 length, then the bytes.
+std::string field(const std::string& s) { return frame(s); }
+
+// The store's HELLO offering `token`, and a SET of `key` to `value`.
+std::string hello(const std::string& token) {
+  return frame(std::string("\x06", 1) + field("strata-store/2") + field(token));
+}
+std::string set_request(const std::string& key, const std::string& value) {
+  return frame(std::string("\x01", 1) + field(key) + field(value));
+}
+
+// Sends what it can of `bytes` within `limit` (non-blocking; stops at an
+// error, such as the peer closing); returns how much went out.
+size_t send_within(int fd, const std::string& bytes, std::chrono::milliseconds limit) {
+  const auto until = Clock::now() + limit;
+  size_t sent = 0;
+  while (sent < bytes.size() && Clock::now() < until) {
+    const ssize_t n =
+        ::send(fd, bytes.data() + sent, bytes.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+    if (n > 0) {
+      sent += static_cast<size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) {
+      std::this_thread::sleep_for(1ms);
+    } else {
+      break;
+    }
+  }
+  return sent;
+}
+
+// A field of /proc/<pid>/status in kB ("VmHWM", "VmRSS"); -1 if unreadable.
+long status_kb(pid_t pid, const std::string& name) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.rfind(name + ":", 0) == 0) return std::stol(line.substr(name.size() + 1));
+  }
+  return -1;
+}
+
+// Runs the two-task job with `token` and checks that it finishes, both tasks
+// exiting 0 with every all-reduce summed right ("done"); `disturb` runs after
+// the chief started and before the worker starts.
+template <typename Disturb>
+void expect_the_job_finishes(const std::string& name, const std::string& token, Disturb disturb) {
+  const strata::TempDir dir("fault_injection");
+  const std::vector<int> ports = strata::cluster::pick_free_ports(2);
+  const std::vector<std::string> args{"--timeout", "20", "--steps", "20"};
+  Task chief(args, tf_config(ports, "chief"), dir.file("chief.out"), token);
+  disturb(chief, ports[0]);
+  const auto start = Clock::now();
+  Task worker(args, tf_config(ports, "worker"), dir.file("worker.out"), token);
+  const std::optional<int> worker_status = worker.wait_exit(60s);
+  const std::optional<int> chief_status = chief.wait_exit(10s);
+  std::printf("%s: the job finished in %.2f s\n", name.c_str(), seconds_since(start));
+  ASSERT_TRUE(worker_status.has_value()) << worker.output();
+  ASSERT_TRUE(chief_status.has_value()) << chief.output();
+  EXPECT_EQ(*worker_status, 0) << worker.output();
+  EXPECT_EQ(*chief_status, 0) << chief.output();
+  EXPECT_THAT(worker.output(), HasSubstr("done"));
+  EXPECT_THAT(chief.output(), HasSubstr("done"));
+}
+
+constexpr const char* kToken = "f00dfeed0123456789abcdef";
+
+TEST(FaultInjection, UnauthenticatedWritesToTheStoreDoNotDisturbTheJob) {
+  // Writes that would poison the rendezvous if they were taken: the worker's
+  // report of a failed Gloo attempt and its replica count, sent with no
+  // HELLO, with the old token-less HELLO and with a wrong token.
+  expect_the_job_finishes("unauthenticated SETs", kToken, [](Task& chief, int port) {
+    const std::string poison = set_request("strata/mwms/rendezvous/0/1", "poisoned") +
+                               set_request("strata/mwms/local_replicas/1", "7");
+    for (const std::string& opening :
+         {std::string(), frame(std::string("\x06", 1) + field("strata-store/1")),
+          hello("not-the-token"), hello("")}) {
+      strata::UniqueFd attacker = connect_within(port, 20s);
+      ASSERT_TRUE(attacker.valid()) << chief.output();
+      send_within(attacker.get(), opening + poison, 1s);
+    }
+  });
+}
+
+TEST(FaultInjection, AGiantFrameToTheStoreCostsTheChiefNoMemory) {
+  // Peers announce a 1 GiB frame and stream 128 MiB of it: one with no
+  // HELLO, one with the token-less HELLO of old, one with a wrong token, and
+  // one with the job's token (past the 64 MiB frame limit). Each is dropped
+  // at the header, and the chief's peak memory does not grow by what they sent.
+  long grew_kb = 0;
+  size_t sent = 0;
+  expect_the_job_finishes("giant frames", kToken, [&](Task& chief, int port) {
+    // Once the store listens (the chief started it), its peak memory so far.
+    ASSERT_TRUE(connect_within(port, 20s).valid()) << chief.output();
+    const long before = status_kb(chief.pid(), "VmHWM");
+    for (const std::string& opening :
+         {std::string(), frame(std::string("\x06", 1) + field("strata-store/1")),
+          hello("not-the-token"), hello(kToken)}) {
+      strata::UniqueFd attacker = connect_within(port, 5s);
+      ASSERT_TRUE(attacker.valid());
+      std::string bytes = opening;
+      bytes.append("\x00\x00\x00\x40", 4);  // a 1 GiB payload announced
+      bytes.resize(bytes.size() + (128u << 20), 'x');
+      sent += send_within(attacker.get(), bytes, 5s);
+    }
+    grew_kb = status_kb(chief.pid(), "VmHWM") - before;
+  });
+  std::printf("giant frames: %zu bytes sent, the chief's peak memory grew by %ld kB\n", sent,
+              grew_kb);
+  EXPECT_LT(grew_kb, 16 * 1024);
+}
+
+TEST(FaultInjection, AWorkerWithAnotherTokenIsRefusedNamingTheToken) {
+  const strata::TempDir dir("fault_injection");
+  const std::vector<int> ports = strata::cluster::pick_free_ports(2);
+  const std::vector<std::string> args{"--timeout", "3", "--steps", "20"};
+  Task chief(args, tf_config(ports, "chief"), dir.file("chief.out"), kToken);
+  const auto start = Clock::now();
+  Task worker(args, tf_config(ports, "worker"), dir.file("worker.out"), "another-token");
+  const std::optional<int> worker_status = worker.wait_exit(20s);
+  const double detected = seconds_since(start);
+  ASSERT_TRUE(worker_status.has_value()) << worker.output();
+  std::printf("a worker with another token: refused in %.2f s\n", detected);
+  EXPECT_EQ(*worker_status, 1);
+  EXPECT_THAT(worker.output(), HasSubstr("error (UNAUTHENTICATED)"));
+  EXPECT_THAT(worker.output(), HasSubstr("STRATA_CLUSTER_TOKEN"));
+  EXPECT_THAT(worker.output(), ::testing::Not(HasSubstr(kToken)));
+  // The chief never met the worker: it fails by its start-up deadline.
+  const std::optional<int> chief_status = chief.wait_exit(20s);
+  ASSERT_TRUE(chief_status.has_value()) << chief.output();
+  EXPECT_EQ(*chief_status, 1) << chief.output();
+}
+
+TEST(FaultInjection, WorkersWhoseClustersDifferFailTogetherNamingTheDifference) {
+  // The worker's TF_CONFIG lists a second worker the chief's does not have.
+  const strata::TempDir dir("fault_injection");
+  const std::vector<int> ports = strata::cluster::pick_free_ports(3);
+  const std::vector<std::string> args{"--timeout", "30", "--steps", "20"};
+  const std::string bigger = "{\"cluster\": {\"chief\": [\"127.0.0.1:" + std::to_string(ports[0]) +
+                             "\"], \"worker\": [\"127.0.0.1:" + std::to_string(ports[1]) +
+                             "\", \"127.0.0.1:" + std::to_string(ports[2]) +
+                             "\"]}, \"task\": {\"type\": \"worker\", \"index\": 0}}";
+  const auto start = Clock::now();
+  Task chief(args, tf_config(ports, "chief"), dir.file("chief.out"));
+  Task worker(args, bigger, dir.file("worker.out"));
+  const std::optional<int> worker_status = worker.wait_exit(20s);
+  const std::optional<int> chief_status = chief.wait_exit(20s);
+  const double detected = seconds_since(start);
+  ASSERT_TRUE(worker_status.has_value()) << worker.output();
+  ASSERT_TRUE(chief_status.has_value()) << chief.output();
+  std::printf("clusters that differ: both failed in %.2f s (start-up deadline 30 s)\n", detected);
+  EXPECT_LT(detected, 15);
+  EXPECT_EQ(*worker_status, 1) << worker.output();
+  EXPECT_EQ(*chief_status, 1) << chief.output();
+  for (const Task* t : {&chief, &worker}) {
+    EXPECT_THAT(t->output(), HasSubstr("error (INVALID_ARGUMENT)"));
+    EXPECT_THAT(t->output(), HasSubstr("job 'worker' has 1 tasks in the chief's TF_CONFIG and 2 in "
+                                       "/job:worker/task:0's"));
+  }
+}
+
+// The TCP ports `pid` listens on (its sockets in /proc/<pid>/fd matched with
+// the LISTEN entries of /proc/net/tcp and tcp6).
+std::set<int> listening_ports(pid_t pid) {
+  std::set<std::string> inodes;
+  std::error_code ec;
+  for (const auto& entry :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(pid) + "/fd", ec)) {
+    std::error_code link_ec;
+    const std::string target = std::filesystem::read_symlink(entry.path(), link_ec).string();
+    if (!link_ec && target.rfind("socket:[", 0) == 0)
+      inodes.insert(target.substr(8, target.size() - 9));
+  }
+  std::set<int> ports;
+  for (const char* table : {"/proc/net/tcp", "/proc/net/tcp6"}) {
+    std::ifstream in(table);
+    std::string line;
+    std::getline(in, line);  // the header
+    while (std::getline(in, line)) {
+      std::istringstream fields(line);
+      std::string slot, local, remote, state, queues, timer, retrans, uid, timeout, inode;
+      fields >> slot >> local >> remote >> state >> queues >> timer >> retrans >> uid >> timeout >>
+          inode;
+      if (state != "0A" || !inodes.contains(inode)) continue;  // 0A: LISTEN
+      ports.insert(std::stoi(local.substr(local.rfind(':') + 1), nullptr, 16));
+    }
+  }
+  return ports;
+}
+
+// Gloo listens on one port per pair while the mesh forms and takes the first
+// connection that arrives as the peer, without a handshake. The tasks are
+// paused (SIGSTOP) and resumed so that, whichever of them listens for the
+// pair, a stray is first in its queue and the real peer second: the listener
+// takes the stray, and the peer's connection is reset once the listener
+// closes. The job must still finish: the tasks notice and form the mesh again
+// on fresh ports. `garbage`: each stray sends 96 bytes of 0xff once
+// connected, else it stays idle. The pause can miss the moment a pair
+// listens (the mesh formed already): then the trial is repeated, up to eight
+// times.
+void run_with_gloo_strays(bool garbage) {
+  size_t placed = 0;
+  for (int trial = 0; trial < 8 && placed == 0; ++trial) {
+    const strata::TempDir dir("fault_injection");
+    const std::vector<int> ports = strata::cluster::pick_free_ports(2);
+    const std::vector<std::string> args{"--timeout", "20", "--steps", "20"};
+    const auto start = Clock::now();
+    Task chief(args, tf_config(ports, "chief"), dir.file("chief.out"), kToken);
+    Task worker(args, tf_config(ports, "worker"), dir.file("worker.out"), kToken);
+    std::vector<strata::UniqueFd> strays;
+    // Connects a stray to every port `task` listens on but the store's.
+    auto stray_into = [&](const Task& task) {
+      for (int port : listening_ports(task.pid())) {
+        if (port == ports[0]) continue;
+        strata::UniqueFd fd = connect_within(port, 100ms);
+        if (!fd.valid()) continue;
+        if (garbage) {
+          const std::string bytes(96, '\xff');
+          ::send(fd.get(), bytes.data(), bytes.size(), MSG_NOSIGNAL);
+        }
+        strays.push_back(std::move(fd));
+      }
+    };
+    {
+      strata::cluster::TcpStoreClient spy(
+          "127.0.0.1:" + std::to_string(ports[0]),
+          {.connect_timeout = 20s, .timeout = 30s, .token = std::string(kToken)});
+      // The worker is held once it told the store its replica count: the chief
+      // goes on into the mesh, listens for its pair and waits for the worker.
+      spy.wait({"strata/mwms/local_replicas/1"}, 20s);
+      ASSERT_EQ(::kill(worker.pid(), SIGSTOP), 0);
+      const auto until = Clock::now() + 5s;
+      bool listening = false;
+      while (!listening && Clock::now() < until) {
+        for (int port : listening_ports(chief.pid())) listening = listening || port != ports[0];
+        if (!listening) std::this_thread::sleep_for(1ms);
+      }
+      // The chief held, a stray into its queue, then the worker runs 300 ms
+      // (connecting to the chief, if it is the connecting side, behind the stray).
+      ASSERT_EQ(::kill(chief.pid(), SIGSTOP), 0);
+      stray_into(chief);
+      ASSERT_EQ(::kill(worker.pid(), SIGCONT), 0);
+      std::this_thread::sleep_for(300ms);
+      // The same the other way round, for the case where the worker listens.
+      ASSERT_EQ(::kill(worker.pid(), SIGSTOP), 0);
+      stray_into(worker);
+      ASSERT_EQ(::kill(chief.pid(), SIGCONT), 0);
+      std::this_thread::sleep_for(300ms);
+      ASSERT_EQ(::kill(worker.pid(), SIGCONT), 0);
+    }
+    placed = strays.size();
+    const std::optional<int> worker_status = worker.wait_exit(60s);
+    const std::optional<int> chief_status = chief.wait_exit(10s);
+    std::printf("%s strays on the Gloo ports (trial %d): %zu strays, the job finished in %.2f s\n",
+                garbage ? "noisy" : "idle", trial, placed, seconds_since(start));
+    ASSERT_TRUE(worker_status.has_value()) << worker.output();
+    ASSERT_TRUE(chief_status.has_value()) << chief.output();
+    EXPECT_EQ(*worker_status, 0) << worker.output();
+    EXPECT_EQ(*chief_status, 0) << chief.output();
+    EXPECT_THAT(worker.output(), HasSubstr("done"));
+    EXPECT_THAT(chief.output(), HasSubstr("done"));
+  }
+  EXPECT_GT(placed, 0u) << "no trial placed a stray while a Gloo pair listened";
+}
+
+TEST(FaultInjection, StrayConnectionsToTheGlooPortsDoNotStopTheJob) {
+  run_with_gloo_strays(/*garbage=*/false);
+  run_with_gloo_strays(/*garbage=*/true);
+}
+
+// True when a TCP connection to `host`:`port` is accepted within 2 s.
+bool accepts(const std::string& host, int port) {
+  strata::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  EXPECT_EQ(::inet_pton(AF_INET, host.c_str(), &addr.sin_addr), 1) << host;
+  return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+}
+
+TEST(FaultInjection, TheStoreListensOnlyAtTheChiefsTFConfigAddress) {
+  // The chief's TF_CONFIG names 127.0.0.2 (an address of the loopback
+  // interface): the store answers there and not at 127.0.0.1, the same port
+  // on another address of this host; STRATA_BIND_ALL_INTERFACES=1 widens it.
+  for (const bool all : {false, true}) {
+    const strata::TempDir dir("fault_injection");
+    const std::vector<int> ports = strata::cluster::pick_free_ports(2);
+    const std::vector<std::string> args{"--timeout", "20", "--steps", "100000"};
+    const std::string config =
+        "{\"cluster\": {\"chief\": [\"127.0.0.2:" + std::to_string(ports[0]) +
+        "\"], \"worker\": [\"127.0.0.1:" + std::to_string(ports[1]) +
+        "\"]}, \"task\": {\"type\": \"chief\", " + "\"index\": 0}}";
+    if (all) ::setenv("STRATA_BIND_ALL_INTERFACES", "1", 1);
+    Task chief(args, config, dir.file("chief.out"));
+    ::unsetenv("STRATA_BIND_ALL_INTERFACES");
+    bool listening = false;
+    for (const auto until = Clock::now() + 20s; !listening && Clock::now() < until;) {
+      listening = accepts("127.0.0.2", ports[0]);
+      if (!listening) std::this_thread::sleep_for(10ms);
+    }
+    ASSERT_TRUE(listening) << chief.output();
+    EXPECT_EQ(accepts("127.0.0.1", ports[0]), all) << (all ? "every interface" : "one address");
+  }
 }
 
 }  // namespace

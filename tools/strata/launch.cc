@@ -17,6 +17,7 @@
 #include "strata/base/errors.h"
 #include "strata/base/file.h"
 #include "strata/base/str_cat.h"
+#include "strata/cluster/cluster_token.h"
 #include "strata/cluster/socket.h"
 
 extern char** environ;
@@ -115,6 +116,11 @@ int run_launch(const LaunchOptions& options) {
                    "launch: --devices-per-worker must be >= 0, got ", options.devices_per_worker);
   STRATA_CHECK_ARG(!options.command.empty(), "launch: expected a program after --, got nothing");
 
+  // Every worker gets the cluster token that authenticates the job's
+  // connections: the operator's when set, else a fresh one.
+  std::string token = cluster::cluster_token();
+  if (token.empty()) token = cluster::generate_cluster_token();
+
   std::vector<std::string> addresses;
   for (int port : cluster::pick_free_ports(options.nproc))
     addresses.push_back("127.0.0.1:" + std::to_string(port));
@@ -138,15 +144,17 @@ int run_launch(const LaunchOptions& options) {
     int out_pipe[2], err_pipe[2];
     STRATA_CHECK(UNAVAILABLE, ::pipe(out_pipe) == 0 && ::pipe(err_pipe) == 0,
                  "launch: pipe() failed: ", std::strerror(errno));
-    // The child's environment: ours plus TF_CONFIG (and the device count).
+    // The child's environment: ours plus TF_CONFIG, the cluster token (and the device count).
     std::vector<std::string> env_strings;
     for (char** e = environ; *e != nullptr; ++e) {
       if (std::strncmp(*e, "TF_CONFIG=", 10) == 0) continue;
+      if (std::strncmp(*e, "STRATA_CLUSTER_TOKEN=", 21) == 0) continue;
       if (options.devices_per_worker > 0 && std::strncmp(*e, "STRATA_CPU_DEVICES=", 19) == 0)
         continue;
       env_strings.emplace_back(*e);
     }
     env_strings.push_back("TF_CONFIG=" + make_tf_config(addresses, i));
+    env_strings.push_back(str_cat(cluster::kClusterTokenEnv, "=", token));
     if (options.devices_per_worker > 0) {
       env_strings.push_back("STRATA_CPU_DEVICES=" + std::to_string(options.devices_per_worker));
     }

@@ -1,6 +1,9 @@
 #pragma once
 // `strata launch`: starts N local worker processes of one program, each with a
-// TF_CONFIG naming every worker on a free loopback port and its own task.
+// TF_CONFIG naming every worker on a free loopback port and its own task, and
+// the job's cluster token in STRATA_CLUSTER_TOKEN: the operator's when that is
+// set, else a fresh random one (strata/cluster/cluster_token.h), so that only
+// the job's own tasks can talk to its rendezvous store.
 //
 //   strata launch --nproc 2 [--devices-per-worker 2] -- strata train --strategy multi_worker
 //

@@ -12,12 +12,15 @@ namespace strata::cluster::internal {
 
 inline constexpr uint8_t kSet = 1, kGet = 2, kAdd = 3, kCheck = 4, kWait = 5;  // request ops
 inline constexpr uint8_t kHello = 6;  // the first frame of every connection, never answered
-inline constexpr const char* kHelloMagic = "strata-store/1";
-// A HELLO frame is this small; a first frame announcing more is not a client's.
-inline constexpr uint32_t kMaxHelloFrame = 64;
-inline constexpr uint8_t kOk = 0, kTimeout = 1, kError = 2;  // reply statuses
-inline constexpr uint32_t kMaxFrame = 1u << 30;
+inline constexpr const char* kHelloMagic = "strata-store/2";
+// A HELLO frame (magic and a token of at most kMaxClusterTokenBytes) is this
+// small; a first frame announcing more is not a client's.
+inline constexpr uint32_t kMaxHelloFrame = 512;
+inline constexpr uint8_t kOk = 0, kTimeout = 1, kError = 2, kExhausted = 3;  // reply statuses
 inline constexpr size_t kFrameHeaderBytes = 4;
+// The largest reply a client reads (a GET's value is limited by the server's
+// max_frame_bytes when set; this only bounds a corrupt length).
+inline constexpr uint32_t kMaxReplyFrame = 1u << 30;
 
 // A malformed payload; the server drops the connection, the client reports DataLossError.
 struct ProtocolError {

@@ -33,7 +33,7 @@ inline std::shared_ptr<cluster_resolver::SimpleClusterResolver> single_task_reso
 struct LocalCluster {
   // chief + `workers` workers + `ps` ps; InvalidArgumentError from Server for
   // invalid options, UnavailableError when a port cannot be bound.
-  LocalCluster(int workers, int ps, ServerOptions options = {}) {
+  LocalCluster(int workers, int ps, const ServerOptions& options = {}) {
     std::vector<std::string> ps_addresses, worker_addresses;
     for (int k = 0; k < ps; ++k) {
       ps_servers.push_back(std::make_unique<Server>(*single_task_resolver("ps", k), options));

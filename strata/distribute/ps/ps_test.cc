@@ -6,6 +6,11 @@
 // process-level version (SIGKILL) is examples/parameter_server_training.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <stdlib.h>
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -15,6 +20,7 @@
 
 #include "strata/autodiff/gradient_tape.h"
 #include "strata/base/errors.h"
+#include "strata/base/file.h"
 #include "strata/cluster/cluster_resolver.h"
 #include "strata/cluster/cluster_spec.h"
 #include "strata/core/tensor.h"
@@ -762,6 +768,59 @@ TEST(ServerTest, APsRejectsClosuresAndAWorkerRejectsVariables) {
                             strata::constant(std::vector<float>{1.f, 2.f}, {2}), false, 5s),
       strata::InvalidArgumentError);
   EXPECT_THROW(to_ps.read_variable(info.id + 7, 5s), strata::NotFoundError);
+}
+
+TEST(ServerTest, CallsWithoutTheClusterTokenAreRefusedAndChangeNothing) {
+  sd::Server ps(*task_resolver("ps", 0, "127.0.0.1:0"),
+                {.shutdown_grace = 100ms, .token = "job-token", .max_message_bytes = 1 << 20});
+  // TaskClient takes $STRATA_CLUSTER_TOKEN when it is made.
+  ::setenv("STRATA_CLUSTER_TOKEN", "another-token", 1);
+  sps::internal::TaskClient wrong(ps.target());
+  ::unsetenv("STRATA_CLUSTER_TOKEN");
+  sps::internal::TaskClient none(ps.target());
+  for (sps::internal::TaskClient* stranger : {&wrong, &none}) {
+    try {
+      stranger->create_variable("v", strata::constant(1.f), true, strata::VariableAggregation::NONE,
+                                5s);
+      ADD_FAILURE() << "a call without the token created a variable";
+    } catch (const strata::UnauthenticatedError& e) {
+      EXPECT_NE(std::string(e.what()).find("cluster token"), std::string::npos) << e.what();
+      EXPECT_EQ(std::string(e.what()).find("job-token"), std::string::npos) << e.what();
+    }
+    EXPECT_THROW(stranger->ping(5s), strata::UnauthenticatedError);
+    EXPECT_THROW(stranger->stop(5s), strata::UnauthenticatedError);  // the server keeps serving
+  }
+  ::setenv("STRATA_CLUSTER_TOKEN", "job-token", 1);
+  sps::internal::TaskClient member(ps.target());
+  ::unsetenv("STRATA_CLUSTER_TOKEN");
+  EXPECT_EQ(member.ping(5s).task_type, "ps");
+  EXPECT_TRUE(ps.variables().empty());
+  // A message over the server's limit is refused; the server goes on.
+  EXPECT_THROW(member.create_variable("big", strata::zeros({512, 1024}), true,
+                                      strata::VariableAggregation::NONE, 5s),
+               strata::ResourceExhaustedError);
+  const auto info = member.create_variable("v", strata::constant(2.f), true,
+                                           strata::VariableAggregation::NONE, 5s);
+  EXPECT_EQ(member.read_variable(info.id, 5s).item<float>(), 2.f);
+  ASSERT_EQ(ps.variables().size(), 1u);
+  EXPECT_EQ(ps.variables()[0].name, "v");
+}
+
+TEST(ServerTest, ListensOnlyAtItsTaskAddress) {
+  // 127.0.0.2 is an address of the loopback interface: the same port at
+  // 127.0.0.1 (another address of this host) must not answer.
+  sd::Server ps(*task_resolver("ps", 0, "127.0.0.2:0"), {.shutdown_grace = 100ms});
+  auto accepts = [&](const char* host) {
+    strata::UniqueFd fd(::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0));
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(ps.port()));
+    ::inet_pton(AF_INET, host, &addr.sin_addr);
+    return ::connect(fd.get(), reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0;
+  };
+  EXPECT_EQ(ps.target(), "127.0.0.2:" + std::to_string(ps.port()));
+  EXPECT_TRUE(accepts("127.0.0.2"));
+  EXPECT_FALSE(accepts("127.0.0.1"));
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/cluster/cluster_spec.h"
+#include "strata/cluster/cluster_token.h"
 #include "strata/cluster/tcp_store.h"
 #include "strata/distribute/ps/function_registry.h"
 #include "strata/distribute/ps/internal/remote_variable.h"
@@ -97,6 +98,7 @@ struct Server::State final : pp::StrataTask::Service {
   int64_t incarnation = 0;
   int port = 0;
   std::string target;
+  std::string token;  // the cluster token every call must carry
 
   mutable Mutex vars_mu;
   std::map<int64_t, std::shared_ptr<StoredVariable>> vars STRATA_GUARDED_BY(vars_mu);
@@ -124,6 +126,22 @@ struct Server::State final : pp::StrataTask::Service {
     });
   }
 
+  // OK when the call carries this server's cluster token (compared in
+  // constant time), else UNAUTHENTICATED: the handler then touches nothing.
+  grpc::Status authorize(const grpc::ServerContext* context) const {
+    const auto& metadata = context->client_metadata();
+    const auto it = metadata.find(pi::kClusterTokenMetadata);
+    const std::string_view offered = it == metadata.end()
+                                         ? std::string_view()
+                                         : std::string_view(it->second.data(), it->second.size());
+    if (cluster::tokens_equal(offered, token)) return grpc::Status::OK;
+    return grpc::Status(grpc::StatusCode::UNAUTHENTICATED,
+                        str_cat("task ", task_type, ":", task_id,
+                                " refused a call without this job's cluster token (every task "
+                                "needs the same ",
+                                cluster::kClusterTokenEnv, ")"));
+  }
+
   void check_role(const char* rpc, const char* role) const {
     STRATA_CHECK(FAILED_PRECONDITION, task_type == role, rpc, ": task ", task_type, ":", task_id,
                  " is not a ", role, " task");
@@ -135,8 +153,10 @@ struct Server::State final : pp::StrataTask::Service {
     return it->second;
   }
 
-  grpc::Status CreateVariable(grpc::ServerContext*, const pp::CreateVariableRequest* request,
+  grpc::Status CreateVariable(grpc::ServerContext* context,
+                              const pp::CreateVariableRequest* request,
                               pp::CreateVariableReply* reply) override {
+    if (grpc::Status denied = authorize(context); !denied.ok()) return denied;
     return guarded([&] {
       check_role("CreateVariable", "ps");
       auto v = std::make_shared<StoredVariable>();
@@ -155,8 +175,9 @@ struct Server::State final : pp::StrataTask::Service {
     });
   }
 
-  grpc::Status ReadVariable(grpc::ServerContext*, const pp::ReadVariableRequest* request,
+  grpc::Status ReadVariable(grpc::ServerContext* context, const pp::ReadVariableRequest* request,
                             pp::ReadVariableReply* reply) override {
+    if (grpc::Status denied = authorize(context); !denied.ok()) return denied;
     return guarded([&] {
       check_role("ReadVariable", "ps");
       auto v = variable(request->id());
@@ -170,8 +191,10 @@ struct Server::State final : pp::StrataTask::Service {
     });
   }
 
-  grpc::Status UpdateVariable(grpc::ServerContext*, const pp::UpdateVariableRequest* request,
+  grpc::Status UpdateVariable(grpc::ServerContext* context,
+                              const pp::UpdateVariableRequest* request,
                               pp::UpdateVariableReply* reply) override {
+    if (grpc::Status denied = authorize(context); !denied.ok()) return denied;
     return guarded([&] {
       check_role("UpdateVariable", "ps");
       auto v = variable(request->id());
@@ -198,8 +221,9 @@ struct Server::State final : pp::StrataTask::Service {
     });
   }
 
-  grpc::Status ListVariables(grpc::ServerContext*, const pp::ListVariablesRequest*,
+  grpc::Status ListVariables(grpc::ServerContext* context, const pp::ListVariablesRequest*,
                              pp::ListVariablesReply* reply) override {
+    if (grpc::Status denied = authorize(context); !denied.ok()) return denied;
     return guarded([&] {
       check_role("ListVariables", "ps");
       MutexLock lock(vars_mu);
@@ -219,8 +243,9 @@ struct Server::State final : pp::StrataTask::Service {
     });
   }
 
-  grpc::Status RunClosure(grpc::ServerContext*, const pp::RunClosureRequest* request,
+  grpc::Status RunClosure(grpc::ServerContext* context, const pp::RunClosureRequest* request,
                           pp::RunClosureReply* reply) override {
+    if (grpc::Status denied = authorize(context); !denied.ok()) return denied;
     return guarded([&] {
       check_role("RunClosure", "worker");
       pi::last_unreachable_ps().clear();
@@ -278,8 +303,10 @@ struct Server::State final : pp::StrataTask::Service {
     return it->second;
   }
 
-  grpc::Status CreateIterator(grpc::ServerContext*, const pp::CreateIteratorRequest* request,
+  grpc::Status CreateIterator(grpc::ServerContext* context,
+                              const pp::CreateIteratorRequest* request,
                               pp::CreateIteratorReply* reply) override {
+    if (grpc::Status denied = authorize(context); !denied.ok()) return denied;
     return guarded([&] {
       check_role("CreateIterator", "worker");
       try {
@@ -300,14 +327,17 @@ struct Server::State final : pp::StrataTask::Service {
     });
   }
 
-  grpc::Status Ping(grpc::ServerContext*, const pp::PingRequest*, pp::PingReply* reply) override {
+  grpc::Status Ping(grpc::ServerContext* context, const pp::PingRequest*,
+                    pp::PingReply* reply) override {
+    if (grpc::Status denied = authorize(context); !denied.ok()) return denied;
     reply->set_task_type(task_type);
     reply->set_task_id(task_id);
     reply->set_incarnation(incarnation);
     return grpc::Status::OK;
   }
 
-  grpc::Status Stop(grpc::ServerContext*, const pp::StopRequest*, pp::StopReply*) override {
+  grpc::Status Stop(grpc::ServerContext* context, const pp::StopRequest*, pp::StopReply*) override {
+    if (grpc::Status denied = authorize(context); !denied.ok()) return denied;
     // Only flags the stop: gRPC's Shutdown waits for handlers, this one included.
     request_stop();
     return grpc::Status::OK;
@@ -333,8 +363,17 @@ Server::Server(const cluster_resolver::ClusterResolver& resolver, ServerOptions 
   s.options = options;
   s.incarnation =
       static_cast<int64_t>(std::random_device{}() | (uint64_t{std::random_device{}()} << 32));
+  STRATA_CHECK_ARG(options.max_message_bytes > 0,
+                   "ServerOptions.max_message_bytes must be > 0, got ", options.max_message_bytes);
+  s.token = options.token ? *options.token : cluster::cluster_token();
+  cluster::validate_cluster_token(s.token, "Server");
   const std::string address = resolver.cluster_spec().task_address(s.task_type, s.task_id);
   const auto [host, port] = cluster::split_host_port(address);
+  // The task's TF_CONFIG address; every interface only when the operator asked.
+  const std::string bind =
+      cluster::bind_all_interfaces()
+          ? str_cat(host.find(':') != std::string::npos ? "[::]" : "0.0.0.0", ":", port)
+          : address;
 
   grpc::ServerBuilder builder;
   grpc::ResourceQuota quota("strata-server");
@@ -344,13 +383,14 @@ Server::Server(const cluster_resolver::ClusterResolver& resolver, ServerOptions 
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MIN_POLLERS, 1);
   builder.SetSyncServerOption(grpc::ServerBuilder::SyncServerOption::MAX_POLLERS,
                               options.max_rpc_threads / 2);
-  builder.SetMaxReceiveMessageSize(-1);
+  // gRPC refuses a larger message from its length prefix, before reading it.
+  builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(-1);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &s.port);
+  builder.AddListeningPort(bind, grpc::InsecureServerCredentials(), &s.port);
   builder.RegisterService(&s);
   s.server = builder.BuildAndStart();
   STRATA_CHECK(UNAVAILABLE, s.server != nullptr && s.port > 0, "Server: task ", s.task_type, ":",
-               s.task_id, " cannot listen on ", address);
+               s.task_id, " cannot listen on ", bind);
   s.target = str_cat(host, ":", s.port);
 }
 

@@ -16,8 +16,11 @@
 //   // the chief: ParameterServerStrategy + ClusterCoordinator
 //
 // The server listens on exactly its task's cluster address ("host:0" picks a
-// free port: port() tells which). It speaks gRPC (ps.proto, service
-// StrataTask). join() has no timeout by design (a server runs until told to
+// free port: port() tells which), on every interface at that port only when
+// STRATA_BIND_ALL_INTERFACES=1. Every call must carry the job's cluster token
+// (gRPC metadata "strata-cluster-token", compared in constant time); one
+// without it is UNAUTHENTICATED and changes nothing (a stray Stop included). It speaks gRPC
+// (ps.proto, service StrataTask). join() has no timeout by design (a server runs until told to
 // stop); stop(), a Stop RPC and destruction end it: in-flight calls get
 // `shutdown_grace` to finish, then are cancelled, and the gRPC threads are
 // joined. gRPC's handler threads are bounded by max_rpc_threads.
@@ -27,6 +30,7 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -39,6 +43,13 @@ struct ServerOptions {
   int max_rpc_threads = 16;                        // gRPC sync-server threads, at most
   std::chrono::milliseconds shutdown_grace{1000};  // in-flight RPCs' time at stop
   std::chrono::milliseconds rpc_timeout{30000};    // a worker's RPCs to the ps tasks
+  // The cluster token every call must carry; the default is
+  // $STRATA_CLUSTER_TOKEN (strata/cluster/cluster_token.h).
+  std::optional<std::string> token = std::nullopt;
+  // The largest request message accepted; a larger one fails with
+  // RESOURCE_EXHAUSTED before it is read (a variable's initial value or an
+  // update travels in one message).
+  int max_message_bytes = 256 << 20;
 };
 
 class Server {

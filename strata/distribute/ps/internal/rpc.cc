@@ -7,6 +7,7 @@
 #include <map>
 
 #include "strata/base/mutex.h"
+#include "strata/cluster/cluster_token.h"
 #include "strata/distribute/ps/internal/wire.h"
 #include "strata/distribute/ps/ps.grpc.pb.h"
 
@@ -162,7 +163,8 @@ std::shared_ptr<TaskClient> TaskClient::get(const std::string& target) {
   return client;
 }
 
-TaskClient::TaskClient(std::string target) : target_(std::move(target)), stub_(new Stub) {
+TaskClient::TaskClient(std::string target)
+    : target_(std::move(target)), token_(cluster::cluster_token()), stub_(new Stub) {
   grpc::ChannelArguments args;
   // A dead task is reported at once instead of after a long reconnect backoff.
   args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
@@ -199,10 +201,13 @@ class CancellationGuard {
 };
 
 template <typename Request, typename Reply, typename Method>
-Reply call(proto::StrataTask::Stub& stub, Method method, const Request& request, Seconds timeout,
-           const char* rpc, const std::string& target, RpcCancellation::State* cancel = nullptr) {
+Reply call(proto::StrataTask::Stub& stub, const std::string& token, Method method,
+           const Request& request, Seconds timeout, const char* rpc, const std::string& target,
+           RpcCancellation::State* cancel = nullptr) {
   grpc::ClientContext context;
   context.set_deadline(deadline_after(timeout));
+  // Every call carries the cluster token; the server refuses calls without it.
+  if (!token.empty()) context.AddMetadata(kClusterTokenMetadata, token);
   Reply reply;
   grpc::Status status;
   {
@@ -235,8 +240,8 @@ RemoteVariableInfo TaskClient::create_variable(const std::string& name, const Te
   request.set_aggregation(static_cast<int>(aggregation));
   auto reply = ps_call(target_, [&] {
     return call<proto::CreateVariableRequest, proto::CreateVariableReply>(
-        *stub_->stub, &proto::StrataTask::Stub::CreateVariable, request, timeout, "CreateVariable",
-        target_);
+        *stub_->stub, token_, &proto::StrataTask::Stub::CreateVariable, request, timeout,
+        "CreateVariable", target_);
   });
   RemoteVariableInfo info;
   info.target = target_;
@@ -255,8 +260,8 @@ Tensor TaskClient::read_variable(int64_t id, Seconds timeout) {
   request.set_id(id);
   return ps_call(target_, [&] {
     return from_proto(call<proto::ReadVariableRequest, proto::ReadVariableReply>(
-                          *stub_->stub, &proto::StrataTask::Stub::ReadVariable, request, timeout,
-                          "ReadVariable", target_)
+                          *stub_->stub, token_, &proto::StrataTask::Stub::ReadVariable, request,
+                          timeout, "ReadVariable", target_)
                           .value());
   });
 }
@@ -270,16 +275,16 @@ Tensor TaskClient::update_variable(int64_t id, UpdateKind kind, const Tensor& va
   request.set_read_back(read_back);
   return ps_call(target_, [&] {
     auto reply = call<proto::UpdateVariableRequest, proto::UpdateVariableReply>(
-        *stub_->stub, &proto::StrataTask::Stub::UpdateVariable, request, timeout, "UpdateVariable",
-        target_);
+        *stub_->stub, token_, &proto::StrataTask::Stub::UpdateVariable, request, timeout,
+        "UpdateVariable", target_);
     return read_back ? from_proto(reply.value()) : Tensor();
   });
 }
 
 std::vector<RemoteVariableInfo> TaskClient::list_variables(Seconds timeout) {
   auto reply = call<proto::ListVariablesRequest, proto::ListVariablesReply>(
-      *stub_->stub, &proto::StrataTask::Stub::ListVariables, proto::ListVariablesRequest(), timeout,
-      "ListVariables", target_);
+      *stub_->stub, token_, &proto::StrataTask::Stub::ListVariables, proto::ListVariablesRequest(),
+      timeout, "ListVariables", target_);
   std::vector<RemoteVariableInfo> out;
   for (const auto& ref : reply.variables()) out.push_back(from_proto(ref));
   return out;
@@ -305,8 +310,8 @@ ClosureOutcome TaskClient::run_closure(const std::string& function,
     }
   }
   auto reply = call<proto::RunClosureRequest, proto::RunClosureReply>(
-      *stub_->stub, &proto::StrataTask::Stub::RunClosure, request, timeout, "RunClosure", target_,
-      cancellation ? cancellation->state_.get() : nullptr);
+      *stub_->stub, token_, &proto::StrataTask::Stub::RunClosure, request, timeout, "RunClosure",
+      target_, cancellation ? cancellation->state_.get() : nullptr);
   ClosureOutcome outcome;
   outcome.code = static_cast<ErrorCode>(reply.error_code());
   outcome.message = reply.error_message();
@@ -323,20 +328,21 @@ void TaskClient::create_iterator(int64_t id, const std::string& dataset_function
   request.set_num_input_pipelines(num_input_pipelines);
   request.set_input_pipeline_id(input_pipeline_id);
   auto reply = call<proto::CreateIteratorRequest, proto::CreateIteratorReply>(
-      *stub_->stub, &proto::StrataTask::Stub::CreateIterator, request, timeout, "CreateIterator",
-      target_);
+      *stub_->stub, token_, &proto::StrataTask::Stub::CreateIterator, request, timeout,
+      "CreateIterator", target_);
   if (reply.error_code() != 0)
     throw_error(static_cast<ErrorCode>(reply.error_code()), reply.error_message());
 }
 
 PingInfo TaskClient::ping(Seconds timeout) {
   auto reply = call<proto::PingRequest, proto::PingReply>(
-      *stub_->stub, &proto::StrataTask::Stub::Ping, proto::PingRequest(), timeout, "Ping", target_);
+      *stub_->stub, token_, &proto::StrataTask::Stub::Ping, proto::PingRequest(), timeout, "Ping",
+      target_);
   return {reply.task_type(), reply.task_id(), reply.incarnation()};
 }
 
 void TaskClient::stop(Seconds timeout) {
-  call<proto::StopRequest, proto::StopReply>(*stub_->stub, &proto::StrataTask::Stub::Stop,
+  call<proto::StopRequest, proto::StopReply>(*stub_->stub, token_, &proto::StrataTask::Stub::Stop,
                                              proto::StopRequest(), timeout, "Stop", target_);
 }
 

@@ -21,6 +21,9 @@
 
 namespace strata::distribute::ps::internal {
 
+// The gRPC metadata key that carries the cluster token (strata/cluster/cluster_token.h).
+inline constexpr const char* kClusterTokenMetadata = "strata-cluster-token";
+
 using Seconds = std::chrono::duration<double>;
 
 // What identifies a variable that lives on a ps task.
@@ -116,6 +119,7 @@ class TaskClient {
  private:
   struct Stub;
   std::string target_;
+  std::string token_;  // $STRATA_CLUSTER_TOKEN when the client was made
   std::unique_ptr<Stub> stub_;
 };
 
