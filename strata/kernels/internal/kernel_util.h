@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/base/denormal.h"
 #include "strata/base/errors.h"
 #include "strata/core/device.h"
 #include "strata/core/dtype.h"
@@ -16,10 +17,14 @@ namespace strata::kernels::internal {
 // the hand-off to a worker (~microseconds) is amortised.
 inline constexpr int64_t kElementwiseGrain = 32768;
 
-// Runs fn over [0, n) on the current device's pool.
+// Runs fn over [0, n) on the current device's pool. The calling thread's
+// chunks run with denormals flushed to zero, as the pool's threads do
+// (TensorFlow flushes them around every kernel it runs): a kernel's result
+// does not depend on which thread computed which chunk.
 template <typename Fn>
 void parallel_for(int64_t n, int64_t min_chunk, Fn&& fn) {
   if (n <= 0) return;
+  const ScopedFlushDenormal flush;
   ThreadPool& pool = current_device().thread_pool();
   if (pool.num_threads() == 1 || n <= min_chunk) {
     fn(int64_t{0}, n);
