@@ -60,7 +60,7 @@ class ReplicaThreads {
   // True on a replica thread (of any strategy).
   static bool on_replica_thread() noexcept;
 
-  static constexpr std::chrono::microseconds kReplicaSpin{100};
+  static constexpr std::chrono::microseconds kReplicaSpin{50};
   static constexpr std::chrono::microseconds kCallerSpin{20};
 
  private:
