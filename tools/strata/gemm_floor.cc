@@ -81,7 +81,7 @@ double gemm_floor_seconds(const std::vector<GemmShape>& gemms, int threads, int 
     }
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  for (int i = 0; i < 3; ++i) round();
+  round();  // OpenBLAS starts its threads, the operands reach the caches
   std::vector<double> times;
   times.reserve(static_cast<size_t>(repetitions));
   for (int i = 0; i < repetitions; ++i) times.push_back(round());

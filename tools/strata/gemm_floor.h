@@ -35,8 +35,9 @@ struct GemmShape {
 // examples; InvalidArgumentError naming anything else.
 std::vector<GemmShape> step_gemms(const std::string& model, int64_t batch);
 
-// The median over `repetitions` timed rounds (after warm-up rounds) of the summed
-// wall time of one cblas_sgemm per shape, OpenBLAS running `threads` threads.
-double gemm_floor_seconds(const std::vector<GemmShape>& gemms, int threads, int repetitions = 15);
+// The median over `repetitions` timed rounds (after one warm-up round) of the
+// summed wall time of one cblas_sgemm per shape, OpenBLAS running `threads`
+// threads.
+double gemm_floor_seconds(const std::vector<GemmShape>& gemms, int threads, int repetitions = 7);
 
 }  // namespace strata::tools
