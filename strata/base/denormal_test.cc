@@ -47,6 +47,9 @@ class DenormalTest : public ::testing::Test {
   }
 };
 
+// TensorFlow (internal, no Python API): {tsl::port::ScopedFlushDenormal flush; ...}
+// sets FTZ and DAZ and restores the previous mode at the end of the block; its
+// thread pools' threads run under one for their whole life.
 TEST_F(DenormalTest, ScopeFlushesOnTheCallingThreadAndRestoresTheMode) {
   // The thread starts in IEEE mode: gtest's main thread is not a runtime thread.
   ASSERT_EQ(get_denormal_state(), DenormalState{});
