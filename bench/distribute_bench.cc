@@ -22,7 +22,7 @@ void configure_devices(int n) {
 }
 
 // strategy.run of an empty function: the cost of posting a step to the
-// replica threads and collecting it (target: <= 20 us for 2 replicas).
+// replica threads and collecting it (target: <= 15 us for 2 replicas).
 void BM_MirroredRunEmpty(benchmark::State& state) {
   configure_devices(4);
   std::vector<std::string> devices;

@@ -5,7 +5,11 @@
 //     bias-add shape) vs memcpy of 64 MiB, with page faults per iteration;
 //   - softmax rows;
 //   - conv2d forward and forward + both backprops of the CNN's layers at batch
-//     128 (PyTorch's figures come from bench/peers/torch_conv.py).
+//     128 (PyTorch's figures come from bench/peers/torch_conv.py);
+//   - the processor's price of denormal arithmetic: Adam's moment decay
+//     m = 0.999 m + 0.001 g^2 over 64 Ki floats, with denormal or normal
+//     moments, with denormals flushed (ScopedFlushDenormal) or not: what the
+//     runtime's flushing saves on this machine.
 // The last argument of every benchmark is the intra-op thread count.
 //
 //   ninja -C build kernels_bench
@@ -21,6 +25,7 @@
 #include <cstring>
 #include <vector>
 
+#include "strata/base/denormal.h"
 #include "strata/core/config.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
@@ -244,6 +249,25 @@ BENCHMARK(BM_Pool)
     ->ArgNames({"kind", "threads"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
+
+// Args: flush (0: IEEE mode on this thread, 1: FTZ + DAZ), denormal moments (0/1).
+void BM_DenormalMomentDecay(benchmark::State& state) {
+  const bool flush = state.range(0) != 0;
+  const DenormalState previous = get_denormal_state();
+  set_denormal_state({.flush_to_zero = flush, .denormals_are_zero = flush});
+  constexpr size_t kN = size_t{1} << 16;
+  // 1e-39 is below float32's smallest normal (1.18e-38); 0.999^k keeps it there.
+  std::vector<float> m(kN, state.range(1) != 0 ? 1e-39f : 1e-3f);
+  const std::vector<float> g(kN, 1e-30f);  // its square is 0 or a denormal
+  for (auto _ : state) {
+    for (size_t i = 0; i < kN; ++i) m[i] = 0.999f * m[i] + 0.001f * g[i] * g[i];
+    benchmark::DoNotOptimize(m.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * kN));
+  set_denormal_state(previous);
+}
+BENCHMARK(BM_DenormalMomentDecay)->ArgNames({"flush", "denormal"})->ArgsProduct({{0, 1}, {0, 1}});
 
 }  // namespace
 }  // namespace strata

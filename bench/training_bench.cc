@@ -23,6 +23,19 @@
 // (apply_gradients, with the all-reduce under a strategy): `<phase>_ms` wall,
 // `<phase>_cpu_ms` that thread's CPU time, per step.
 //
+// Beside examples/s every benchmark prints its floor, measured in the same
+// process right after its timed loop: `floor_examples_per_second` is the rate
+// if a step cost only its GEMMs, called directly through cblas_sgemm with
+// OpenBLAS running the benchmark's total thread count (devices x threads; the
+// shapes are tools/strata/gemm_floor.h's, over the global batch), and
+// `floor_ratio` = examples_per_second / floor_examples_per_second.
+//
+// Allocations: `allocs_per_step` counts every heap allocation of the process
+// (the malloc family, which operator new calls too, on every thread) per step
+// of the timed loop, i.e. from step kWarmupSteps + 1 on; `buffer_allocs_per_step`
+// the tensor buffers among them (blocks CachingAllocator::global() took from
+// the system rather than from its cache).
+//
 //   ninja -C build training_bench
 //   build/bench/training_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
 
@@ -32,14 +45,80 @@
 
 #include <time.h>
 
+#include <cerrno>
 #include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "strata/core/allocator.h"
 #include "strata/keras/keras.h"
 #include "strata/strata.h"
+#include "tools/strata/gemm_floor.h"
+
+// ---- counting the process's heap allocations --------------------------------
+// The program defines the malloc family itself (glibc lets an executable
+// interpose them) and forwards to glibc's implementations, counting each
+// allocation. operator new, std::aligned_alloc and the libraries' mallocs all
+// arrive here.
+#if defined(__GLIBC__)
+#include <atomic>
+
+extern "C" {
+void* __libc_malloc(size_t size);                      // NOLINT(bugprone-reserved-identifier)
+void* __libc_calloc(size_t n, size_t size);            // NOLINT(bugprone-reserved-identifier)
+void* __libc_realloc(void* p, size_t size);            // NOLINT(bugprone-reserved-identifier)
+void* __libc_memalign(size_t alignment, size_t size);  // NOLINT(bugprone-reserved-identifier)
+void __libc_free(void* p);                             // NOLINT(bugprone-reserved-identifier)
+}
+
+namespace {
+std::atomic<int64_t> g_heap_allocations{0};
+void count_allocation() { g_heap_allocations.fetch_add(1, std::memory_order_relaxed); }
+}  // namespace
+
+// NOLINTBEGIN(cppcoreguidelines-no-malloc,readability-inconsistent-declaration-parameter-name)
+extern "C" {
+void* malloc(size_t size) {
+  count_allocation();
+  return __libc_malloc(size);
+}
+void* calloc(size_t n, size_t size) {
+  count_allocation();
+  return __libc_calloc(n, size);
+}
+void* realloc(void* p, size_t size) {
+  count_allocation();
+  return __libc_realloc(p, size);
+}
+void* memalign(size_t alignment, size_t size) {
+  count_allocation();
+  return __libc_memalign(alignment, size);
+}
+void* aligned_alloc(size_t alignment, size_t size) {
+  count_allocation();
+  return __libc_memalign(alignment, size);
+}
+int posix_memalign(void** out, size_t alignment, size_t size) {
+  count_allocation();
+  void* p = __libc_memalign(alignment, size);
+  if (p == nullptr) return ENOMEM;
+  *out = p;
+  return 0;
+}
+void free(void* p) { __libc_free(p); }
+}
+// NOLINTEND(cppcoreguidelines-no-malloc,readability-inconsistent-declaration-parameter-name)
+
+namespace {
+int64_t heap_allocations() { return g_heap_allocations.load(std::memory_order_relaxed); }
+}  // namespace
+#else
+namespace {
+int64_t heap_allocations() { return -1; }  // not counted off glibc
+}  // namespace
+#endif
 
 namespace strata {
 namespace {
@@ -146,15 +225,39 @@ int64_t minor_faults() {
   return ru.ru_minflt;
 }
 
-// Process CPU time and page faults when the timed loop began.
+// Process CPU time, wall time, page faults and allocations when the timed loop began.
 struct ProcessStart {
-  double cpu = 0;
-  int64_t faults = 0;
-  static ProcessStart now() { return {process_cpu_seconds(), minor_faults()}; }
+  double cpu = 0, wall = 0;
+  int64_t faults = 0, allocations = 0, buffer_allocations = 0;
+  static ProcessStart now() {
+    return {process_cpu_seconds(), wall_seconds(), minor_faults(), heap_allocations(),
+            CachingAllocator::global().stats().system_allocations};
+  }
 };
 
-void report(benchmark::State& state, int64_t examples_per_iteration, const ProcessStart& start) {
+const char* model_name(Net net) { return net == Net::MLP ? "mlp" : "cnn"; }
+
+// Right after a timed loop of `state`: the counters described at the top.
+void report(benchmark::State& state, int64_t examples_per_iteration, const ProcessStart& start,
+            Net net, int total_threads) {
   const double cpu = process_cpu_seconds() - start.cpu;
+  const double wall = wall_seconds() - start.wall;
+  const auto steps = static_cast<double>(state.iterations()) *
+                     static_cast<double>(examples_per_iteration) / static_cast<double>(kBatch);
+  if (start.allocations >= 0) {
+    state.counters["allocs_per_step"] =
+        static_cast<double>(heap_allocations() - start.allocations) / steps;
+  }
+  state.counters["buffer_allocs_per_step"] =
+      static_cast<double>(CachingAllocator::global().stats().system_allocations -
+                          start.buffer_allocations) /
+      steps;
+  const double rate = static_cast<double>(state.iterations() * examples_per_iteration) / wall;
+  const double floor_s =
+      tools::gemm_floor_seconds(tools::step_gemms(model_name(net), kBatch), total_threads);
+  const double floor_rate = static_cast<double>(kBatch) / floor_s;
+  state.counters["floor_examples_per_second"] = floor_rate;
+  state.counters["floor_ratio"] = rate / floor_rate;
   // Minor page faults per 128 examples (one step).
   state.counters["faults_per_step"] =
       static_cast<double>(minor_faults() - start.faults) / static_cast<double>(state.iterations()) *
@@ -219,14 +322,14 @@ void custom_loop(benchmark::State& state, Net net, bool mirrored) {
     timing = true;
     const ProcessStart start = ProcessStart::now();
     for (auto _ : state) strategy->run(step, it.get_next());
-    report(state, kBatch, start);
+    report(state, kBatch, start, net, 2);
   } else {
     data::Iterator it = synthetic_batches(net).iter();
     for (int i = 0; i < kWarmupSteps; ++i) step(it.get_next());
     timing = true;
     const ProcessStart start = ProcessStart::now();
     for (auto _ : state) step(it.get_next());
-    report(state, kBatch, start);
+    report(state, kBatch, start, net, static_cast<int>(state.range(0)));
   }
   phases.report(state);
 }
@@ -252,7 +355,7 @@ void fit_loop(benchmark::State& state, Net net, bool mirrored) {
   model->fit(ds, {.epochs = 1, .verbose = 0, .steps_per_epoch = kWarmupSteps});
   const ProcessStart start = ProcessStart::now();
   for (auto _ : state) model->fit(ds, {.epochs = 1, .verbose = 0, .steps_per_epoch = kFitSteps});
-  report(state, kBatch * kFitSteps, start);
+  report(state, kBatch * kFitSteps, start, net, mirrored ? 2 : static_cast<int>(state.range(0)));
 }
 
 void BM_TrainMLP(benchmark::State& state) { custom_loop(state, Net::MLP, false); }

@@ -5,6 +5,7 @@
 #include <exception>
 #include <memory>
 
+#include "strata/base/denormal.h"
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 
@@ -94,6 +95,8 @@ ThreadPool::~ThreadPool() {
 }
 
 void ThreadPool::serve(bool task_thread) {
+  // Pool threads flush denormals to zero for their whole life (see denormal.h).
+  const ScopedFlushDenormal flush;
   CondVar& available = task_thread ? task_available_ : work_available_;
   for (;;) {
     std::function<void()> entry;

@@ -6,6 +6,9 @@
 // returns when all chunks are done; an exception thrown by a chunk is re-thrown
 // in the caller (the first one; the remaining chunks still run to completion).
 // A pool of size 1 runs everything inline on the caller, with no hand-off.
+// The pool's threads flush denormals to zero (strata/base/denormal.h); chunks
+// that run on the caller keep the caller's mode (the kernels run theirs inside
+// a ScopedFlushDenormal).
 //
 // run_all and submit run independent tasks (the shards of a sharded op, one per
 // logical device): submit queues one task and returns a TaskHandle; its wait()

@@ -80,7 +80,7 @@ CachingAllocator::CachingAllocator(size_t max_cached_bytes) : max_cached_bytes_(
 CachingAllocator::~CachingAllocator() { trim(); }
 
 size_t CachingAllocator::block_size(size_t bytes) noexcept {
-  if (bytes < kMinCachedBytes)
+  if (bytes < kSmallBlockBytes)
     return bytes == 0 ? kAlignment : (bytes + kAlignment - 1) & ~(kAlignment - 1);
   // Round up to a multiple of a quarter of the largest power of two <= bytes.
   const size_t step = std::bit_floor(bytes) >> 2;
@@ -94,23 +94,47 @@ size_t CachingAllocator::reserved_size(size_t bytes) const noexcept {
   return bytes == 0 ? kAlignment : (bytes + kAlignment - 1) & ~(kAlignment - 1);
 }
 
+void CachingAllocator::unlink_locked(FreeList& list, FreeBlock* b) {
+  if (b->newer_in_class != nullptr) {
+    b->newer_in_class->older_in_class = b->older_in_class;
+  } else {
+    list.newest = b->older_in_class;
+  }
+  if (b->older_in_class != nullptr) b->older_in_class->newer_in_class = b->newer_in_class;
+  if (b->newer != nullptr) {
+    b->newer->older = b->older;
+  } else {
+    newest_ = b->older;
+  }
+  if (b->older != nullptr) {
+    b->older->newer = b->newer;
+  } else {
+    oldest_ = b->newer;
+  }
+  stats_.cached_bytes -= b->block;
+  --stats_.cached_blocks;
+}
+
 void* CachingAllocator::allocate(size_t bytes) {
   const size_t block = reserved_size(bytes);
   if (cacheable(block)) {
     MutexLock lock(mu_);
     auto it = free_.find(block);
-    if (it != free_.end()) {
+    if (it != free_.end() && it->second.newest != nullptr) {
       // Most recently freed first: its pages are the likeliest to be cached.
-      void* p = it->second.back().p;
-      it->second.pop_back();
-      if (it->second.empty()) free_.erase(it);
-      stats_.cached_bytes -= block;
-      --stats_.cached_blocks;
+      FreeBlock* b = it->second.newest;
+      unlink_locked(it->second, b);
       ++stats_.hits;
-      STRATA_UNPOISON(p, bytes);
-      return p;
+      // The links were readable while cached; the caller gets exactly `bytes`.
+      STRATA_POISON(b, block);
+      STRATA_UNPOISON(b, bytes);
+      return b;
     }
     ++stats_.misses;
+    ++stats_.system_allocations;
+  } else {
+    MutexLock lock(mu_);
+    ++stats_.system_allocations;
   }
   // The one place Strata takes raw memory: 64-byte aligned blocks from the C heap, released
   // with std::free (cppcoreguidelines-no-malloc is silenced for those calls only).
@@ -135,17 +159,33 @@ void CachingAllocator::deallocate(void* p, size_t bytes) noexcept {
   if (cacheable(block)) {
     MutexLock lock(mu_);
     if (!shut_down_) {
-      while (stats_.cached_bytes + block > max_cached_bytes_) evict_oldest_locked();
+      FreeList* list = nullptr;
       try {
-        free_[block].push_back({p, next_seq_++});
+        list = &free_[block];  // a map node the first time this class is freed, never after
       } catch (const std::bad_alloc&) {
         // No memory for the bookkeeping: free the block instead of caching it.
         std::free(p);  // NOLINT(cppcoreguidelines-no-malloc): see allocate()
         return;
       }
+      while (stats_.cached_bytes + block > max_cached_bytes_) evict_oldest_locked();
+      STRATA_UNPOISON(p, kHeaderBytes);
+      auto* b = static_cast<FreeBlock*>(p);
+      *b = FreeBlock{.newer_in_class = nullptr,
+                     .older_in_class = list->newest,
+                     .newer = nullptr,
+                     .older = newest_,
+                     .block = block};
+      if (list->newest != nullptr) list->newest->newer_in_class = b;
+      list->newest = b;
+      if (newest_ != nullptr) {
+        newest_->newer = b;
+      } else {
+        oldest_ = b;
+      }
+      newest_ = b;
       stats_.cached_bytes += block;
       ++stats_.cached_blocks;
-      STRATA_POISON(p, block);
+      STRATA_POISON(static_cast<std::byte*>(p) + kHeaderBytes, block - kHeaderBytes);
       return;
     }
   }
@@ -154,31 +194,23 @@ void CachingAllocator::deallocate(void* p, size_t bytes) noexcept {
 }
 
 void CachingAllocator::evict_oldest_locked() {
-  STRATA_INTERNAL_CHECK(!free_.empty(), "CachingAllocator: eviction from an empty cache");
-  auto oldest = free_.begin();
-  for (auto it = free_.begin(); it != free_.end(); ++it)
-    if (it->second.front().seq < oldest->second.front().seq) oldest = it;
-  void* p = oldest->second.front().p;
-  const size_t block = oldest->first;
-  oldest->second.pop_front();
-  if (oldest->second.empty()) free_.erase(oldest);
-  stats_.cached_bytes -= block;
-  --stats_.cached_blocks;
+  STRATA_INTERNAL_CHECK(oldest_ != nullptr, "CachingAllocator: eviction from an empty cache");
+  FreeBlock* b = oldest_;
+  const size_t block = b->block;
+  unlink_locked(free_.at(block), b);
   ++stats_.evictions;
-  STRATA_UNPOISON(p, block);
-  std::free(p);  // NOLINT(cppcoreguidelines-no-malloc): see allocate()
+  STRATA_UNPOISON(b, block);
+  std::free(b);  // NOLINT(cppcoreguidelines-no-malloc): see allocate()
 }
 
 void CachingAllocator::free_all_locked() {
-  for (auto& [block, blocks] : free_) {
-    for (const Block& b : blocks) {
-      STRATA_UNPOISON(b.p, block);
-      std::free(b.p);  // NOLINT(cppcoreguidelines-no-malloc): see allocate()
-    }
+  while (oldest_ != nullptr) {
+    FreeBlock* b = oldest_;
+    const size_t block = b->block;
+    unlink_locked(free_.at(block), b);
+    STRATA_UNPOISON(b, block);
+    std::free(b);  // NOLINT(cppcoreguidelines-no-malloc): see allocate()
   }
-  free_.clear();
-  stats_.cached_bytes = 0;
-  stats_.cached_blocks = 0;
 }
 
 void CachingAllocator::trim() noexcept {

@@ -1,16 +1,17 @@
 #pragma once
 // CachingAllocator: the 64-byte aligned memory behind tensor buffers, with a
-// bounded cache of freed large blocks.
+// bounded cache of freed blocks.
 //
 // Why: a fresh block of more than a few MiB comes from mmap, and every one of
 // its pages faults on first touch (a 64 MiB add's output took 16,385 faults,
 // more time than the add itself). Reusing freed blocks avoids the faults and
-// the munmap.
+// the munmap; and since a training step allocates the same buffers every step,
+// in the steady state every buffer comes from the cache: no call into the C
+// heap at all (the free lists live inside the cached blocks themselves).
 //
 // Policy:
-//   - Requests under kMinCachedBytes (64 KiB) go straight to aligned_alloc
-//     (glibc's own bins already reuse such blocks without faults).
-//   - Larger requests are rounded up to a size class: 4 classes per power of
+//   - Every request is rounded up to a size class: under kSmallBlockBytes
+//     (64 KiB) a multiple of 64 bytes; from there on 4 classes per power of
 //     two (2^k, 1.25, 1.5, 1.75 x 2^k), so at most 25% more address space
 //     is reserved; a freed block is kept on its class's free list and handed
 //     out again for any request of the same class, most recently freed first.
@@ -25,8 +26,10 @@
 //     project. Its cached blocks are returned to the system at exit; blocks
 //     freed after that (static tensors) are freed directly.
 //   - Under ASan, cached blocks and the unused tail of a rounded block are
-//     poisoned, so use after free (until the block is reused) and overflow
-//     past the requested size are still reported for instances with a cache.
+//     poisoned (but for the first kHeaderBytes of a cached block, which hold
+//     the free lists' links), so use after free (until the block is reused) and
+//     overflow past the requested size are still reported for instances with a
+//     cache.
 //
 // Example:
 //   CachingAllocator& a = CachingAllocator::global();
@@ -39,7 +42,6 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <deque>
 #include <map>
 
 #include "strata/base/mutex.h"
@@ -48,17 +50,19 @@ namespace strata {
 
 struct AllocatorStats {
   size_t max_cached_bytes = 0;
-  size_t cached_bytes = 0;   // total size of the free blocks held in the cache
-  size_t cached_blocks = 0;  // number of free blocks held in the cache
-  int64_t hits = 0;          // cacheable requests served from the cache
-  int64_t misses = 0;        // cacheable requests that allocated fresh memory
-  int64_t evictions = 0;     // cached blocks freed to make room for newer ones
+  size_t cached_bytes = 0;         // total size of the free blocks held in the cache
+  size_t cached_blocks = 0;        // number of free blocks held in the cache
+  int64_t hits = 0;                // cacheable requests served from the cache
+  int64_t misses = 0;              // cacheable requests that allocated fresh memory
+  int64_t evictions = 0;           // cached blocks freed to make room for newer ones
+  int64_t system_allocations = 0;  // blocks taken from the C heap (aligned_alloc)
 };
 
 class CachingAllocator {
  public:
   static constexpr size_t kAlignment = 64;
-  static constexpr size_t kMinCachedBytes = size_t{64} << 10;
+  // Size classes below this are 64-byte multiples (see block_size).
+  static constexpr size_t kSmallBlockBytes = size_t{64} << 10;
 
   // The process-wide allocator used by Buffer (see the policy above). Throws
   // InvalidArgumentError on first use if STRATA_BUFFER_CACHE_MIB is set to
@@ -91,30 +95,47 @@ class CachingAllocator {
   AllocatorStats stats() const;
 
   // The size class of a request of `bytes`: a multiple of kAlignment, and for
-  // requests of at least kMinCachedBytes a multiple of a quarter of the
+  // requests of at least kSmallBlockBytes a multiple of a quarter of the
   // largest power of two <= bytes. A cacheable request reserves this much.
   static size_t block_size(size_t bytes) noexcept;
 
  private:
-  struct Block {
-    void* p;
-    uint64_t seq;  // when it was freed: smaller is older
+  // The links of a cached block, written at its start: its class's list
+  // (newest first) and the cache-wide list in the order blocks were freed.
+  struct FreeBlock {
+    FreeBlock* newer_in_class;
+    FreeBlock* older_in_class;
+    FreeBlock* newer;
+    FreeBlock* older;
+    size_t block;
   };
-  bool cacheable(size_t block) const noexcept {
-    return block >= kMinCachedBytes && block <= max_cached_bytes_;
-  }
+  struct FreeList {
+    FreeBlock* newest = nullptr;
+  };
+
+ public:
+  // The bytes at the start of a cached block that hold its links.
+  static constexpr size_t kHeaderBytes = sizeof(FreeBlock);
+
+ private:
+  static_assert(sizeof(FreeBlock) <= kAlignment);
+  bool cacheable(size_t block) const noexcept { return block <= max_cached_bytes_; }
   // block_size(bytes) if that block is cacheable, else bytes rounded up to
   // kAlignment (an uncacheable block is not inflated to its class).
   size_t reserved_size(size_t bytes) const noexcept;
+  // Takes `b` (of class `list`) out of both lists.
+  void unlink_locked(FreeList& list, FreeBlock* b) STRATA_REQUIRES(mu_);
   // Frees the oldest cached block. Requires a non-empty cache.
   void evict_oldest_locked() STRATA_REQUIRES(mu_);
   void free_all_locked() STRATA_REQUIRES(mu_);
 
   const size_t max_cached_bytes_;
   mutable Mutex mu_;
-  // Free blocks by block size; each deque is ordered oldest first.
-  std::map<size_t, std::deque<Block>> free_ STRATA_GUARDED_BY(mu_);
-  uint64_t next_seq_ STRATA_GUARDED_BY(mu_) = 0;
+  // The free list of every class used so far (kept when it empties, so that
+  // the steady state allocates no map nodes).
+  std::map<size_t, FreeList> free_ STRATA_GUARDED_BY(mu_);
+  FreeBlock* oldest_ STRATA_GUARDED_BY(mu_) = nullptr;  // the cache-wide list's ends
+  FreeBlock* newest_ STRATA_GUARDED_BY(mu_) = nullptr;
   bool shut_down_ STRATA_GUARDED_BY(mu_) = false;
   AllocatorStats stats_ STRATA_GUARDED_BY(mu_);
 };

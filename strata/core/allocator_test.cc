@@ -36,7 +36,7 @@ TEST(CachingAllocator, BlockSizesAreAlignedClassesWithAtMostAQuarterOfSlack) {
     const size_t block = CachingAllocator::block_size(bytes);
     ASSERT_GE(block, bytes);
     ASSERT_EQ(block % 64, 0u) << bytes;
-    if (bytes >= CachingAllocator::kMinCachedBytes) {
+    if (bytes >= CachingAllocator::kSmallBlockBytes) {
       ASSERT_LE(block, bytes + bytes / 4) << bytes;
       // Idempotent: a class is its own class.
       ASSERT_EQ(CachingAllocator::block_size(block), block) << bytes;
@@ -105,6 +105,37 @@ TEST(CachingAllocator, LiveBlocksNeverAlias) {
       ASSERT_EQ(live[i].first[j], static_cast<unsigned char>(i)) << "block " << i;
     a.deallocate(live[i].first, live[i].second);
   }
+}
+
+TEST(CachingAllocator, SmallBlocksAreCachedAndTheSteadyStateTakesNothingFromTheSystem) {
+  CachingAllocator a(kMiB);
+  // One "step" of a program: blocks of a few sizes, large and small, held
+  // together and freed, in the same order every time.
+  const std::vector<size_t> sizes = {4, 40, 512, 512, 4 * kKiB, 100 * kKiB, 64, 3000};
+  auto step = [&] {
+    std::vector<void*> held;
+    for (size_t bytes : sizes) {
+      void* p = a.allocate(bytes);
+      EXPECT_TRUE(aligned(p)) << bytes;
+      std::memset(p, 7, bytes);
+      held.push_back(p);
+    }
+    for (size_t i = 0; i < held.size(); ++i) a.deallocate(held[i], sizes[i]);
+  };
+  step();
+  const AllocatorStats first = a.stats();
+  EXPECT_EQ(first.system_allocations, static_cast<int64_t>(sizes.size()));
+  EXPECT_EQ(first.cached_blocks, sizes.size());
+  for (int i = 0; i < 10; ++i) step();
+  const AllocatorStats later = a.stats();
+  EXPECT_EQ(later.system_allocations, first.system_allocations);  // none after the first step
+  EXPECT_EQ(later.hits, 10 * static_cast<int64_t>(sizes.size()));
+  EXPECT_EQ(later.cached_blocks, sizes.size());
+  // 4, 40 and 64 bytes share the 64-byte class; a 64-byte request reuses a 4-byte block.
+  void* p = a.allocate(4);
+  a.deallocate(p, 4);
+  EXPECT_EQ(a.allocate(64), p);
+  a.deallocate(p, 64);
 }
 
 TEST(CachingAllocator, CacheBoundIsRespectedOldestEvictedFirst) {
@@ -251,7 +282,7 @@ TEST(CachingAllocatorDeathTest, AsanReportsUseOfACachedBlockAndWritesPastTheRequ
       {
         auto* p = static_cast<unsigned char*>(a.allocate(kMiB));
         a.deallocate(p, kMiB);
-        p[10] = 1;  // the block is cached, not the caller's
+        p[kMiB / 2] = 1;  // the block is cached, not the caller's (past its links)
       },
       "use-after-poison");
   EXPECT_DEATH(

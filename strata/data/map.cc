@@ -6,6 +6,7 @@
 #include <mutex>
 #include <thread>
 
+#include "strata/base/denormal.h"
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/data/internal/node.h"
@@ -75,7 +76,11 @@ class ParallelMapIterator : public IteratorImpl {
   ParallelMapIterator(std::shared_ptr<IteratorImpl> in, MapFn fn, int64_t workers,
                       bool deterministic)
       : in_(std::move(in)), fn_(std::move(fn)), window_(workers), deterministic_(deterministic) {
-    for (int64_t i = 0; i < workers; ++i) threads_.emplace_back([this] { work(); });
+    for (int64_t i = 0; i < workers; ++i)
+      threads_.emplace_back([this] {
+        const ScopedFlushDenormal flush;  // as every runtime thread (strata/base/denormal.h)
+        work();
+      });
   }
   ~ParallelMapIterator() override {
     {

@@ -5,6 +5,7 @@
 #include <exception>
 #include <thread>
 
+#include "strata/base/denormal.h"
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/data/internal/node.h"
@@ -23,7 +24,10 @@ class PrefetchIterator : public IteratorImpl {
  public:
   PrefetchIterator(std::shared_ptr<IteratorImpl> in, size_t capacity)
       : in_(std::move(in)), capacity_(capacity) {
-    thread_ = std::jthread([this] { produce(); });
+    thread_ = std::jthread([this] {
+      const ScopedFlushDenormal flush;  // as every runtime thread (strata/base/denormal.h)
+      produce();
+    });
   }
   ~PrefetchIterator() override {
     {

@@ -35,6 +35,7 @@
 #include <utility>
 #include <vector>
 
+#include "strata/base/denormal.h"
 #include "strata/cluster/cluster_resolver.h"
 #include "strata/core/device.h"
 #include "strata/core/tensor.h"
@@ -545,6 +546,9 @@ auto regroup(std::vector<Value>&& values) {
 template <typename Fn, typename... Args>
 auto Strategy::run(Fn&& fn, const Args&... args) {
   check_cross_replica("run");
+  // The step's ops run with denormals flushed to zero on this thread too (replica
+  // threads always do); the caller's mode is back when run returns.
+  const ScopedFlushDenormal flush;
   using R = std::invoke_result_t<Fn&, decltype(select_replica(0, args))...>;
   auto call = [&]([[maybe_unused]] int local) -> decltype(auto) {
     return fn(select_replica(local, args)...);

@@ -6,6 +6,7 @@
 #include <set>
 #include <thread>
 
+#include "strata/base/denormal.h"
 #include "strata/base/errors.h"
 #include "strata/core/config.h"
 #include "strata/core/tensor.h"
@@ -192,6 +193,29 @@ TEST_F(StrategyTest, DefaultAndOneDeviceStrategiesRunOnTheCallingThread) {
   EXPECT_EQ(d.values(), (std::vector<int>{3}));
   EXPECT_EQ(one.extended().worker_devices(),
             (std::vector<std::string>{"/job:localhost/replica:0/task:0/device:CPU:3"}));
+}
+
+// TensorFlow runs its kernels with denormals flushed to zero (its CPU thread
+// pools and tsl::port::ScopedFlushDenormal around every kernel); Strata flushes
+// on the replica threads and on the caller while run executes.
+TEST_F(StrategyTest, RunFlushesDenormalsOnTheReplicasAndTheCallerAndRestoresTheCaller) {
+  if (!denormal_flushing_supported()) GTEST_SKIP() << "no flush-to-zero control here";
+  // 2^-126 * 0.5 = 2^-127, a denormal float unless flushed; volatile keeps the
+  // compiler from folding it.
+  auto halve_smallest_normal = [] {
+    volatile float smallest = 0x1p-126f;
+    volatile float half = 0.5f;
+    return smallest * half;
+  };
+  ASSERT_EQ(get_denormal_state(), DenormalState{});  // the test's thread starts in IEEE mode
+  EXPECT_EQ(halve_smallest_normal(), 0x1p-127f);
+  MirroredStrategy mirrored({"CPU:0", "CPU:1"});
+  auto on_replicas = mirrored.run(halve_smallest_normal);
+  EXPECT_EQ(on_replicas.values(), (std::vector<float>{0.0f, 0.0f}));
+  auto on_caller = default_strategy().run(halve_smallest_normal);  // runs on this thread
+  EXPECT_EQ(on_caller.values(), (std::vector<float>{0.0f}));
+  EXPECT_EQ(get_denormal_state(), DenormalState{});  // restored when run returned
+  EXPECT_EQ(halve_smallest_normal(), 0x1p-127f);
 }
 
 TEST_F(StrategyTest, ValuesFromFunctionGivesEachReplicaItsContext) {

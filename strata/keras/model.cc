@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "strata/autodiff/gradient_tape.h"
+#include "strata/base/denormal.h"
 #include "strata/base/errors.h"
 #include "strata/base/logging.h"
 #include "strata/base/str_cat.h"
@@ -538,6 +539,9 @@ History Model::fit_impl(const std::function<data::Dataset(int epoch)>& epoch_dat
                         const FitOptions& options, const ValidationData& validation,
                         const std::function<data::Dataset()>& validation_dataset,
                         std::optional<int64_t> steps_hint) {
+  // Keras's loops run their ops with denormals flushed to zero on this thread too
+  // (strata/base/denormal.h); the caller's mode is back when fit returns.
+  const ScopedFlushDenormal flush;
   STRATA_CHECK_ARG(!strategy_->extended().should_use_with_coordinator(), "Model '", name(),
                    "': under ", strategy_->name(),
                    ", fit takes a keras::DatasetCreator (a registered dataset function) and "
@@ -749,6 +753,7 @@ Logs Model::evaluate_impl(const data::Dataset& dataset, std::optional<int64_t> s
 }
 
 Logs Model::evaluate(const data::Dataset& dataset, const EvaluateOptions& options) {
+  const ScopedFlushDenormal flush;  // as fit
   std::optional<distribute::StrategyScope> scope;
   if (!strategy_->is_default()) scope.emplace(*strategy_);
   callbacks::CallbackList cbs =
@@ -766,6 +771,7 @@ Logs Model::evaluate(const Tensor& x, const Tensor& y, const EvaluateOptions& op
 }
 
 Tensor Model::predict(const data::Dataset& dataset, const PredictOptions& options) {
+  const ScopedFlushDenormal flush;  // as fit
   STRATA_CHECK_ARG(!options.steps || *options.steps > 0, "predict: steps must be > 0, got ",
                    options.steps.value_or(0));
   std::optional<distribute::StrategyScope> scope;

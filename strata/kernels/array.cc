@@ -280,26 +280,36 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
   int64_t m = transpose_a ? ad[ra - 1] : ad[ra - 2];
   const int64_t k = transpose_a ? ad[ra - 2] : ad[ra - 1];
   const int64_t n = transpose_b ? bd[rb - 2] : bd[rb - 1];
-  const std::vector<int64_t> a_batch(ad.begin(), ad.end() - 2);
-  const std::vector<int64_t> b_batch(bd.begin(), bd.end() - 2);
-  std::vector<int64_t> dims =
-      broadcast_shape(TensorShape(a_batch), TensorShape(b_batch), "matmul").dims();
-  const std::vector<int64_t> out_batch = dims;
-  dims.push_back(m);
-  dims.push_back(n);
-  Tensor out = Tensor::allocate(a.dtype(), TensorShape(dims));
-  if (out.num_elements() == 0) return out;
-  std::vector<int64_t> a_off = batch_offsets(a_batch, out_batch, m * k);
-  std::vector<int64_t> b_off = batch_offsets(b_batch, out_batch, k * n);
-  int64_t batch = static_cast<int64_t>(a_off.size());
-  // One shared right-hand matrix and an untransposed, unbroadcast left side
-  // (a dense layer on [batch..., m, k]): a single GEMM with batch * m rows.
-  if (batch > 1 && !transpose_a && b_off.back() == 0 && a_off.back() == (batch - 1) * m * k) {
-    m *= batch;
-    batch = 1;
-    a_off.resize(1);
-    b_off.resize(1);
+  // Offsets of every batch's matrices; a plain matrix product (both operands
+  // of rank 2, a dense layer's) has one batch at offset 0 and builds no lists.
+  std::vector<int64_t> a_off, b_off;
+  int64_t batch = 1;
+  Tensor out;
+  if (ra == 2 && rb == 2) {
+    out = Tensor::allocate(a.dtype(), TensorShape{m, n});
+    if (out.num_elements() == 0) return out;
+  } else {
+    const std::vector<int64_t> a_batch(ad.begin(), ad.end() - 2);
+    const std::vector<int64_t> b_batch(bd.begin(), bd.end() - 2);
+    std::vector<int64_t> dims =
+        broadcast_shape(TensorShape(a_batch), TensorShape(b_batch), "matmul").dims();
+    const std::vector<int64_t> out_batch = dims;
+    dims.push_back(m);
+    dims.push_back(n);
+    out = Tensor::allocate(a.dtype(), TensorShape(dims));
+    if (out.num_elements() == 0) return out;
+    a_off = batch_offsets(a_batch, out_batch, m * k);
+    b_off = batch_offsets(b_batch, out_batch, k * n);
+    batch = static_cast<int64_t>(a_off.size());
+    // One shared right-hand matrix and an untransposed, unbroadcast left side
+    // (a dense layer on [batch..., m, k]): a single GEMM with batch * m rows.
+    if (batch > 1 && !transpose_a && b_off.back() == 0 && a_off.back() == (batch - 1) * m * k) {
+      m *= batch;
+      batch = 1;
+    }
   }
+  auto a_offset = [&](int64_t i) { return batch == 1 ? int64_t{0} : a_off[i]; };
+  auto b_offset = [&](int64_t i) { return batch == 1 ? int64_t{0} : b_off[i]; };
   internal::dispatch_arithmetic(a.dtype(), "matmul", [&](auto t) {
     using T = decltype(t);
     const T* pa = a.data<T>();
@@ -316,14 +326,14 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
     if (batch >= threads || m * n * k < (int64_t{1} << 20)) {
       parallel_for(batch, 1, [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i)
-          gemm<T>(transpose_a, transpose_b, m, n, k, pa + a_off[i], lda, pb + b_off[i], ldb,
+          gemm<T>(transpose_a, transpose_b, m, n, k, pa + a_offset(i), lda, pb + b_offset(i), ldb,
                   pc + i * m * n, n);
       });
       return;
     }
     for (int64_t i = 0; i < batch; ++i) {
-      const T* A = pa + a_off[i];
-      const T* B = pb + b_off[i];
+      const T* A = pa + a_offset(i);
+      const T* B = pb + b_offset(i);
       T* C = pc + i * m * n;
       if (m >= n || m >= 64 * threads) {
         // Split rows of C: each part is an independent single-threaded GEMM.

@@ -373,8 +373,7 @@ void direct_conv_forward(const ConvTiles& in, const float* filter, float* out,
   const std::vector<int64_t> padded_off = tap_offsets(p, padded_row_stride(p));
   const std::vector<int64_t> input_off = tap_offsets(p, in.tile_w * p.c);
   parallel_for(g.batch * p.chunks_per_image, 1, [&](int64_t t0, int64_t t1) {
-    std::unique_ptr<float[]> buffer =
-        std::make_unique_for_overwrite<float[]>(static_cast<size_t>(buffer_size));
+    internal::ScratchPtr<float> buffer = internal::scratch<float>(buffer_size);
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t b = t / p.chunks_per_image;
       const int64_t y0 = w.y0 + (t % p.chunks_per_image) * p.rows_per_chunk;
@@ -422,15 +421,15 @@ void direct_conv_backprop_input(const float* filter, const ConvTiles& dy, float*
   const ConvGeometry f = backprop_input_as_forward(g);
   // rotated[i', j', o, c] = filter[KH-1-i', KW-1-j', c, o]
   const int64_t kh = g.filter_h, kw = g.filter_w, c = g.in_c, o = g.out_c;
-  std::vector<float> rotated(static_cast<size_t>(kh * kw * c * o));
+  internal::ScratchPtr<float> rotated = internal::scratch<float>(kh * kw * c * o);
   for (int64_t i = 0; i < kh; ++i)
     for (int64_t j = 0; j < kw; ++j) {
       const float* src = filter + ((kh - 1 - i) * kw + (kw - 1 - j)) * c * o;
-      float* dst = rotated.data() + (i * kw + j) * o * c;
+      float* dst = rotated.get() + (i * kw + j) * o * c;
       for (int64_t ci = 0; ci < c; ++ci)
         for (int64_t co = 0; co < o; ++co) dst[co * c + ci] = src[ci * o + co];
     }
-  direct_conv_forward(dy, rotated.data(), dx, f, dx_window);
+  direct_conv_forward(dy, rotated.get(), dx, f, dx_window);
 }
 
 void direct_conv_backprop_filter(const float* in, const float* dy, float* df,
@@ -456,11 +455,9 @@ void direct_conv_backprop_filter(const ConvTiles& in, const float* dy, float* df
   };
   const std::vector<int64_t> padded_koff = patch_offsets(padded_row_stride(p));
   const std::vector<int64_t> input_koff = patch_offsets(in.tile_w * p.c);
-  std::unique_ptr<float[]> partials = std::make_unique_for_overwrite<float[]>(
-      static_cast<size_t>(std::max<int64_t>((groups - 1) * size, 1)));
+  internal::ScratchPtr<float> partials = internal::scratch<float>((groups - 1) * size);
   parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
-    std::unique_ptr<float[]> buffer =
-        std::make_unique_for_overwrite<float[]>(static_cast<size_t>(buffer_size));
+    internal::ScratchPtr<float> buffer = internal::scratch<float>(buffer_size);
     for (int64_t grp = g0; grp < g1; ++grp) {
       float* acc = grp == 0 ? df : partials.get() + (grp - 1) * size;
       const int64_t c_begin = chunks * grp / groups, c_end = chunks * (grp + 1) / groups;

@@ -1,9 +1,11 @@
 #include "strata/kernels/elementwise.h"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include <Eigen/Core>
 
@@ -25,20 +27,62 @@ using MutMap = Eigen::Map<Vec<T>>;
 
 // Output dims with per-operand element strides (0 along broadcast dims),
 // size-1 dims dropped and mergeable neighbours coalesced, at least one dim.
+// Dimension lists of a broadcast plan: up to kInline entries stored in place,
+// so planning an op of rank <= 8 allocates nothing; longer ones on the heap.
+class PlanDims {
+ public:
+  static constexpr int kInline = 8;
+  explicit PlanDims(int n = 0, int64_t value = 0) {
+    for (int i = 0; i < n; ++i) push_back(value);
+  }
+  void push_back(int64_t v) {
+    if (size_ < kInline) {
+      inline_[size_] = v;
+    } else {
+      if (size_ == kInline) heap_.assign(inline_.begin(), inline_.end());
+      heap_.push_back(v);
+    }
+    ++size_;
+  }
+  int64_t& operator[](int i) { return size_ <= kInline ? inline_[i] : heap_[i]; }
+  int64_t operator[](int i) const { return size_ <= kInline ? inline_[i] : heap_[i]; }
+  int64_t& back() { return (*this)[size_ - 1]; }
+  int size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+
+ private:
+  std::array<int64_t, kInline> inline_{};
+  std::vector<int64_t> heap_;
+  int size_ = 0;
+};
+
 struct BroadcastPlan {
-  std::vector<int64_t> dims, sa, sb;
+  PlanDims dims, sa, sb;
 };
 
 BroadcastPlan make_plan(const TensorShape& as, const TensorShape& bs, const TensorShape& out) {
   const int r = out.rank();
-  std::vector<int64_t> dims, sa, sb;
+  BroadcastPlan plan;
+  // Each operand's dims right-aligned to the output's rank, and their dense strides.
   auto aligned = [&](const TensorShape& s) {
-    std::vector<int64_t> d(r, 1);
+    PlanDims d(r, 1);
     for (int i = 0; i < s.rank(); ++i) d[r - s.rank() + i] = s.dims()[i];
     return d;
   };
-  const std::vector<int64_t> ad = aligned(as), bd = aligned(bs);
-  const std::vector<int64_t> ast = internal::dense_strides(ad), bst = internal::dense_strides(bd);
+  auto strides = [&](const PlanDims& d) {
+    PlanDims st(r, 0);
+    int64_t acc = 1;
+    for (int i = r - 1; i >= 0; --i) {
+      st[i] = acc;
+      acc *= d[i];
+    }
+    return st;
+  };
+  const PlanDims ad = aligned(as), bd = aligned(bs);
+  const PlanDims ast = strides(ad), bst = strides(bd);
+  PlanDims& dims = plan.dims;
+  PlanDims& sa = plan.sa;
+  PlanDims& sb = plan.sb;
   for (int i = 0; i < r; ++i) {
     if (out.dims()[i] == 1) continue;
     const int64_t s_a = ad[i] == 1 ? 0 : ast[i];
@@ -54,11 +98,11 @@ BroadcastPlan make_plan(const TensorShape& as, const TensorShape& bs, const Tens
     }
   }
   if (dims.empty()) {
-    dims = {1};
-    sa = {0};
-    sb = {0};
+    dims.push_back(1);
+    sa.push_back(0);
+    sb.push_back(0);
   }
-  return {dims, sa, sb};
+  return plan;
 }
 
 // One contiguous run of the output: each operand is either a contiguous run
@@ -79,7 +123,7 @@ void run_span(const T* a, bool av, const T* b, bool bv, O* o, int64_t n, const F
 
 template <typename T, typename O, typename F>
 void run_binary(const BroadcastPlan& p, const T* a, const T* b, O* o, int64_t total, const F& f) {
-  const int r = static_cast<int>(p.dims.size());
+  const int r = p.dims.size();
   const int64_t inner = p.dims[r - 1];
   const int64_t sa_in = p.sa[r - 1], sb_in = p.sb[r - 1];
   parallel_for(total, kElementwiseGrain, [&](int64_t s, int64_t e) {

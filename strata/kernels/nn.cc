@@ -59,11 +59,6 @@ inline void copy_run(const T* src, int64_t n, T* dst) {
   for (int64_t e = 0; e < n; ++e) dst[e] = src[e];
 }
 
-template <typename T>
-std::unique_ptr<T[]> scratch(int64_t n) {
-  return std::make_unique_for_overwrite<T[]>(static_cast<size_t>(std::max<int64_t>(n, 1)));
-}
-
 // The output pixel after (b, y, x) in [N, OH, OW] order.
 inline void advance_pixel(const ConvGeometry& g, int64_t& b, int64_t& y, int64_t& x) {
   if (++x < g.out_w) return;
@@ -169,7 +164,7 @@ void conv_forward(const T* in, const T* filter, T* out, const ConvGeometry& g) {
   const int64_t rows = rows_per_chunk(total, k);
   const int64_t chunks = (total + rows - 1) / rows;
   parallel_for(chunks, 1, [&](int64_t c0, int64_t c1) {
-    std::unique_ptr<T[]> col = pointwise ? nullptr : scratch<T>(rows * k);
+    internal::ScratchPtr<T> col = pointwise ? nullptr : internal::scratch<T>(rows * k);
     for (int64_t c = c0; c < c1; ++c) {
       const int64_t p0 = c * rows, p1 = std::min(total, p0 + rows);
       const T* a = in + p0 * k;
@@ -217,7 +212,7 @@ void conv_backprop_input(const T* filter, const T* dy, T* dx, const ConvGeometry
   const int64_t rows =
       std::min(hw, std::max<int64_t>(kColBufferElements / std::max<int64_t>(k, 1), 16));
   parallel_for(g.batch, 1, [&](int64_t b0, int64_t b1) {
-    std::unique_ptr<T[]> col = scratch<T>(rows * k);
+    internal::ScratchPtr<T> col = internal::scratch<T>(rows * k);
     for (int64_t b = b0; b < b1; ++b) {
       std::fill(dx + b * image, dx + (b + 1) * image, T(0));
       for (int64_t q0 = 0; q0 < hw; q0 += rows) {
@@ -255,9 +250,9 @@ void conv_backprop_filter(const T* in, const T* dy, T* df, const ConvGeometry& g
   const int64_t groups = std::clamp<int64_t>(kFilterGradPartialBudget / size, 1,
                                              std::min(kMaxFilterGradGroups, chunks));
   // Group 0 accumulates into df itself; the others into their own partial.
-  std::unique_ptr<T[]> partials = scratch<T>((groups - 1) * size);
+  internal::ScratchPtr<T> partials = internal::scratch<T>((groups - 1) * size);
   parallel_for(groups, 1, [&](int64_t g0, int64_t g1) {
-    std::unique_ptr<T[]> col = pointwise ? nullptr : scratch<T>(rows * k);
+    internal::ScratchPtr<T> col = pointwise ? nullptr : internal::scratch<T>(rows * k);
     for (int64_t grp = g0; grp < g1; ++grp) {
       T* acc = grp == 0 ? df : partials.get() + (grp - 1) * size;
       const int64_t c_begin = chunks * grp / groups, c_end = chunks * (grp + 1) / groups;

@@ -776,7 +776,8 @@ TEST(TrainDebianData, DefaultDataLoadsWithLimitExamples) {
 // from run to run.
 std::map<std::string, std::string> stable_lines_per_worker(const std::string& output) {
   static const std::regex timings(
-      "[0-9]+s [0-9]+(ms|us|s)/step|in [0-9.]+ s: [0-9]+ examples/s; wall time [0-9.]+ s");
+      "[0-9]+s [0-9]+(ms|us|s)/step|in [0-9.]+ s: [0-9]+ examples/s( \\([^)]*\\))?; wall time "
+      "[0-9.]+ s");
   std::map<std::string, std::string> workers;
   std::istringstream lines(std::regex_replace(output, timings, "<time>"));
   for (std::string line; std::getline(lines, line);) {

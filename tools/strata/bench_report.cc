@@ -49,6 +49,10 @@ std::string format(double v, Kind kind) {
       }
       break;
     case Kind::ratio: os << std::fixed << std::setprecision(2) << v << "×"; break;
+    case Kind::count:  // per step: whole from 100 on, else 3 significant digits
+      if (v >= 100) os << std::fixed << std::setprecision(0);
+      os << v;
+      break;
   }
   return os.str();
 }

@@ -50,7 +50,8 @@ class RowReader {
                                                       {"bytes_rate", Kind::bytes_rate},
                                                       {"bytes_rate_1024", Kind::bytes_rate_1024},
                                                       {"examples_rate", Kind::examples_rate},
-                                                      {"ratio", Kind::ratio}};
+                                                      {"ratio", Kind::ratio},
+                                                      {"count", Kind::count}};
     const std::string k = str("kind", true);
     auto it = kinds.find(k);
     STRATA_CHECK_ARG(it != kinds.end(), where_,
@@ -141,7 +142,7 @@ RowSpec expand(RowSpec s, const std::string& key) {
 
 }  // namespace
 
-bool higher_is_better(Kind k) { return k != Kind::seconds; }
+bool higher_is_better(Kind k) { return k != Kind::seconds && k != Kind::count; }
 
 std::vector<RowSpec> row_specs(const std::string& json_text, const std::string& name,
                                const std::map<std::string, const Run*>& runs) {

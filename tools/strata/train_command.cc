@@ -50,6 +50,7 @@
 #include "strata/train/checkpoint.h"
 #include "strata/train/checkpoint_manager.h"
 #include "tools/strata/flag_checks.h"
+#include "tools/strata/gemm_floor.h"
 #include "tools/strata/models.h"
 #include "tools/strata/plot.h"
 #include "tools/strata/tfrecord_command.h"
@@ -953,6 +954,19 @@ int run_train(const TrainOptions& o) {
   const double throughput =
       meter->seconds() > 0 ? double(meter->examples()) / meter->seconds() : 0.0;
   const int last_epoch = history.epoch.empty() ? resumed_at.value_or(0) : history.epoch.back() + 1;
+  // The GEMM floor (tools/strata/gemm_floor.h): this process's share of the
+  // global batch through direct cblas_sgemm calls at the threads of its
+  // devices, at most one per core, measured now that no kernel runs; as a global rate.
+  int floor_threads = 0;
+  for (const Device* d : local_devices()) floor_threads += d->num_threads();
+  floor_threads = std::clamp(floor_threads, 1,
+                             static_cast<int>(std::max(1u, std::thread::hardware_concurrency())));
+  const int local_replicas = strategy.num_local_replicas();
+  const int64_t local_batch = std::max<int64_t>(1, o.batch_size * local_replicas / replicas);
+  const double floor_rate = static_cast<double>(local_batch) *
+                            (static_cast<double>(replicas) / static_cast<double>(local_replicas)) /
+                            gemm_floor_seconds(step_gemms(o.model, local_batch), floor_threads);
+  const double floor_ratio = throughput / floor_rate;
 
   if (o.json) {
     nlohmann::json j = {{"model", o.model},
@@ -965,6 +979,9 @@ int run_train(const TrainOptions& o) {
                         {"train_examples", meter->examples()},
                         {"train_time_s", meter->seconds()},
                         {"examples_per_second", throughput},
+                        {"gemm_floor_examples_per_second", floor_rate},
+                        {"gemm_floor_threads", floor_threads},
+                        {"floor_ratio", floor_ratio},
                         {"wall_time_s", wall},
                         {"interrupted", interrupted}};
     if (!interrupted) {
@@ -997,7 +1014,10 @@ int run_train(const TrainOptions& o) {
     }
     out << "trained " << meter->epochs() << " epoch" << (meter->epochs() == 1 ? "" : "s") << " ("
         << meter->examples() << " examples) in " << fixed(meter->seconds(), 1)
-        << " s: " << fixed(throughput, 0) << " examples/s; wall time " << fixed(wall, 1) << " s\n";
+        << " s: " << fixed(throughput, 0) << " examples/s (" << fixed(floor_ratio, 2)
+        << " of the GEMM floor, " << fixed(floor_rate, 0) << " examples/s at " << floor_threads
+        << " thread" << (floor_threads == 1 ? "" : "s") << "); wall time " << fixed(wall, 1)
+        << " s\n";
     if (backup && chief) {
       if (backup->latest_checkpoint()) {
         out << "checkpoint: " << *backup->latest_checkpoint()

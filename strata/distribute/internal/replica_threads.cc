@@ -1,7 +1,9 @@
 #include "strata/distribute/internal/replica_threads.h"
 
 #include <string>
+#include <thread>
 
+#include "strata/base/denormal.h"
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 
@@ -9,6 +11,21 @@ namespace strata::distribute::internal {
 
 namespace {
 thread_local bool t_on_replica_thread = false;
+
+// Polls done() until it holds or `budget` has passed; returns done(). Each
+// poll yields the processor: on an idle core the yield returns at once, on a
+// busy machine the thread being waited for (or anyone else) runs instead of
+// the poller.
+template <typename Done>
+bool spin_until(const Done& done, std::chrono::microseconds budget) {
+  if (done()) return true;
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  for (;;) {
+    std::this_thread::yield();
+    if (done()) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return done();
+  }
+}
 
 bool is_secondary(const std::exception_ptr& e) {
   try {
@@ -56,16 +73,20 @@ ReplicaThreads::~ReplicaThreads() {
 void ReplicaThreads::thread_main(int replica) {
   t_on_replica_thread = true;
   DeviceScope device_scope(*devices_[replica]);
+  const ScopedFlushDenormal flush;  // as every runtime thread (strata/base/denormal.h)
   Slot& slot = *slots_[replica];
   uint64_t seen = 0;
   for (;;) {
-    {
+    // A job posted soon after the last one is seen while spinning (the
+    // acquire load publishes job_); else sleep until one is posted or stop.
+    if (!spin_until([&] { return slot.posted.load(std::memory_order_acquire) != seen; },
+                    kReplicaSpin)) {
       MutexLock lock(slot.mu);
       slot.wake.wait(
           slot.mu, [&]() STRATA_REQUIRES(slot.mu) { return slot.stop || slot.generation != seen; });
       if (slot.stop) return;
-      seen = slot.generation;
     }
+    seen = slot.posted.load(std::memory_order_acquire);
     slot.error = nullptr;
     try {
       (*job_)(replica);
@@ -73,27 +94,32 @@ void ReplicaThreads::thread_main(int replica) {
       slot.error = std::current_exception();
       if (on_failure_) on_failure_(replica, slot.error);
     }
-    MutexLock lock(done_mu_);
-    if (--remaining_ == 0) all_done_.notify_one();
+    // The release publishes slot.error to run_all.
+    if (remaining_.fetch_sub(1, std::memory_order_acq_rel) == 1) {
+      MutexLock lock(done_mu_);
+      all_done_.notify_one();
+    }
   }
 }
 
 void ReplicaThreads::run_all(const Job& job) {
   job_ = &job;
-  {
-    MutexLock lock(done_mu_);
-    remaining_ = size();
-  }
+  remaining_.store(size(), std::memory_order_relaxed);
   for (auto& slot : slots_) {
-    MutexLock lock(slot->mu);
-    ++slot->generation;
+    {
+      MutexLock lock(slot->mu);
+      ++slot->generation;
+      // The release publishes job_ and remaining_ to a spinning replica.
+      slot->posted.store(slot->generation, std::memory_order_release);
+    }
     slot->wake.notify_one();
   }
-  {
+  auto all_done = [this] { return remaining_.load(std::memory_order_acquire) == 0; };
+  if (!spin_until(all_done, kCallerSpin)) {
     // Bounded by the replicas: a failing replica aborts the collectives the
     // others wait in (on_failure_), so every replica returns.
     MutexLock lock(done_mu_);
-    all_done_.wait(done_mu_, [&]() STRATA_REQUIRES(done_mu_) { return remaining_ == 0; });
+    all_done_.wait(done_mu_, all_done);
   }
   job_ = nullptr;
   int first = -1;

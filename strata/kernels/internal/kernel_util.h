@@ -1,11 +1,16 @@
 #pragma once
 // Helpers shared by the kernel .cc files (not part of the public API).
 
+#include <algorithm>
 #include <cstdint>
+#include <memory>
 #include <string>
+#include <type_traits>
 #include <vector>
 
+#include "strata/base/denormal.h"
 #include "strata/base/errors.h"
+#include "strata/core/allocator.h"
 #include "strata/core/device.h"
 #include "strata/core/dtype.h"
 #include "strata/core/tensor.h"
@@ -16,10 +21,14 @@ namespace strata::kernels::internal {
 // the hand-off to a worker (~microseconds) is amortised.
 inline constexpr int64_t kElementwiseGrain = 32768;
 
-// Runs fn over [0, n) on the current device's pool.
+// Runs fn over [0, n) on the current device's pool. The calling thread's
+// chunks run with denormals flushed to zero, as the pool's threads do
+// (TensorFlow flushes them around every kernel it runs): a kernel's result
+// does not depend on which thread computed which chunk.
 template <typename Fn>
 void parallel_for(int64_t n, int64_t min_chunk, Fn&& fn) {
   if (n <= 0) return;
+  const ScopedFlushDenormal flush;
   ThreadPool& pool = current_device().thread_pool();
   if (pool.num_threads() == 1 || n <= min_chunk) {
     fn(int64_t{0}, n);
@@ -29,6 +38,27 @@ void parallel_for(int64_t n, int64_t min_chunk, Fn&& fn) {
 }
 
 inline int num_threads() { return current_device().thread_pool().num_threads(); }
+
+// Frees a scratch block (below) back to the tensor buffer cache.
+struct ScratchDeleter {
+  size_t bytes = 0;
+  void operator()(void* p) const noexcept { CachingAllocator::global().deallocate(p, bytes); }
+};
+template <typename T>
+using ScratchPtr = std::unique_ptr<T[], ScratchDeleter>;
+
+// Uninitialised, 64-byte aligned working memory for n (>= 1) elements, taken
+// from the tensor buffer cache (strata/core/allocator.h): a kernel that needs
+// the same scratch at every training step (im2col columns, partial sums) gets
+// the same block back, with no page faults and no call into the C heap.
+template <typename T>
+ScratchPtr<T> scratch(int64_t n) {
+  static_assert(std::is_trivially_default_constructible_v<T> &&
+                std::is_trivially_destructible_v<T>);
+  const size_t bytes = static_cast<size_t>(std::max<int64_t>(n, 1)) * sizeof(T);
+  return ScratchPtr<T>(static_cast<T*>(CachingAllocator::global().allocate(bytes)),
+                       ScratchDeleter{bytes});
+}
 
 // Calls fn(T{}) for every dtype, strings included (copy-only kernels).
 template <typename Fn>
