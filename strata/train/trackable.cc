@@ -23,6 +23,35 @@ class VariableTrackable final : public Trackable {
   Variable variable_;
 };
 
+// TF's iterator saveable: the position as one tensor, ITERATOR_STATE.
+class IteratorTrackable final : public Trackable {
+ public:
+  explicit IteratorTrackable(std::shared_ptr<data::CheckpointableIterator> iterator)
+      : iterator_(std::move(iterator)) {}
+  const void* identity() const override { return iterator_.get(); }
+  std::string description() const override { return iterator_->description(); }
+  std::vector<SaveableTensor> saveables() const override {
+    auto it = iterator_;
+    return {{
+        .attribute = "ITERATOR_STATE",
+        .save = [it] { return it->save_state(); },
+        .check =
+            [it](const Tensor& value) {
+              STRATA_CHECK_ARG(value.dtype() == DType::uint8 && value.rank() == 1,
+                               "the checkpoint holds ", dtype_name(value.dtype()), " ",
+                               value.shape().to_string(), " but a ", it->description(),
+                               "'s state is a rank-1 uint8 tensor");
+              // Verifies the bytes (DataLossError) before anything is assigned.
+              (void)data::IteratorState::decode(value);
+            },
+        .restore = [it](const Tensor& value) { it->restore_state(value); },
+    }};
+  }
+
+ private:
+  std::shared_ptr<data::CheckpointableIterator> iterator_;
+};
+
 class LayerTrackable final : public Trackable {
  public:
   explicit LayerTrackable(std::shared_ptr<keras::Layer> layer) : layer_(std::move(layer)) {}
@@ -114,6 +143,12 @@ TrackableRef::TrackableRef(const Variable& variable) {
 std::shared_ptr<Trackable> TrackableRef::adapt_trackable(std::shared_ptr<Trackable> trackable) {
   STRATA_CHECK_ARG(trackable != nullptr, "train::Checkpoint: got a null trackable");
   return trackable;
+}
+
+std::shared_ptr<Trackable> TrackableRef::adapt_iterator(
+    std::shared_ptr<data::CheckpointableIterator> iterator) {
+  STRATA_CHECK_ARG(iterator != nullptr, "train::Checkpoint: got a null iterator");
+  return std::make_shared<IteratorTrackable>(std::move(iterator));
 }
 
 std::shared_ptr<Trackable> TrackableRef::adapt_layer(std::shared_ptr<keras::Layer> layer) {

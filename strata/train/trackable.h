@@ -23,9 +23,12 @@
 //     (TF's slot_variables), created later at the first apply_gradients and
 //     then restored (keras Optimizer::add_slot_created_callback).
 //   - train::Checkpoint (nested): its named children and its save_counter.
-// Other state (a dataset iterator's position, a sharded variable's shards)
-// joins by implementing Trackable: named children, saveable tensors, and
-// optionally the creation callbacks that deferred restoration uses.
+//   - a dataset iterator (data::Iterator, distribute::DistributedIterator):
+//     no children; one saveable tensor, ITERATOR_STATE (its position, the
+//     uint8 bytes of strata/data/iterator_state.h). The checkpoint shares the
+//     iterator's state, so it may be moved or outlived by the checkpoint.
+// Other state (a sharded variable's shards) joins by implementing Trackable: named children,
+// saveable tensors, and optionally the creation callbacks that deferred restoration uses.
 //
 // Thread-safety: adapters hold shared handles and are immutable; what they
 // read and assign is the underlying object's business.
@@ -39,6 +42,7 @@
 
 #include "strata/core/tensor.h"
 #include "strata/core/variable.h"
+#include "strata/data/iterator_state.h"
 
 namespace strata::keras {
 class Layer;
@@ -106,6 +110,13 @@ class TrackableRef {
  public:
   TrackableRef(const Variable& variable);  // NOLINT(google-explicit-constructor): as TF's kwargs
   TrackableRef(const Checkpoint& checkpoint);  // NOLINT(google-explicit-constructor)
+  // A dataset iterator: anything whose checkpointable() gives its shared position.
+  template <typename T>
+  TrackableRef(const T& iterator)  // NOLINT(google-explicit-constructor)
+      requires requires(const T& t) {
+    { t.checkpointable() } -> std::convertible_to<std::shared_ptr<data::CheckpointableIterator>>;
+  } : trackable_(adapt_iterator(iterator.checkpointable())) {
+  }
   template <typename T>
   TrackableRef(const std::shared_ptr<T>& object)  // NOLINT(google-explicit-constructor)
       requires(std::derived_from<T, Trackable> || std::derived_from<T, keras::Layer> ||
@@ -128,6 +139,8 @@ class TrackableRef {
     }
   }
   static std::shared_ptr<Trackable> adapt_trackable(std::shared_ptr<Trackable> trackable);
+  static std::shared_ptr<Trackable> adapt_iterator(
+      std::shared_ptr<data::CheckpointableIterator> iterator);
   static std::shared_ptr<Trackable> adapt_layer(std::shared_ptr<keras::Layer> layer);
   static std::shared_ptr<Trackable> adapt_optimizer(
       std::shared_ptr<keras::optimizers::Optimizer> optimizer);
