@@ -18,6 +18,7 @@ class VariableTrackable final : public Trackable {
   const void* identity() const override { return variable_.impl_ptr().get(); }
   std::string description() const override { return str_cat("Variable '", variable_.name(), "'"); }
   std::vector<SaveableTensor> saveables() const override { return {variable_saveable(variable_)}; }
+  Variable variable() const override { return variable_; }
 
  private:
   Variable variable_;

@@ -22,12 +22,13 @@
 //     variables, each keyed by the variable it belongs to and the slot name
 //     (TF's slot_variables), created later at the first apply_gradients and
 //     then restored (keras Optimizer::add_slot_created_callback).
+//   - distribute::ShardedVariable: as a Variable holding the full value.
 //   - train::Checkpoint (nested): its named children and its save_counter.
 //   - a dataset iterator (data::Iterator, distribute::DistributedIterator):
 //     no children; one saveable tensor, ITERATOR_STATE (its position, the
 //     uint8 bytes of strata/data/iterator_state.h). The checkpoint shares the
 //     iterator's state, so it may be moved or outlived by the checkpoint.
-// Other state (a sharded variable's shards) joins by implementing Trackable: named children,
+// Other state joins by implementing Trackable: named children,
 // saveable tensors, and optionally the creation callbacks that deferred restoration uses.
 //
 // Thread-safety: adapters hold shared handles and are immutable; what they
@@ -93,6 +94,9 @@ class Trackable {
   virtual std::vector<SaveableTensor> saveables() const { return {}; }
   // Optimizer slots (others have none).
   virtual std::vector<SlotVariableRef> slot_variables() const { return {}; }
+  // The variable behind a Variable's adapter (others: an empty handle); a
+  // checkpoint asks it which strategy owns its variables.
+  virtual Variable variable() const { return {}; }
 
   // Deferred restoration. An object whose children can appear later calls
   // `callback(name, child)` for each child created after this call and
@@ -110,6 +114,16 @@ class TrackableRef {
  public:
   TrackableRef(const Variable& variable);  // NOLINT(google-explicit-constructor): as TF's kwargs
   TrackableRef(const Checkpoint& checkpoint);  // NOLINT(google-explicit-constructor)
+  // A ShardedVariable (distribute/sharded_variable.h): saved as one full
+  // tensor through its as_variable() handle, as TF saves a ShardedVariable's
+  // full value, so it restores into any number of shards or a plain Variable.
+  template <typename T>
+  TrackableRef(const T& sharded)  // NOLINT(google-explicit-constructor)
+      requires requires(const T& t) {
+    { t.as_variable() } -> std::convertible_to<Variable>;
+    t.num_shards();
+  } : TrackableRef(Variable(sharded.as_variable())) {
+  }
   // A dataset iterator: anything whose checkpointable() gives its shared position.
   template <typename T>
   TrackableRef(const T& iterator)  // NOLINT(google-explicit-constructor)
