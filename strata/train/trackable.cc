@@ -24,6 +24,24 @@ class VariableTrackable final : public Trackable {
   Variable variable_;
 };
 
+// tf.random.Generator: an object whose one child is its state variable.
+class GeneratorTrackable final : public Trackable {
+ public:
+  explicit GeneratorTrackable(Variable state) : state_(std::move(state)) {}
+  // One identity per generator, other than its variable's: an address inside
+  // the variable's object, where no other object starts.
+  const void* identity() const override {
+    return reinterpret_cast<const char*>(state_.impl_ptr().get()) + 1;
+  }
+  std::string description() const override { return "random::Generator"; }
+  std::vector<std::pair<std::string, TrackableRef>> children() const override {
+    return {{"_state_var", state_}};
+  }
+
+ private:
+  Variable state_;
+};
+
 // TF's iterator saveable: the position as one tensor, ITERATOR_STATE.
 class IteratorTrackable final : public Trackable {
  public:
@@ -144,6 +162,11 @@ TrackableRef::TrackableRef(const Variable& variable) {
 std::shared_ptr<Trackable> TrackableRef::adapt_trackable(std::shared_ptr<Trackable> trackable) {
   STRATA_CHECK_ARG(trackable != nullptr, "train::Checkpoint: got a null trackable");
   return trackable;
+}
+
+std::shared_ptr<Trackable> TrackableRef::adapt_generator(const Variable& state) {
+  STRATA_CHECK_ARG(state.defined(), "train::Checkpoint: got a generator without state");
+  return std::make_shared<GeneratorTrackable>(state);
 }
 
 std::shared_ptr<Trackable> TrackableRef::adapt_iterator(

@@ -23,6 +23,7 @@
 //     (TF's slot_variables), created later at the first apply_gradients and
 //     then restored (keras Optimizer::add_slot_created_callback).
 //   - distribute::ShardedVariable: as a Variable holding the full value.
+//   - random::Generator: its state variable as the child "_state_var" (TF's).
 //   - train::Checkpoint (nested): its named children and its save_counter.
 //   - a dataset iterator (data::Iterator, distribute::DistributedIterator):
 //     no children; one saveable tensor, ITERATOR_STATE (its position, the
@@ -124,6 +125,14 @@ class TrackableRef {
     t.num_shards();
   } : TrackableRef(Variable(sharded.as_variable())) {
   }
+  // A random::Generator: one child, its state variable, under TF's name "_state_var".
+  template <typename T>
+  TrackableRef(const T& generator)  // NOLINT(google-explicit-constructor)
+      requires requires(const T& t) {
+    { t.state() } -> std::convertible_to<Variable>;
+    { t.algorithm() } -> std::convertible_to<const char*>;
+  } : trackable_(adapt_generator(generator.state())) {
+  }
   // A dataset iterator: anything whose checkpointable() gives its shared position.
   template <typename T>
   TrackableRef(const T& iterator)  // NOLINT(google-explicit-constructor)
@@ -153,6 +162,7 @@ class TrackableRef {
     }
   }
   static std::shared_ptr<Trackable> adapt_trackable(std::shared_ptr<Trackable> trackable);
+  static std::shared_ptr<Trackable> adapt_generator(const Variable& state);
   static std::shared_ptr<Trackable> adapt_iterator(
       std::shared_ptr<data::CheckpointableIterator> iterator);
   static std::shared_ptr<Trackable> adapt_layer(std::shared_ptr<keras::Layer> layer);
