@@ -28,10 +28,12 @@ std::optional<std::string> worker_temp_dir(const LiveGraph& live, const std::str
       strategy->extended().should_checkpoint()) {
     return std::nullopt;
   }
-  // TF's keras/distribute/distributed_file_utils: "<dir>/workertemp_<task_id>".
-  return (std::filesystem::path(dir.empty() ? "." : dir) /
-          str_cat("workertemp_", strategy->extended().task_id()))
-      .string();
+  // TF's keras/distribute/distributed_file_utils: "<dir>/workertemp_<task_id>",
+  // or `dir` itself when the caller already chose that place.
+  const std::string name = str_cat("workertemp_", strategy->extended().task_id());
+  const std::filesystem::path base(dir.empty() ? "." : dir);
+  if (base.filename() == name) return base.string();
+  return (base / name).string();
 }
 
 }  // namespace strata::train::internal

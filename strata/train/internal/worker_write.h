@@ -18,8 +18,9 @@
 
 namespace strata::train::internal {
 
-// The temporary directory to write into instead of `dir`, or std::nullopt when
-// this process writes at the real path (the chief, or a single worker).
+// The temporary directory to write into instead of `dir` (`dir` itself when
+// it already is "workertemp_<task_id>"), or std::nullopt when this process
+// writes at the real path (the chief, or a single worker).
 std::optional<std::string> worker_temp_dir(const LiveGraph& live, const std::string& dir);
 
 }  // namespace strata::train::internal
