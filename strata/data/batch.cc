@@ -18,10 +18,10 @@ using internal::StateWriter;
 
 namespace {
 // The saver and restorer of a transformation whose only state is its input's.
-internal::SaveFn save_input_only(std::shared_ptr<IteratorImpl> in) {
+internal::SaveFn save_input_only(const std::shared_ptr<IteratorImpl>& in) {
   return [in](StateWriter& w, std::vector<Element>&) { w.save_input("input", *in); };
 }
-internal::RestoreFn restore_input_only(std::shared_ptr<IteratorImpl> in) {
+internal::RestoreFn restore_input_only(const std::shared_ptr<IteratorImpl>& in) {
   return [in](StateReader& r) { r.restore_input("input", *in); };
 }
 }  // namespace

@@ -54,6 +54,8 @@ std::shared_ptr<const DatasetNode> DatasetNode::with_files(std::vector<std::stri
 
 namespace internal {
 
+// Overrides take the elements over, hence the by-value parameter.
+// NOLINTNEXTLINE(performance-unnecessary-value-param)
 void IteratorImpl::save(StateWriter& w, std::vector<Element> pushed_back) {
   (void)w;
   (void)pushed_back;

@@ -45,6 +45,7 @@ class DistributedCheckpointTest : public ::testing::Test {
   }
   static std::vector<std::string> cpus(int n) {
     std::vector<std::string> d;
+    d.reserve(n);
     for (int i = 0; i < n; ++i) d.push_back("CPU:" + std::to_string(i));
     return d;
   }
@@ -201,7 +202,7 @@ TEST_F(DistributedCheckpointTest, TheReshardingMatrixRestoresEverySaveUnderEvery
       for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i], expected_one_copy[i / restored]);
       EXPECT_EQ(t.optimizer->iterations_variable().value().item<int64_t>(), 7);
       EXPECT_FLOAT_EQ(t.total.value().item<float>(), total);
-      EXPECT_FLOAT_EQ(total, static_cast<float>(saved * (saved + 1) / 2));
+      EXPECT_FLOAT_EQ(total, static_cast<float>(saved * (saved + 1)) / 2.f);
     }
   }
 }

@@ -60,10 +60,11 @@ std::vector<std::string> expect_resumes(const std::function<Dataset()>& make, in
   }
   auto it = make().iter();
   std::vector<std::string> head;
+  head.reserve(k);
   for (int i = 0; i < k; ++i) head.push_back(show(it.get_next()));
   Checkpoint ckpt({{"iterator", it}});
   const std::string path = ckpt.write(dir.file("ckpt"));
-  const std::vector<std::string> rest = drain(it, limit);
+  std::vector<std::string> rest = drain(it, limit);
   if (deterministic) {
     std::vector<std::string> all = head;
     all.insert(all.end(), rest.begin(), rest.end());
@@ -267,6 +268,7 @@ class DistributedIteratorCheckpoint : public ::testing::Test {
   }
   static std::vector<std::string> cpus(int n) {
     std::vector<std::string> d;
+    d.reserve(n);
     for (int i = 0; i < n; ++i) d.push_back("CPU:" + std::to_string(i));
     return d;
   }
