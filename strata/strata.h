@@ -55,6 +55,7 @@
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
 #include "strata/ops/operators.h"
+#include "strata/ops/random_generator.h"
 #include "strata/ops/random_ops.h"
 #include "strata/ops/training_ops.h"
 #include "strata/tpu/sharded/sharded_ops.h"

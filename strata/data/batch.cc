@@ -3,6 +3,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/data/internal/node.h"
+#include "strata/data/internal/state_io.h"
 #include "strata/data/internal/tensor_util.h"
 #include "strata/data/internal/transform_util.h"
 
@@ -12,6 +13,18 @@ using internal::input_iter;
 using internal::IteratorImpl;
 using internal::make_dataset;
 using internal::make_fn_iterator;
+using internal::StateReader;
+using internal::StateWriter;
+
+namespace {
+// The saver and restorer of a transformation whose only state is its input's.
+internal::SaveFn save_input_only(const std::shared_ptr<IteratorImpl>& in) {
+  return [in](StateWriter& w, std::vector<Element>&) { w.save_input("input", *in); };
+}
+internal::RestoreFn restore_input_only(const std::shared_ptr<IteratorImpl>& in) {
+  return [in](StateReader& r) { r.restore_input("input", *in); };
+}
+}  // namespace
 
 namespace {
 
@@ -34,17 +47,19 @@ class BatchNode : public DatasetNode {
     auto in = input_iter(inputs()[0]);
     const int64_t n = batch_size_;
     const bool drop = drop_;
-    return make_fn_iterator([in, n, drop]() -> std::optional<Element> {
-      std::vector<Element> rows;
-      rows.reserve(static_cast<size_t>(n));
-      while (static_cast<int64_t>(rows.size()) < n) {
-        auto e = in->next();
-        if (!e) break;
-        rows.push_back(std::move(*e));
-      }
-      if (rows.empty() || (drop && static_cast<int64_t>(rows.size()) < n)) return std::nullopt;
-      return internal::stack_elements(rows, "batch");
-    });
+    return make_fn_iterator(
+        [in, n, drop]() -> std::optional<Element> {
+          std::vector<Element> rows;
+          rows.reserve(static_cast<size_t>(n));
+          while (static_cast<int64_t>(rows.size()) < n) {
+            auto e = in->next();
+            if (!e) break;
+            rows.push_back(std::move(*e));
+          }
+          if (rows.empty() || (drop && static_cast<int64_t>(rows.size()) < n)) return std::nullopt;
+          return internal::stack_elements(rows, "batch");
+        },
+        save_input_only(in), restore_input_only(in));
   }
   std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset> inputs) const override {
     return std::make_shared<BatchNode>(inputs.at(0), batch_size_, drop_);
@@ -80,17 +95,19 @@ class PaddedBatchNode : public DatasetNode {
     auto in = input_iter(inputs()[0]);
     const int64_t n = batch_size_;
     auto o = o_;
-    return make_fn_iterator([in, n, o]() -> std::optional<Element> {
-      std::vector<Element> rows;
-      while (static_cast<int64_t>(rows.size()) < n) {
-        auto e = in->next();
-        if (!e) break;
-        rows.push_back(std::move(*e));
-      }
-      if (rows.empty() || (o.drop_remainder && static_cast<int64_t>(rows.size()) < n))
-        return std::nullopt;
-      return internal::pad_and_stack(rows, o.padded_shapes, o.padding_values);
-    });
+    return make_fn_iterator(
+        [in, n, o]() -> std::optional<Element> {
+          std::vector<Element> rows;
+          while (static_cast<int64_t>(rows.size()) < n) {
+            auto e = in->next();
+            if (!e) break;
+            rows.push_back(std::move(*e));
+          }
+          if (rows.empty() || (o.drop_remainder && static_cast<int64_t>(rows.size()) < n))
+            return std::nullopt;
+          return internal::pad_and_stack(rows, o.padded_shapes, o.padding_values);
+        },
+        save_input_only(in), restore_input_only(in));
   }
   std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset> inputs) const override {
     return std::make_shared<PaddedBatchNode>(inputs.at(0), batch_size_, o_);
@@ -142,19 +159,33 @@ Dataset Dataset::unbatch() const {
     auto in = input_iter(inputs[0]);
     auto cur = std::make_shared<std::optional<Element>>();
     auto pos = std::make_shared<int64_t>(0);
-    return make_fn_iterator([in, cur, pos]() -> std::optional<Element> {
-      while (!*cur || *pos == (**cur)[0].shape().dim(0)) {
-        *cur = in->next();
-        *pos = 0;
-        if (!*cur) return std::nullopt;
-        internal::check_batched(**cur, "unbatch");
-      }
-      Element e;
-      for (const Tensor& t : **cur)
-        e.push_back(t.slice_rows(*pos, *pos + 1).reshaped(t.shape().removed(0)));
-      ++*pos;
-      return e;
-    });
+    return make_fn_iterator(
+        [in, cur, pos]() -> std::optional<Element> {
+          while (!*cur || *pos == (**cur)[0].shape().dim(0)) {
+            *cur = in->next();
+            *pos = 0;
+            if (!*cur) return std::nullopt;
+            internal::check_batched(**cur, "unbatch");
+          }
+          Element e;
+          for (const Tensor& t : **cur)
+            e.push_back(t.slice_rows(*pos, *pos + 1).reshaped(t.shape().removed(0)));
+          ++*pos;
+          return e;
+        },
+        [in, cur, pos](StateWriter& w, std::vector<Element>&) {
+          std::vector<Element> current;
+          if (*cur) current.push_back(**cur);
+          w.write_elements("current", current);
+          w.write_int("row", *pos);
+          w.save_input("input", *in);
+        },
+        [in, cur, pos](StateReader& r) {
+          std::vector<Element> current = r.read_elements("current");
+          *cur = current.empty() ? std::nullopt : std::optional<Element>(std::move(current[0]));
+          *pos = r.read_int("row");
+          r.restore_input("input", *in);
+        });
   });
 }
 

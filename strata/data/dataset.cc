@@ -3,7 +3,9 @@
 #include "strata/data/dataset.h"
 
 #include "strata/base/errors.h"
+#include "strata/base/mutex.h"
 #include "strata/data/internal/node.h"
+#include "strata/data/internal/state_io.h"
 
 namespace strata::data {
 
@@ -50,16 +52,101 @@ std::shared_ptr<const DatasetNode> DatasetNode::with_files(std::vector<std::stri
 
 // --- Iterator ----------------------------------------------------------------
 
+namespace internal {
+
+// Overrides take the elements over, hence the by-value parameter.
+// NOLINTNEXTLINE(performance-unnecessary-value-param)
+void IteratorImpl::save(StateWriter& w, std::vector<Element> pushed_back) {
+  (void)w;
+  (void)pushed_back;
+  throw UnimplementedError(str_cat(kind_name(),
+                                   ": saving an iterator's position is not implemented for this "
+                                   "transformation"));
+}
+
+void IteratorImpl::restore(StateReader& r) {
+  throw UnimplementedError(str_cat(kind_name(), " at ", r.where(),
+                                   ": restoring an iterator's position is not implemented for "
+                                   "this transformation"));
+}
+
+const char* IteratorImpl::kind_name() const {
+  return kind_ ? node_kind_name(*kind_) : "an input pipeline";
+}
+
+}  // namespace internal
+
+// The iterator's state, shared with the checkpoints that track it. A mutex
+// keeps a save from overlapping a next() on another thread.
+struct Iterator::Core final : CheckpointableIterator {
+  Core(std::optional<Dataset> d, std::unique_ptr<internal::IteratorImpl> i)
+      : ds(std::move(d)), impl(std::move(i)) {}
+  std::string description() const override { return "dataset iterator"; }
+  Tensor save_state() override {
+    MutexLock l(mu);
+    const ExternalStatePolicy policy =
+        ds ? ds->options().experimental_external_state_policy.value_or(ExternalStatePolicy::FAIL)
+           : ExternalStatePolicy::FAIL;
+    IteratorState state;
+    internal::StateWriter w(state, policy);
+    w.save_here(*impl, {});
+    return state.encode();
+  }
+  void restore_state(const Tensor& bytes) override {
+    const IteratorState state = IteratorState::decode(bytes);
+    MutexLock l(mu);
+    // A fresh iteration, so that nothing of the current one survives; then
+    // every transformation takes its saved position.
+    std::unique_ptr<internal::IteratorImpl> fresh;
+    if (ds) {
+      fresh = ds->node()->make_iterator();
+      fresh->set_kind(ds->kind());
+    }
+    internal::StateReader r(state);
+    r.restore_here(fresh ? *fresh : *impl);
+    if (fresh) impl = std::move(fresh);
+  }
+
+  const std::optional<Dataset> ds;
+  Mutex mu;
+  std::unique_ptr<internal::IteratorImpl> impl STRATA_GUARDED_BY(mu);
+};
+
+Iterator::Iterator(std::unique_ptr<internal::IteratorImpl> impl)
+    : core_(std::make_shared<Core>(std::nullopt, std::move(impl))) {}
+
+Iterator::Iterator(const Dataset& ds, std::unique_ptr<internal::IteratorImpl> impl)
+    : core_(std::make_shared<Core>(ds, std::move(impl))) {}
+
 std::optional<Element> Iterator::next() {
-  STRATA_CHECK(FAILED_PRECONDITION, impl_ != nullptr,
+  STRATA_CHECK(FAILED_PRECONDITION, core_ != nullptr,
                "Iterator: expected a live iterator, got a moved-from one");
-  return impl_->next();
+  MutexLock l(core_->mu);
+  return core_->impl->next();
 }
 
 Element Iterator::get_next() {
   auto e = next();
   STRATA_CHECK(OUT_OF_RANGE, e.has_value(), "End of sequence");
   return std::move(*e);
+}
+
+Tensor Iterator::save_state() {
+  STRATA_CHECK(FAILED_PRECONDITION, core_ != nullptr,
+               "Iterator: expected a live iterator, got a moved-from one");
+  return core_->save_state();
+}
+
+void Iterator::restore_state(const Tensor& state) {
+  STRATA_CHECK(FAILED_PRECONDITION, core_ != nullptr,
+               "Iterator: expected a live iterator, got a moved-from one");
+  core_->restore_state(state);
+}
+
+std::shared_ptr<CheckpointableIterator> Iterator::checkpointable() const {
+  STRATA_CHECK(FAILED_PRECONDITION, core_ != nullptr,
+               "Iterator: expected a live iterator, got a moved-from one");
+  return core_;
 }
 
 ElementIterator::ElementIterator(Iterator it) : it_(std::make_shared<Iterator>(std::move(it))) {
@@ -79,6 +166,10 @@ std::vector<TensorSpec> Dataset::element_spec() const { return node_->element_sp
 int64_t Dataset::cardinality() const { return node_->cardinality(); }
 NodeKind Dataset::kind() const { return node_->kind(); }
 std::vector<Dataset> Dataset::inputs() const { return node_->inputs(); }
-Iterator Dataset::iter() const { return Iterator(node_->make_iterator()); }
+Iterator Dataset::iter() const {
+  auto impl = node_->make_iterator();
+  impl->set_kind(kind());
+  return Iterator(*this, std::move(impl));
+}
 
 }  // namespace strata::data

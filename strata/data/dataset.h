@@ -38,6 +38,7 @@
 
 #include "strata/core/tensor.h"
 #include "strata/core/tensor_spec.h"
+#include "strata/data/iterator_state.h"
 
 namespace strata::data {
 
@@ -66,12 +67,21 @@ struct DistributeOptions {
   AutoShardPolicy policy() const { return auto_shard_policy.value_or(AutoShardPolicy::AUTO); }
 };
 
+// tf.data.experimental.ExternalStatePolicy: what saving an iterator's position
+// (a checkpoint) does with a transformation whose state it cannot save (a
+// from_generator source): FAIL raises FailedPreconditionError naming it, WARN
+// logs a warning and IGNORE says nothing, and both save the rest (that
+// transformation starts over when restored). Values equal TF's enum.
+enum class ExternalStatePolicy : int { WARN = 0, IGNORE = 1, FAIL = 2 };
+
 // tf.data.Options. Unset fields take TF's defaults. Options attached at several
 // points of a graph are merged as TF merges them: a field set downstream
 // overrides the same field set upstream.
 struct Options {
   std::optional<bool> deterministic = std::nullopt;  // TF default: true
   DistributeOptions experimental_distribute = {};
+  // Unset means FAIL, what TF's iterator checkpointing does by default.
+  std::optional<ExternalStatePolicy> experimental_external_state_policy = std::nullopt;
   // This merged with `other` (other's set fields win).
   Options merge(const Options& other) const;
 };
@@ -112,20 +122,53 @@ class Dataset;
 class DatasetNode;
 
 namespace internal {
+class StateWriter;
+class StateReader;
 // Per-iteration state of one node. next() returns std::nullopt at the end and
 // keeps returning it afterwards. One thread at a time.
 class IteratorImpl {
  public:
   virtual ~IteratorImpl() = default;
   virtual std::optional<Element> next() = 0;
+  // Writes this iterator's position (strata/data/internal/state_io.h) as if
+  // `pushed_back` -- elements next() returned that nobody downstream used yet,
+  // oldest first -- had not been returned. Saving leaves the iteration as it
+  // was. UnimplementedError naming the transformation by default.
+  virtual void save(StateWriter& w, std::vector<Element> pushed_back);
+  // Continues from what save() wrote. The iterator was made by the same node.
+  virtual void restore(StateReader& r);
+  // The node kind that made this iterator (set once by whoever makes it).
+  void set_kind(NodeKind kind) {
+    if (!kind_) kind_ = kind;
+  }
+  const char* kind_name() const;
+
+ private:
+  std::optional<NodeKind> kind_;
 };
 }  // namespace internal
 
 // One iteration over a Dataset. Move-only; one thread at a time. Destroying it
-// stops and joins every background thread of the pipeline.
+// stops and joins every background thread of the pipeline (a train::Checkpoint
+// that tracks the iterator shares them: the last of the two stops them).
+//
+// Checkpointing (tf.data's iterator saving): save_state() gives the position
+// as one tensor and restore_state() continues from it, also in a fresh
+// iterator of the same pipeline built by another process. Saved: range,
+// from_tensors, from_tensor_slices, the file readers (file and record
+// number), list_files, map (sequential and parallel; the function is taken
+// to be pure, as TF assumes a traced function without stateful ops is),
+// filter, batch, padded_batch, unbatch, rebatch, shuffle (buffer, seeds and
+// random stream), repeat, take, skip, shard, zip, enumerate, concatenate and
+// prefetch (its buffered elements are handed back to the input's state, so a
+// restored pipeline refills them). from_generator has external state
+// (ExternalStatePolicy); interleave and cache raise UnimplementedError.
 class Iterator {
  public:
-  explicit Iterator(std::unique_ptr<internal::IteratorImpl> impl) : impl_(std::move(impl)) {}
+  explicit Iterator(std::unique_ptr<internal::IteratorImpl> impl);
+  // An iteration over `ds` (Dataset::iter()): its options give the external
+  // state policy, and restore_state() restarts from a fresh iteration of it.
+  Iterator(const Dataset& ds, std::unique_ptr<internal::IteratorImpl> impl);
   Iterator(Iterator&&) noexcept = default;
   Iterator& operator=(Iterator&&) noexcept = default;
 
@@ -135,8 +178,16 @@ class Iterator {
   std::optional<Element> get_next_as_optional() { return next(); }
   std::optional<Element> next();
 
+  // See CheckpointableIterator (strata/data/iterator_state.h).
+  Tensor save_state();
+  void restore_state(const Tensor& state);
+  // The shared position a train::Checkpoint saves and restores.
+  std::shared_ptr<CheckpointableIterator> checkpointable() const;
+
+  struct Core;  // the shared state (dataset.cc's)
+
  private:
-  std::unique_ptr<internal::IteratorImpl> impl_;
+  std::shared_ptr<Core> core_;
 };
 
 // Range-for support: `for (const Element& e : ds)`.

@@ -11,6 +11,7 @@
 #include "strata/core/random.h"
 #include "strata/data/dataset.h"
 #include "strata/data/internal/node.h"
+#include "strata/data/internal/state_io.h"
 #include "strata/data/internal/transform_util.h"
 #include "strata/io/text_line.h"
 #include "strata/io/tfrecord.h"
@@ -33,20 +34,60 @@ class FileSourceNode : public DatasetNode {
   std::unique_ptr<internal::IteratorImpl> make_iterator() const override {
     struct State {
       size_t file = 0;
+      int64_t record = 0;  // records read from the open file
       RecordReaderFn reader;
     };
     auto st = std::make_shared<State>();
     auto files = files_;
     auto open = open_;
-    return internal::make_fn_iterator([st, files, open]() -> std::optional<Element> {
-      while (st->file < files.size()) {
-        if (!st->reader) st->reader = open(files[st->file]);
-        if (auto rec = st->reader()) return Element{constant(*rec)};
-        st->reader = nullptr;  // closes the file
-        ++st->file;
-      }
-      return std::nullopt;
-    });
+    const char* who = node_kind_name(kind());
+    return internal::make_fn_iterator(
+        [st, files, open]() -> std::optional<Element> {
+          while (st->file < files.size()) {
+            if (!st->reader) {
+              st->reader = open(files[st->file]);
+              st->record = 0;
+            }
+            if (auto rec = st->reader()) {
+              ++st->record;
+              return Element{constant(*rec)};
+            }
+            st->reader = nullptr;  // closes the file
+            ++st->file;
+          }
+          return std::nullopt;
+        },
+        // TF's readers save the file index and the offset in it; the record
+        // number serves for every reader here (compressed files included):
+        // a restore reopens the file and reads past that many records.
+        [st, files](internal::StateWriter& w, std::vector<Element>&) {
+          w.write_int("file", static_cast<int64_t>(st->file));
+          w.write_int("record", st->reader ? st->record : 0);
+          w.write("file_name", constant(st->file < files.size() ? files[st->file] : ""));
+        },
+        [st, files, open, who](internal::StateReader& r) {
+          const int64_t file = r.read_int("file");
+          const int64_t record = r.read_int("record");
+          STRATA_CHECK_ARG(file >= 0 && file <= static_cast<int64_t>(files.size()),
+                           "restoring an iterator: expected a file index in [0, ", files.size(),
+                           "] for ", who, " at ", r.where(), ", got ", file);
+          const std::string saved_name = r.read("file_name").item<std::string>();
+          const std::string name = file < static_cast<int64_t>(files.size()) ? files[file] : "";
+          STRATA_CHECK_ARG(saved_name == name, "restoring an iterator: ", who, " at ", r.where(),
+                           " was reading '", saved_name, "' as file ", file, ", got '", name,
+                           "' at that index");
+          st->file = static_cast<size_t>(file);
+          st->reader = nullptr;
+          st->record = 0;
+          if (record > 0) {
+            st->reader = open(files[st->file]);
+            for (; st->record < record; ++st->record) {
+              STRATA_CHECK(DATA_LOSS, st->reader().has_value(), "restoring an iterator: ", who,
+                           " had read ", record, " records of '", name, "', which now has ",
+                           st->record);
+            }
+          }
+        });
   }
   std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset>) const override {
     return std::make_shared<FileSourceNode>(kind(), files_, open_);
@@ -87,10 +128,26 @@ class ListFilesNode : public DatasetNode {
       }
     }
     auto pos = std::make_shared<size_t>(0);
-    return internal::make_fn_iterator([order, pos]() -> std::optional<Element> {
-      if (*pos == order->size()) return std::nullopt;
-      return Element{constant((*order)[(*pos)++])};
-    });
+    auto epoch = epoch_;
+    return internal::make_fn_iterator(
+        [order, pos]() -> std::optional<Element> {
+          if (*pos == order->size()) return std::nullopt;
+          return Element{constant((*order)[(*pos)++])};
+        },
+        [order, pos, epoch](internal::StateWriter& w, std::vector<Element>&) {
+          w.write("order", constant(*order));
+          w.write_int("position", static_cast<int64_t>(*pos));
+          w.write_int("next_epoch", static_cast<int64_t>(epoch->load()));
+        },
+        [order, pos, epoch](internal::StateReader& r) {
+          *order = r.read("order").to_vector<std::string>();
+          const int64_t p = r.read_int("position");
+          STRATA_CHECK_ARG(p >= 0 && p <= static_cast<int64_t>(order->size()),
+                           "restoring an iterator: expected a list_files position in [0, ",
+                           order->size(), "] at ", r.where(), ", got ", p);
+          *pos = static_cast<size_t>(p);
+          *epoch = static_cast<uint64_t>(r.read_int("next_epoch"));
+        });
   }
   std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset>) const override {
     return std::make_shared<ListFilesNode>(files_, shuffle_, seed_);

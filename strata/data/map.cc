@@ -10,6 +10,7 @@
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/data/internal/node.h"
+#include "strata/data/internal/state_io.h"
 #include "strata/data/internal/transform_util.h"
 
 namespace strata::data {
@@ -55,11 +56,14 @@ class MapNode : public DatasetNode {
   std::unique_ptr<IteratorImpl> make_sequential() const {
     auto in = input_iter(inputs()[0]);
     auto fn = fn_;
-    return make_fn_iterator([in, fn]() -> std::optional<Element> {
-      auto e = in->next();
-      if (!e) return std::nullopt;
-      return fn(*e);
-    });
+    return make_fn_iterator(
+        [in, fn]() -> std::optional<Element> {
+          auto e = in->next();
+          if (!e) return std::nullopt;
+          return fn(*e);
+        },
+        [in](internal::StateWriter& w, std::vector<Element>&) { w.save_input("input", *in); },
+        [in](internal::StateReader& r) { r.restore_input("input", *in); });
   }
   MapFn fn_;
   MapOptions o_;
@@ -75,22 +79,20 @@ class ParallelMapIterator : public IteratorImpl {
  public:
   ParallelMapIterator(std::shared_ptr<IteratorImpl> in, MapFn fn, int64_t workers,
                       bool deterministic)
-      : in_(std::move(in)), fn_(std::move(fn)), window_(workers), deterministic_(deterministic) {
-    for (int64_t i = 0; i < workers; ++i)
-      threads_.emplace_back([this] {
-        const ScopedFlushDenormal flush;  // as every runtime thread (strata/base/denormal.h)
-        work();
-      });
-  }
-  ~ParallelMapIterator() override {
-    {
-      MutexLock l(mu_);
-      cancelled_ = true;
-    }
-    cv_.notify_all();
-    threads_.clear();  // joins
-  }
+      : in_(std::move(in)), fn_(std::move(fn)), window_(workers), deterministic_(deterministic) {}
+  ~ParallelMapIterator() override { stop_workers(/*drain=*/false); }
   std::optional<Element> next() override {
+    if (!pending_.empty()) {
+      Element e = std::move(pending_.front());
+      pending_.erase(pending_.begin());
+      return e;
+    }
+    // The workers start at the first next() (as TF's), so that an iterator
+    // made only to be restored reads nothing before the restore.
+    if (!started_) {
+      started_ = true;
+      start_workers();
+    }
     MutexLock l(mu_);
     while (true) {
       auto it = deterministic_ ? results_.find(next_out_) : results_.begin();
@@ -107,11 +109,88 @@ class ParallelMapIterator : public IteratorImpl {
     }
   }
 
+  // TF's ParallelMapDataset saves its finished results; here the workers
+  // finish the calls in flight, and the results in input order are saved
+  // (after the elements handed back) as the elements to return first.
+  void save(internal::StateWriter& w, std::vector<Element> pushed_back) override {
+    if (!started_) {
+      pushed_back.insert(pushed_back.end(), pending_.begin(), pending_.end());
+      w.write_kind(kind_name());
+      w.write_elements("pending", pushed_back);
+      w.save_input("input", *in_);
+      return;
+    }
+    stop_workers(/*drain=*/true);
+    std::exception_ptr failed;
+    {
+      MutexLock l(mu_);
+      pushed_back.insert(pushed_back.end(), pending_.begin(), pending_.end());
+      for (auto& [seq, r] : results_) {
+        if (r.error) failed = r.error;
+        if (r.value) pushed_back.push_back(*r.value);
+      }
+    }
+    try {
+      if (failed) {
+        try {
+          std::rethrow_exception(failed);
+        } catch (const std::exception& e) {
+          throw FailedPreconditionError(str_cat(
+              "MapDataset: cannot save the iterator's position while the map function's error "
+              "on a buffered element is pending (it reaches the consumer first): ",
+              e.what()));
+        }
+      }
+      w.write_kind(kind_name());
+      w.write_elements("pending", pushed_back);
+      w.save_input("input", *in_);
+    } catch (...) {
+      start_workers();
+      throw;
+    }
+    start_workers();
+  }
+  void restore(internal::StateReader& r) override {
+    stop_workers(/*drain=*/false);
+    r.check_kind(kind_name());
+    pending_ = r.read_elements("pending");
+    r.restore_input("input", *in_);
+    {
+      MutexLock l(mu_);
+      results_.clear();
+      next_in_ = next_out_ = consumed_ = in_flight_ = 0;
+      end_seq_ = -1;
+    }
+    started_ = false;
+  }
+
  private:
   struct Result {
     std::optional<Element> value;
     std::exception_ptr error;
   };
+  void start_workers() {
+    {
+      MutexLock l(mu_);
+      cancelled_ = draining_ = false;
+    }
+    for (int64_t i = 0; i < window_; ++i) {
+      threads_.emplace_back([this] {
+        const ScopedFlushDenormal flush;  // as every runtime thread (strata/base/denormal.h)
+        work();
+      });
+    }
+  }
+  // drain: the workers finish the calls they started and store the results;
+  // otherwise those are dropped.
+  void stop_workers(bool drain) {
+    {
+      MutexLock l(mu_);
+      (drain ? draining_ : cancelled_) = true;
+    }
+    cv_.notify_all();
+    threads_.clear();  // joins
+  }
   Result take(std::map<int64_t, Result>::iterator it) STRATA_REQUIRES(mu_) {
     Result r = std::move(it->second);
     results_.erase(it);
@@ -127,9 +206,9 @@ class ParallelMapIterator : public IteratorImpl {
       {
         MutexLock l(mu_);
         cv_.wait(mu_, [&]() STRATA_REQUIRES(mu_) {
-          return cancelled_ || end_seq_ >= 0 || next_in_ - consumed_ < window_;
+          return cancelled_ || draining_ || end_seq_ >= 0 || next_in_ - consumed_ < window_;
         });
-        if (cancelled_ || end_seq_ >= 0) return;
+        if (cancelled_ || draining_ || end_seq_ >= 0) return;
       }
       {
         // Input pulls are serialised by in_mu_ (not mu_, so the consumer can
@@ -137,7 +216,7 @@ class ParallelMapIterator : public IteratorImpl {
         MutexLock il(in_mu_);
         {
           MutexLock l(mu_);
-          if (cancelled_ || end_seq_ >= 0) return;
+          if (cancelled_ || draining_ || end_seq_ >= 0) return;
           seq = next_in_++;
           ++in_flight_;
         }
@@ -199,6 +278,10 @@ class ParallelMapIterator : public IteratorImpl {
   int64_t in_flight_ STRATA_GUARDED_BY(mu_) = 0;
   int64_t end_seq_ STRATA_GUARDED_BY(mu_) = -1;
   bool cancelled_ STRATA_GUARDED_BY(mu_) = false;
+  bool draining_ STRATA_GUARDED_BY(mu_) = false;
+  // Restored elements returned before any new result (the consumer's thread only).
+  std::vector<Element> pending_;
+  bool started_ = false;               // the consumer's thread only
   std::vector<std::jthread> threads_;  // last member: joined before the rest is destroyed
 };
 
@@ -220,15 +303,18 @@ Dataset Dataset::map(MapFn fn, MapOptions o) const {
 
 Dataset Dataset::filter(const Predicate& pred) const {
   STRATA_CHECK_ARG(pred != nullptr, "filter: expected a predicate, got an empty function");
-  return make_dataset(NodeKind::kFilter, {*this}, element_spec(),
-                      [pred](const std::vector<Dataset>& inputs) {
-                        auto in = input_iter(inputs[0]);
-                        return make_fn_iterator([in, pred]() -> std::optional<Element> {
-                          while (auto e = in->next())
-                            if (pred(*e)) return e;
-                          return std::nullopt;
-                        });
-                      });
+  return make_dataset(
+      NodeKind::kFilter, {*this}, element_spec(), [pred](const std::vector<Dataset>& inputs) {
+        auto in = input_iter(inputs[0]);
+        return make_fn_iterator(
+            [in, pred]() -> std::optional<Element> {
+              while (auto e = in->next())
+                if (pred(*e)) return e;
+              return std::nullopt;
+            },
+            [in](internal::StateWriter& w, std::vector<Element>&) { w.save_input("input", *in); },
+            [in](internal::StateReader& r) { r.restore_input("input", *in); });
+      });
 }
 
 }  // namespace strata::data

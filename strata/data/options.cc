@@ -3,6 +3,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/data/internal/node.h"
+#include "strata/data/internal/transform_util.h"
 
 namespace strata::data {
 
@@ -17,7 +18,7 @@ class OptionsNode : public DatasetNode {
   int64_t cardinality() const override { return inputs()[0].cardinality(); }
   std::vector<TensorSpec> element_spec() const override { return inputs()[0].element_spec(); }
   std::unique_ptr<IteratorImpl> make_iterator() const override {
-    return inputs()[0].node()->make_iterator();
+    return internal::make_iter(inputs()[0]);
   }
   std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset> inputs) const override {
     return std::make_shared<OptionsNode>(inputs.at(0), o_);
@@ -48,6 +49,8 @@ Options Options::merge(const Options& other) const {
     r.experimental_distribute.auto_shard_policy = other.experimental_distribute.auto_shard_policy;
   if (other.experimental_distribute.num_devices)
     r.experimental_distribute.num_devices = other.experimental_distribute.num_devices;
+  if (other.experimental_external_state_policy)
+    r.experimental_external_state_policy = other.experimental_external_state_policy;
   return r;
 }
 

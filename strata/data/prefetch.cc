@@ -9,6 +9,7 @@
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/data/internal/node.h"
+#include "strata/data/internal/state_io.h"
 #include "strata/data/internal/transform_util.h"
 
 namespace strata::data {
@@ -23,21 +24,15 @@ namespace {
 class PrefetchIterator : public IteratorImpl {
  public:
   PrefetchIterator(std::shared_ptr<IteratorImpl> in, size_t capacity)
-      : in_(std::move(in)), capacity_(capacity) {
-    thread_ = std::jthread([this] {
-      const ScopedFlushDenormal flush;  // as every runtime thread (strata/base/denormal.h)
-      produce();
-    });
-  }
-  ~PrefetchIterator() override {
-    {
-      MutexLock l(mu_);
-      cancelled_ = true;
-    }
-    cv_.notify_all();
-    thread_ = std::jthread();  // joins
-  }
+      : in_(std::move(in)), capacity_(capacity) {}
+  ~PrefetchIterator() override { stop(); }
   std::optional<Element> next() override {
+    // The producer starts at the first next() (as TF's), so that an iterator
+    // made only to be restored reads nothing before the restore.
+    if (!started_) {
+      started_ = true;
+      start();
+    }
     MutexLock l(mu_);
     cv_.wait(mu_, [&]() STRATA_REQUIRES(mu_) { return !buffer_.empty() || done_; });
     if (buffer_.empty()) return std::nullopt;
@@ -48,12 +43,74 @@ class PrefetchIterator : public IteratorImpl {
     if (s.error) std::rethrow_exception(s.error);
     return std::move(s.value);
   }
+  // Transparent: the buffered elements are handed back to the input, whose
+  // state is saved at this prefix; a restored prefetch refills its buffer.
+  void save(internal::StateWriter& w, std::vector<Element> pushed_back) override {
+    if (!started_) {
+      w.save_here(*in_, std::move(pushed_back));
+      return;
+    }
+    stop();
+    try {
+      {
+        MutexLock l(mu_);
+        for (const Slot& s : buffer_) {
+          if (s.error) {
+            try {
+              std::rethrow_exception(s.error);
+            } catch (const std::exception& e) {
+              throw FailedPreconditionError(
+                  str_cat("PrefetchDataset: cannot save the iterator's position while an input "
+                          "error is buffered (it reaches the consumer first): ",
+                          e.what()));
+            }
+          }
+          pushed_back.push_back(*s.value);
+        }
+      }
+      w.save_here(*in_, std::move(pushed_back));
+    } catch (...) {
+      start();
+      throw;
+    }
+    start();
+  }
+  void restore(internal::StateReader& r) override {
+    stop();
+    {
+      MutexLock l(mu_);
+      buffer_.clear();
+      done_ = false;
+    }
+    r.restore_here(*in_);
+    started_ = false;
+  }
 
  private:
   struct Slot {
     std::optional<Element> value;
     std::exception_ptr error;
   };
+  void start() {
+    {
+      MutexLock l(mu_);
+      if (done_) return;
+      cancelled_ = false;
+    }
+    thread_ = std::jthread([this] {
+      const ScopedFlushDenormal flush;  // as every runtime thread (strata/base/denormal.h)
+      produce();
+    });
+  }
+  // Wakes and joins the producer; an element it was reading is buffered first.
+  void stop() {
+    {
+      MutexLock l(mu_);
+      cancelled_ = true;
+    }
+    cv_.notify_all();
+    thread_ = std::jthread();  // joins
+  }
   void produce() {
     while (true) {
       {
@@ -90,6 +147,7 @@ class PrefetchIterator : public IteratorImpl {
   std::deque<Slot> buffer_ STRATA_GUARDED_BY(mu_);
   bool done_ STRATA_GUARDED_BY(mu_) = false;
   bool cancelled_ STRATA_GUARDED_BY(mu_) = false;
+  bool started_ = false;  // the consumer's thread only
   std::jthread thread_;
 };
 
@@ -104,7 +162,7 @@ class PrefetchNode : public DatasetNode {
   int64_t cardinality() const override { return inputs()[0].cardinality(); }
   std::vector<TensorSpec> element_spec() const override { return inputs()[0].element_spec(); }
   std::unique_ptr<IteratorImpl> make_iterator() const override {
-    if (n_ == 0) return inputs()[0].node()->make_iterator();
+    if (n_ == 0) return internal::make_iter(inputs()[0]);
     const int64_t cap = n_ == AUTOTUNE ? kAutotunePrefetch : n_;
     return std::make_unique<PrefetchIterator>(input_iter(inputs()[0]), static_cast<size_t>(cap));
   }

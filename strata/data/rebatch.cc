@@ -5,6 +5,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/data/internal/node.h"
+#include "strata/data/internal/state_io.h"
 #include "strata/data/internal/tensor_util.h"
 #include "strata/data/internal/transform_util.h"
 
@@ -45,6 +46,34 @@ class RowStream {
     if (pieces.size() == 1) return std::move(pieces[0]);
     return internal::concat_elements(pieces);
   }
+  // Saves the rows not taken yet, preceded by `pieces` (rows taken but handed
+  // back, oldest first), as one element, then the input.
+  void save(internal::StateWriter& w, const std::vector<Element>& pieces) {
+    std::vector<Element> parts;
+    for (const Element& p : pieces)
+      if (!p.empty() && p[0].rank() >= 1 && p[0].shape().dim(0) > 0) parts.push_back(p);
+    if (cur_ && pos_ < rows_) {
+      Element rest;
+      for (const Tensor& t : *cur_) rest.push_back(t.slice_rows(pos_, rows_));
+      parts.push_back(std::move(rest));
+    }
+    std::vector<Element> rows;
+    if (!parts.empty())
+      rows.push_back(parts.size() == 1 ? parts[0] : internal::concat_elements(parts));
+    w.write_elements("rows", rows);
+    w.save_input("input", *in_);
+  }
+  void restore(internal::StateReader& r) {
+    std::vector<Element> rows = r.read_elements("rows");
+    cur_.reset();
+    pos_ = rows_ = 0;
+    if (!rows.empty()) {
+      internal::check_batched(rows[0], "rebatch");
+      rows_ = rows[0][0].shape().dim(0);
+      cur_ = std::move(rows[0]);
+    }
+    r.restore_input("input", *in_);
+  }
   // Zero-row tensors shaped like the latest batch (or the spec, unknown dims 0).
   Element empty_rows(const std::vector<TensorSpec>& spec) const {
     Element r;
@@ -84,13 +113,35 @@ class RebatchNode : public DatasetNode {
     auto sizes = sizes_;
     const bool drop = drop_;
     auto spec = inputs()[0].element_spec();
-    return make_fn_iterator([rows, k, sizes, drop, spec]() -> std::optional<Element> {
-      const int64_t want = sizes[(*k)++ % sizes.size()];
-      if (want == 0) return rows->empty_rows(spec);
-      auto e = rows->take_rows(want);
-      if (e && drop && (*e)[0].shape().dim(0) < want) return std::nullopt;
-      return e;
-    });
+    return make_fn_iterator(
+        [rows, k, sizes, drop, spec]() -> std::optional<Element> {
+          const int64_t want = sizes[(*k)++ % sizes.size()];
+          if (want == 0) return rows->empty_rows(spec);
+          auto e = rows->take_rows(want);
+          if (e && drop && (*e)[0].shape().dim(0) < want) return std::nullopt;
+          return e;
+        },
+        // The state is the row stream, so that it restores under other batch
+        // sizes (another replica count): the pieces handed back become rows
+        // again, and the position in the cycle of sizes is saved with them.
+        [rows, k, sizes](internal::StateWriter& w, std::vector<Element>& pushed_back) {
+          const size_t back = std::min(pushed_back.size(), *k);
+          rows->save(w, pushed_back);
+          pushed_back.clear();
+          w.write("sizes", constant(sizes));
+          w.write_int("cycle", static_cast<int64_t>((*k - back) % sizes.size()));
+        },
+        [rows, k, sizes](internal::StateReader& r) {
+          const std::vector<int64_t> saved = r.read("sizes").to_vector<int64_t>();
+          const int64_t cycle = r.read_int("cycle");
+          STRATA_CHECK(FAILED_PRECONDITION, saved == sizes || cycle == 0,
+                       "restoring an iterator: the rebatch at ", r.where(), " was saved after ",
+                       cycle, " of its ", saved.size(), " batch sizes ", saved,
+                       ", in the middle of a global batch, so it cannot continue with the sizes ",
+                       sizes, " (save between steps)");
+          *k = saved == sizes ? static_cast<size_t>(cycle) : 0;
+          rows->restore(r);
+        });
   }
   std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset> inputs) const override {
     return std::make_shared<RebatchNode>(inputs.at(0), sizes_, drop_);
@@ -125,21 +176,45 @@ class LegacyRebatchNode : public DatasetNode {
     auto cur = std::make_shared<std::optional<Element>>();
     auto piece = std::make_shared<int64_t>(0);
     const int64_t n = n_;
-    return make_fn_iterator([in, cur, piece, n]() -> std::optional<Element> {
-      if (!*cur || *piece == n) {
-        *cur = in->next();
-        *piece = 0;
-        if (!*cur) return std::nullopt;
-        internal::check_batched(**cur, "rebatch");
-      }
-      const int64_t b = (**cur)[0].shape().dim(0);
-      const int64_t c = (b + n - 1) / n;
-      const int64_t lo = std::min(b, *piece * c), hi = std::min(b, (*piece + 1) * c);
-      ++*piece;
-      Element out;
-      for (const Tensor& t : **cur) out.push_back(t.slice_rows(lo, hi));
-      return out;
-    });
+    return make_fn_iterator(
+        [in, cur, piece, n]() -> std::optional<Element> {
+          if (!*cur || *piece == n) {
+            *cur = in->next();
+            *piece = 0;
+            if (!*cur) return std::nullopt;
+            internal::check_batched(**cur, "rebatch");
+          }
+          const int64_t b = (**cur)[0].shape().dim(0);
+          const int64_t c = (b + n - 1) / n;
+          const int64_t lo = std::min(b, *piece * c), hi = std::min(b, (*piece + 1) * c);
+          ++*piece;
+          Element out;
+          for (const Tensor& t : **cur) out.push_back(t.slice_rows(lo, hi));
+          return out;
+        },
+        [in, cur, piece, n](internal::StateWriter& w, std::vector<Element>&) {
+          std::vector<Element> current;
+          if (*cur) current.push_back(**cur);
+          w.write_elements("current", current);
+          w.write_int("piece", *piece);
+          w.write_int("num_replicas", n);
+          w.save_input("input", *in);
+        },
+        [in, cur, piece, n](internal::StateReader& r) {
+          const int64_t saved_n = r.read_int("num_replicas");
+          std::vector<Element> current = r.read_elements("current");
+          const int64_t saved_piece = r.read_int("piece");
+          STRATA_CHECK(FAILED_PRECONDITION,
+                       saved_n == n || ((current.empty() || saved_piece == saved_n) &&
+                                        r.read_int("pending/n") == 0),
+                       "restoring an iterator: the rebatch at ", r.where(), " into ", saved_n,
+                       " pieces per batch (a dataset without a static batch size) held pieces "
+                       "not yet consumed, so it cannot continue with ",
+                       n, " pieces per batch");
+          *cur = current.empty() ? std::nullopt : std::optional<Element>(std::move(current[0]));
+          *piece = saved_n == n ? saved_piece : n;
+          r.restore_input("input", *in);
+        });
   }
   std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset> inputs) const override {
     return std::make_shared<LegacyRebatchNode>(inputs.at(0), n_);

@@ -3,6 +3,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/data/internal/node.h"
+#include "strata/data/internal/state_io.h"
 #include "strata/data/internal/transform_util.h"
 
 namespace strata::data {
@@ -11,6 +12,8 @@ using internal::input_iter;
 using internal::IteratorImpl;
 using internal::make_dataset;
 using internal::make_fn_iterator;
+using internal::StateReader;
+using internal::StateWriter;
 
 Dataset Dataset::repeat(int64_t count) const {
   STRATA_CHECK_ARG(count >= -1, "repeat: expected count >= -1, got ", count);
@@ -24,23 +27,39 @@ Dataset Dataset::repeat(int64_t count) const {
           bool produced = false;
         };
         auto st = std::make_shared<State>(State{inputs[0], nullptr, 0, false});
-        return make_fn_iterator([st, count]() -> std::optional<Element> {
-          while (count == -1 || st->done < count) {
-            if (!st->it) {
-              st->it = input_iter(st->ds);
-              st->produced = false;
-            }
-            if (auto e = st->it->next()) {
-              st->produced = true;
-              return e;
-            }
-            st->it.reset();
-            ++st->done;
-            // TF: an input that is empty in a pass ends the repetition (no spin).
-            if (!st->produced) return std::nullopt;
-          }
-          return std::nullopt;
-        });
+        return make_fn_iterator(
+            [st, count]() -> std::optional<Element> {
+              while (count == -1 || st->done < count) {
+                if (!st->it) {
+                  st->it = input_iter(st->ds);
+                  st->produced = false;
+                }
+                if (auto e = st->it->next()) {
+                  st->produced = true;
+                  return e;
+                }
+                st->it.reset();
+                ++st->done;
+                // TF: an input that is empty in a pass ends the repetition (no spin).
+                if (!st->produced) return std::nullopt;
+              }
+              return std::nullopt;
+            },
+            [st](StateWriter& w, std::vector<Element>&) {
+              w.write_int("done", st->done);
+              w.write_int("produced", st->produced ? 1 : 0);
+              w.write_int("in_pass", st->it ? 1 : 0);
+              if (st->it) w.save_input("input", *st->it);
+            },
+            [st](StateReader& r) {
+              st->done = r.read_int("done");
+              st->produced = r.read_int("produced") != 0;
+              st->it.reset();
+              if (r.read_int("in_pass") != 0) {
+                st->it = input_iter(st->ds);
+                r.restore_input("input", *st->it);
+              }
+            });
       },
       [count](const std::vector<Dataset>& in) {
         return internal::repeat_cardinality(in[0].cardinality(), count);
@@ -54,11 +73,20 @@ Dataset Dataset::take(int64_t count) const {
       [count](const std::vector<Dataset>& inputs) {
         auto in = input_iter(inputs[0]);
         auto n = std::make_shared<int64_t>(0);
-        return make_fn_iterator([in, n, count]() -> std::optional<Element> {
-          if (count != -1 && *n >= count) return std::nullopt;
-          ++*n;
-          return in->next();
-        });
+        return make_fn_iterator(
+            [in, n, count]() -> std::optional<Element> {
+              if (count != -1 && *n >= count) return std::nullopt;
+              ++*n;
+              return in->next();
+            },
+            [in, n](StateWriter& w, std::vector<Element>&) {
+              w.write_int("taken", *n);
+              w.save_input("input", *in);
+            },
+            [in, n](StateReader& r) {
+              *n = r.read_int("taken");
+              r.restore_input("input", *in);
+            });
       },
       [count](const std::vector<Dataset>& in) {
         return internal::take_cardinality(in[0].cardinality(), count);
@@ -72,14 +100,23 @@ Dataset Dataset::skip(int64_t count) const {
       [count](const std::vector<Dataset>& inputs) {
         auto in = input_iter(inputs[0]);
         auto skipped = std::make_shared<bool>(false);
-        return make_fn_iterator([in, skipped, count]() -> std::optional<Element> {
-          if (!*skipped) {
-            *skipped = true;
-            for (int64_t i = 0; count == -1 || i < count; ++i)
-              if (!in->next()) return std::nullopt;
-          }
-          return in->next();
-        });
+        return make_fn_iterator(
+            [in, skipped, count]() -> std::optional<Element> {
+              if (!*skipped) {
+                *skipped = true;
+                for (int64_t i = 0; count == -1 || i < count; ++i)
+                  if (!in->next()) return std::nullopt;
+              }
+              return in->next();
+            },
+            [in, skipped](StateWriter& w, std::vector<Element>&) {
+              w.write_int("skipped", *skipped ? 1 : 0);
+              w.save_input("input", *in);
+            },
+            [in, skipped](StateReader& r) {
+              *skipped = r.read_int("skipped") != 0;
+              r.restore_input("input", *in);
+            });
       },
       [count](const std::vector<Dataset>& in) {
         return internal::skip_cardinality(in[0].cardinality(), count);

@@ -3,6 +3,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/data/internal/node.h"
+#include "strata/data/internal/state_io.h"
 #include "strata/data/internal/transform_util.h"
 
 namespace strata::data {
@@ -32,27 +33,47 @@ class ShardNode : public DatasetNode {
     const bool require = require_;
     STRATA_CHECK_ARG(n >= 1, "shard: expected num_shards >= 1, got ", n,
                      " (shard(SHARD_HINT, i) only works under AutoShardPolicy::HINT)");
-    return make_fn_iterator([in, seen, produced, n, index, require]() -> std::optional<Element> {
-      while (true) {
-        auto e = in->next();
-        if (!e) {
-          STRATA_CHECK_ARG(
-              !require || *produced || *seen >= n,
-              "There aren't enough elements in this dataset for each shard to have at least one "
-              "element (# elems = ",
-              *seen, ", # shards = ", n,
-              "). If you are using datasets with distribution strategy, consider setting the auto "
-              "sharding policy to either DATA or OFF using the `experimental_distribute."
-              "auto_shard_policy` option of `tf.data.Options()`.");
-          return std::nullopt;
-        }
-        const int64_t i = (*seen)++;
-        if (i % n == index) {
-          *produced = true;
-          return e;
-        }
-      }
-    });
+    return make_fn_iterator(
+        [in, seen, produced, n, index, require]() -> std::optional<Element> {
+          while (true) {
+            auto e = in->next();
+            if (!e) {
+              STRATA_CHECK_ARG(
+                  !require || *produced || *seen >= n,
+                  "There aren't enough elements in this dataset for each shard to have at least "
+                  "one "
+                  "element (# elems = ",
+                  *seen, ", # shards = ", n,
+                  "). If you are using datasets with distribution strategy, consider setting the "
+                  "auto "
+                  "sharding policy to either DATA or OFF using the `experimental_distribute."
+                  "auto_shard_policy` option of `tf.data.Options()`.");
+              return std::nullopt;
+            }
+            const int64_t i = (*seen)++;
+            if (i % n == index) {
+              *produced = true;
+              return e;
+            }
+          }
+        },
+        [in, seen, produced, n, index](internal::StateWriter& w, std::vector<Element>&) {
+          w.write_int("num_shards", n);
+          w.write_int("index", index);
+          w.write_int("seen", *seen);
+          w.write_int("produced", *produced ? 1 : 0);
+          w.save_input("input", *in);
+        },
+        [in, seen, produced, n, index](internal::StateReader& r) {
+          const int64_t saved_n = r.read_int("num_shards"), saved_index = r.read_int("index");
+          STRATA_CHECK_ARG(saved_n == n && saved_index == index,
+                           "restoring an iterator: expected the state of shard(", n, ", ", index,
+                           ") at ", r.where(), ", got that of shard(", saved_n, ", ", saved_index,
+                           ")");
+          *seen = r.read_int("seen");
+          *produced = r.read_int("produced") != 0;
+          r.restore_input("input", *in);
+        });
   }
   std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset> inputs) const override {
     return std::make_shared<ShardNode>(inputs.at(0), n_, index_, require_);

@@ -3,6 +3,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/data/internal/node.h"
+#include "strata/data/internal/state_io.h"
 #include "strata/data/internal/transform_util.h"
 
 namespace strata::data {
@@ -33,11 +34,16 @@ Dataset Dataset::from_tensors(const Element& components) {
       NodeKind::kTensors, {}, spec,
       [components](const std::vector<Dataset>&) {
         auto done = std::make_shared<bool>(false);
-        return make_fn_iterator([components, done]() -> std::optional<Element> {
-          if (*done) return std::nullopt;
-          *done = true;
-          return components;
-        });
+        return make_fn_iterator(
+            [components, done]() -> std::optional<Element> {
+              if (*done) return std::nullopt;
+              *done = true;
+              return components;
+            },
+            [done](internal::StateWriter& w, std::vector<Element>&) {
+              w.write_int("done", *done ? 1 : 0);
+            },
+            [done](internal::StateReader& r) { *done = r.read_int("done") != 0; });
       },
       [](const std::vector<Dataset>&) { return int64_t{1}; });
 }
@@ -80,6 +86,14 @@ Dataset Dataset::from_tensor_slices(Element components) {
                                                 &components[c].placement()));
               ++*i;
               return e;
+            },
+            [i](internal::StateWriter& w, std::vector<Element>&) { w.write_int("index", *i); },
+            [i, n](internal::StateReader& r) {
+              const int64_t index = r.read_int("index");
+              STRATA_CHECK_ARG(index >= 0 && index <= n, "restoring an iterator: expected a ",
+                               "from_tensor_slices position in [0, ", n, "] at ", r.where(),
+                               ", got ", index, " (the saved tensors had other sizes)");
+              *i = index;
             });
       },
       [n](const std::vector<Dataset>&) { return n; });
@@ -93,12 +107,15 @@ Dataset Dataset::range(int64_t start, int64_t stop, int64_t step) {
       NodeKind::kRange, {}, {TensorSpec(TensorShape{}, DType::int64)},
       [start, stop, step](const std::vector<Dataset>&) {
         auto v = std::make_shared<int64_t>(start);
-        return make_fn_iterator([v, stop, step]() -> std::optional<Element> {
-          if (step > 0 ? *v >= stop : *v <= stop) return std::nullopt;
-          Element e{constant(*v)};
-          *v += step;
-          return e;
-        });
+        return make_fn_iterator(
+            [v, stop, step]() -> std::optional<Element> {
+              if (step > 0 ? *v >= stop : *v <= stop) return std::nullopt;
+              Element e{constant(*v)};
+              *v += step;
+              return e;
+            },
+            [v](internal::StateWriter& w, std::vector<Element>&) { w.write_int("next", *v); },
+            [v](internal::StateReader& r) { *v = r.read_int("next"); });
       },
       [start, stop, step](const std::vector<Dataset>&) {
         return internal::range_cardinality(start, stop, step);
@@ -113,11 +130,20 @@ Dataset Dataset::from_generator(const GeneratorFactory& factory,
       NodeKind::kGenerator, {}, output_signature,
       [factory, output_signature](const std::vector<Dataset>&) {
         auto gen = std::make_shared<GeneratorFn>(factory());
-        return make_fn_iterator([gen, output_signature]() -> std::optional<Element> {
-          auto e = (*gen)();
-          if (e) check_against_spec(*e, output_signature, "from_generator");
-          return e;
-        });
+        return make_fn_iterator(
+            [gen, output_signature]() -> std::optional<Element> {
+              auto e = (*gen)();
+              if (e) check_against_spec(*e, output_signature, "from_generator");
+              return e;
+            },
+            // TF: a generator's state lives in the program (a Python
+            // generator), outside the pipeline: external state.
+            [](internal::StateWriter& w, std::vector<Element>&) {
+              w.external_state("GeneratorDataset (from_generator)",
+                               "its position is held by the C++ generator, outside the pipeline");
+            },
+            // Not saved: a restored generator starts over (fresh from the factory).
+            [](internal::StateReader&) {});
       });
 }
 

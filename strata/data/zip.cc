@@ -2,7 +2,9 @@
 #include "strata/data/dataset.h"
 
 #include "strata/base/errors.h"
+#include "strata/base/str_cat.h"
 #include "strata/data/internal/node.h"
+#include "strata/data/internal/state_io.h"
 #include "strata/data/internal/transform_util.h"
 
 namespace strata::data {
@@ -43,15 +45,23 @@ Dataset Dataset::zip(const std::vector<Dataset>& datasets) {
         std::vector<std::shared_ptr<IteratorImpl>> its;
         its.reserve(inputs.size());
         for (const Dataset& d : inputs) its.push_back(input_iter(d));
-        return make_fn_iterator([its]() -> std::optional<Element> {
-          Element out;
-          for (const auto& it : its) {
-            auto e = it->next();
-            if (!e) return std::nullopt;
-            out.insert(out.end(), e->begin(), e->end());
-          }
-          return out;
-        });
+        return make_fn_iterator(
+            [its]() -> std::optional<Element> {
+              Element out;
+              for (const auto& it : its) {
+                auto e = it->next();
+                if (!e) return std::nullopt;
+                out.insert(out.end(), e->begin(), e->end());
+              }
+              return out;
+            },
+            [its](internal::StateWriter& w, std::vector<Element>&) {
+              for (size_t i = 0; i < its.size(); ++i) w.save_input(str_cat("input_", i), *its[i]);
+            },
+            [its](internal::StateReader& r) {
+              for (size_t i = 0; i < its.size(); ++i)
+                r.restore_input(str_cat("input_", i), *its[i]);
+            });
       },
       [](const std::vector<Dataset>& in) { return internal::zip_cardinality(in); });
 }
@@ -75,13 +85,31 @@ Dataset Dataset::concatenate(const Dataset& other) const {
         auto first = input_iter(inputs[0]);
         auto second = std::make_shared<std::shared_ptr<IteratorImpl>>();
         const Dataset& tail = inputs[1];
-        return make_fn_iterator([first, second, tail]() -> std::optional<Element> {
-          if (!*second) {
-            if (auto e = first->next()) return e;
-            *second = input_iter(tail);
-          }
-          return (*second)->next();
-        });
+        return make_fn_iterator(
+            [first, second, tail]() -> std::optional<Element> {
+              if (!*second) {
+                if (auto e = first->next()) return e;
+                *second = input_iter(tail);
+              }
+              return (*second)->next();
+            },
+            [first, second](internal::StateWriter& w, std::vector<Element>&) {
+              w.write_int("in_second", *second ? 1 : 0);
+              if (*second) {
+                w.save_input("input_1", **second);
+              } else {
+                w.save_input("input_0", *first);
+              }
+            },
+            [first, second, tail](internal::StateReader& r) {
+              second->reset();
+              if (r.read_int("in_second") != 0) {
+                *second = input_iter(tail);
+                r.restore_input("input_1", **second);
+              } else {
+                r.restore_input("input_0", *first);
+              }
+            });
       },
       [](const std::vector<Dataset>& in) {
         return internal::concatenate_cardinality(in[0].cardinality(), in[1].cardinality());
@@ -96,12 +124,21 @@ Dataset Dataset::enumerate(int64_t start) const {
       [start](const std::vector<Dataset>& inputs) {
         auto in = input_iter(inputs[0]);
         auto i = std::make_shared<int64_t>(start);
-        return make_fn_iterator([in, i]() -> std::optional<Element> {
-          auto e = in->next();
-          if (!e) return std::nullopt;
-          e->insert(e->begin(), constant((*i)++));
-          return e;
-        });
+        return make_fn_iterator(
+            [in, i]() -> std::optional<Element> {
+              auto e = in->next();
+              if (!e) return std::nullopt;
+              e->insert(e->begin(), constant((*i)++));
+              return e;
+            },
+            [in, i](internal::StateWriter& w, std::vector<Element>&) {
+              w.write_int("next", *i);
+              w.save_input("input", *in);
+            },
+            [in, i](internal::StateReader& r) {
+              *i = r.read_int("next");
+              r.restore_input("input", *in);
+            });
       },
       [](const std::vector<Dataset>& in) { return in[0].cardinality(); });
 }

@@ -4,7 +4,9 @@
 #include <cstring>
 
 #include "strata/base/errors.h"
+#include "strata/base/str_cat.h"
 #include "strata/data/graph.h"
+#include "strata/data/iterator_state.h"
 #include "strata/distribute/rebatch.h"
 
 namespace strata::distribute {
@@ -47,22 +49,44 @@ data::Dataset distribute_dataset_for_worker(const data::Dataset& ds, int num_wor
                           worker_index, num_replicas);
 }
 
+// The iterator's state, shared with the checkpoints that track it. One
+// thread at a time (the thread driving the strategy), saving included.
+struct DistributedIterator::State final : data::CheckpointableIterator {
+  State(std::vector<data::Iterator> i, std::vector<const Device*> d, std::vector<TensorSpec> s,
+        StepAgreement a)
+      : its(std::move(i)),
+        devices(std::move(d)),
+        spec(std::move(s)),
+        agreement(std::move(a)),
+        exhausted(its.size(), false) {}
+
+  std::string description() const override { return "distributed dataset iterator"; }
+  Tensor save_state() override;
+  void restore_state(const Tensor& bytes) override;
+  data::Element empty_batch(const Device& device) const;
+  std::optional<PerReplica<data::Element>> next();
+
+  std::vector<data::Iterator> its;
+  std::vector<const Device*> devices;
+  std::vector<TensorSpec> spec;
+  StepAgreement agreement;
+  std::vector<bool> exhausted;  // per iterator: its data ended
+  bool finished = false;        // every worker's data ended
+};
+
 DistributedIterator::DistributedIterator(std::vector<data::Iterator> its,
                                          std::vector<const Device*> devices,
                                          std::vector<TensorSpec> spec, StepAgreement agreement)
-    : its_(std::move(its)),
-      devices_(std::move(devices)),
-      spec_(std::move(spec)),
-      agreement_(std::move(agreement)),
-      exhausted_(its_.size(), false) {
-  STRATA_INTERNAL_CHECK(its_.size() == 1 || its_.size() == devices_.size());
+    : state_(std::make_shared<State>(std::move(its), std::move(devices), std::move(spec),
+                                     std::move(agreement))) {
+  STRATA_INTERNAL_CHECK(state_->its.size() == 1 || state_->its.size() == state_->devices.size());
 }
 
-data::Element DistributedIterator::empty_batch(const Device& device) const {
+data::Element DistributedIterator::State::empty_batch(const Device& device) const {
   // TF's dummy batch: the element spec with unknown dims set to 0 and the
   // batch dimension forced to 0.
   data::Element e;
-  for (const TensorSpec& s : spec_) {
+  for (const TensorSpec& s : spec) {
     std::vector<int64_t> dims = s.shape.has_known_rank() ? s.shape.dims() : std::vector<int64_t>{0};
     for (int64_t& d : dims)
       if (d < 0) d = 0;
@@ -72,16 +96,16 @@ data::Element DistributedIterator::empty_batch(const Device& device) const {
   return e;
 }
 
-std::optional<PerReplica<data::Element>> DistributedIterator::get_next_as_optional() {
-  if (finished_) return std::nullopt;
+std::optional<PerReplica<data::Element>> DistributedIterator::State::next() {
+  if (finished) return std::nullopt;
   std::vector<data::Element> parts;
   int with_data = 0;
-  for (size_t r = 0; r < devices_.size(); ++r) {
-    const Device& d = *devices_[r];
-    const size_t k = its_.size() == 1 ? 0 : r;
-    std::optional<data::Element> e = exhausted_[k] ? std::nullopt : its_[k].next();
+  for (size_t r = 0; r < devices.size(); ++r) {
+    const Device& d = *devices[r];
+    const size_t k = its.size() == 1 ? 0 : r;
+    std::optional<data::Element> e = exhausted[k] ? std::nullopt : its[k].next();
     if (!e) {
-      exhausted_[k] = true;
+      exhausted[k] = true;
       parts.push_back(empty_batch(d));
       continue;
     }
@@ -89,18 +113,58 @@ std::optional<PerReplica<data::Element>> DistributedIterator::get_next_as_option
     for (Tensor& t : *e) t = t.on_device(d);
     parts.push_back(std::move(*e));
   }
-  const bool any = agreement_ ? agreement_(with_data > 0) : with_data > 0;
+  const bool any = agreement ? agreement(with_data > 0) : with_data > 0;
   if (!any) {
-    finished_ = true;
+    finished = true;
     return std::nullopt;
   }
   return PerReplica<data::Element>(std::move(parts));
+}
+
+// Layout: "pipelines" (1 for a shared pipeline, else the replica count),
+// "finished", and per pipeline i "exhausted_<i>" and "pipeline_<i>" (the
+// pipeline's own state bytes). Steps consume whole global batches, so a
+// shared pipeline's state (its rebatch keeps the rows not yet consumed, not
+// the per-replica pieces) is independent of the replica count.
+Tensor DistributedIterator::State::save_state() {
+  data::IteratorState state;
+  state.set("pipelines", constant(static_cast<int64_t>(its.size())));
+  state.set("finished", constant(static_cast<int64_t>(finished ? 1 : 0)));
+  for (size_t i = 0; i < its.size(); ++i) {
+    state.set(str_cat("exhausted_", i), constant(static_cast<int64_t>(exhausted[i] ? 1 : 0)));
+    state.set(str_cat("pipeline_", i), its[i].save_state());
+  }
+  return state.encode();
+}
+
+void DistributedIterator::State::restore_state(const Tensor& bytes) {
+  const data::IteratorState state = data::IteratorState::decode(bytes);
+  const int64_t pipelines = state.get("pipelines").item<int64_t>();
+  STRATA_CHECK_ARG(pipelines == static_cast<int64_t>(its.size()),
+                   "restoring a distributed iterator: the checkpoint holds ", pipelines,
+                   " input pipelines (one per replica, InputReplicationMode::PER_REPLICA, or one "
+                   "shared), this iterator has ",
+                   its.size());
+  for (size_t i = 0; i < its.size(); ++i) its[i].restore_state(state.get(str_cat("pipeline_", i)));
+  for (size_t i = 0; i < its.size(); ++i)
+    exhausted[i] = state.get(str_cat("exhausted_", i)).item<int64_t>() != 0;
+  finished = state.get("finished").item<int64_t>() != 0;
+}
+
+std::optional<PerReplica<data::Element>> DistributedIterator::get_next_as_optional() {
+  return state_->next();
 }
 
 PerReplica<data::Element> DistributedIterator::get_next() {
   auto next = get_next_as_optional();
   if (!next) throw OutOfRangeError("End of sequence: the distributed dataset has no more data");
   return std::move(*next);
+}
+
+Tensor DistributedIterator::save_state() { return state_->save_state(); }
+void DistributedIterator::restore_state(const Tensor& state) { state_->restore_state(state); }
+std::shared_ptr<data::CheckpointableIterator> DistributedIterator::checkpointable() const {
+  return state_;
 }
 
 DistributedDataset::DistributedDataset(data::Dataset per_replica,

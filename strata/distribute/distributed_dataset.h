@@ -60,15 +60,23 @@ class DistributedIterator {
   // The next step's batches, or nullopt at the end.
   std::optional<PerReplica<data::Element>> get_next_as_optional();
 
- private:
-  data::Element empty_batch(const Device& device) const;
+  // Checkpointing (train::Checkpoint({{"iterator", it}})): the position
+  // between two steps. With one pipeline shared by the replicas
+  // (experimental_distribute_dataset, the PER_WORKER function form) the
+  // state is that of the global batches not yet consumed, independent of the
+  // replica count: a run saved under 2 replicas continues under 4 with the
+  // same global batches (for a statically batched dataset; the legacy split of
+  // a dataset without a static batch size restores under another replica
+  // count only between its batches). Under PER_REPLICA the replicas'
+  // pipelines are saved one by one and restore under the same count only.
+  Tensor save_state();
+  void restore_state(const Tensor& state);
+  std::shared_ptr<data::CheckpointableIterator> checkpointable() const;
 
-  std::vector<data::Iterator> its_;
-  std::vector<const Device*> devices_;
-  std::vector<TensorSpec> spec_;
-  StepAgreement agreement_;
-  std::vector<bool> exhausted_;  // per iterator: its data ended
-  bool finished_ = false;        // every worker's data ended
+  struct State;  // shared with the checkpoints tracking it (the .cc file's)
+
+ private:
+  std::shared_ptr<State> state_;
 };
 
 class DistributedDataset {

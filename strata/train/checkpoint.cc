@@ -16,6 +16,7 @@
 #include "strata/train/checkpoint_manager.h"
 #include "strata/train/internal/checkpoint_file.h"
 #include "strata/train/internal/object_graph_walk.h"
+#include "strata/train/internal/worker_write.h"
 
 namespace strata::train {
 
@@ -494,8 +495,22 @@ std::string Checkpoint::write(const std::string& file_path) {
       tensors.emplace_back(std::move(key), s.save());
     }
   }
-  make_dirs(parent_dir(file_path));
-  internal::write_checkpoint_file(file_path, tensors, graph);
+  // Under a multi-worker strategy only the chief's file is kept (worker_write.h).
+  const auto temp_dir = internal::worker_temp_dir(live, parent_dir(file_path));
+  if (!temp_dir) {
+    make_dirs(parent_dir(file_path));
+    internal::write_checkpoint_file(file_path, tensors, graph);
+    return file_path;
+  }
+  make_dirs(*temp_dir);
+  internal::write_checkpoint_file(
+      (std::filesystem::path(*temp_dir) / std::filesystem::path(file_path).filename()).string(),
+      tensors, graph);
+  std::error_code ec;
+  std::filesystem::remove_all(*temp_dir, ec);
+  if (ec)
+    throw_os_error("cannot remove a worker's temporary checkpoint directory", *temp_dir,
+                   ec.value());
   return file_path;
 }
 
@@ -505,6 +520,10 @@ std::string Checkpoint::save(const std::string& file_prefix) {
   counter.assign_add(constant(int64_t{1}));
   std::string path = str_cat(file_prefix, "-", counter.value().item<int64_t>());
   write(path);
+  // Only the chief records it (worker_write.h).
+  if (internal::worker_temp_dir(internal::walk_object_graph(as_trackable()),
+                                parent_dir(file_prefix)))
+    return path;
   // TF's save records the new checkpoint (alone) in the directory's state file.
   update_checkpoint_state(parent_dir(file_prefix),
                           {.model_checkpoint_path = path, .all_model_checkpoint_paths = {path}},

@@ -11,6 +11,8 @@
 #include "strata/base/file.h"
 #include "strata/base/logging.h"
 #include "strata/base/str_cat.h"
+#include "strata/train/internal/object_graph_walk.h"
+#include "strata/train/internal/worker_write.h"
 
 namespace strata::train {
 namespace fs = std::filesystem;
@@ -394,6 +396,12 @@ std::optional<std::string> CheckpointManager::save(std::optional<int64_t> checkp
   std::erase_if(maybe_delete_, [&](const auto& entry) { return entry.first == path; });
   maybe_delete_.emplace_back(path, timestamp);
   latest_ = path;
+  // A worker other than the chief wrote to a temporary place; the chief
+  // records the checkpoint and deletes the old ones (worker_write.h).
+  if (internal::worker_temp_dir(internal::walk_object_graph(checkpoint_.as_trackable()),
+                                directory_)) {
+    return path;
+  }
   // Record first (a crash while deleting still finds the new checkpoint),
   // then again without the deleted ones.
   record_state();

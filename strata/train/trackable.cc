@@ -18,9 +18,57 @@ class VariableTrackable final : public Trackable {
   const void* identity() const override { return variable_.impl_ptr().get(); }
   std::string description() const override { return str_cat("Variable '", variable_.name(), "'"); }
   std::vector<SaveableTensor> saveables() const override { return {variable_saveable(variable_)}; }
+  Variable variable() const override { return variable_; }
 
  private:
   Variable variable_;
+};
+
+// tf.random.Generator: an object whose one child is its state variable.
+class GeneratorTrackable final : public Trackable {
+ public:
+  explicit GeneratorTrackable(Variable state) : state_(std::move(state)) {}
+  // One identity per generator, other than its variable's: an address inside
+  // the variable's object, where no other object starts.
+  const void* identity() const override {
+    return reinterpret_cast<const char*>(state_.impl_ptr().get()) + 1;
+  }
+  std::string description() const override { return "random::Generator"; }
+  std::vector<std::pair<std::string, TrackableRef>> children() const override {
+    return {{"_state_var", state_}};
+  }
+
+ private:
+  Variable state_;
+};
+
+// TF's iterator saveable: the position as one tensor, ITERATOR_STATE.
+class IteratorTrackable final : public Trackable {
+ public:
+  explicit IteratorTrackable(std::shared_ptr<data::CheckpointableIterator> iterator)
+      : iterator_(std::move(iterator)) {}
+  const void* identity() const override { return iterator_.get(); }
+  std::string description() const override { return iterator_->description(); }
+  std::vector<SaveableTensor> saveables() const override {
+    auto it = iterator_;
+    return {{
+        .attribute = "ITERATOR_STATE",
+        .save = [it] { return it->save_state(); },
+        .check =
+            [it](const Tensor& value) {
+              STRATA_CHECK_ARG(value.dtype() == DType::uint8 && value.rank() == 1,
+                               "the checkpoint holds ", dtype_name(value.dtype()), " ",
+                               value.shape().to_string(), " but a ", it->description(),
+                               "'s state is a rank-1 uint8 tensor");
+              // Verifies the bytes (DataLossError) before anything is assigned.
+              (void)data::IteratorState::decode(value);
+            },
+        .restore = [it](const Tensor& value) { it->restore_state(value); },
+    }};
+  }
+
+ private:
+  std::shared_ptr<data::CheckpointableIterator> iterator_;
 };
 
 class LayerTrackable final : public Trackable {
@@ -114,6 +162,17 @@ TrackableRef::TrackableRef(const Variable& variable) {
 std::shared_ptr<Trackable> TrackableRef::adapt_trackable(std::shared_ptr<Trackable> trackable) {
   STRATA_CHECK_ARG(trackable != nullptr, "train::Checkpoint: got a null trackable");
   return trackable;
+}
+
+std::shared_ptr<Trackable> TrackableRef::adapt_generator(const Variable& state) {
+  STRATA_CHECK_ARG(state.defined(), "train::Checkpoint: got a generator without state");
+  return std::make_shared<GeneratorTrackable>(state);
+}
+
+std::shared_ptr<Trackable> TrackableRef::adapt_iterator(
+    std::shared_ptr<data::CheckpointableIterator> iterator) {
+  STRATA_CHECK_ARG(iterator != nullptr, "train::Checkpoint: got a null iterator");
+  return std::make_shared<IteratorTrackable>(std::move(iterator));
 }
 
 std::shared_ptr<Trackable> TrackableRef::adapt_layer(std::shared_ptr<keras::Layer> layer) {

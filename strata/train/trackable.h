@@ -22,10 +22,15 @@
 //     variables, each keyed by the variable it belongs to and the slot name
 //     (TF's slot_variables), created later at the first apply_gradients and
 //     then restored (keras Optimizer::add_slot_created_callback).
+//   - distribute::ShardedVariable: as a Variable holding the full value.
+//   - random::Generator: its state variable as the child "_state_var" (TF's).
 //   - train::Checkpoint (nested): its named children and its save_counter.
-// Other state (a dataset iterator's position, a sharded variable's shards)
-// joins by implementing Trackable: named children, saveable tensors, and
-// optionally the creation callbacks that deferred restoration uses.
+//   - a dataset iterator (data::Iterator, distribute::DistributedIterator):
+//     no children; one saveable tensor, ITERATOR_STATE (its position, the
+//     uint8 bytes of strata/data/iterator_state.h). The checkpoint shares the
+//     iterator's state, so it may be moved or outlived by the checkpoint.
+// Other state joins by implementing Trackable: named children,
+// saveable tensors, and optionally the creation callbacks that deferred restoration uses.
 //
 // Thread-safety: adapters hold shared handles and are immutable; what they
 // read and assign is the underlying object's business.
@@ -39,6 +44,7 @@
 
 #include "strata/core/tensor.h"
 #include "strata/core/variable.h"
+#include "strata/data/iterator_state.h"
 
 namespace strata::keras {
 class Layer;
@@ -89,6 +95,9 @@ class Trackable {
   virtual std::vector<SaveableTensor> saveables() const { return {}; }
   // Optimizer slots (others have none).
   virtual std::vector<SlotVariableRef> slot_variables() const { return {}; }
+  // The variable behind a Variable's adapter (others: an empty handle); a
+  // checkpoint asks it which strategy owns its variables.
+  virtual Variable variable() const { return {}; }
 
   // Deferred restoration. An object whose children can appear later calls
   // `callback(name, child)` for each child created after this call and
@@ -106,6 +115,31 @@ class TrackableRef {
  public:
   TrackableRef(const Variable& variable);  // NOLINT(google-explicit-constructor): as TF's kwargs
   TrackableRef(const Checkpoint& checkpoint);  // NOLINT(google-explicit-constructor)
+  // A ShardedVariable (distribute/sharded_variable.h): saved as one full
+  // tensor through its as_variable() handle, as TF saves a ShardedVariable's
+  // full value, so it restores into any number of shards or a plain Variable.
+  template <typename T>
+  TrackableRef(const T& sharded)  // NOLINT(google-explicit-constructor)
+      requires requires(const T& t) {
+    { t.as_variable() } -> std::convertible_to<Variable>;
+    t.num_shards();
+  } : TrackableRef(Variable(sharded.as_variable())) {
+  }
+  // A random::Generator: one child, its state variable, under TF's name "_state_var".
+  template <typename T>
+  TrackableRef(const T& generator)  // NOLINT(google-explicit-constructor)
+      requires requires(const T& t) {
+    { t.state() } -> std::convertible_to<Variable>;
+    { t.algorithm() } -> std::convertible_to<const char*>;
+  } : trackable_(adapt_generator(generator.state())) {
+  }
+  // A dataset iterator: anything whose checkpointable() gives its shared position.
+  template <typename T>
+  TrackableRef(const T& iterator)  // NOLINT(google-explicit-constructor)
+      requires requires(const T& t) {
+    { t.checkpointable() } -> std::convertible_to<std::shared_ptr<data::CheckpointableIterator>>;
+  } : trackable_(adapt_iterator(iterator.checkpointable())) {
+  }
   template <typename T>
   TrackableRef(const std::shared_ptr<T>& object)  // NOLINT(google-explicit-constructor)
       requires(std::derived_from<T, Trackable> || std::derived_from<T, keras::Layer> ||
@@ -128,6 +162,9 @@ class TrackableRef {
     }
   }
   static std::shared_ptr<Trackable> adapt_trackable(std::shared_ptr<Trackable> trackable);
+  static std::shared_ptr<Trackable> adapt_generator(const Variable& state);
+  static std::shared_ptr<Trackable> adapt_iterator(
+      std::shared_ptr<data::CheckpointableIterator> iterator);
   static std::shared_ptr<Trackable> adapt_layer(std::shared_ptr<keras::Layer> layer);
   static std::shared_ptr<Trackable> adapt_optimizer(
       std::shared_ptr<keras::optimizers::Optimizer> optimizer);

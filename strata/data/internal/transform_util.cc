@@ -1,9 +1,11 @@
 #include "strata/data/internal/transform_util.h"
 
 #include <algorithm>
+#include <deque>
 #include <thread>
 
 #include "strata/data/internal/node.h"
+#include "strata/data/internal/state_io.h"
 
 namespace strata::data::internal {
 
@@ -30,14 +32,47 @@ class SimpleNode : public DatasetNode {
   CardinalityFn card_;
 };
 
-// An iterator whose next() is a lambda over captured state.
+// An iterator whose next() is a lambda over captured state. Elements handed
+// back at a save and restored later wait in pending_, returned first.
 class FnIterator : public IteratorImpl {
  public:
-  explicit FnIterator(std::function<std::optional<Element>()> fn) : fn_(std::move(fn)) {}
-  std::optional<Element> next() override { return fn_(); }
+  FnIterator(std::function<std::optional<Element>()> fn, SaveFn save, RestoreFn restore)
+      : fn_(std::move(fn)), save_(std::move(save)), restore_(std::move(restore)) {}
+  std::optional<Element> next() override {
+    if (!pending_.empty()) {
+      Element e = std::move(pending_.front());
+      pending_.pop_front();
+      return e;
+    }
+    return fn_();
+  }
+  void save(StateWriter& w, std::vector<Element> pushed_back) override {
+    if (!save_) {
+      IteratorImpl::save(w, std::move(pushed_back));
+      return;
+    }
+    w.write_kind(kind_name());
+    pushed_back.insert(pushed_back.end(), pending_.begin(), pending_.end());
+    save_(w, pushed_back);
+    w.write_elements("pending", pushed_back);
+  }
+  void restore(StateReader& r) override {
+    if (!restore_) {
+      IteratorImpl::restore(r);
+      return;
+    }
+    r.check_kind(kind_name());
+    restore_(r);
+    std::vector<Element> pending = r.read_elements("pending");
+    pending_.assign(std::make_move_iterator(pending.begin()),
+                    std::make_move_iterator(pending.end()));
+  }
 
  private:
   std::function<std::optional<Element>()> fn_;
+  SaveFn save_;
+  RestoreFn restore_;
+  std::deque<Element> pending_;
 };
 
 }  // namespace
@@ -63,13 +98,18 @@ std::string specs_string(const std::vector<TensorSpec>& specs) {
   return r + ")";
 }
 
-std::unique_ptr<IteratorImpl> make_fn_iterator(std::function<std::optional<Element>()> fn) {
-  return std::make_unique<FnIterator>(std::move(fn));
+std::unique_ptr<IteratorImpl> make_fn_iterator(std::function<std::optional<Element>()> fn,
+                                               SaveFn save, RestoreFn restore) {
+  return std::make_unique<FnIterator>(std::move(fn), std::move(save), std::move(restore));
 }
 
-std::shared_ptr<IteratorImpl> input_iter(const Dataset& d) {
-  return std::shared_ptr<IteratorImpl>(d.node()->make_iterator());
+std::unique_ptr<IteratorImpl> make_iter(const Dataset& d) {
+  auto it = d.node()->make_iterator();
+  it->set_kind(d.kind());
+  return it;
 }
+
+std::shared_ptr<IteratorImpl> input_iter(const Dataset& d) { return make_iter(d); }
 
 Dataset make_dataset(NodeKind kind, std::vector<Dataset> inputs, std::vector<TensorSpec> spec,
                      IterFactory f, CardinalityFn card) {

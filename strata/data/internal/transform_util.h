@@ -23,8 +23,22 @@ std::vector<TensorSpec> spec_of(const Element& e);
 // "(spec, spec, ...)" for error messages.
 std::string specs_string(const std::vector<TensorSpec>& specs);
 
+class StateWriter;
+class StateReader;
+
+// Saves the state a next-function owns. `pushed_back` holds the elements to
+// be returned before the function is called again, oldest first; the saver may
+// take some back into its own state (rebatch does) and remove them; the rest
+// are saved beside it and returned first after a restore.
+using SaveFn = std::function<void(StateWriter& w, std::vector<Element>& pushed_back)>;
+using RestoreFn = std::function<void(StateReader& r)>;
+
 // An iterator whose next() calls `fn`; `fn` owns the per-iteration state.
-std::unique_ptr<IteratorImpl> make_fn_iterator(std::function<std::optional<Element>()> fn);
+// Without `save` and `restore` its position cannot be saved (UnimplementedError).
+std::unique_ptr<IteratorImpl> make_fn_iterator(std::function<std::optional<Element>()> fn,
+                                               SaveFn save = {}, RestoreFn restore = {});
+// A fresh iterator over `d` (its kind set).
+std::unique_ptr<IteratorImpl> make_iter(const Dataset& d);
 // A fresh iterator over `d`, shared so that lambdas can capture it.
 std::shared_ptr<IteratorImpl> input_iter(const Dataset& d);
 

@@ -1,0 +1,295 @@
+// Distributed values in train::Checkpoint: what is saved for a
+// SyncOnReadVariable and a ShardedVariable, restoring under other replica
+// and shard counts (the resharding matrix), and the multi-worker rule that
+// only the chief's files are kept.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <future>
+#include <string>
+#include <vector>
+
+#include "strata/base/errors.h"
+#include "strata/base/file.h"
+#include "strata/base/str_cat.h"
+#include "strata/cluster/cluster_resolver.h"
+#include "strata/cluster/socket.h"
+#include "strata/core/config.h"
+#include "strata/distribute/distributed_variable.h"
+#include "strata/distribute/mirrored_strategy.h"
+#include "strata/distribute/multi_worker_mirrored_strategy.h"
+#include "strata/distribute/partitioners.h"
+#include "strata/distribute/sharded_variable.h"
+#include "strata/keras/layers/dense.h"
+#include "strata/keras/optimizers/adam.h"
+#include "strata/keras/sequential.h"
+#include "strata/ops/array_ops.h"
+#include "strata/ops/math_ops.h"
+#include "strata/ops/random_ops.h"
+#include "strata/train/checkpoint.h"
+#include "strata/train/checkpoint_manager.h"
+#include "strata/train/checkpoint_reader.h"
+
+namespace strata::train {
+namespace {
+
+namespace sd = distribute;
+
+class DistributedCheckpointTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    strata::internal::reset_runtime_for_testing();
+    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                             std::vector<config::LogicalDeviceConfiguration>(4));
+  }
+  static std::vector<std::string> cpus(int n) {
+    std::vector<std::string> d;
+    d.reserve(n);
+    for (int i = 0; i < n; ++i) d.push_back("CPU:" + std::to_string(i));
+    return d;
+  }
+};
+
+std::vector<float> values_of(const Variable& v) { return v.value().to_vector<float>(); }
+
+// A SUM SyncOnReadVariable (a metric's total) whose replica i holds i + 1.
+Variable sync_on_read_total(sd::Strategy& s) {
+  Variable v;
+  {
+    auto scope = s.scope();
+    v = Variable(constant(0.f), {.name = "total",
+                                 .synchronization = VariableSynchronization::ON_READ,
+                                 .aggregation = VariableAggregation::SUM});
+  }
+  s.run([&] {
+    v.assign(
+        constant(static_cast<float>(sd::get_replica_context()->replica_id_in_sync_group() + 1)));
+  });
+  return v;
+}
+
+TEST_F(DistributedCheckpointTest, SyncOnReadSavesItsAggregateAndRestoresUnderOtherReplicaCounts) {
+  // TF: a SyncOnReadVariable is saved as its aggregated value, and a restore
+  // assigns it in cross-replica context (SUM: value / replicas per copy).
+  TempDir dir("sync_on_read");
+  std::string path;
+  {
+    sd::MirroredStrategy s(cpus(2));
+    Variable total = sync_on_read_total(s);  // copies 1 and 2
+    path = Checkpoint({{"total", total}}).write(dir.file("ckpt"));
+  }
+  EXPECT_EQ(CheckpointReader(path).get_tensor("total/.ATTRIBUTES/VARIABLE_VALUE").item<float>(),
+            3.f);
+  for (int replicas : {1, 2, 4}) {
+    sd::MirroredStrategy s(cpus(replicas));
+    Variable total;
+    {
+      auto scope = s.scope();
+      total = Variable(constant(0.f), {.name = "total",
+                                       .synchronization = VariableSynchronization::ON_READ,
+                                       .aggregation = VariableAggregation::SUM});
+    }
+    Checkpoint({{"total", total}}).read(path).assert_consumed();
+    EXPECT_EQ(total.value().item<float>(), 3.f) << replicas;
+    for (const Variable& c : sd::distributed_components(total))
+      EXPECT_FLOAT_EQ(c.value().item<float>(), 3.f / static_cast<float>(replicas));
+  }
+  Variable plain(constant(0.f), {.name = "total"});
+  Checkpoint({{"total", plain}}).read(path).assert_consumed();
+  EXPECT_EQ(plain.value().item<float>(), 3.f);
+}
+
+TEST_F(DistributedCheckpointTest, AShardedVariableSavesOneFullTensorAndRestoresIntoAnyShardCount) {
+  // A partitioned variable as ParameterServerStrategy makes it
+  // (variable_partitioner=FixedShardsPartitioner(3)): one full [13, 2] tensor.
+  TempDir dir("sharded");
+  const Tensor table = reshape(cast(range(0, 26), DType::float32), {13, 2});
+  const int64_t shards =
+      sd::num_partitions(sd::FixedShardsPartitioner(3), TensorShape{13, 2}, DType::float32);
+  auto emb = sd::ShardedVariable::create(table, shards, {.name = "emb"});
+  ASSERT_EQ(emb.num_shards(), 3);
+  const std::string path = Checkpoint({{"emb", emb}}).write(dir.file("ckpt"));
+  const Tensor saved = CheckpointReader(path).get_tensor("emb/.ATTRIBUTES/VARIABLE_VALUE");
+  EXPECT_EQ(saved.shape(), (TensorShape{13, 2}));
+  EXPECT_EQ(saved.to_vector<float>(), table.to_vector<float>());
+  for (int64_t n : {1, 2, 5}) {
+    auto other = sd::ShardedVariable::create(zeros({13, 2}), n, {.name = "emb"});
+    Checkpoint({{"emb", other}}).read(path).assert_consumed();
+    EXPECT_EQ(other.value().to_vector<float>(), table.to_vector<float>()) << n << " shards";
+    // Every shard holds its rows of the full value.
+    for (int64_t i = 0; i < other.num_shards(); ++i) {
+      const int64_t lo = other.offsets()[i], hi = other.offsets()[i + 1];
+      EXPECT_EQ(values_of(other.variables()[i]), table.slice_rows(lo, hi).to_vector<float>());
+    }
+  }
+  Variable plain(zeros({13, 2}), {.name = "emb"});
+  Checkpoint({{"emb", plain}}).read(path).assert_consumed();
+  EXPECT_EQ(values_of(plain), table.to_vector<float>());
+}
+
+// --- the resharding matrix --------------------------------------------------
+
+// A Dense model, its Adam optimizer with slots, and a SyncOnRead total, built
+// under `s` and filled with distinct values when `fill`.
+struct Trained {
+  std::shared_ptr<keras::SequentialModel> model;
+  std::shared_ptr<keras::optimizers::AdamOptimizer> optimizer;
+  Variable total;
+};
+
+Trained build(sd::Strategy& s, bool fill) {
+  Trained t;
+  {
+    auto scope = s.scope();
+    t.model = keras::Sequential({keras::layers::Dense(3, {.input_shape = {4}})});
+    t.optimizer = keras::optimizers::Adam({});
+    t.optimizer->build(t.model->trainable_variables());
+    t.total = Variable(constant(0.f), {.name = "total",
+                                       .synchronization = VariableSynchronization::ON_READ,
+                                       .aggregation = VariableAggregation::SUM});
+  }
+  if (fill) {
+    uint64_t seed = 10;
+    for (const Variable& w : t.model->weights())
+      w.assign(random::uniform(w.shape(), {.seed = seed++}));
+    for (const auto& slot : t.optimizer->slot_variables())
+      slot.slot.assign(random::uniform(slot.slot.shape(), {.seed = seed++}));
+    t.optimizer->iterations_variable().assign(constant(int64_t{7}));
+    s.run([&] {
+      t.total.assign(
+          constant(static_cast<float>(sd::get_replica_context()->replica_id_in_sync_group() + 1)));
+    });
+  }
+  return t;
+}
+
+// Every copy of every variable, in a fixed order.
+std::vector<std::vector<float>> copies_of(const Trained& t) {
+  std::vector<Variable> vars = t.model->weights();
+  for (const auto& slot : t.optimizer->slot_variables()) vars.push_back(slot.slot);
+  std::vector<std::vector<float>> out;
+  for (const Variable& v : vars)
+    for (const Variable& c : sd::distributed_components(v)) out.push_back(values_of(c));
+  return out;
+}
+
+TEST_F(DistributedCheckpointTest, TheReshardingMatrixRestoresEverySaveUnderEveryReplicaCount) {
+  TempDir dir("matrix");
+  for (int saved : {1, 2, 4}) {
+    std::vector<std::vector<float>> expected_one_copy;
+    std::string path;
+    float total = 0;
+    {
+      sd::MirroredStrategy s(cpus(saved));
+      Trained t = build(s, /*fill=*/true);
+      // Mirrored copies are equal; keep one of each variable.
+      auto all = copies_of(t);
+      for (size_t i = 0; i < all.size(); i += saved) expected_one_copy.push_back(all[i]);
+      total = t.total.value().item<float>();
+      path = Checkpoint({{"model", t.model}, {"optimizer", t.optimizer}, {"total", t.total}})
+                 .write(dir.file(str_cat("ckpt_", saved)));
+    }
+    for (int restored : {1, 2, 4}) {
+      SCOPED_TRACE(str_cat("saved under ", saved, " replicas, restored under ", restored));
+      sd::MirroredStrategy s(cpus(restored));
+      Trained t = build(s, /*fill=*/false);
+      Checkpoint({{"model", t.model}, {"optimizer", t.optimizer}, {"total", t.total}})
+          .read(path)
+          .assert_consumed();
+      const auto all = copies_of(t);
+      ASSERT_EQ(all.size(), expected_one_copy.size() * restored);
+      for (size_t i = 0; i < all.size(); ++i) EXPECT_EQ(all[i], expected_one_copy[i / restored]);
+      EXPECT_EQ(t.optimizer->iterations_variable().value().item<int64_t>(), 7);
+      EXPECT_FLOAT_EQ(t.total.value().item<float>(), total);
+      EXPECT_FLOAT_EQ(total, static_cast<float>(saved * (saved + 1)) / 2.f);
+    }
+  }
+}
+
+TEST_F(DistributedCheckpointTest, TheReshardingMatrixRestoresEverySaveUnderEveryShardCount) {
+  TempDir dir("shards");
+  const Tensor table = random::uniform({7, 3}, {.seed = 3});
+  for (int saved : {1, 2, 3}) {
+    auto emb = sd::ShardedVariable::create(table, saved, {.name = "emb"});
+    const std::string path = Checkpoint({{"emb", emb}}).write(dir.file(str_cat("ckpt_", saved)));
+    for (int restored : {1, 2, 3}) {
+      SCOPED_TRACE(str_cat("saved in ", saved, " shards, restored in ", restored));
+      auto other = sd::ShardedVariable::create(zeros({7, 3}), restored, {.name = "emb"});
+      Checkpoint({{"emb", other}}).read(path).assert_consumed();
+      ASSERT_EQ(other.num_shards(), restored);
+      for (int64_t i = 0; i < restored; ++i) {
+        EXPECT_EQ(values_of(other.variables()[i]),
+                  table.slice_rows(other.offsets()[i], other.offsets()[i + 1]).to_vector<float>());
+      }
+    }
+  }
+}
+
+// --- MultiWorkerMirroredStrategy --------------------------------------------
+
+TEST_F(DistributedCheckpointTest, UnderMultiWorkerOnlyTheChiefsFilesAreKeptAndEveryWorkerRestores) {
+  // Two workers as threads, each with its MultiWorkerMirroredStrategy (2
+  // local replicas each). Both run the same save code; the worker that is not
+  // the chief writes into <dir>/workertemp_1 and removes it.
+  strata::internal::reset_runtime_for_testing();
+  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  TempDir dir("multi_worker");
+  const int p0 = cluster::pick_free_ports(1).front(), p1 = cluster::pick_free_ports(1).front();
+  const ClusterSpec spec({{"worker", {str_cat("127.0.0.1:", p0), str_cat("127.0.0.1:", p1)}}});
+  auto worker = [&](int w) {
+    sd::MultiWorkerMirroredStrategy s(
+        {.cluster_resolver = std::make_shared<sd::cluster_resolver::SimpleClusterResolver>(
+             spec, sd::cluster_resolver::SimpleClusterResolverOptions{.task_type = "worker",
+                                                                      .task_id = w}),
+         .communication_options = {.timeout_seconds = 30}});
+    Variable weight, total;
+    {
+      auto scope = s.scope();
+      weight = Variable(constant(std::vector<float>{1, 2, 3}), {.name = "w"});
+      total = Variable(constant(0.f), {.name = "total",
+                                       .synchronization = VariableSynchronization::ON_READ,
+                                       .aggregation = VariableAggregation::SUM});
+    }
+    s.run([&] {
+      total.assign(
+          constant(static_cast<float>(sd::get_replica_context()->replica_id_in_sync_group() + 1)));
+    });
+    Checkpoint ckpt({{"w", weight}, {"total", total}});
+    CheckpointManager manager(ckpt, dir.path(), {.max_to_keep = 1});
+    manager.save();
+    weight.assign(constant(std::vector<float>{4, 5, 6}));
+    const std::string second = *manager.save();
+    // Every worker restores from the chief's files.
+    Variable w2, t2;
+    {
+      auto scope = s.scope();
+      w2 = Variable(zeros({3}), {.name = "w"});
+      t2 = Variable(constant(0.f), {.name = "total",
+                                    .synchronization = VariableSynchronization::ON_READ,
+                                    .aggregation = VariableAggregation::SUM});
+    }
+    Checkpoint restored({{"w", w2}, {"total", t2}});
+    restored.restore(latest_checkpoint(dir.path())).assert_existing_objects_matched();
+    std::vector<float> out = values_of(w2);
+    out.push_back(t2.value().item<float>());  // a SUM across both workers' replicas
+    return std::make_pair(second, out);
+  };
+  auto f0 = std::async(std::launch::async, worker, 0);
+  auto f1 = std::async(std::launch::async, worker, 1);
+  const auto r0 = f0.get();
+  const auto r1 = f1.get();
+  EXPECT_EQ(r0.second, (std::vector<float>{4, 5, 6, 10}));  // 1 + 2 + 3 + 4
+  EXPECT_EQ(r1.second, r0.second);
+  EXPECT_EQ(r0.first, dir.file("ckpt-2"));
+  // The chief's two saves, max_to_keep=1: only ckpt-2 and the state file.
+  std::vector<std::string> names;
+  for (const auto& e : std::filesystem::directory_iterator(dir.path()))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"checkpoint", "ckpt-2"}));
+}
+
+}  // namespace
+}  // namespace strata::train
