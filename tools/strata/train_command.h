@@ -54,6 +54,13 @@ struct TrainOptions {
   // (CommunicationOptions.timeout_seconds); 0 = the strategy's defaults (600 s
   // per collective, 60 s start-up). Also from $STRATA_COLLECTIVE_TIMEOUT.
   double collective_timeout = 0;
+  // mirrored, multi_worker: CommunicationOptions.deterministic_reduction
+  // (bit-identical weights for any replica count, docs/determinism.md).
+  bool deterministic = false;
+  // mirrored, multi_worker: CommunicationOptions.check_divergence_every_n_steps; 0 = never.
+  int64_t check_divergence_every = 0;
+  // Write the final weights here (Model::save_weights; the chief only); "" = none.
+  std::string save_weights = "";
 };
 
 // Registers the `train` subcommand and its flags on `app`, filling `options`.
