@@ -7,7 +7,8 @@
 //   mode 2 deterministic_reduction: 8 micro-batches of 16 per step, each its
 //          own forward/backward, summed in a fixed pairwise tree (all-gather);
 //   mode 3 check_divergence_every_n_steps = 100;
-//   mode 4 check_divergence_every_n_steps = 1 (the cost of one check per step).
+//   mode 4 check_divergence_every_n_steps = 1 (the cost of one check per step);
+// and BM_DivergenceCheckMLP, one check alone (an empty step with and without it).
 // One iteration is one fit of kFitSteps steps (a fixed 10 iterations, so mode 3
 // checks twice); `ms_per_step` is the wall time per step, `examples_per_second`
 // the rate; `load1` the 1-minute load average when the run ended (the VM is
@@ -87,9 +88,36 @@ void fit_loop(benchmark::State& state, const std::string& net) {
   config::disable_op_determinism();
 }
 
+// One divergence check alone: an empty strategy.run after the MLP and its Adam
+// slots are built, with check_divergence_every_n_steps = 1 (arg 1) or never
+// (arg 0, the cost of run itself). The difference is what one check costs.
+void BM_DivergenceCheckMLP(benchmark::State& state) {
+  configure_two_devices();
+  config::disable_op_determinism();
+  sd::MirroredStrategy strategy({"CPU:0", "CPU:1"},
+                                {.check_divergence_every_n_steps = state.range(0)});
+  keras::ModelPtr model;
+  {
+    auto scope = strategy.scope();
+    model = tools::build_model("mlp", 1);
+    model->compile({.optimizer = keras::optimizers::Adam({.learning_rate = 1e-3}),
+                    .loss = keras::losses::SparseCategoricalCrossentropy({.from_logits = true})});
+  }
+  model->fit(synthetic_batches(), {.epochs = 1, .verbose = 0, .steps_per_epoch = 1});
+  for (auto _ : state) strategy.run([] {});
+  double load[1] = {0.0};
+  if (::getloadavg(load, 1) == 1) state.counters["load1"] = load[0];
+}
+
 void BM_MirroredFitMLP(benchmark::State& state) { fit_loop(state, "mlp"); }
 void BM_MirroredFitCNN(benchmark::State& state) { fit_loop(state, "cnn"); }
 
+BENCHMARK(BM_DivergenceCheckMLP)
+    ->ArgName("every")
+    ->Arg(0)
+    ->Arg(1)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MirroredFitMLP)
     ->ArgName("mode")
     ->DenseRange(0, 4)
