@@ -395,6 +395,7 @@ TEST_F(MultiWorkerTest, DivergedCopyOnOneWorkerFailsTheCheckOnEveryWorker) {
   const auto spec = two_workers();
   std::vector<std::string> reports(2);
   std::vector<std::future<void>> futures;
+  futures.reserve(2);
   for (int w = 0; w < 2; ++w) {
     futures.push_back(std::async(std::launch::async, [&spec, &reports, w] {
       MultiWorkerMirroredStrategyOptions options = options_for(spec, "worker", w);

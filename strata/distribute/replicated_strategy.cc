@@ -287,6 +287,7 @@ std::vector<Tensor> ReplicatedStrategy::deterministic_all_reduce(
   }
   if (!exact.empty()) {
     std::vector<Tensor> rest;
+    rest.reserve(exact.size());
     for (size_t i : exact) rest.push_back(values[i]);
     rest = collectives_->all_reduce(rank, rest, to_collective(op));
     for (size_t j = 0; j < exact.size(); ++j) out[exact[j]] = rest[j];

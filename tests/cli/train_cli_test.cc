@@ -173,15 +173,21 @@ TEST_F(Train, DeterministicReductionGivesTheSameWeightsForAnyReplicaCount) {
     std::map<std::string, std::string> weights;  // run -> bytes
     for (int replicas : {1, 2, 4, 8}) {
       const std::string path = out.str() + "/" + model + std::to_string(replicas);
-      Result r = run(
-          quick("--strategy mirrored --devices " + std::to_string(replicas) + " " + flags + path),
-          /*merge_stderr=*/false);
+      std::string args = "--strategy mirrored --devices " + std::to_string(replicas) + " ";
+      args += flags;
+      args += path;
+      Result r = run(quick(args), /*merge_stderr=*/false);
       ASSERT_EQ(r.status, 0) << r.output;
       weights[std::to_string(replicas) + " replicas"] = read_file(path);
     }
     const std::string launched = out.str() + "/" + model + "_2x2";
-    Result r = run("launch --nproc 2 --devices-per-worker 2 -- " + std::string(STRATA_CLI_PATH) +
-                   " " + quick("--strategy multi_worker " + flags + launched));
+    std::string worker_args = "--strategy multi_worker " + flags;
+    worker_args += launched;
+    std::string launch = "launch --nproc 2 --devices-per-worker 2 -- ";
+    launch += STRATA_CLI_PATH;
+    launch += " ";
+    launch += quick(worker_args);
+    Result r = run(launch);
     ASSERT_EQ(r.status, 0) << r.output;
     weights["2 workers x 2 replicas"] = read_file(launched);
     const std::string& one = weights.at("1 replicas");

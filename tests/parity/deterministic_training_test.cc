@@ -76,6 +76,7 @@ std::string train(sd::Strategy& strategy, const std::string& net) {
 
 std::vector<std::string> devices(int n) {
   std::vector<std::string> out;
+  out.reserve(size_t(n));
   for (int i = 0; i < n; ++i) out.push_back("CPU:" + std::to_string(i));
   return out;
 }
@@ -95,6 +96,7 @@ TEST_F(DeterministicTrainingTest, FitGivesTheSameWeightsForAnyReplicaCountAndAcr
         {{"worker",
           {"127.0.0.1:" + std::to_string(ports[0]), "127.0.0.1:" + std::to_string(ports[1])}}});
     std::vector<std::future<std::string>> workers;
+    workers.reserve(2);
     for (int w = 0; w < 2; ++w) {
       workers.push_back(std::async(std::launch::async, [&, w] {
         sd::MultiWorkerMirroredStrategy s(
