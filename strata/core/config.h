@@ -95,6 +95,33 @@ bool set_local_task_if_uninitialized(std::string job, int task);
 
 bool is_runtime_initialized();
 
+// tf.config.experimental.enable_op_determinism: from this call on, every
+// kernel gives the same bits for the same inputs run to run, whatever the
+// number of intra-op threads of the device it runs on and however its
+// threads are scheduled. Strata's CPU kernels never reduce in a
+// scheduling-dependent order; what the flag changes is where the split of
+// the work depended on the thread count: with it, every kernel cuts its work
+// into the same chunks for any pool size (fixed-size element-wise chunks, a
+// GEMM split by rows or columns into parts set by the shape alone), and each
+// chunk runs the same arithmetic on any thread. The split is then coarser
+// or finer than the pool wants, which costs some speed (docs/PERFORMANCE.md).
+// Process-wide; may be called at any time (kernels already running finish
+// with the old split). Thread-safe.
+void enable_op_determinism();
+// Turns the flag off again (TF's config.disable_op_determinism, an internal
+// helper its tests use).
+void disable_op_determinism();
+// Whether enable_op_determinism() is in effect (TF's
+// config.is_op_determinism_enabled).
+bool is_op_determinism_enabled() noexcept;
+
+// TensorFlow spells them tf.config.experimental.*; both spellings work.
+namespace experimental {
+using config::disable_op_determinism;
+using config::enable_op_determinism;
+using config::is_op_determinism_enabled;
+}  // namespace experimental
+
 }  // namespace strata::config
 
 namespace strata::internal {

@@ -1,6 +1,7 @@
 #include "strata/core/device.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
@@ -227,6 +228,16 @@ bool is_runtime_initialized() {
   Runtime& rt = Runtime::get();
   MutexLock lock(rt.mu);
   return rt.initialized;
+}
+
+namespace {
+std::atomic<bool> g_op_determinism{false};
+}  // namespace
+
+void enable_op_determinism() { g_op_determinism.store(true, std::memory_order_relaxed); }
+void disable_op_determinism() { g_op_determinism.store(false, std::memory_order_relaxed); }
+bool is_op_determinism_enabled() noexcept {
+  return g_op_determinism.load(std::memory_order_relaxed);
 }
 
 }  // namespace config

@@ -24,6 +24,15 @@ void validate(const CommunicationOptions& options) {
                      "CommunicationOptions: timeout_seconds must be positive, got ",
                      *options.timeout_seconds);
   }
+  const int m = options.deterministic_micro_batches;
+  STRATA_CHECK_ARG(m >= 1 && (m & (m - 1)) == 0,
+                   "CommunicationOptions: deterministic_micro_batches must be a power of two "
+                   "(1, 2, 4, ...), got ",
+                   m);
+  STRATA_CHECK_ARG(options.check_divergence_every_n_steps >= 0,
+                   "CommunicationOptions: check_divergence_every_n_steps must be non-negative "
+                   "(0 = never), got ",
+                   options.check_divergence_every_n_steps);
   if (options.implementation == CommunicationImplementation::NCCL) {
     throw UnimplementedError(
         "CommunicationOptions: implementation NCCL needs GPUs; Strata's devices use RING (or "

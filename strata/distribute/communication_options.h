@@ -16,6 +16,28 @@
 // implementation: AUTO and RING both mean the in-process reduce-scatter +
 // all-gather locally and Gloo's ring across processes; NCCL needs GPUs and is
 // UnimplementedError here. Field order is TensorFlow's.
+//
+// Strata's extensions follow TensorFlow's fields (so TF's designated
+// initializers keep compiling):
+// deterministic_reduction: a training step gives bit-identical weights for
+// any number of replicas R (in one process or across workers) for the same
+// global batch and seed (docs/determinism.md). Keras's train_step splits the
+// global batch into deterministic_micro_batches (M) equal virtual
+// micro-batches, M/R per replica, computes each one's gradients on its own
+// (its loss scaled by the global batch), and the gradients are summed in one
+// fixed pairwise tree over the M micro-batches: locally over a replica's
+// block, then across replicas by an all-gather and the same tree.
+// ReplicaContext::all_reduce of SUM/MEAN then sums in that fixed tree over
+// the replicas too. M must be a power of two and a multiple of R
+// (InvalidArgumentError when the strategy is built). Every kernel must also
+// be deterministic: the strategy turns on config::enable_op_determinism().
+// Across workers every worker reads every global batch (the input is not
+// sharded by file) and keeps its contiguous part of it.
+// check_divergence_every_n_steps (N > 0): every N-th strategy.run, every
+// replica of every worker fingerprints (CRC-32C) each of its copies of every
+// MirroredVariable and all compare them; copies that differ make run raise
+// DataLossError on every worker naming the variable, the step and which
+// replicas hold which fingerprint (docs/divergence.md). 0 = never.
 
 #include <cstdint>
 #include <optional>
@@ -30,10 +52,15 @@ struct CommunicationOptions {
   int64_t bytes_per_pack = 0;
   std::optional<double> timeout_seconds = std::nullopt;
   CommunicationImplementation implementation = CommunicationImplementation::AUTO;
+  // Strata extensions (see above).
+  bool deterministic_reduction = false;
+  int deterministic_micro_batches = 8;
+  int64_t check_divergence_every_n_steps = 0;
 };
 
-// InvalidArgumentError for a negative bytes_per_pack or a non-positive
-// timeout; UnimplementedError for NCCL.
+// InvalidArgumentError for a negative bytes_per_pack, a non-positive
+// timeout, deterministic_micro_batches that is not a power of two (>= 1) or a
+// negative check_divergence_every_n_steps; UnimplementedError for NCCL.
 void validate(const CommunicationOptions& options);
 // The timeout in milliseconds (600 s when unset).
 int64_t collective_timeout_ms(const CommunicationOptions& options);

@@ -12,7 +12,8 @@
 namespace strata::distribute {
 
 data::Dataset distribute_dataset_for_worker(const data::Dataset& ds, int num_workers,
-                                            int worker_index, int replicas_per_worker) {
+                                            int worker_index, int replicas_per_worker,
+                                            bool contiguous_worker_blocks) {
   const int num_replicas = num_workers * replicas_per_worker;
   if (num_replicas == 1) return ds;
   for (const TensorSpec& spec : ds.element_spec()) {
@@ -20,6 +21,18 @@ data::Dataset distribute_dataset_for_worker(const data::Dataset& ds, int num_wor
                      "Cannot rebatch dataset: All components must have at least one dimension. "
                      "Perhaps your input dataset is not batched? Got an element spec component ",
                      spec.to_string());
+  }
+  if (contiguous_worker_blocks && num_workers > 1) {
+    STRATA_CHECK(UNIMPLEMENTED,
+                 ds.options().experimental_distribute.policy() != data::AutoShardPolicy::FILE,
+                 "deterministic_reduction across ", num_workers,
+                 " workers needs every worker to read every global batch; AutoShardPolicy::FILE "
+                 "gives each worker other files (use DATA or AUTO)");
+    return data::apply_before_prefetch(ds, [&](const data::Dataset& d) {
+      return d.rebatch_legacy(num_workers)
+          .shard(num_workers, worker_index)
+          .rebatch_legacy(replicas_per_worker);
+    });
   }
   // TF's order: rebatch first, then auto-shard. Under FILE/OFF the rebatch
   // keeps this worker's rotated sub-batch sizes (every step's sub-batches

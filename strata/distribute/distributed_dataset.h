@@ -152,7 +152,16 @@ class DistributedDataset {
 // whose elements have a scalar component when rebatching is needed (TF:
 // "Cannot rebatch dataset: All components must have at least one dimension.
 // Perhaps your input dataset is not batched?").
+//
+// `contiguous_worker_blocks` (CommunicationOptions.deterministic_reduction
+// across workers): instead of auto-sharding, every worker reads every global
+// batch, cuts it into W consecutive blocks, keeps block `worker_index` and
+// cuts that into its replicas' batches, so global replica g gets the same
+// rows [g B / R, (g + 1) B / R) of every global batch as it would in one
+// process. UnimplementedError under AutoShardPolicy::FILE (each worker would
+// read other files).
 data::Dataset distribute_dataset_for_worker(const data::Dataset& ds, int num_workers,
-                                            int worker_index, int replicas_per_worker);
+                                            int worker_index, int replicas_per_worker,
+                                            bool contiguous_worker_blocks = false);
 
 }  // namespace strata::distribute

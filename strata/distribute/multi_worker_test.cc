@@ -457,5 +457,49 @@ TEST_F(MultiWorkerTest, AnEmptyClusterIsSingleWorkerMode) {
   EXPECT_EQ(r.values()[0], 2.f);
 }
 
+// CommunicationOptions{.check_divergence_every_n_steps = 1} (a Strata
+// extension): worker 1 corrupts its copy of global replica 3 after step 1;
+// the check of step 2 fails on both workers with the same report.
+TEST_F(MultiWorkerTest, DivergedCopyOnOneWorkerFailsTheCheckOnEveryWorker) {
+  const auto spec = two_workers();
+  std::vector<std::string> reports(2);
+  std::vector<std::future<void>> futures;
+  futures.reserve(2);
+  for (int w = 0; w < 2; ++w) {
+    futures.push_back(std::async(std::launch::async, [&spec, &reports, w] {
+      MultiWorkerMirroredStrategyOptions options = options_for(spec, "worker", w);
+      options.communication_options.check_divergence_every_n_steps = 1;
+      MultiWorkerMirroredStrategy s(options);
+      Variable v;
+      {
+        auto scope = s.scope();
+        v = Variable(constant(std::vector<float>{1.f, 2.f, 3.f}, TensorShape({3})),
+                     {.name = "dense/kernel"});
+      }
+      const auto step = [&] {
+        s.run([&] { v.assign_add(constant(std::vector<float>{1, 1, 1})); });
+      };
+      step();
+      if (w == 1) distributed_components(v).at(1).assign(constant(std::vector<float>{2, 3, 5}));
+      try {
+        step();
+      } catch (const DataLossError& e) {
+        reports[w] = e.what();
+      }
+    }));
+  }
+  for (auto& f : futures) f.get();
+  for (int w = 0; w < 2; ++w) {
+    SCOPED_TRACE(str_cat("worker ", w));
+    EXPECT_NE(reports[w].find("differ at step 2"), std::string::npos) << reports[w];
+    EXPECT_NE(reports[w].find("variable 'dense/kernel' (shape [3])"), std::string::npos)
+        << reports[w];
+    EXPECT_NE(reports[w].find("replicas [0, 1, 2] hold fingerprint"), std::string::npos)
+        << reports[w];
+    EXPECT_NE(reports[w].find("replica [3] holds fingerprint"), std::string::npos) << reports[w];
+  }
+  EXPECT_EQ(reports[0], reports[1]);
+}
+
 }  // namespace
 }  // namespace strata::distribute

@@ -6,6 +6,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/collective/collectives.h"
+#include "strata/ops/math_ops.h"
 
 namespace strata::distribute {
 
@@ -33,6 +34,26 @@ collective::ReduceOp to_collective(ReduceOp op) noexcept {
     case ReduceOp::MEAN: return collective::ReduceOp::MEAN;
   }
   return collective::ReduceOp::SUM;  // unreachable: the switch covers every enumerator
+}
+
+namespace {
+Tensor pairwise_sum_range(std::span<const Tensor> values, size_t lo, size_t hi) {
+  if (hi - lo == 1) return values[lo];
+  const size_t mid = lo + (hi - lo) / 2;
+  return strata::add(pairwise_sum_range(values, lo, mid), pairwise_sum_range(values, mid, hi));
+}
+}  // namespace
+
+Tensor pairwise_sum(std::span<const Tensor> values) {
+  STRATA_CHECK_ARG(!values.empty(), "pairwise_sum: expected at least one value, got none");
+  const bool defined = values.front().defined();
+  for (size_t i = 0; i < values.size(); ++i) {
+    STRATA_CHECK_ARG(values[i].defined() == defined, "pairwise_sum: value ", i, " is ",
+                     values[i].defined() ? "defined" : "undefined", " but value 0 is ",
+                     defined ? "defined" : "undefined");
+  }
+  if (!defined) return Tensor();
+  return pairwise_sum_range(values, 0, values.size());
 }
 
 }  // namespace strata::distribute

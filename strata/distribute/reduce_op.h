@@ -14,10 +14,13 @@
 #include <initializer_list>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "strata/core/tensor.h"
 
 namespace strata::collective {
 enum class ReduceOp;
@@ -34,6 +37,17 @@ std::ostream& operator<<(std::ostream& os, ReduceOp op);
 
 // The collective op that combines values as `op` does.
 collective::ReduceOp to_collective(ReduceOp op) noexcept;
+
+// The sum of `values` (equal shapes and dtypes) in one fixed pairwise tree:
+// sum[lo, hi) = sum[lo, mid) + sum[mid, hi) with mid = lo + (hi - lo) / 2.
+// Floating-point addition is not associative; a fixed tree makes the bits of
+// the result depend only on the values and their order. With a power-of-two
+// count, the tree over n values splits into the trees of any aligned
+// power-of-two blocks, so summing blocks first and then the block sums gives
+// the same bits (what CommunicationOptions.deterministic_reduction relies
+// on). Undefined tensors are skipped only when every value is undefined (the
+// result is then undefined); InvalidArgumentError for an empty list or a mix.
+Tensor pairwise_sum(std::span<const Tensor> values);
 
 // What Strategy::reduce and ReplicaContext::all_reduce take as `reduce_op`:
 // a ReduceOp, or TF's string spelling ("SUM", "mean"; InvalidArgumentError

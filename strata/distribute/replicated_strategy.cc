@@ -1,12 +1,21 @@
 #include "strata/distribute/replicated_strategy.h"
 
+#include <algorithm>
 #include <chrono>
+#include <cinttypes>
+#include <cstdio>
+#include <map>
 
+#include "strata/base/crc32c.h"
 #include "strata/base/errors.h"
 #include "strata/collective/local_collectives.h"
+#include "strata/core/config.h"
 #include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/internal/merge_barrier.h"
 #include "strata/distribute/internal/replica_threads.h"
+#include "strata/ops/array_ops.h"
+#include "strata/ops/math_ops.h"
+#include "strata/ops/recorder.h"
 
 namespace strata::distribute {
 
@@ -34,6 +43,17 @@ ReplicatedStrategy::ReplicatedStrategy(std::vector<const Device*> devices, int r
   validate(communication_options_);
   STRATA_INTERNAL_CHECK(!devices_.empty() && replica_id_offset_ >= 0 &&
                         replica_id_offset_ + num_local_replicas() <= num_replicas_in_sync_);
+  if (communication_options_.deterministic_reduction) {
+    const int m = communication_options_.deterministic_micro_batches;
+    STRATA_CHECK_ARG(m % num_replicas_in_sync_ == 0,
+                     "CommunicationOptions: deterministic_reduction needs "
+                     "deterministic_micro_batches to be a multiple of the ",
+                     num_replicas_in_sync_, " replicas in sync, got ", m,
+                     " (a power of two at least the largest replica count to compare)");
+    // A micro-batch's forward and backward pass must give the same bits on
+    // any replica, whatever its device's thread count.
+    config::enable_op_determinism();
+  }
   for (int i = 0; i < num_local_replicas(); ++i) {
     contexts_.push_back(std::make_unique<ReplicaContext>(*this, global_replica_id(i), i));
   }
@@ -65,7 +85,23 @@ void ReplicatedStrategy::on_replica_failure(int local_replica, const std::except
   }
 }
 
+int ReplicatedStrategy::deterministic_micro_batches() const {
+  return communication_options_.deterministic_reduction
+             ? communication_options_.deterministic_micro_batches
+             : 0;
+}
+
 void ReplicatedStrategy::run_on_replicas(const std::function<void(int)>& body) {
+  const int64_t every = communication_options_.check_divergence_every_n_steps;
+  const int64_t step = steps_completed_ + 1;
+  std::vector<Variable> checked;
+  if (every > 0 && num_replicas_in_sync_ > 1 && step % every == 0) {
+    checked = live_mirrored_variables();
+  }
+  // Variables a lazily built layer creates inside this run are checked from
+  // the next check on: every worker sees the same list here.
+  const bool check = !checked.empty();
+  std::vector<Tensor> tables(check ? num_local_replicas() : 0);
   merge_barrier_->reset();
   // Every replica thread is idle between runs, so a group aborted by the last
   // run's failure can be made usable again (a cross-process reset is itself
@@ -83,8 +119,83 @@ void ReplicatedStrategy::run_on_replicas(const std::function<void(int)>& body) {
       return v;
     });
     body(local);
+    if (check) tables[local] = gather_fingerprints(local, checked);
     merge_barrier_->replica_finished(local);
   });
+  steps_completed_ = step;
+  if (check) raise_if_diverged(tables.front(), checked, step);
+}
+
+std::vector<Variable> ReplicatedStrategy::live_mirrored_variables() {
+  MutexLock lock(mirrored_mu_);
+  std::erase_if(mirrored_, [](const std::weak_ptr<VariableImpl>& w) { return w.expired(); });
+  std::vector<Variable> live;
+  live.reserve(mirrored_.size());
+  for (const std::weak_ptr<VariableImpl>& w : mirrored_) {
+    if (std::shared_ptr<VariableImpl> impl = w.lock()) live.emplace_back(std::move(impl));
+  }
+  return live;
+}
+
+Tensor ReplicatedStrategy::gather_fingerprints(int local, const std::vector<Variable>& variables) {
+  std::vector<int64_t> mine;
+  mine.reserve(variables.size());
+  for (const Variable& v : variables) {
+    const Tensor value = distributed_components(v).at(size_t(local)).impl().read();
+    uint32_t crc = 0;
+    if (value.dtype() == DType::string) {
+      for (const std::string& s : value.to_vector<std::string>()) {
+        const uint64_t n = s.size();
+        crc = crc32c::extend(crc, &n, sizeof n);
+        crc = crc32c::extend(crc, s);
+      }
+    } else {
+      crc = crc32c::value(value.raw_data(), value.size_bytes());
+    }
+    mine.push_back(int64_t{crc});
+  }
+  const Tensor row = constant(mine, TensorShape({1, int64_t(mine.size())}));
+  STRATA_INTERNAL_CHECK(collectives_ != nullptr, name(), ": no collectives to compare replicas");
+  return collectives_->all_gather(global_replica_id(local), row);
+}
+
+void ReplicatedStrategy::raise_if_diverged(const Tensor& table,
+                                           const std::vector<Variable>& variables,
+                                           int64_t step) const {
+  const std::vector<int64_t> all = table.to_vector<int64_t>();
+  const size_t n_vars = variables.size();
+  const int replicas = num_replicas_in_sync_;
+  STRATA_INTERNAL_CHECK(all.size() == n_vars * size_t(replicas), "fingerprint table of ",
+                        all.size(), " entries for ", n_vars, " variables");
+  std::string report;
+  int diverged = 0;
+  for (size_t v = 0; v < n_vars; ++v) {
+    // Replicas grouped by fingerprint; the largest group (ties: the one with
+    // the lowest replica) first, as the copies that most likely are right.
+    std::map<int64_t, std::vector<int>> groups;
+    for (int r = 0; r < replicas; ++r) groups[all[size_t(r) * n_vars + v]].push_back(r);
+    if (groups.size() == 1) continue;
+    std::vector<std::pair<int64_t, std::vector<int>>> ordered(groups.begin(), groups.end());
+    std::sort(ordered.begin(), ordered.end(), [](const auto& a, const auto& b) {
+      if (a.second.size() != b.second.size()) return a.second.size() > b.second.size();
+      return a.second.front() < b.second.front();
+    });
+    ++diverged;
+    report +=
+        str_cat("\n  variable '", variables[v].name(), "' (shape ", variables[v].shape(), "):");
+    for (size_t g = 0; g < ordered.size(); ++g) {
+      char hex[16];
+      std::snprintf(hex, sizeof hex, "%08" PRIx32, static_cast<uint32_t>(ordered[g].first));
+      const bool one = ordered[g].second.size() == 1;
+      report += str_cat(g == 0 ? " " : "; ", one ? "replica " : "replicas ", ordered[g].second,
+                        one ? " holds" : " hold", " fingerprint ", hex);
+    }
+  }
+  if (diverged == 0) return;
+  throw DataLossError(str_cat(name(), ": the replicas' copies of ", diverged, " of ", n_vars,
+                              " mirrored variable", n_vars == 1 ? "" : "s", " differ at step ",
+                              step, " (check_divergence_every_n_steps = ",
+                              communication_options_.check_divergence_every_n_steps, "):", report));
 }
 
 Variable ReplicatedStrategy::create_variable(const NextVariableCreator&, VariableArgs args) {
@@ -95,12 +206,20 @@ Variable ReplicatedStrategy::create_variable(const NextVariableCreator&, Variabl
         [this](Strategy& strategy, const PerReplica<VariableArgs>& all) {
           Variable v = internal::make_distributed_variable(strategy, all.values().front());
           initialize_distributed_variable(v);
+          if (is_mirrored_variable(v)) {
+            MutexLock lock(mirrored_mu_);
+            mirrored_.push_back(v.impl_ptr());
+          }
           return v;
         },
         args);
   }
   Variable v = internal::make_distributed_variable(*this, args);
   initialize_distributed_variable(v);
+  if (is_mirrored_variable(v)) {
+    MutexLock lock(mirrored_mu_);
+    mirrored_.push_back(v.impl_ptr());
+  }
   return v;
 }
 
@@ -108,7 +227,6 @@ std::vector<Tensor> ReplicatedStrategy::all_reduce_in_replica(ReplicaContext& ct
                                                               const std::vector<Tensor>& values) {
   if (num_replicas_in_sync_ == 1) return values;
   if (!collectives_) return Strategy::all_reduce_in_replica(ctx, op, values);
-  const collective::ReduceOp cop = to_collective(op);
   const int rank = ctx.replica_id_in_sync_group();
   {
     // Under a step profile the barrier's time is this replica's wait for the
@@ -117,6 +235,10 @@ std::vector<Tensor> ReplicatedStrategy::all_reduce_in_replica(ReplicaContext& ct
     if (wait.active()) collectives_->barrier(rank);
   }
   ScopedStepPhase transfer(StepPhase::kCollectiveTransfer);
+  if (communication_options_.deterministic_reduction) {
+    return deterministic_all_reduce(rank, op, values);
+  }
+  const collective::ReduceOp cop = to_collective(op);
   const int64_t pack_limit = communication_options_.bytes_per_pack;
   if (pack_limit == 0) return collectives_->all_reduce(rank, values, cop);
   std::vector<Tensor> out;
@@ -134,6 +256,48 @@ std::vector<Tensor> ReplicatedStrategy::all_reduce_in_replica(ReplicaContext& ct
     std::vector<Tensor> pack(values.begin() + begin, values.begin() + end);
     for (Tensor& t : collectives_->all_reduce(rank, pack, cop)) out.push_back(std::move(t));
     begin = end;
+  }
+  return out;
+}
+
+std::vector<Tensor> ReplicatedStrategy::deterministic_all_reduce(
+    int rank, ReduceOp op, const std::vector<Tensor>& values) {
+  // Internal arithmetic: ReplicaContext::all_reduce records the reduction's
+  // gradient itself.
+  const RecordingPause pause;
+  std::vector<Tensor> out(values.size());
+  std::map<DType, std::vector<size_t>> floating;  // by dtype, in a fixed order
+  std::vector<size_t> exact;
+  for (size_t i = 0; i < values.size(); ++i) {
+    const DType d = values[i].dtype();
+    (d == DType::float32 || d == DType::float64 ? floating[d] : exact).push_back(i);
+  }
+  for (const auto& [dtype, indices] : floating) {
+    std::vector<Tensor> rows;
+    std::vector<int64_t> sizes;
+    for (size_t i : indices) {
+      sizes.push_back(values[i].num_elements());
+      rows.push_back(strata::reshape(values[i], {1, sizes.back()}));
+    }
+    const Tensor packed = rows.size() == 1 ? rows.front() : strata::concat(rows, 1);
+    const std::vector<Tensor> gathered = strata::unstack(collectives_->all_gather(rank, packed), 0);
+    Tensor sum = pairwise_sum(gathered);
+    if (op == ReduceOp::MEAN) {
+      sum =
+          strata::divide(sum, strata::cast(strata::constant(double(num_replicas_in_sync_)), dtype));
+    }
+    const std::vector<Tensor> parts =
+        indices.size() == 1 ? std::vector<Tensor>{sum} : strata::split(sum, sizes, 0);
+    for (size_t j = 0; j < indices.size(); ++j) {
+      out[indices[j]] = strata::reshape(parts[j], values[indices[j]].shape().dims());
+    }
+  }
+  if (!exact.empty()) {
+    std::vector<Tensor> rest;
+    rest.reserve(exact.size());
+    for (size_t i : exact) rest.push_back(values[i]);
+    rest = collectives_->all_reduce(rank, rest, to_collective(op));
+    for (size_t j = 0; j < exact.size(); ++j) out[exact[j]] = rest[j];
   }
   return out;
 }

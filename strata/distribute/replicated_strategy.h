@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/base/mutex.h"
 #include "strata/distribute/communication_options.h"
 #include "strata/distribute/strategy.h"
 
@@ -51,6 +52,12 @@ class ReplicatedStrategy : public Strategy {
   const CommunicationOptions& communication_options() const noexcept {
     return communication_options_;
   }
+  // communication_options().deterministic_micro_batches when
+  // deterministic_reduction is on, else 0.
+  int deterministic_micro_batches() const override;
+  // The strategy.run calls that have completed without an error: the step
+  // number that divergence checks (check_divergence_every_n_steps) report.
+  int64_t steps_completed() const noexcept { return steps_completed_; }
 
  protected:
   // `devices`: one per local replica. Global replica ids of this worker's
@@ -76,6 +83,21 @@ class ReplicatedStrategy : public Strategy {
                                        const MergeFn& merge) override;
 
  private:
+  // deterministic_reduction's all-reduce: per floating dtype, the values are
+  // packed into one row, all-gathered ([R, P] in global replica order) and
+  // summed with pairwise_sum; other dtypes reduce exactly either way.
+  std::vector<Tensor> deterministic_all_reduce(int rank, ReduceOp op,
+                                               const std::vector<Tensor>& values);
+  // The live mirrored variables this strategy created, in creation order
+  // (the same order on every worker); forgets the destroyed ones.
+  std::vector<Variable> live_mirrored_variables();
+  // On local replica `local`'s thread: the CRC-32C of its copy of each of
+  // `variables`, all-gathered across every replica: an int64 [R, V] table.
+  Tensor gather_fingerprints(int local, const std::vector<Variable>& variables);
+  // DataLossError naming each variable whose column of `table` differs.
+  void raise_if_diverged(const Tensor& table, const std::vector<Variable>& variables,
+                         int64_t step) const;
+
   std::vector<const Device*> devices_;
   int replica_id_offset_;
   int num_replicas_in_sync_;
@@ -85,6 +107,9 @@ class ReplicatedStrategy : public Strategy {
   CommunicationOptions communication_options_;
   std::shared_ptr<collective::Collectives> collectives_;
   std::atomic<bool> collectives_need_reset_{false};  // set by failing replica threads
+  int64_t steps_completed_ = 0;                      // by the driving thread only
+  Mutex mirrored_mu_;
+  std::vector<std::weak_ptr<VariableImpl>> mirrored_ STRATA_GUARDED_BY(mirrored_mu_);
 };
 
 // Full names of `devices` (for StrategyExtended::worker_devices).

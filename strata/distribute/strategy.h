@@ -426,6 +426,14 @@ class Strategy {
   // The device of local replica `local` (the current device for the default strategy).
   virtual const Device& local_device(int local) const;
 
+  // CommunicationOptions.deterministic_reduction: the number M of virtual
+  // micro-batches a training step splits each global batch into (each
+  // replica computes the gradients of its M / num_replicas_in_sync() on its
+  // own and sums them with pairwise_sum before all_reduce); 0 when the
+  // strategy reduces in its default order (every strategy but a replicated
+  // one with deterministic_reduction).
+  virtual int deterministic_micro_batches() const { return 0; }
+
   // merge_call's rendezvous (type-erased): returns the shared result of
   // merge(payloads of every local replica). The default runs it at once
   // (one local replica).

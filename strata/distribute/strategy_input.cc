@@ -20,17 +20,18 @@ DistributedDataset Strategy::experimental_distribute_dataset(const data::Dataset
   STRATA_CHECK_ARG(num_replicas_in_sync() % num_input_pipelines() == 0,
                    "tf.distribute expects every worker to have the same number of replicas, got ",
                    num_replicas_in_sync(), " replicas over ", num_input_pipelines(), " workers");
+  const bool contiguous = deterministic_micro_batches() > 0;
   data::Dataset per_replica =
       distribute_dataset_for_worker(dataset, num_input_pipelines(), input_pipeline_id(),
-                                    num_replicas_in_sync() / num_input_pipelines());
+                                    num_replicas_in_sync() / num_input_pipelines(), contiguous);
   if (options.experimental_per_replica_buffer_size > 0 && num_local_replicas() > 1) {
     per_replica = per_replica.prefetch(int64_t{options.experimental_per_replica_buffer_size} *
                                        num_local_replicas());
   }
   // One step per global batch: on one worker, and across workers when every
-  // worker takes part of every global batch (DATA sharding).
+  // worker takes part of every global batch (DATA sharding, contiguous blocks).
   std::optional<int64_t> steps;
-  if (num_input_pipelines() == 1 ||
+  if (num_input_pipelines() == 1 || contiguous ||
       dataset.options().experimental_distribute.policy() == data::AutoShardPolicy::DATA) {
     steps = dataset.cardinality();
   }

@@ -12,6 +12,7 @@
 #include "strata/base/logging.h"
 #include "strata/base/str_cat.h"
 #include "strata/base/zip.h"
+#include "strata/distribute/reduce_op.h"
 #include "strata/distribute/strategy.h"
 #include "strata/keras/callbacks/history.h"
 #include "strata/keras/callbacks/progbar_logger.h"
@@ -327,8 +328,16 @@ Logs Model::get_metrics_result() const {
   return logs;
 }
 
-Tensor Model::compute_loss(const Tensor&, const Tensor& y, const Tensor& y_pred,
+Tensor Model::compute_loss(const Tensor& x, const Tensor& y, const Tensor& y_pred,
                            const Tensor& sample_weight) {
+  int n = 1;
+  if (const distribute::ReplicaContext* rc = distribute::get_replica_context())
+    n = rc->num_replicas_in_sync();
+  return compute_loss_scaled(x, y, y_pred, sample_weight, n);
+}
+
+Tensor Model::compute_loss_scaled(const Tensor&, const Tensor& y, const Tensor& y_pred,
+                                  const Tensor& sample_weight, int n) {
   STRATA_CHECK(FAILED_PRECONDITION, loss_.defined(), "Model '", name(),
                "': no loss to optimize; compile with a loss (compile({.loss = ...}))");
   // Keras's LossesContainer matches the labels to the predictions first
@@ -359,12 +368,10 @@ Tensor Model::compute_loss(const Tensor&, const Tensor& y, const Tensor& y_pred,
   const double batch = y_pred.rank() > 0 ? double(y_pred.shape()[0]) : 1.0;
   const double tracked = value.scalar_as_double() + (reg.defined() ? reg.scalar_as_double() : 0.0);
   loss_tracker_->update_state(strata::constant(float(tracked)), strata::constant(float(batch)));
-  // Keras's scale_loss_for_distribution: with N replicas in sync, a mean loss
-  // and the regularization loss are divided by N so that summing the
-  // replicas' gradients gives the mean's (and the penalty's once).
-  int n = 1;
-  if (const distribute::ReplicaContext* rc = distribute::get_replica_context())
-    n = rc->num_replicas_in_sync();
+  // Keras's scale_loss_for_distribution: with N replicas in sync (or N
+  // deterministic micro-batches), a mean loss and the regularization loss are
+  // divided by N so that summing the N gradients gives the mean's (and the
+  // penalty's once).
   const Tensor replicas = strata::cast(strata::constant(double(n)), value.dtype());
   if (n > 1 && loss_.scaled_for_distribution()) value = strata::divide(value, replicas);
   if (reg.defined()) value = strata::add(value, n > 1 ? strata::divide(reg, replicas) : reg);
@@ -381,6 +388,10 @@ Logs Model::train_step(const data::Element& data) {
   const Unpacked d = unpack(data, num_model_inputs(), "train_step");
   STRATA_CHECK(FAILED_PRECONDITION, optimizer_ != nullptr, "Model '", name(),
                "': compile with an optimizer before fit (compile({.optimizer = ...}))");
+  if (const distribute::ReplicaContext* rc = distribute::get_replica_context()) {
+    const int micro_batches = rc->strategy().deterministic_micro_batches();
+    if (micro_batches > 0) return deterministic_train_step(data, *rc, micro_batches);
+  }
   std::vector<Tensor> grads;
   std::vector<Variable> vars;
   Tensor y_pred;
@@ -400,6 +411,62 @@ Logs Model::train_step(const data::Element& data) {
     distribute::ScopedStepPhase apply(distribute::StepPhase::kApply);
     optimizer_->apply_gradients(strata::zip(grads, vars));
   }
+  return compute_metrics(d.x, d.y, y_pred, d.sample_weight);
+}
+
+// CommunicationOptions.deterministic_reduction: the global batch is M equal
+// micro-batches, this replica's M / R of them consecutive rows of its batch
+// (the rebatch rule gives replica r rows [r B / R, (r + 1) B / R)). Each
+// micro-batch's gradients come from their own forward and backward pass with
+// the loss divided by M (the per-example losses scaled by the global batch);
+// the replica sums its micro-batches with pairwise_sum, and the optimizer's
+// all-reduce sums the replicas with the same tree (the strategy all-gathers
+// and sums in replica order). With M and R powers of two, that is one
+// pairwise tree over the M micro-batches whatever R is, and each leaf is
+// computed the same way on any replica (the strategy turned on
+// op determinism), so the update has the same bits for any R.
+Logs Model::deterministic_train_step(const data::Element& data,
+                                     const distribute::ReplicaContext& rc, int micro_batches) {
+  const int replicas = rc.num_replicas_in_sync();
+  STRATA_INTERNAL_CHECK(micro_batches % replicas == 0, micro_batches, " micro-batches for ",
+                        replicas, " replicas");
+  const int64_t k = micro_batches / replicas;
+  const int64_t rows = data.front().rank() > 0 ? data.front().shape()[0] : 0;
+  STRATA_CHECK_ARG(rows > 0 && rows % k == 0, "Model '", name(),
+                   "': deterministic_reduction splits every global batch into ", micro_batches,
+                   " equal micro-batches (", k, " per replica), but replica ",
+                   rc.replica_id_in_sync_group(), " got a batch of ", rows,
+                   " rows; use a global batch size divisible by ", micro_batches,
+                   " and drop or pad the last partial batch");
+  // Each component cut into k equal row blocks.
+  std::vector<std::vector<Tensor>> parts(data.size());
+  for (size_t c = 0; c < data.size(); ++c) {
+    STRATA_CHECK_ARG(data[c].rank() > 0 && data[c].shape()[0] == rows, "Model '", name(),
+                     "': deterministic_reduction: component ", c, " of the batch has shape ",
+                     data[c].shape(), ", expected ", rows, " rows as component 0");
+    parts[c] = k == 1 ? std::vector<Tensor>{data[c]} : strata::split(data[c], k, 0);
+  }
+  const std::vector<Variable> vars = trainable_variables();
+  std::vector<std::vector<Tensor>> leaves(vars.size());
+  std::vector<Tensor> predictions;
+  for (int64_t j = 0; j < k; ++j) {
+    data::Element micro;
+    for (const std::vector<Tensor>& p : parts) micro.push_back(p[size_t(j)]);
+    const Unpacked d = unpack(micro, num_model_inputs(), "train_step");
+    GradientTape tape;
+    Tensor y_pred = d.xs.size() == 1 ? (*this)(d.x, /*training=*/true) : (*this)(d.xs, true);
+    const Tensor loss = compute_loss_scaled(d.x, d.y, y_pred, d.sample_weight, micro_batches);
+    const std::vector<Tensor> grads = tape.gradient(loss, vars);
+    for (size_t i = 0; i < vars.size(); ++i) leaves[i].push_back(grads[i]);
+    predictions.push_back(std::move(y_pred));
+  }
+  std::vector<Tensor> grads;
+  grads.reserve(vars.size());
+  for (const std::vector<Tensor>& l : leaves) grads.push_back(distribute::pairwise_sum(l));
+  optimizer_->apply_gradients(strata::zip(grads, vars));
+  const Unpacked d = unpack(data, num_model_inputs(), "train_step");
+  const Tensor y_pred =
+      predictions.size() == 1 ? predictions.front() : strata::concat(predictions, 0);
   return compute_metrics(d.x, d.y, y_pred, d.sample_weight);
 }
 

@@ -75,6 +75,7 @@
 #include "strata/keras/saving/object_registration.h"
 
 namespace strata::distribute {
+class ReplicaContext;
 class Strategy;
 template <typename T>
 class PerReplica;
@@ -446,6 +447,13 @@ class Model : public Layer {
   TrainingStart begin_training(const FitOptions& options, int verbose,
                                std::optional<int64_t> steps);
   void check_compiled(const char* who) const;
+  // compute_loss with the distribution divisor given: the replicas in sync,
+  // or the micro-batches of a deterministic step.
+  Tensor compute_loss_scaled(const Tensor& x, const Tensor& y, const Tensor& y_pred,
+                             const Tensor& sample_weight, int divisor);
+  // train_step under CommunicationOptions.deterministic_reduction (model.cc).
+  Logs deterministic_train_step(const data::Element& data, const distribute::ReplicaContext& rc,
+                                int micro_batches);
   distribute::Strategy* distributed_strategy_or_null() const;
   void prepare_distributed_step(const data::Element& first_batch, bool training);
   Logs merge_replica_logs(const distribute::PerReplica<Logs>& per_replica);

@@ -473,10 +473,17 @@ std::unique_ptr<sd::Strategy> make_strategy(const TrainOptions& o) {
   if (o.strategy == "one_device") {
     return std::make_unique<sd::OneDeviceStrategy>(config::list_logical_devices("CPU").at(0).name);
   }
-  if (o.strategy == "mirrored") return std::make_unique<sd::MirroredStrategy>();
+  sd::CommunicationOptions comm;
+  comm.deterministic_reduction = o.deterministic;
+  comm.check_divergence_every_n_steps = o.check_divergence_every;
+  if (o.strategy == "mirrored") {
+    std::vector<std::string> devices;
+    for (const config::LogicalDevice& d : config::list_logical_devices("CPU"))
+      devices.push_back(d.name);
+    return std::make_unique<sd::MirroredStrategy>(devices, comm);
+  }
   // TF_CONFIG says which worker this is (`strata launch` sets it); without it, one worker.
   if (o.strategy == "multi_worker") {
-    sd::CommunicationOptions comm;
     if (o.collective_timeout > 0) comm.timeout_seconds = o.collective_timeout;
     return std::make_unique<sd::MultiWorkerMirroredStrategy>(
         sd::MultiWorkerMirroredStrategyOptions{.communication_options = comm});
@@ -548,6 +555,8 @@ void check_workers_agree(sd::Strategy& strategy, const TrainOptions& o, const st
       {"--learning-rate", lr_bits, str_cat(o.learning_rate)},
       {"--collective-timeout", timeout_bits, str_cat(o.collective_timeout)},
       {"--profile", o.profile ? 1 : 0, o.profile ? "on" : "off"},
+      {"--deterministic", o.deterministic ? 1 : 0, o.deterministic ? "on" : "off"},
+      {"--check-divergence-every", o.check_divergence_every, ""},
       {"--tfrecord", static_cast<int64_t>(std::hash<std::string>{}(o.tfrecord)),
        "'" + o.tfrecord + "'"},
   };
@@ -695,6 +704,16 @@ void validate_train_options(const TrainOptions& o) {
   STRATA_CHECK_ARG(o.strategy == "tpu" || (o.computation_shape.empty() && o.num_replicas == 0),
                    "--computation-shape and --num-replicas are for --strategy tpu, got --strategy ",
                    o.strategy);
+  STRATA_CHECK_ARG(
+      (!o.deterministic && o.check_divergence_every == 0) || o.strategy == "mirrored" ||
+          o.strategy == "multi_worker",
+      "--deterministic and --check-divergence-every are for --strategy mirrored or multi_worker, "
+      "got --strategy ",
+      o.strategy);
+  STRATA_CHECK_ARG(!o.deterministic || o.batch_size % 8 == 0,
+                   "--deterministic splits every batch into 8 micro-batches: --batch-size must be "
+                   "a multiple of 8, got ",
+                   o.batch_size);
   STRATA_CHECK_ARG(o.devices <= 1 || o.strategy != "default",
                    "--strategy default runs on one device, got --devices ", o.devices,
                    " (use --strategy mirrored)");
@@ -802,6 +821,17 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
   train->add_option("--profile-json", o.profile_json,
                     "--profile: write the table here as JSON (default: step_profile.json in "
                     "--log-dir, or in the current folder)");
+  train->add_flag("--deterministic", o.deterministic,
+                  "mirrored, multi_worker: bit-identical weights for any number of replicas "
+                  "(CommunicationOptions.deterministic_reduction; the batch size must be a "
+                  "multiple of 8)");
+  train
+      ->add_option("--check-divergence-every", o.check_divergence_every,
+                   "mirrored, multi_worker: compare every replica's copy of every variable every "
+                   "N steps and fail naming the ones that differ (0 = never)")
+      ->check(whole_in(0, int64_t{1} << 40));
+  train->add_option("--save-weights", o.save_weights,
+                    "Write the final weights to this file (keras save_weights; the chief only)");
   return train;
 }
 
@@ -926,6 +956,7 @@ int run_train(const TrainOptions& o) {
     history = model->fit(data.train.x, data.train.y, fit);
   }
   const bool interrupted = g_stopped_mid_epoch.load();
+  if (!o.save_weights.empty() && chief && !interrupted) model->save_weights(o.save_weights);
   const std::optional<int> resumed_at = backup ? backup->resumed_epoch() : std::nullopt;
   std::optional<StepProfileOutput> profile;
   if (o.profile) {

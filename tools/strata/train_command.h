@@ -60,6 +60,13 @@ struct TrainOptions {
   // --log-dir, as TensorBoard scalars of the run "profile".
   bool profile = false;
   std::string profile_json = "";  // "" = <log-dir>/step_profile.json, or ./step_profile.json
+  // mirrored, multi_worker: CommunicationOptions.deterministic_reduction
+  // (bit-identical weights for any replica count, docs/determinism.md).
+  bool deterministic = false;
+  // mirrored, multi_worker: CommunicationOptions.check_divergence_every_n_steps; 0 = never.
+  int64_t check_divergence_every = 0;
+  // Write the final weights here (Model::save_weights; the chief only); "" = none.
+  std::string save_weights = "";
 };
 
 // Registers the `train` subcommand and its flags on `app`, filling `options`.

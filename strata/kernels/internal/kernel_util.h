@@ -11,6 +11,7 @@
 #include "strata/base/denormal.h"
 #include "strata/base/errors.h"
 #include "strata/core/allocator.h"
+#include "strata/core/config.h"
 #include "strata/core/device.h"
 #include "strata/core/dtype.h"
 #include "strata/core/tensor.h"
@@ -21,15 +22,39 @@ namespace strata::kernels::internal {
 // the hand-off to a worker (~microseconds) is amortised.
 inline constexpr int64_t kElementwiseGrain = 32768;
 
-// Runs fn over [0, n) on the current device's pool. The calling thread's
-// chunks run with denormals flushed to zero, as the pool's threads do
-// (TensorFlow flushes them around every kernel it runs): a kernel's result
+// Under config::enable_op_determinism() parallel_for cuts [0, n) into at
+// most this many chunks, of at least min_chunk elements, whatever the pool.
+inline constexpr int64_t kDeterministicChunks = 64;
+// ... and a GEMM is split as if the device had this many threads.
+inline constexpr int kDeterministicGemmThreads = 8;
+
+// Runs fn over [0, n) on the current device's pool. The pool decides the
+// chunks from its thread count; under config::enable_op_determinism() they
+// depend on n and min_chunk alone (fn is called with the same ranges on any
+// pool, so a kernel whose arithmetic depends on where a range starts or ends,
+// Eigen's vectorised head and tail, gives the same bits). The calling
+// thread's chunks run with denormals flushed to zero, as the pool's threads
+// do (TensorFlow flushes them around every kernel it runs): a kernel's result
 // does not depend on which thread computed which chunk.
 template <typename Fn>
 void parallel_for(int64_t n, int64_t min_chunk, Fn&& fn) {
   if (n <= 0) return;
   const ScopedFlushDenormal flush;
   ThreadPool& pool = current_device().thread_pool();
+  if (config::is_op_determinism_enabled()) {
+    const int64_t chunk =
+        std::max({min_chunk, int64_t{1}, (n + kDeterministicChunks - 1) / kDeterministicChunks});
+    const int64_t chunks = (n + chunk - 1) / chunk;
+    const auto run = [&](int64_t c0, int64_t c1) {
+      for (int64_t c = c0; c < c1; ++c) fn(c * chunk, std::min(n, (c + 1) * chunk));
+    };
+    if (pool.num_threads() == 1 || chunks == 1) {
+      run(0, chunks);
+    } else {
+      pool.parallel_for(chunks, 1, run);
+    }
+    return;
+  }
   if (pool.num_threads() == 1 || n <= min_chunk) {
     fn(int64_t{0}, n);
     return;
@@ -37,7 +62,13 @@ void parallel_for(int64_t n, int64_t min_chunk, Fn&& fn) {
   pool.parallel_for(n, min_chunk, fn);
 }
 
-inline int num_threads() { return current_device().thread_pool().num_threads(); }
+// The threads a kernel splits its work for: the device's, or under
+// config::enable_op_determinism() a fixed count (the split then does not
+// depend on the device).
+inline int num_threads() {
+  return config::is_op_determinism_enabled() ? kDeterministicGemmThreads
+                                             : current_device().thread_pool().num_threads();
+}
 
 // Frees a scratch block (below) back to the tensor buffer cache.
 struct ScratchDeleter {
