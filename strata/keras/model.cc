@@ -454,16 +454,24 @@ Logs Model::deterministic_train_step(const data::Element& data,
     for (const std::vector<Tensor>& p : parts) micro.push_back(p[size_t(j)]);
     const Unpacked d = unpack(micro, num_model_inputs(), "train_step");
     GradientTape tape;
-    Tensor y_pred = d.xs.size() == 1 ? (*this)(d.x, /*training=*/true) : (*this)(d.xs, true);
-    const Tensor loss = compute_loss_scaled(d.x, d.y, y_pred, d.sample_weight, micro_batches);
+    Tensor y_pred, loss;
+    {
+      distribute::ScopedStepPhase forward(distribute::StepPhase::kForward);
+      y_pred = d.xs.size() == 1 ? (*this)(d.x, /*training=*/true) : (*this)(d.xs, true);
+      loss = compute_loss_scaled(d.x, d.y, y_pred, d.sample_weight, micro_batches);
+    }
+    distribute::ScopedStepPhase gradient(distribute::StepPhase::kGradient);
     const std::vector<Tensor> grads = tape.gradient(loss, vars);
     for (size_t i = 0; i < vars.size(); ++i) leaves[i].push_back(grads[i]);
     predictions.push_back(std::move(y_pred));
   }
-  std::vector<Tensor> grads;
-  grads.reserve(vars.size());
-  for (const std::vector<Tensor>& l : leaves) grads.push_back(distribute::pairwise_sum(l));
-  optimizer_->apply_gradients(strata::zip(grads, vars));
+  {
+    distribute::ScopedStepPhase apply(distribute::StepPhase::kApply);
+    std::vector<Tensor> grads;
+    grads.reserve(vars.size());
+    for (const std::vector<Tensor>& l : leaves) grads.push_back(distribute::pairwise_sum(l));
+    optimizer_->apply_gradients(strata::zip(grads, vars));
+  }
   const Unpacked d = unpack(data, num_model_inputs(), "train_step");
   const Tensor y_pred =
       predictions.size() == 1 ? predictions.front() : strata::concat(predictions, 0);
