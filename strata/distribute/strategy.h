@@ -412,6 +412,10 @@ class Strategy {
 
   // The device of local replica `local` (the current device for the default strategy).
   virtual const Device& local_device(int local) const;
+  // Where local replica `local`'s copy of a new distributed variable goes:
+  // local_device(local), unless the strategy places it elsewhere (TPUStrategy
+  // inside extended().experimental_logical_device(k)).
+  virtual const Device& variable_device(int local) const { return local_device(local); }
 
   // merge_call's rendezvous (type-erased): returns the shared result of
   // merge(payloads of every local replica). The default runs it at once
