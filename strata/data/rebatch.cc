@@ -37,6 +37,7 @@ class RowStream {
       const int64_t k = std::min(n - got, rows_ - pos_);
       Element piece;
       for (const Tensor& t : *cur_) piece.push_back(t.slice_rows(pos_, pos_ + k));
+      piece.with_names_of(*cur_);
       pos_ += k;
       got += k;
       pieces.push_back(std::move(piece));
@@ -55,6 +56,7 @@ class RowStream {
       d[0] = 0;
       r.push_back(Tensor::allocate(spec[i].dtype, TensorShape(d)));
     }
+    if (cur_) r.with_names_of(*cur_);
     return r;
   }
 
@@ -138,6 +140,7 @@ class LegacyRebatchNode : public DatasetNode {
       ++*piece;
       Element out;
       for (const Tensor& t : **cur) out.push_back(t.slice_rows(lo, hi));
+      out.with_names_of(**cur);
       return out;
     });
   }
