@@ -6,10 +6,10 @@
 //   keras::LayerPtr copy = keras::layers::deserialize(j);   // new weights, same arguments
 //
 // Known classes: InputLayer, Dense, Conv2D, Flatten, Dropout, Activation,
-// MaxPooling2D, AveragePooling2D, Normalization, Add, Subtract, Multiply, Average, Maximum,
-// Minimum, Concatenate, Sequential and Functional (also "Model"). Another
-// class is UnimplementedError naming it; a missing or mistyped key is
-// InvalidArgumentError naming the class and the key. Thread-safe.
+// MaxPooling2D, AveragePooling2D, Normalization, StringLookup, Add, Subtract, Multiply, Average,
+// Maximum, Minimum, Concatenate, Sequential and Functional (also "Model"). Another class is
+// UnimplementedError naming it; a missing or mistyped key is InvalidArgumentError naming the class
+// and the key. Thread-safe.
 
 #include <nlohmann/json_fwd.hpp>
 
