@@ -517,9 +517,9 @@ struct AnyField {
 
 template <typename T, typename... Fields>
 constexpr size_t aggregate_field_count() {
-  if constexpr (sizeof...(Fields) > kMaxRegroupedFields) {
-    return sizeof...(Fields);
-  } else if constexpr (requires { T{std::declval<Fields>()..., AnyField{}}; }) {
+  if constexpr (sizeof...(Fields) <= kMaxRegroupedFields && requires {
+                  T{std::declval<Fields>()..., AnyField{}};
+                }) {
     return aggregate_field_count<T, Fields..., AnyField>();
   } else {
     return sizeof...(Fields);

@@ -84,9 +84,9 @@ TPUStrategy::TPUStrategy(cluster_resolver::TPUClusterResolver* tpu_cluster_resol
                   place(*tpu_cluster_resolver, std::move(device_assignment)),
                   experimental_spmd_xla_partitioning) {}
 
-TPUStrategy::TPUStrategy(std::shared_ptr<cluster_resolver::TPUClusterResolver> tpu_cluster_resolver,
-                         std::optional<tpu::DeviceAssignment> device_assignment,
-                         bool experimental_spmd_xla_partitioning)
+TPUStrategy::TPUStrategy(
+    const std::shared_ptr<cluster_resolver::TPUClusterResolver>& tpu_cluster_resolver,
+    std::optional<tpu::DeviceAssignment> device_assignment, bool experimental_spmd_xla_partitioning)
     : TPUStrategy(cluster_resolver::ClusterResolverRef(tpu_cluster_resolver),
                   place(*tpu_cluster_resolver, std::move(device_assignment)),
                   experimental_spmd_xla_partitioning) {}

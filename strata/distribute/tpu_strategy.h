@@ -126,7 +126,7 @@ class TPUStrategy : public ReplicatedStrategy {
       std::optional<tpu::experimental::DeviceAssignment> device_assignment = std::nullopt,
       bool experimental_spmd_xla_partitioning = false);
   explicit TPUStrategy(
-      std::shared_ptr<cluster_resolver::TPUClusterResolver> tpu_cluster_resolver,
+      const std::shared_ptr<cluster_resolver::TPUClusterResolver>& tpu_cluster_resolver,
       std::optional<tpu::experimental::DeviceAssignment> device_assignment = std::nullopt,
       bool experimental_spmd_xla_partitioning = false);
   // A temporary resolver would not outlive the strategy.

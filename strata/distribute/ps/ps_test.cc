@@ -716,6 +716,7 @@ TEST(ParameterServerStrategyTest, RemoteValueOfATensorAndPerWorkerValuesReadAsTe
   // Each worker's closure gets its own value of a PerWorkerValues.
   sd::PerWorkerValues per_worker({strata::constant(int64_t{10}), strata::constant(int64_t{20})});
   std::vector<sd::RemoteValue<>> results;
+  results.reserve(20);
   for (int i = 0; i < 20; ++i) results.push_back(coordinator.schedule("own_value", {per_worker}));
   coordinator.join();
   for (const auto& r : results) {
