@@ -106,7 +106,7 @@ void BM_ParseSingleExampleFashionMnist(benchmark::State& state) {
   const auto examples = fashion_like_examples(1024);
   size_t i = 0;
   for (auto _ : state) {
-    auto f = io::parse_single_example(examples[i++ % examples.size()], fashion_spec());
+    auto f = io::parse_single_example_features(examples[i++ % examples.size()], fashion_spec());
     benchmark::DoNotOptimize(f);
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()));
@@ -116,7 +116,7 @@ BENCHMARK(BM_ParseSingleExampleFashionMnist);
 void BM_ParseExampleBatch128FashionMnist(benchmark::State& state) {
   const auto examples = fashion_like_examples(128);
   for (auto _ : state) {
-    auto f = io::parse_example(examples, fashion_spec());
+    auto f = io::parse_example_features(examples, fashion_spec());
     benchmark::DoNotOptimize(f);
   }
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations() * examples.size()));

@@ -161,7 +161,7 @@ int run_chief(const std::shared_ptr<cr::TFConfigClusterResolver>& resolver, Chil
   expect(w.device() == "/job:ps/replica:0/task:0/device:CPU:0", "w is on the ps");
   sd::ClusterCoordinator coordinator(strategy, {.ping_interval = 50ms});
   auto iterator = coordinator.create_per_worker_dataset("linear_data").iter();
-  std::vector<sd::RemoteValue> losses;
+  std::vector<sd::RemoteValue<>> losses;
   for (int step = 0; step < kSteps; ++step) {
     losses.push_back(coordinator.schedule("train_step", {w, b, iterator}));
     if (step == kSteps / 3 && children) {

@@ -30,10 +30,12 @@ void expect(bool ok, const std::string& what) {
 
 int main(int argc, char** argv) {
   const int num_replicas = argc > 1 ? std::stoi(argv[1]) : 1;
-  tpu::Topology topology = tpu::initialize_tpu_system();
+  sd::cluster_resolver::TPUClusterResolver resolver("");
+  tf::config::experimental_connect_to_cluster(resolver);
+  tpu::Topology topology = tpu::initialize_tpu_system(resolver);
   tpu::DeviceAssignment device_assignment = tpu::DeviceAssignment::build(
       topology, {.computation_shape = {1, 1, 1, 2}, .num_replicas = num_replicas});
-  sd::TPUStrategy strategy(device_assignment);
+  sd::TPUStrategy strategy(resolver, device_assignment);
   std::cout << strategy.num_replicas_in_sync() << " replica(s) x "
             << strategy.num_logical_devices_per_replica() << " logical devices\n";
 

@@ -29,12 +29,18 @@ void expect(bool ok, const char* what) {
 }  // namespace
 
 int main() {
-  tpu::Topology topology = tpu::initialize_tpu_system();
+  // resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu='')
+  // tf.config.experimental_connect_to_cluster(resolver)
+  // tf.tpu.experimental.initialize_tpu_system(resolver)
+  // strategy = tf.distribute.TPUStrategy(resolver)
+  sd::cluster_resolver::TPUClusterResolver resolver("");
+  tf::config::experimental_connect_to_cluster(resolver);
+  tpu::Topology topology = tpu::initialize_tpu_system(resolver);
   std::cout << "TPU system: mesh "
             << tf::TensorShape(
                    std::vector<int64_t>(topology.mesh_shape().begin(), topology.mesh_shape().end()))
             << "\n";
-  sd::TPUStrategy strategy;
+  sd::TPUStrategy strategy(resolver);
   std::cout << "replicas in sync: " << strategy.num_replicas_in_sync() << "\n";
 
   std::shared_ptr<keras::layers::DenseLayer> model;

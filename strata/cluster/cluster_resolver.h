@@ -16,7 +16,10 @@
 // caller supplied). Thread-safety: const methods may run concurrently; the setters
 // (set_task_type, set_task_id, set_rpc_layer) need exclusive access.
 
+#include <concepts>
+#include <cstddef>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -66,6 +69,33 @@ class ClusterResolver {
   std::optional<std::string> task_type_;
   std::optional<int> task_id_;
   std::optional<std::string> rpc_layer_;
+};
+
+// The resolver a strategy is given and keeps: shared (a std::shared_ptr, which
+// the strategy keeps alive) or borrowed (a pointer, `.cluster_resolver =
+// &resolver`: the caller keeps the resolver alive for the strategy's lifetime,
+// as a TensorFlow program that declares the resolver before the strategy
+// does). Either way strategy.cluster_resolver() returns that very object, as
+// TensorFlow's strategy returns the resolver it was given. A cheap value.
+class ClusterResolverRef {
+ public:
+  ClusterResolverRef() = default;
+  ClusterResolverRef(std::nullptr_t) {}  // NOLINT(google-explicit-constructor): `= nullptr`
+  template <std::derived_from<ClusterResolver> R>
+  ClusterResolverRef(std::shared_ptr<R> shared)  // NOLINT(google-explicit-constructor)
+      : resolver_(std::move(shared)) {}
+  // Borrowed: no ownership is taken.
+  ClusterResolverRef(ClusterResolver* borrowed)  // NOLINT(google-explicit-constructor)
+      : resolver_(std::shared_ptr<ClusterResolver>(), borrowed) {}
+
+  ClusterResolver* get() const noexcept { return resolver_.get(); }
+  ClusterResolver& operator*() const noexcept { return *resolver_; }
+  ClusterResolver* operator->() const noexcept { return resolver_.get(); }
+  explicit operator bool() const noexcept { return resolver_ != nullptr; }
+
+ private:
+  // For a borrowed resolver: an empty owner aliasing the caller's object.
+  std::shared_ptr<ClusterResolver> resolver_;
 };
 
 // TFConfigClusterResolver(task_type=None, task_id=None, rpc_layer=None, environment=None)

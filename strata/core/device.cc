@@ -17,7 +17,14 @@ namespace strata {
 Device::Device(DeviceSpec spec, int num_threads)
     : spec_(std::move(spec)),
       name_(spec_.to_string()),
-      pool_(std::make_unique<ThreadPool>(num_threads)) {}
+      pool_(std::make_shared<ThreadPool>(num_threads)),
+      backing_(this) {}
+
+Device::Device(DeviceSpec spec, const Device& backing)
+    : spec_(std::move(spec)),
+      name_(spec_.to_string()),
+      pool_(backing.pool_),
+      backing_(&backing.backing_device()) {}
 
 namespace {
 
@@ -43,7 +50,9 @@ struct Runtime {
   std::string job STRATA_GUARDED_BY(mu) = "localhost";
   int task STRATA_GUARDED_BY(mu) = 0;
   std::vector<std::unique_ptr<Device>> devices;
-  // reset_runtime_for_testing keeps these alive
+  // set_backed_devices: they come and go while the runtime runs
+  std::vector<std::unique_ptr<Device>> backed STRATA_GUARDED_BY(mu);
+  // reset_runtime_for_testing and set_backed_devices keep these alive
   std::vector<std::unique_ptr<Device>> retired STRATA_GUARDED_BY(mu);
 
   static Runtime& get() {
@@ -110,13 +119,19 @@ const Device& current_device() {
 
 const Device& find_device(std::string_view name) {
   const DeviceSpec pattern = DeviceSpec::from_string(name);
-  const auto& devices = Runtime::get().ensure_initialized();
+  Runtime& rt = Runtime::get();
+  const auto& devices = rt.ensure_initialized();
   for (const auto& d : devices) {
     if (d->spec().matches(pattern)) return *d;
   }
+  MutexLock lock(rt.mu);
+  for (const auto& d : rt.backed) {
+    if (d->spec().matches(pattern)) return *d;
+  }
   std::vector<std::string> names;
-  names.reserve(devices.size());
+  names.reserve(devices.size() + rt.backed.size());
   for (const auto& d : devices) names.push_back(d->name());
+  for (const auto& d : rt.backed) names.push_back(d->name());
   throw NotFoundError(
       str_cat("device: no local device matches '", name, "'; local devices are ", names));
 }
@@ -124,6 +139,39 @@ const Device& find_device(std::string_view name) {
 std::vector<const Device*> local_devices() {
   std::vector<const Device*> out;
   for (const auto& d : Runtime::get().ensure_initialized()) out.push_back(d.get());
+  return out;
+}
+
+void set_backed_devices(std::string_view device_type, const std::vector<const Device*>& backing) {
+  STRATA_CHECK_ARG(!device_type.empty() && device_type != "CPU",
+                   "set_backed_devices: expected a device type other than CPU, got '", device_type,
+                   "'");
+  Runtime& rt = Runtime::get();
+  rt.ensure_initialized();
+  MutexLock lock(rt.mu);
+  std::vector<std::unique_ptr<Device>> kept;
+  for (auto& d : rt.backed) {
+    (d->device_type() == device_type ? rt.retired : kept).push_back(std::move(d));
+  }
+  rt.backed = std::move(kept);
+  for (size_t k = 0; k < backing.size(); ++k) {
+    STRATA_INTERNAL_CHECK(backing[k] != nullptr, "set_backed_devices: null backing device");
+    DeviceSpec spec{.job = rt.job,
+                    .replica = 0,
+                    .task = rt.task,
+                    .device_type = std::string(device_type),
+                    .device_index = static_cast<int>(k)};
+    rt.backed.push_back(std::make_unique<Device>(std::move(spec), *backing[k]));
+  }
+}
+
+std::vector<const Device*> backed_devices(std::string_view device_type) {
+  Runtime& rt = Runtime::get();
+  MutexLock lock(rt.mu);
+  std::vector<const Device*> out;
+  for (const auto& d : rt.backed) {
+    if (device_type.empty() || d->device_type() == device_type) out.push_back(d.get());
+  }
   return out;
 }
 
@@ -189,6 +237,7 @@ std::vector<LogicalDevice> list_logical_devices(std::string_view device_type) {
       out.push_back({d->name(), d->device_type()});
     }
   }
+  for (const Device* d : backed_devices(device_type)) out.push_back({d->name(), d->device_type()});
   return out;
 }
 
@@ -248,6 +297,8 @@ void reset_runtime_for_testing() {
   MutexLock lock(rt.mu);
   for (auto& d : rt.devices) rt.retired.push_back(std::move(d));
   rt.devices.clear();
+  for (auto& d : rt.backed) rt.retired.push_back(std::move(d));
+  rt.backed.clear();
   rt.cpu_config.clear();
   rt.intra_op_threads = 0;
   rt.job = "localhost";

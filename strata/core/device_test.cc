@@ -201,5 +201,31 @@ TEST_F(DeviceTest, LocalTaskIfUninitializedSetsItOnlyBeforeFirstUse) {
   EXPECT_EQ(current_device().name(), "/job:chief/replica:0/task:0/device:CPU:0");
 }
 
+TEST_F(DeviceTest, BackedDevicesRunOnTheirBackingDevicesUnderTheirOwnNames) {
+  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  const Device& cpu1 = find_device("CPU:1");
+  set_backed_devices("TPU", {&find_device("CPU:0"), &cpu1});
+  const Device& tpu1 = find_device("/TPU:1");
+  EXPECT_EQ(tpu1.name(), "/job:localhost/replica:0/task:0/device:TPU:1");
+  EXPECT_EQ(tpu1.device_type(), "TPU");
+  EXPECT_EQ(&tpu1.backing_device(), &cpu1);
+  EXPECT_EQ(&tpu1.thread_pool(), &cpu1.thread_pool());
+  EXPECT_EQ(&cpu1.backing_device(), &cpu1);
+  EXPECT_EQ(backed_devices("TPU").size(), 2u);
+  EXPECT_EQ(local_devices().size(), 2u);  // the CPU devices only
+  {
+    auto scope = device("/TPU:1");
+    EXPECT_EQ(&current_device(), &tpu1);
+  }
+  // A device handed out stays valid after its type is removed.
+  set_backed_devices("TPU", {});
+  EXPECT_TRUE(config::list_logical_devices("TPU").empty());
+  EXPECT_THROW(find_device("/TPU:1"), NotFoundError);
+  EXPECT_EQ(tpu1.name(), "/job:localhost/replica:0/task:0/device:TPU:1");
+  EXPECT_THROW(set_backed_devices("CPU", {&cpu1}), InvalidArgumentError);
+  EXPECT_THROW(set_backed_devices("", {&cpu1}), InvalidArgumentError);
+}
+
 }  // namespace
 }  // namespace strata

@@ -171,6 +171,7 @@ Dataset Dataset::unbatch() const {
           for (const Tensor& t : **cur)
             e.push_back(t.slice_rows(*pos, *pos + 1).reshaped(t.shape().removed(0)));
           ++*pos;
+          e.with_names_of(**cur);
           return e;
         },
         [in, cur, pos](StateWriter& w, std::vector<Element>&) {

@@ -4,6 +4,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
+#include "strata/base/str_cat.h"
 #include "strata/data/internal/node.h"
 #include "strata/data/internal/state_io.h"
 
@@ -155,6 +156,53 @@ ElementIterator::ElementIterator(Iterator it) : it_(std::make_shared<Iterator>(s
 
 ElementIterator& ElementIterator::operator++() {
   current_ = it_->next();
+  return *this;
+}
+
+Element::Element(const std::map<std::string, Tensor>& named) {
+  reserve(named.size());
+  auto names = std::make_shared<std::vector<std::string>>();
+  names->reserve(named.size());
+  for (const auto& [name, t] : named) {
+    names->push_back(name);
+    push_back(t);
+  }
+  names_ = std::move(names);
+}
+
+const std::vector<std::string>& Element::names() const noexcept {
+  static const std::vector<std::string> kNone;
+  return names_ ? *names_ : kNone;
+}
+
+size_t Element::index_of(std::string_view name) const {
+  STRATA_INTERNAL_CHECK(!names_ || names_->size() == size(),
+                        "an element's names and components disagree in number");
+  if (names_) {
+    for (size_t i = 0; i < names_->size(); ++i) {
+      if ((*names_)[i] == name) return i;
+    }
+  }
+  throw InvalidArgumentError(str_cat("Element: no component named '", name, "'; ",
+                                     names_ ? str_cat("the components are ", *names_)
+                                            : std::string("the components have no names")));
+}
+
+const Tensor& Element::operator[](std::string_view name) const { return at(index_of(name)); }
+Tensor& Element::operator[](std::string_view name) { return at(index_of(name)); }
+
+std::map<std::string, Tensor> Element::as_dict() const {
+  STRATA_CHECK_ARG(names_ != nullptr, "Element.as_dict: expected named components, got ", size(),
+                   " positional ones");
+  std::map<std::string, Tensor> out;
+  for (size_t i = 0; i < size(); ++i) out.emplace((*names_)[i], at(i));
+  return out;
+}
+
+Element& Element::with_names_of(const Element& like) {
+  STRATA_CHECK_ARG(!like.names_ || like.size() == size(), "Element: expected ", like.size(),
+                   " components to take the names ", like.names(), ", got ", size());
+  names_ = like.names_;
   return *this;
 }
 

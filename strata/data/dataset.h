@@ -17,7 +17,22 @@
 //   auto first = it.get_next();        // OutOfRangeError at the end
 //
 // Elements are flat: an Element is a std::vector<Tensor> (one entry per
-// component); zip concatenates the components of its inputs.
+// component); zip concatenates the components of its inputs. An element may
+// name its components, as TensorFlow's dict elements do:
+//
+//   auto ds = Dataset::from_tensor_slices({{"feature", x}, {"label", y}})
+//                 .map([](const Element& d) -> Element {
+//                   return {{"feature", d["feature"] / 255.f}, {"label", d["label"]}};
+//                 })
+//                 .batch(4);
+//   for (const Element& e : ds) { e["feature"]; e["label"]; e[0]; }
+//
+// Named components are kept in sorted name order, the order tf.nest flattens a
+// dict in, so e[0] is the first name's tensor. Sources, map, batch, unbatch,
+// rebatch, padded_batch and the pass-through transformations (shuffle, repeat,
+// take, skip, shard, filter, cache, prefetch, concatenate, interleave) keep
+// the names; zip and enumerate, whose TensorFlow results nest the input's
+// structure in a tuple, raise UnimplementedError for named elements.
 //
 // Thread-safety: Dataset is immutable (any number of threads may iterate the
 // same Dataset); an Iterator is used by one thread at a time. Destroying an
@@ -30,10 +45,14 @@
 
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <iterator>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "strata/core/tensor.h"
@@ -42,7 +61,41 @@
 
 namespace strata::data {
 
-using Element = std::vector<Tensor>;
+// One dataset element: its components (a std::vector<Tensor>) and, for
+// TensorFlow's dict elements, their names (see the top of this file). Copies
+// share the names. Not thread-safe to mutate; const access is.
+class Element : public std::vector<Tensor> {
+ public:
+  using std::vector<Tensor>::vector;
+  using std::vector<Tensor>::operator[];
+  Element() = default;
+  // Positional components (a tuple element).
+  Element(std::vector<Tensor> components)  // NOLINT(google-explicit-constructor)
+      : std::vector<Tensor>(std::move(components)) {}
+  // Named components (a dict element), in name order:
+  // `Element{{"feature", x}, {"label", y}}`, or the map tf.io.parse_example returns.
+  Element(const std::map<std::string, Tensor>& named);  // NOLINT(google-explicit-constructor)
+  Element(std::initializer_list<std::pair<const std::string, Tensor>> named)
+      : Element(std::map<std::string, Tensor>(named)) {}
+
+  // The component named `name` (TF: element["name"]). InvalidArgumentError (TF's
+  // KeyError) naming the element's names when there is none of that name.
+  const Tensor& operator[](std::string_view name) const;
+  Tensor& operator[](std::string_view name);
+
+  // The components' names in component order; empty for positional components.
+  const std::vector<std::string>& names() const noexcept;
+  bool has_names() const noexcept { return names_ != nullptr; }
+  // The components by name (TF's dict). InvalidArgumentError for positional ones.
+  std::map<std::string, Tensor> as_dict() const;
+  // Gives this element the names of `like` (none when `like` has none); the
+  // component counts must agree (InvalidArgumentError otherwise). Returns *this.
+  Element& with_names_of(const Element& like);
+
+ private:
+  size_t index_of(std::string_view name) const;
+  std::shared_ptr<const std::vector<std::string>> names_;
+};
 
 // tf.data.AUTOTUNE: let the runtime choose a parallelism / buffer size.
 inline constexpr int64_t AUTOTUNE = -1;

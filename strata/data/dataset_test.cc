@@ -607,5 +607,68 @@ TEST_F(FileDatasets, ListFilesInterleavedWithReaders) {
   EXPECT_EQ(strings(ds), (std::vector<std::string>{"a", "c", "b", "d"}));
 }
 
+// dataset = tf.data.Dataset.from_tensor_slices({"a": [1, 2], "b": [3, 4]})
+// list(dataset.as_numpy_iterator()) == [{'a': 1, 'b': 3}, {'a': 2, 'b': 4}]
+TEST(DatasetNamedComponents, FromTensorSlicesOfADictGivesDictElements) {
+  auto dataset = Dataset::from_tensor_slices({{"a", ints({1, 2})}, {"b", ints({3, 4})}});
+  std::vector<std::pair<int64_t, int64_t>> got;
+  for (const Element& e : dataset) {
+    EXPECT_EQ(e.names(), (std::vector<std::string>{"a", "b"}));
+    got.emplace_back(e["a"].item<int64_t>(), e["b"].item<int64_t>());
+  }
+  EXPECT_EQ(got, (std::vector<std::pair<int64_t, int64_t>>{{1, 3}, {2, 4}}));
+  // Components are in name order, as tf.nest flattens a dict: {"b": ..., "a": ...} too.
+  auto reordered = Dataset::from_tensor_slices({{"b", ints({3, 4})}, {"a", ints({1, 2})}});
+  EXPECT_EQ(values(reordered), (Ints{1, 2}));
+}
+
+// ds = tf.data.Dataset.from_tensor_slices({"a": [1, 2, 3], "b": ["foo", "bar", "baz"]})
+// ds = ds.map(lambda d: {"a": d["a"] * 2, "b": d["b"]}).batch(2)
+// list(ds.as_numpy_iterator())
+//   == [{'a': [2, 4], 'b': [b'foo', b'bar']}, {'a': [6], 'b': [b'baz']}]
+TEST(DatasetNamedComponents, MapAndBatchKeepTheNames) {
+  auto ds =
+      Dataset::from_tensor_slices(
+          {{"a", ints({1, 2, 3})}, {"b", constant(std::vector<std::string>{"foo", "bar", "baz"})}})
+          .map([](const Element& d) -> Element {
+            return {{"a", constant(d["a"].item<int64_t>() * 2)}, {"b", d["b"]}};
+          })
+          .batch(2);
+  std::vector<Ints> a;
+  std::vector<std::vector<std::string>> b;
+  for (const Element& e : ds) {
+    a.push_back(e["a"].to_vector<int64_t>());
+    b.push_back(e["b"].to_vector<std::string>());
+  }
+  EXPECT_EQ(a, (std::vector<Ints>{{2, 4}, {6}}));
+  EXPECT_EQ(b, (std::vector<std::vector<std::string>>{{"foo", "bar"}, {"baz"}}));
+  // unbatch, rebatch, shuffle, take and prefetch keep them too.
+  auto again = ds.unbatch().batch(3).rebatch({1, 2}).shuffle(4, {.seed = 1}).take(5).prefetch(1);
+  int64_t total = 0;
+  for (const Element& e : again) {
+    EXPECT_EQ(e.names(), (std::vector<std::string>{"a", "b"}));
+    for (int64_t v : e["a"].to_vector<int64_t>()) total += v;
+  }
+  EXPECT_EQ(total, 12);
+}
+
+TEST(DatasetNamedComponents, AMissingNameOrANestedStructureIsAnError) {
+  auto ds = Dataset::from_tensor_slices({{"feature", ints({1, 2})}, {"label", ints({0, 1})}});
+  const Element first = ds.iter().get_next();
+  try {
+    (void)first["labels"];
+    ADD_FAILURE() << "expected InvalidArgumentError";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("no component named 'labels'"), std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("[feature, label]"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW((void)Element{ints({1})}["feature"], InvalidArgumentError);
+  EXPECT_EQ(first.as_dict().at("label").item<int64_t>(), 0);
+  // TF gives (i, {...}) and ({...}, x): nested structures, which flat elements cannot hold.
+  EXPECT_THROW(ds.enumerate().iter().get_next(), UnimplementedError);
+  EXPECT_THROW(Dataset::zip({ds, Dataset::range(2)}).iter().get_next(), UnimplementedError);
+}
+
 }  // namespace
 }  // namespace strata::data

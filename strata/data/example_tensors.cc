@@ -18,14 +18,14 @@ io::FeatureDType to_feature_dtype(DType dtype) {
   }
 }
 
-namespace data {
+namespace io {
 namespace {
 
-Tensor values_tensor(const io::FeatureValues& v, const TensorShape& shape) {
+Tensor values_tensor(const FeatureValues& v, const TensorShape& shape) {
   switch (v.dtype) {
-    case io::FeatureDType::float32: return constant(v.float_values, shape);
-    case io::FeatureDType::int64: return constant(v.int64_values, shape);
-    case io::FeatureDType::string: return constant(v.string_values, shape);
+    case FeatureDType::float32: return constant(v.float_values, shape);
+    case FeatureDType::int64: return constant(v.int64_values, shape);
+    case FeatureDType::string: return constant(v.string_values, shape);
   }
   STRATA_INTERNAL_CHECK(false, "unknown FeatureDType");
   return Tensor();
@@ -33,7 +33,7 @@ Tensor values_tensor(const io::FeatureValues& v, const TensorShape& shape) {
 
 }  // namespace
 
-std::map<std::string, Tensor> to_tensors(const io::ParsedFeatures& features) {
+std::map<std::string, Tensor> to_tensors(const ParsedFeatures& features) {
   std::map<std::string, Tensor> out;
   for (const auto& [name, f] : features) {
     if (!f.sparse) {
@@ -50,29 +50,28 @@ std::map<std::string, Tensor> to_tensors(const io::ParsedFeatures& features) {
 }
 
 std::map<std::string, Tensor> parse_single_example(std::string_view serialized,
-                                                   const io::FeatureSpecs& specs) {
-  return to_tensors(io::parse_single_example(serialized, specs));
+                                                   const FeatureSpecs& specs) {
+  return to_tensors(parse_single_example_features(serialized, specs));
 }
 
 std::map<std::string, Tensor> parse_single_example(const Tensor& serialized,
-                                                   const io::FeatureSpecs& specs) {
+                                                   const FeatureSpecs& specs) {
   STRATA_CHECK_ARG(
       serialized.defined() && serialized.dtype() == DType::string && serialized.shape().rank() == 0,
       "parse_single_example: expected a scalar string tensor, got ",
       serialized.defined() ? serialized.to_string() : std::string("an empty tensor"));
   const std::string bytes = serialized.item<std::string>();
-  return data::parse_single_example(std::string_view(bytes), specs);
+  return parse_single_example(std::string_view(bytes), specs);
 }
 
-std::map<std::string, Tensor> parse_example(const Tensor& serialized,
-                                            const io::FeatureSpecs& specs) {
+std::map<std::string, Tensor> parse_example(const Tensor& serialized, const FeatureSpecs& specs) {
   STRATA_CHECK_ARG(
       serialized.defined() && serialized.dtype() == DType::string && serialized.shape().rank() == 1,
       "parse_example: expected a [batch] string tensor, got ",
       serialized.defined() ? serialized.to_string() : std::string("an empty tensor"));
   const std::vector<std::string> records = serialized.to_vector<std::string>();
-  return to_tensors(io::parse_example(records, specs));
+  return to_tensors(parse_example_features(records, specs));
 }
 
-}  // namespace data
+}  // namespace io
 }  // namespace strata

@@ -38,6 +38,7 @@ class RowStream {
       const int64_t k = std::min(n - got, rows_ - pos_);
       Element piece;
       for (const Tensor& t : *cur_) piece.push_back(t.slice_rows(pos_, pos_ + k));
+      piece.with_names_of(*cur_);
       pos_ += k;
       got += k;
       pieces.push_back(std::move(piece));
@@ -84,6 +85,7 @@ class RowStream {
       d[0] = 0;
       r.push_back(Tensor::allocate(spec[i].dtype, TensorShape(d)));
     }
+    if (cur_) r.with_names_of(*cur_);
     return r;
   }
 
@@ -190,6 +192,7 @@ class LegacyRebatchNode : public DatasetNode {
           ++*piece;
           Element out;
           for (const Tensor& t : **cur) out.push_back(t.slice_rows(lo, hi));
+          out.with_names_of(**cur);
           return out;
         },
         [in, cur, piece, n](internal::StateWriter& w, std::vector<Element>&) {

@@ -85,6 +85,7 @@ Dataset Dataset::from_tensor_slices(Element components) {
                                                 components[c].offset() + *i * row_sizes[c],
                                                 &components[c].placement()));
               ++*i;
+              e.with_names_of(components);
               return e;
             },
             [i](internal::StateWriter& w, std::vector<Element>&) { w.write_int("index", *i); },

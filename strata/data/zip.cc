@@ -51,6 +51,12 @@ Dataset Dataset::zip(const std::vector<Dataset>& datasets) {
               for (const auto& it : its) {
                 auto e = it->next();
                 if (!e) return std::nullopt;
+                STRATA_CHECK(
+                    UNIMPLEMENTED, !e->has_names(),
+                    "zip: datasets of named components (dict elements) cannot be zipped: "
+                    "TensorFlow nests them in a tuple, and Strata's elements are flat; got "
+                    "components named ",
+                    e->names());
                 out.insert(out.end(), e->begin(), e->end());
               }
               return out;
@@ -128,6 +134,12 @@ Dataset Dataset::enumerate(int64_t start) const {
             [in, i]() -> std::optional<Element> {
               auto e = in->next();
               if (!e) return std::nullopt;
+              STRATA_CHECK(
+                  UNIMPLEMENTED, !e->has_names(),
+                  "enumerate: a dataset of named components (dict elements) cannot be "
+                  "enumerated: TensorFlow nests them in a tuple (index, dict), and Strata's "
+                  "elements are flat; got components named ",
+                  e->names());
               e->insert(e->begin(), constant((*i)++));
               return e;
             },

@@ -24,6 +24,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <variant>
 #include <vector>
 
@@ -45,10 +46,26 @@ class PerWorkerIterator {
   std::string dataset_function_;
 };
 
+// tf.distribute.experimental.coordinator.PerWorkerValues: one value per
+// worker, in worker order. As an argument of a scheduled closure, the function
+// running on worker w gets values()[w], as TF passes each worker its own
+// component. A per-worker iterator (PerWorkerIterator, what
+// `iter(per_worker_dataset)` returns) is the other per-worker argument.
+// schedule raises InvalidArgumentError when the count is not the number of
+// workers.
+class PerWorkerValues {
+ public:
+  explicit PerWorkerValues(std::vector<Tensor> values) : values_(std::move(values)) {}
+  const std::vector<Tensor>& values() const noexcept { return values_; }
+
+ private:
+  std::vector<Tensor> values_;
+};
+
 // One argument of a scheduled closure: a tensor, a variable of the strategy
-// (passed by reference: the worker reads and updates it where it lives) or a
-// per-worker iterator.
-using ClosureArgument = std::variant<Tensor, Variable, PerWorkerIterator>;
+// (passed by reference: the worker reads and updates it where it lives), a
+// per-worker iterator, or per-worker values.
+using ClosureArgument = std::variant<Tensor, Variable, PerWorkerIterator, PerWorkerValues>;
 
 class Coordinator {
  public:

@@ -126,6 +126,15 @@ std::optional<PerReplica<data::Element>> DistributedIterator::State::next() {
     for (Tensor& t : *e) t = t.on_device(d);
     parts.push_back(std::move(*e));
   }
+  // A replica's dummy batch names its components as the real ones do.
+  const auto named = std::find_if(parts.begin(), parts.end(),
+                                  [](const data::Element& e) { return e.has_names(); });
+  if (named != parts.end()) {
+    const data::Element names = *named;
+    for (data::Element& e : parts) {
+      if (!e.has_names() && e.size() == names.size()) e.with_names_of(names);
+    }
+  }
   const bool any = agreement ? agreement(with_data > 0) : with_data > 0;
   if (!any) {
     finished = true;

@@ -327,7 +327,7 @@ Variable make_distributed_variable(Strategy& strategy, const VariableArgs& args)
   std::vector<Variable> components;
   const int n = strategy.num_local_replicas();
   for (int i = 0; i < n; ++i) {
-    const Device& device = strategy.local_device(i);
+    const Device& device = strategy.variable_device(i);
     DeviceScope scope(device);
     VariableArgs component = args;
     if (i > 0) {

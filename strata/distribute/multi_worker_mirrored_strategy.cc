@@ -221,7 +221,7 @@ class MultiWorkerExtended : public DeviceListExtended {
 
 struct MultiWorkerMirroredStrategy::Setup {
   MultiWorkerMirroredStrategyOptions options;
-  std::shared_ptr<cluster_resolver::ClusterResolver> resolver;
+  cluster_resolver::ClusterResolverRef resolver;
   train::ClusterSpec cluster;
   std::string task_type;
   int task_id = 0;
@@ -431,9 +431,10 @@ std::unique_ptr<MultiWorkerMirroredStrategy::Setup> MultiWorkerMirroredStrategy:
     MultiWorkerMirroredStrategyOptions options) {
   auto setup = std::make_unique<Setup>();
   validate(options.communication_options);
-  setup->resolver = options.cluster_resolver
-                        ? options.cluster_resolver
-                        : std::make_shared<cluster_resolver::TFConfigClusterResolver>();
+  setup->resolver = options.cluster_resolver;
+  if (!setup->resolver) {
+    setup->resolver = std::make_shared<cluster_resolver::TFConfigClusterResolver>();
+  }
   setup->options = std::move(options);
   setup->cluster = setup->resolver->cluster_spec();
   if (setup->cluster.jobs().empty()) {

@@ -8,7 +8,7 @@
 //   sd::MultiWorkerMirroredStrategy strategy;             // reads TF_CONFIG
 //   strategy.cluster_resolver()->task_type();             // "worker"
 //   strategy.num_replicas_in_sync();                      // workers x local devices
-//   sd::MultiWorkerMirroredStrategy custom({.cluster_resolver = resolver,
+//   sd::MultiWorkerMirroredStrategy custom({.cluster_resolver = &resolver,
 //                                           .communication_options = {.timeout_seconds = 30}});
 //
 // Start-up (the constructor is collective: every worker must construct it):
@@ -83,8 +83,9 @@ namespace strata::distribute {
 // Fields in the order of TensorFlow's arguments,
 // MultiWorkerMirroredStrategy(cluster_resolver=None, communication_options=None).
 struct MultiWorkerMirroredStrategyOptions {
-  // nullptr: a TFConfigClusterResolver reading $TF_CONFIG.
-  std::shared_ptr<cluster_resolver::ClusterResolver> cluster_resolver = nullptr;
+  // nullptr: a TFConfigClusterResolver reading $TF_CONFIG. A shared_ptr, or
+  // `&resolver` for a resolver the caller keeps alive (ClusterResolverRef).
+  cluster_resolver::ClusterResolverRef cluster_resolver = nullptr;
   CommunicationOptions communication_options = {};
 };
 
@@ -114,7 +115,7 @@ class MultiWorkerMirroredStrategy : public ReplicatedStrategy {
   static std::unique_ptr<Setup> make_setup(MultiWorkerMirroredStrategyOptions options);
   explicit MultiWorkerMirroredStrategy(std::unique_ptr<Setup> setup);
 
-  std::shared_ptr<cluster_resolver::ClusterResolver> resolver_;
+  cluster_resolver::ClusterResolverRef resolver_;
   int num_workers_;
   int worker_index_;
   bool is_chief_;

@@ -118,6 +118,24 @@ class MultiWorkerTest : public ::testing::Test {
   }
 };
 
+// resolver = tf.distribute.cluster_resolver.SimpleClusterResolver(tf.train.ClusterSpec({}))
+// strategy = tf.distribute.MultiWorkerMirroredStrategy(
+//     cluster_resolver=resolver, communication_options=options)
+// strategy.cluster_resolver is resolver
+TEST_F(MultiWorkerTest, ABorrowedResolverIsTheStrategysOwnResolver) {
+  cr::SimpleClusterResolver resolver{train::ClusterSpec()};
+  CommunicationOptions options{.timeout_seconds = 30};
+  MultiWorkerMirroredStrategy mw2(
+      {.cluster_resolver = &resolver, .communication_options = options});
+  EXPECT_EQ(mw2.cluster_resolver(), &resolver);
+  EXPECT_EQ(mw2.num_replicas_in_sync(), 2);  // single-worker mode over the two local devices
+  experimental::MultiWorkerMirroredStrategy old_name({.cluster_resolver = &resolver});
+  EXPECT_EQ(old_name.cluster_resolver(), &resolver);
+  auto shared = std::make_shared<cr::SimpleClusterResolver>(train::ClusterSpec());
+  MultiWorkerMirroredStrategy by_shared({.cluster_resolver = shared});
+  EXPECT_EQ(by_shared.cluster_resolver(), shared.get());
+}
+
 TEST_F(MultiWorkerTest, ReplicasCountEveryWorkerAndAllReduceSpansThem) {
   const auto spec = two_workers();
   auto results = on_workers<std::vector<float>>(spec, [](MultiWorkerMirroredStrategy& s) {

@@ -425,6 +425,10 @@ class Strategy {
 
   // The device of local replica `local` (the current device for the default strategy).
   virtual const Device& local_device(int local) const;
+  // Where local replica `local`'s copy of a new distributed variable goes:
+  // local_device(local), unless the strategy places it elsewhere (TPUStrategy
+  // inside extended().experimental_logical_device(k)).
+  virtual const Device& variable_device(int local) const { return local_device(local); }
 
   // CommunicationOptions.deterministic_reduction: the number M of virtual
   // micro-batches a training step splits each global batch into (each
@@ -525,11 +529,90 @@ struct IsPair : std::false_type {};
 template <typename A, typename B>
 struct IsPair<std::pair<A, B>> : std::true_type {};
 
+// The most fields of a struct result that run takes apart (see regroup).
+inline constexpr size_t kMaxRegroupedFields = 8;
+
+// Converts to any type in unevaluated contexts: counts an aggregate's fields.
+struct AnyField {
+  template <typename T>
+  operator T() const;  // NOLINT(google-explicit-constructor): declared, never defined
+};
+
+template <typename T, typename... Fields>
+constexpr size_t aggregate_field_count() {
+  if constexpr (sizeof...(Fields) <= kMaxRegroupedFields && requires {
+                  T{std::declval<Fields>()..., AnyField{}};
+                }) {
+    return aggregate_field_count<T, Fields..., AnyField>();
+  } else {
+    return sizeof...(Fields);
+  }
+}
+
+// A struct (aggregate) result that run regroups as a tuple of its fields, as
+// TF's regroup takes a namedtuple apart: a class aggregate (not a tuple, pair
+// or array) of 1 to kMaxRegroupedFields fields. Larger structs come back
+// whole as PerReplica<Struct>.
+template <typename T>
+constexpr bool is_regrouped_struct() {
+  if constexpr (std::is_class_v<T> && std::is_aggregate_v<T> && !IsTuple<T>::value &&
+                !IsPair<T>::value) {
+    constexpr size_t n = aggregate_field_count<T>();
+    return n >= 1 && n <= kMaxRegroupedFields;
+  } else {
+    return false;
+  }
+}
+
+// The fields of aggregate `v` as a tuple (moved out), by structured binding.
+template <typename T>
+auto fields_as_tuple(T&& v) {
+  constexpr size_t n = aggregate_field_count<std::decay_t<T>>();
+  if constexpr (n == 1) {
+    auto&& [f1] = std::forward<T>(v);
+    return std::make_tuple(std::move(f1));
+  } else if constexpr (n == 2) {
+    auto&& [f1, f2] = std::forward<T>(v);
+    return std::make_tuple(std::move(f1), std::move(f2));
+  } else if constexpr (n == 3) {
+    auto&& [f1, f2, f3] = std::forward<T>(v);
+    return std::make_tuple(std::move(f1), std::move(f2), std::move(f3));
+  } else if constexpr (n == 4) {
+    auto&& [f1, f2, f3, f4] = std::forward<T>(v);
+    return std::make_tuple(std::move(f1), std::move(f2), std::move(f3), std::move(f4));
+  } else if constexpr (n == 5) {
+    auto&& [f1, f2, f3, f4, f5] = std::forward<T>(v);
+    return std::make_tuple(std::move(f1), std::move(f2), std::move(f3), std::move(f4),
+                           std::move(f5));
+  } else if constexpr (n == 6) {
+    auto&& [f1, f2, f3, f4, f5, f6] = std::forward<T>(v);
+    return std::make_tuple(std::move(f1), std::move(f2), std::move(f3), std::move(f4),
+                           std::move(f5), std::move(f6));
+  } else if constexpr (n == 7) {
+    auto&& [f1, f2, f3, f4, f5, f6, f7] = std::forward<T>(v);
+    return std::make_tuple(std::move(f1), std::move(f2), std::move(f3), std::move(f4),
+                           std::move(f5), std::move(f6), std::move(f7));
+  } else if constexpr (n == 8) {
+    auto&& [f1, f2, f3, f4, f5, f6, f7, f8] = std::forward<T>(v);
+    return std::make_tuple(std::move(f1), std::move(f2), std::move(f3), std::move(f4),
+                           std::move(f5), std::move(f6), std::move(f7), std::move(f8));
+  } else {
+    static_assert(n <= kMaxRegroupedFields, "fields_as_tuple: too many fields");
+  }
+}
+
 // TF's regroup: one value per local replica becomes one PerReplica, and a
-// tuple (pair) per replica becomes a tuple (pair) of regrouped components.
+// tuple (pair) per replica becomes a tuple (pair) of regrouped components; a
+// struct per replica becomes the tuple of its regrouped fields.
 template <typename Value>
 auto regroup(std::vector<Value>&& values) {
-  if constexpr (IsTuple<Value>::value || IsPair<Value>::value) {
+  if constexpr (is_regrouped_struct<Value>()) {
+    using Fields = decltype(fields_as_tuple(std::declval<Value>()));
+    std::vector<Fields> tuples;
+    tuples.reserve(values.size());
+    for (Value& v : values) tuples.push_back(fields_as_tuple(std::move(v)));
+    return regroup(std::move(tuples));
+  } else if constexpr (IsTuple<Value>::value || IsPair<Value>::value) {
     auto component = [&]<size_t I>(std::integral_constant<size_t, I>) {
       std::vector<std::decay_t<std::tuple_element_t<I, Value>>> parts;
       parts.reserve(values.size());

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "strata/base/denormal.h"
@@ -115,6 +116,43 @@ TEST_F(StrategyTest, RunRegroupsAReturnedTupleIntoATupleOfPerReplica) {
   EXPECT_EQ(std::get<0>(nested).first.values(), (std::vector<int>{0, 1}));
   EXPECT_EQ(std::get<0>(nested).second.values(), (std::vector<int>{0, 10}));
   EXPECT_EQ(std::get<1>(nested).values(), (std::vector<int>{100, 101}));
+}
+
+// TensorFlow regroups a namedtuple (an attrs class) field by field:
+//   StepResult = collections.namedtuple("StepResult", ["loss", "accuracy"])
+//   def step_fn(x):
+//     return StepResult(x * 2., x + 1.)
+//   loss, accuracy = strategy.run(step_fn, args=(per_replica_x,))   # x = 1., 2.
+//   loss      # PerReplica:{0: 2., 1: 4.}
+//   accuracy  # PerReplica:{0: 2., 1: 3.}
+struct StepResult {
+  Tensor loss;
+  Tensor accuracy;
+};
+struct NestedResult {
+  StepResult step;
+  int replica;
+};
+TEST_F(StrategyTest, RunRegroupsAReturnedStructIntoATupleOfPerReplicaFields) {
+  MirroredStrategy strategy({"CPU:0", "CPU:1"});
+  PerReplica<Tensor> x({constant(1.f), constant(2.f)});
+  auto step_fn = [](const Tensor& v) { return StepResult{v * 2.f, v + 1.f}; };
+  auto [loss, accuracy] = strategy.run(step_fn, x);
+  static_assert(std::is_same_v<decltype(loss), PerReplica<Tensor>>);
+  EXPECT_EQ(loss.values()[1].item<float>(), 4.f);
+  EXPECT_EQ(accuracy.values()[0].item<float>(), 2.f);
+  EXPECT_EQ(accuracy.values()[1].item<float>(), 3.f);
+  // A struct holding a struct regroups recursively.
+  auto [step, replica] = strategy.run(
+      [&](const Tensor& v) {
+        return NestedResult{{v, v * 3.f}, get_replica_context()->replica_id_in_sync_group()};
+      },
+      x);
+  EXPECT_EQ(std::get<1>(step).values()[1].item<float>(), 6.f);
+  EXPECT_EQ(replica.values(), (std::vector<int>{0, 1}));
+  // Types that are not aggregates (Tensor, std::string, std::vector) stay whole.
+  auto names = strategy.run([] { return std::string("replica"); });
+  static_assert(std::is_same_v<decltype(names), PerReplica<std::string>>);
 }
 
 // TensorFlow (one replica: run returns plain values, not PerReplica):

@@ -1,5 +1,6 @@
 #include "strata/distribute/tpu_strategy.h"
 
+#include <memory>
 #include <utility>
 
 #include "strata/base/errors.h"
@@ -36,22 +37,64 @@ constexpr const char* kNotInitialized =
     "TPUStrategy: the TPU system has not been initialized; call "
     "tpu::experimental::initialize_tpu_system() before creating or running a TPUStrategy";
 
-// TPUExtended: XLA compiles for fixed shapes (TF's
-// experimental_require_static_shapes is true on TPU).
-class TPUExtended final : public DeviceListExtended {
- public:
-  using DeviceListExtended::DeviceListExtended;
-  bool experimental_require_static_shapes() const override { return true; }
-};
-
 }  // namespace
+
+TPUExtended::TPUExtended(TPUStrategy& owner, std::vector<const Device*> devices)
+    : DeviceListExtended(owner, std::move(devices)), tpu_(&owner) {}
+
+LogicalDeviceScope TPUExtended::experimental_logical_device(int logical_device_id) const {
+  return LogicalDeviceScope(*tpu_, logical_device_id);
+}
+
+LogicalDeviceScope::LogicalDeviceScope(const TPUStrategy& strategy, int logical_device_id)
+    : strategy_(&strategy) {
+  const int n = strategy.num_logical_devices_per_replica();
+  STRATA_CHECK_ARG(logical_device_id >= 0 && logical_device_id < n,
+                   "`logical_device_id` not in range (was ", logical_device_id,
+                   ", but there are only ", n, " logical devices per replica).");
+  ReplicaContext* ctx = get_replica_context();
+  if (ctx != nullptr && &ctx->strategy() == &strategy) {
+    device_.emplace(
+        *strategy.logical_devices(ctx->local_replica_id())[static_cast<size_t>(logical_device_id)]);
+  } else {
+    strategy.push_logical_device(logical_device_id);
+    pushed_ = true;
+  }
+}
+
+LogicalDeviceScope::~LogicalDeviceScope() {
+  if (pushed_) strategy_->pop_logical_device();
+}
 
 TPUStrategy::TPUStrategy(std::optional<tpu::DeviceAssignment> device_assignment,
                          bool experimental_spmd_xla_partitioning)
-    : TPUStrategy(place(std::move(device_assignment)), experimental_spmd_xla_partitioning) {}
+    : TPUStrategy(std::make_shared<cluster_resolver::TPUClusterResolver>("local"),
+                  std::move(device_assignment), experimental_spmd_xla_partitioning) {}
 
-TPUStrategy::TPUStrategy(Placement placement, bool spmd)
+TPUStrategy::TPUStrategy(cluster_resolver::TPUClusterResolver& tpu_cluster_resolver,
+                         std::optional<tpu::DeviceAssignment> device_assignment,
+                         bool experimental_spmd_xla_partitioning)
+    : TPUStrategy(&tpu_cluster_resolver, std::move(device_assignment),
+                  experimental_spmd_xla_partitioning) {}
+
+TPUStrategy::TPUStrategy(cluster_resolver::TPUClusterResolver* tpu_cluster_resolver,
+                         std::optional<tpu::DeviceAssignment> device_assignment,
+                         bool experimental_spmd_xla_partitioning)
+    : TPUStrategy(cluster_resolver::ClusterResolverRef(tpu_cluster_resolver),
+                  place(*tpu_cluster_resolver, std::move(device_assignment)),
+                  experimental_spmd_xla_partitioning) {}
+
+TPUStrategy::TPUStrategy(
+    const std::shared_ptr<cluster_resolver::TPUClusterResolver>& tpu_cluster_resolver,
+    std::optional<tpu::DeviceAssignment> device_assignment, bool experimental_spmd_xla_partitioning)
+    : TPUStrategy(cluster_resolver::ClusterResolverRef(tpu_cluster_resolver),
+                  place(*tpu_cluster_resolver, std::move(device_assignment)),
+                  experimental_spmd_xla_partitioning) {}
+
+TPUStrategy::TPUStrategy(cluster_resolver::ClusterResolverRef resolver, Placement placement,
+                         bool spmd)
     : ReplicatedStrategy(placement.replica_devices, 0, placement.assignment.num_replicas()),
+      resolver_(std::move(resolver)),
       assignment_(std::move(placement.assignment)),
       logical_devices_(std::move(placement.logical_devices)),
       spmd_(spmd) {
@@ -60,7 +103,12 @@ TPUStrategy::TPUStrategy(Placement placement, bool spmd)
   strata::tpu::sharded::install_op_dispatcher(&logical_devices_of_current_replica);
 }
 
-TPUStrategy::Placement TPUStrategy::place(std::optional<tpu::DeviceAssignment> device_assignment) {
+TPUStrategy::Placement TPUStrategy::place(const cluster_resolver::TPUClusterResolver& resolver,
+                                          std::optional<tpu::DeviceAssignment> device_assignment) {
+  STRATA_CHECK(UNIMPLEMENTED, resolver.is_local(),
+               "TPUStrategy: multi-host TPU pods are not supported yet; expected a resolver of "
+               "the local system (TPUClusterResolver(\"\") or (\"local\")), got tpu '",
+               resolver.tpu(), "'");
   std::optional<tpu::Topology> topology = tpu::initialized_topology();
   STRATA_CHECK(FAILED_PRECONDITION, topology.has_value(), kNotInitialized);
   if (!device_assignment.has_value()) {
@@ -94,6 +142,23 @@ const std::vector<const Device*>& TPUStrategy::logical_devices(int local_replica
                    "TPUStrategy.logical_devices: expected a local replica in [0, ",
                    num_local_replicas(), "), got ", local_replica);
   return logical_devices_[static_cast<size_t>(local_replica)];
+}
+
+void TPUStrategy::push_logical_device(int logical_device_id) const {
+  MutexLock lock(logical_device_mu_);
+  logical_device_stack_.push_back(logical_device_id);
+}
+
+void TPUStrategy::pop_logical_device() const {
+  MutexLock lock(logical_device_mu_);
+  STRATA_INTERNAL_CHECK(!logical_device_stack_.empty(), "logical device scopes out of order");
+  logical_device_stack_.pop_back();
+}
+
+const Device& TPUStrategy::variable_device(int local) const {
+  MutexLock lock(logical_device_mu_);
+  if (logical_device_stack_.empty()) return local_device(local);
+  return *logical_devices(local)[static_cast<size_t>(logical_device_stack_.back())];
 }
 
 void TPUStrategy::run_on_replicas(const std::function<void(int)>& body) {

@@ -3,11 +3,14 @@
 // logical CPU devices; see tpu_system.h and strata/tpu/local_topology.h).
 //
 //   namespace tpu = strata::tpu::experimental;
-//   tpu::Topology topology = tpu::initialize_tpu_system();
-//   sd::TPUStrategy all;                                     // one replica per core
+//   cr::TPUClusterResolver resolver("");
+//   strata::config::experimental_connect_to_cluster(resolver);
+//   tpu::Topology topology = tpu::initialize_tpu_system(resolver);
+//   sd::TPUStrategy all(resolver);                           // one replica per core
 //   auto da = tpu::DeviceAssignment::build(topology, {.computation_shape = {1, 1, 1, 2},
 //                                                     .num_replicas = 4});
-//   sd::TPUStrategy tpu(da);                                 // 4 replicas x 2 logical devices
+//   sd::TPUStrategy tpu(resolver, da);                       // 4 replicas x 2 logical devices
+//   tpu.cluster_resolver();                                  // &resolver
 //   tpu.run([&](Tensor x) {
 //     x = tpu.experimental_split_to_logical_devices(x, {1, 2});   // annotate
 //     return x * 2.f;
@@ -30,9 +33,13 @@
 // op-API dispatcher); sharded::shard(strategy, t) and the sharded:: ops are
 // the explicit form.
 //
-// Not yet: the resolver-taking constructor (arrives with the cluster layer's
-// TPUClusterResolver; today the local system is implied), multi-host pods
-// (a topology with more than one task is UnimplementedError), and TF's rule
+// The resolver: TPUStrategy(resolver, ...) keeps the caller's resolver
+// (borrowed: the caller keeps it alive for the strategy's lifetime, as the
+// seed's program does) or shares a std::shared_ptr; cluster_resolver()
+// returns that object. Without one, the strategy owns a
+// TPUClusterResolver("local"), as TF makes TPUClusterResolver("") when given
+// None. Not yet: multi-host pods (a non-local resolver or a topology with
+// more than one task is UnimplementedError), and TF's rule
 // that run() in eager mode needs a tf.function (Strata has no functions;
 // spec §2.5): any callable is accepted.
 //
@@ -40,10 +47,14 @@
 // logical-device methods are called from replica threads concurrently.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "strata/base/mutex.h"
+#include "strata/cluster/tpu_cluster_resolver.h"
+#include "strata/core/device.h"
 #include "strata/core/tensor.h"
 #include "strata/distribute/replicated_strategy.h"
 #include "strata/tpu/device_assignment.h"
@@ -51,6 +62,44 @@
 #include "strata/tpu/topology.h"
 
 namespace strata::distribute {
+
+class TPUStrategy;
+
+// The scope experimental_logical_device returns (TF's context manager). While
+// it lives: inside a replica of the strategy, ops of this thread run on the
+// replica's logical device k; in cross-replica context (the strategy's
+// scope), variables the strategy creates put each replica's copy on that
+// replica's logical device k. Destroy scopes in reverse order of creation, on
+// the thread that made them.
+class LogicalDeviceScope {
+ public:
+  LogicalDeviceScope(const TPUStrategy& strategy, int logical_device_id);
+  ~LogicalDeviceScope();
+  LogicalDeviceScope(const LogicalDeviceScope&) = delete;
+  LogicalDeviceScope& operator=(const LogicalDeviceScope&) = delete;
+
+ private:
+  const TPUStrategy* strategy_;
+  std::optional<DeviceScope> device_;  // in a replica context
+  bool pushed_ = false;                // in cross-replica context
+};
+
+// strategy.extended of a TPUStrategy (TF's TPUExtended).
+class TPUExtended final : public DeviceListExtended {
+ public:
+  TPUExtended(TPUStrategy& owner, std::vector<const Device*> devices);
+  // XLA compiles for fixed shapes (TF: true on TPU).
+  bool experimental_require_static_shapes() const override { return true; }
+  // tf.distribute.TPUStrategy.extended.experimental_logical_device(k): places
+  // variables and ops on logical device k (see LogicalDeviceScope).
+  // InvalidArgumentError (TF's ValueError) for k outside [0, logical devices
+  // per replica): "`logical_device_id` not in range (was 2, but there are
+  // only 2 logical devices per replica).".
+  [[nodiscard]] LogicalDeviceScope experimental_logical_device(int logical_device_id) const;
+
+ private:
+  const TPUStrategy* tpu_;
+};
 
 class TPUStrategy : public ReplicatedStrategy {
  public:
@@ -63,8 +112,38 @@ class TPUStrategy : public ReplicatedStrategy {
   explicit TPUStrategy(
       std::optional<tpu::experimental::DeviceAssignment> device_assignment = std::nullopt,
       bool experimental_spmd_xla_partitioning = false);
+  // TPUStrategy(tpu_cluster_resolver, experimental_device_assignment,
+  // experimental_spmd_xla_partitioning): the seed's
+  // `TPUStrategy(resolver, device_assignment)`. The resolver is borrowed (a
+  // reference or `&resolver`) or shared; it must name the local system
+  // (UnimplementedError for a pod). Otherwise as above.
+  explicit TPUStrategy(
+      cluster_resolver::TPUClusterResolver& tpu_cluster_resolver,
+      std::optional<tpu::experimental::DeviceAssignment> device_assignment = std::nullopt,
+      bool experimental_spmd_xla_partitioning = false);
+  explicit TPUStrategy(
+      cluster_resolver::TPUClusterResolver* tpu_cluster_resolver,
+      std::optional<tpu::experimental::DeviceAssignment> device_assignment = std::nullopt,
+      bool experimental_spmd_xla_partitioning = false);
+  explicit TPUStrategy(
+      const std::shared_ptr<cluster_resolver::TPUClusterResolver>& tpu_cluster_resolver,
+      std::optional<tpu::experimental::DeviceAssignment> device_assignment = std::nullopt,
+      bool experimental_spmd_xla_partitioning = false);
+  // A temporary resolver would not outlive the strategy.
+  TPUStrategy(cluster_resolver::TPUClusterResolver&& tpu_cluster_resolver,
+              std::optional<tpu::experimental::DeviceAssignment> device_assignment = std::nullopt,
+              bool experimental_spmd_xla_partitioning = false) = delete;
 
   std::string name() const override { return "TPUStrategy"; }
+  // The resolver given to the constructor (the very object), or the
+  // strategy's own local one.
+  const cluster_resolver::ClusterResolver* cluster_resolver() const override {
+    return resolver_.get();
+  }
+  // strategy.extended, with the TPU-only methods.
+  TPUExtended& extended() const noexcept {
+    return static_cast<TPUExtended&>(ReplicatedStrategy::extended());
+  }
 
   const tpu::experimental::DeviceAssignment& device_assignment() const noexcept {
     return assignment_;
@@ -95,16 +174,26 @@ class TPUStrategy : public ReplicatedStrategy {
  protected:
   // Adds the check that the TPU system is still initialised.
   void run_on_replicas(const std::function<void(int)>& body) override;
+  // Logical device k of each replica inside experimental_logical_device(k).
+  const Device& variable_device(int local) const override;
 
  private:
+  friend class LogicalDeviceScope;
   struct Placement;
-  TPUStrategy(Placement placement, bool spmd);
-  static Placement place(std::optional<tpu::experimental::DeviceAssignment> device_assignment);
+  TPUStrategy(cluster_resolver::ClusterResolverRef resolver, Placement placement, bool spmd);
+  static Placement place(const cluster_resolver::TPUClusterResolver& resolver,
+                         std::optional<tpu::experimental::DeviceAssignment> device_assignment);
   int calling_replica(const char* method) const;
+  void push_logical_device(int logical_device_id) const;
+  void pop_logical_device() const;
 
+  cluster_resolver::ClusterResolverRef resolver_;
   tpu::experimental::DeviceAssignment assignment_;
   std::vector<std::vector<const Device*>> logical_devices_;  // [local replica][logical core]
   bool spmd_;
+  // experimental_logical_device scopes entered in cross-replica context.
+  mutable Mutex logical_device_mu_;
+  mutable std::vector<int> logical_device_stack_ STRATA_GUARDED_BY(logical_device_mu_);
 };
 
 }  // namespace strata::distribute

@@ -13,8 +13,10 @@
 #include "strata/core/config.h"
 #include "strata/core/device.h"
 #include "strata/core/tensor.h"
+#include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/distribute/tpu_system.h"
+#include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/random_ops.h"
 #include "strata/tpu/device_assignment.h"
@@ -354,6 +356,148 @@ TEST_F(TPUStrategyTest, ShardOfAnAnnotatedTensorUsesTheReplicasLogicalDevices) {
     EXPECT_EQ(placed.values()[static_cast<size_t>(r)][1], strategy.logical_devices(r)[1]->name());
   }
   EXPECT_THROW(sh::shard(strategy, images), FailedPreconditionError);
+}
+
+// The seed page's set-up, statement by statement:
+//   resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu='')
+//   tf.config.experimental_connect_to_cluster(resolver)
+//   topology = tf.tpu.experimental.initialize_tpu_system(resolver)
+//   device_assignment = tf.tpu.experimental.DeviceAssignment.build(
+//       topology, computation_shape=[1, 1, 1, 2], num_replicas=4)
+//   strategy = tf.distribute.TPUStrategy(
+//       resolver, experimental_device_assignment=device_assignment)
+//   strategy.cluster_resolver is resolver
+//   tf.tpu.experimental.shutdown_tpu_system(resolver)
+TEST_F(TPUStrategyTest, TheSeedsFrontDoorReadsAsThePage) {
+  ::unsetenv("TF_CONFIG");
+  namespace cr = cluster_resolver;
+  cr::TPUClusterResolver resolver("");
+  config::experimental_connect_to_cluster(resolver);
+  EXPECT_TRUE(config::is_connected_to_cluster());
+  tpu::Topology topology = tpu::initialize_tpu_system(resolver);
+  EXPECT_EQ(topology.mesh_shape(), (std::vector<int>{2, 2, 1, 2}));
+  tpu::DeviceAssignment device_assignment = tpu::DeviceAssignment::build(
+      topology, {.computation_shape = {1, 1, 1, 2}, .num_replicas = 4});
+  TPUStrategy strategy(resolver, device_assignment);
+  EXPECT_EQ(strategy.num_replicas_in_sync(), 4);
+  EXPECT_EQ(strategy.num_logical_devices_per_replica(), 2);
+  EXPECT_EQ(strategy.cluster_resolver(), &resolver);
+  EXPECT_EQ(strategy.cluster_resolver()->master(), "");
+
+  // tf.distribute.TPUStrategy(resolver): every core a replica.
+  TPUStrategy all(resolver);
+  EXPECT_EQ(all.num_replicas_in_sync(), 8);
+  EXPECT_EQ(all.cluster_resolver(), &resolver);
+  // A pointer or a shared resolver reads the same.
+  TPUStrategy by_pointer(&resolver, device_assignment);
+  EXPECT_EQ(by_pointer.cluster_resolver(), &resolver);
+  auto shared = std::make_shared<cr::TPUClusterResolver>("local");
+  TPUStrategy by_shared(shared);
+  EXPECT_EQ(by_shared.cluster_resolver(), shared.get());
+  // tf.distribute.TPUStrategy() makes its own local resolver.
+  TPUStrategy own;
+  ASSERT_NE(own.cluster_resolver(), nullptr);
+  EXPECT_EQ(dynamic_cast<const cr::TPUClusterResolver&>(*own.cluster_resolver()).tpu(), "local");
+
+  tpu::shutdown_tpu_system(resolver);
+  EXPECT_FALSE(tpu::is_tpu_system_initialized());
+  expect_error_containing([&] { strategy.run([] { return 1; }); }, ErrorCode::FAILED_PRECONDITION,
+                          "has not been initialized");
+}
+
+TEST_F(TPUStrategyTest, AResolverOfAPodIsUnimplemented) {
+  namespace cr = cluster_resolver;
+  cr::TPUClusterResolver pod("10.0.0.1:8470,10.0.0.2:8470");
+  expect_error_containing([&] { config::experimental_connect_to_cluster(pod); },
+                          ErrorCode::UNIMPLEMENTED, "10.0.0.1:8470,10.0.0.2:8470");
+  expect_error_containing([&] { tpu::initialize_tpu_system(pod); }, ErrorCode::UNIMPLEMENTED,
+                          "multi-host TPU pods are not supported yet");
+  EXPECT_FALSE(tpu::is_tpu_system_initialized());
+  tpu::initialize_tpu_system();
+  expect_error_containing([&] { TPUStrategy strategy(pod); }, ErrorCode::UNIMPLEMENTED,
+                          "multi-host TPU pods are not supported yet");
+  // A cluster of remote tasks would need remote eager execution.
+  cr::SimpleClusterResolver remote(train::ClusterSpec({{"worker", {"10.0.0.1:2222"}}}));
+  expect_error_containing([&] { config::experimental_connect_to_cluster(remote); },
+                          ErrorCode::UNIMPLEMENTED, "remote eager execution");
+  cr::SimpleClusterResolver local{train::ClusterSpec()};
+  config::experimental_connect_to_cluster(local);
+}
+
+// with strategy.extended.experimental_logical_device(1):
+//   v = tf.Variable(...)        # in strategy.scope(): each replica's copy on its logical device 1
+//   y = tf.add(x, x)            # inside strategy.run: on the replica's logical device 1
+TEST_F(TPUStrategyTest, ExperimentalLogicalDevicePlacesVariablesAndOps) {
+  tpu::Topology topology = tpu::initialize_tpu_system();
+  TPUStrategy strategy(two_cores_per_replica(topology));
+  // Replica r spans logical devices {CPU:0, CPU:1}, {CPU:2, CPU:3}, {CPU:6, CPU:7}, {CPU:4, CPU:5}.
+  Variable on_one;
+  Variable on_zero;
+  {
+    auto scope = strategy.scope();
+    {
+      auto logical = strategy.extended().experimental_logical_device(1);
+      on_one = Variable(constant(1.f));
+    }
+    on_zero = Variable(constant(2.f));
+  }
+  std::vector<std::string> one_devices;
+  std::vector<std::string> zero_devices;
+  for (const Variable& c : distributed_components(on_one)) one_devices.push_back(c.device());
+  for (const Variable& c : distributed_components(on_zero)) zero_devices.push_back(c.device());
+  EXPECT_EQ(one_devices, (std::vector<std::string>{cpu(1), cpu(3), cpu(7), cpu(5)}));
+  EXPECT_EQ(zero_devices, (std::vector<std::string>{cpu(0), cpu(2), cpu(6), cpu(4)}));
+
+  PerReplica<std::string> placed = strategy.run([&] {
+    Tensor x = constant(3.f);
+    auto logical = strategy.extended().experimental_logical_device(1);
+    return add(x, x).device();
+  });
+  EXPECT_EQ(placed.values(), (std::vector<std::string>{cpu(1), cpu(3), cpu(7), cpu(5)}));
+
+  expect_error_containing([&] { auto s = strategy.extended().experimental_logical_device(2); },
+                          ErrorCode::INVALID_ARGUMENT,
+                          "`logical_device_id` not in range (was 2, but there are only 2 logical "
+                          "devices per replica).");
+  EXPECT_TRUE(strategy.extended().experimental_require_static_shapes());
+}
+
+// From TensorFlow's "Use TPUs" guide:
+//   tf.config.list_logical_devices('TPU')     # the TPU system's cores
+//   a = tf.constant([[1.0, 2.0, 3.0], [4.0, 5.0, 6.0]])
+//   b = tf.constant([[1.0, 2.0], [3.0, 4.0], [5.0, 6.0]])
+//   with tf.device('/TPU:0'):
+//     c = tf.matmul(a, b)
+//   print("c device: ", c.device)             # .../device:TPU:0
+//   print(c)                                  # [[22. 28.] [49. 64.]]
+TEST_F(TPUStrategyTest, TheInitializedSystemsCoresAreTPUDevices) {
+  EXPECT_TRUE(config::list_logical_devices("TPU").empty());
+  tpu::initialize_tpu_system();
+  const std::vector<config::LogicalDevice> tpus = config::list_logical_devices("TPU");
+  ASSERT_EQ(tpus.size(), 8u);
+  for (size_t k = 0; k < tpus.size(); ++k) {
+    EXPECT_EQ(tpus[k].name, "/job:localhost/replica:0/task:0/device:TPU:" + std::to_string(k));
+    EXPECT_EQ(tpus[k].device_type, "TPU");
+  }
+  EXPECT_EQ(config::list_logical_devices("CPU").size(), 8u);
+  EXPECT_EQ(config::list_logical_devices().size(), 16u);
+  EXPECT_EQ(local_devices().size(), 8u);  // replicas still run on the CPU devices
+
+  Tensor a = constant({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, {2, 3});
+  Tensor b = constant({1.f, 2.f, 3.f, 4.f, 5.f, 6.f}, {3, 2});
+  Tensor c;
+  {
+    auto scope = strata::device("/TPU:0");
+    c = matmul(a, b);
+  }
+  EXPECT_EQ(c.device(), "/job:localhost/replica:0/task:0/device:TPU:0");
+  EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{22.f, 28.f, 49.f, 64.f}));
+  // TPU ordinal k runs on the CPU device that backs it.
+  EXPECT_EQ(find_device("/TPU:3").backing_device().name(), cpu(3));
+
+  tpu::shutdown_tpu_system();
+  EXPECT_TRUE(config::list_logical_devices("TPU").empty());
+  expect_error_containing([] { (void)find_device("/TPU:0"); }, ErrorCode::NOT_FOUND, "TPU:0");
 }
 
 }  // namespace

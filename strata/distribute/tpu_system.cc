@@ -1,10 +1,13 @@
 #include "strata/distribute/tpu_system.h"
 
 #include <string>
+#include <vector>
 
 #include "strata/base/errors.h"
 #include "strata/base/logging.h"
 #include "strata/base/mutex.h"
+#include "strata/base/str_cat.h"
+#include "strata/core/device.h"
 #include "strata/tpu/local_topology.h"
 
 namespace strata {
@@ -22,6 +25,26 @@ TpuSystemState& state() {
   return *s;
 }
 
+namespace cr = distribute::cluster_resolver;
+
+// The resolver-taking functions address the local system only.
+void check_local(const cr::TPUClusterResolver& resolver, const char* who) {
+  STRATA_CHECK(UNIMPLEMENTED, resolver.is_local(), who,
+               ": multi-host TPU pods are not supported yet; expected a resolver of the local "
+               "system (TPUClusterResolver(\"\") or (\"local\")), got tpu '",
+               resolver.tpu(), "' with cluster ", resolver.cluster_spec().to_json());
+}
+
+// The system's cores as devices TPU:k, backed by CPU:k (tpu/local_topology.h).
+void show_cores_as_devices(const tpu::experimental::Topology& topology) {
+  std::vector<const Device*> backing;
+  backing.reserve(static_cast<size_t>(topology.num_tpus_per_task()));
+  for (int k = 0; k < topology.num_tpus_per_task(); ++k) {
+    backing.push_back(&find_device(str_cat("CPU:", k)));
+  }
+  set_backed_devices("TPU", backing);
+}
+
 }  // namespace
 
 namespace config {
@@ -30,6 +53,19 @@ void experimental_connect_to_cluster() {
   TpuSystemState& s = state();
   MutexLock lock(s.mu);
   s.connected = true;
+}
+
+void experimental_connect_to_cluster(const cr::ClusterResolver& cluster_spec_or_resolver) {
+  if (const auto* tpu = dynamic_cast<const cr::TPUClusterResolver*>(&cluster_spec_or_resolver)) {
+    check_local(*tpu, "experimental_connect_to_cluster");
+  } else {
+    const train::ClusterSpec spec = cluster_spec_or_resolver.cluster_spec();
+    STRATA_CHECK(UNIMPLEMENTED, spec.jobs().empty(),
+                 "experimental_connect_to_cluster: remote eager execution on a cluster is not "
+                 "supported; expected a resolver of the local system, got cluster ",
+                 spec.to_json());
+  }
+  experimental_connect_to_cluster();
 }
 
 bool is_connected_to_cluster() {
@@ -53,6 +89,7 @@ Topology initialize_tpu_system() {
   }
   try {
     Topology topology = local_topology_from_environment();
+    show_cores_as_devices(topology);
     s.topology = topology;
     return topology;
   } catch (const InvalidArgumentError& e) {
@@ -61,10 +98,21 @@ Topology initialize_tpu_system() {
   }
 }
 
+Topology initialize_tpu_system(const cr::TPUClusterResolver& cluster_resolver) {
+  check_local(cluster_resolver, "initialize_tpu_system");
+  return initialize_tpu_system();
+}
+
 void shutdown_tpu_system() {
   TpuSystemState& s = state();
   MutexLock lock(s.mu);
+  if (s.topology.has_value()) set_backed_devices("TPU", {});
   s.topology.reset();
+}
+
+void shutdown_tpu_system(const cr::TPUClusterResolver& cluster_resolver) {
+  check_local(cluster_resolver, "shutdown_tpu_system");
+  shutdown_tpu_system();
 }
 
 bool is_tpu_system_initialized() {

@@ -298,7 +298,8 @@ Example Example::parse(std::string_view bytes) {
   return result;
 }
 
-ParsedFeatures parse_single_example(std::string_view serialized, const FeatureSpecs& specs) {
+ParsedFeatures parse_single_example_features(std::string_view serialized,
+                                             const FeatureSpecs& specs) {
   const auto sizes = check_specs(specs, "parse_single_example");
   google::protobuf::Arena arena;
   auto* ex = google::protobuf::Arena::CreateMessage<pb::Example>(&arena);
@@ -311,7 +312,8 @@ ParsedFeatures parse_single_example(std::string_view serialized, const FeatureSp
   return out;
 }
 
-ParsedFeatures parse_example(std::span<const std::string> serialized, const FeatureSpecs& specs) {
+ParsedFeatures parse_example_features(std::span<const std::string> serialized,
+                                      const FeatureSpecs& specs) {
   const auto sizes = check_specs(specs, "parse_example");
   ParsedFeatures out;
   init_results(specs, sizes, static_cast<int64_t>(serialized.size()), &out);

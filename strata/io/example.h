@@ -1,17 +1,20 @@
 #pragma once
 // tf.train.Example: building, serialising and parsing, with TensorFlow's
-// protobuf wire format (docs/formats/example.md), and tf.io.parse_single_example /
-// parse_example with FixedLenFeature and VarLenFeature specs.
+// protobuf wire format (docs/formats/example.md), and the parser beneath
+// tf.io.parse_single_example / parse_example with FixedLenFeature and
+// VarLenFeature specs.
 //
 // Results are typed but tensor-free (this layer knows bytes, not tensors): each
-// ParsedFeature carries a dtype tag, one filled value vector and the shape; the
-// data layer turns them into Tensors.
+// ParsedFeature carries a dtype tag, one filled value vector and the shape.
+// io::parse_single_example / io::parse_example, which return tensors as tf.io
+// does, are declared in strata/data/example_tensors.h: the data layer is the
+// first that knows both tf.Example and tensors.
 //
 //   using namespace strata::io;
 //   Example ex;
 //   ex.set_bytes_list("image", {raw_784_bytes}).set_int64_list("label", {7});
 //   std::string bytes = ex.serialize();
-//   ParsedFeatures f = parse_single_example(bytes, {
+//   ParsedFeatures f = parse_single_example_features(bytes, {
 //       {"image", FixedLenFeature({}, FeatureDType::string)},
 //       {"label", FixedLenFeature({}, FeatureDType::int64)},
 //       {"tags", VarLenFeature(FeatureDType::string)}});
@@ -128,12 +131,13 @@ using FeatureSpecs = std::map<std::string, FeatureSpec>;
 // The parsed value of one feature.
 //
 // Dense (FixedLenFeature): `values` holds product(shape) values row-major;
-// `shape` is the spec's shape, with the batch size prepended by parse_example.
+// `shape` is the spec's shape, with the batch size prepended by
+// parse_example_features.
 //
 // Sparse (VarLenFeature), as a tf.SparseTensor: `values` holds the nnz values,
 // `indices` the nnz × rank coordinates row-major, and `shape` the dense shape.
-// parse_single_example gives rank 1 (indices [i], shape [n]); parse_example
-// gives rank 2 (indices [example, i], shape [batch, max n]).
+// parse_single_example_features gives rank 1 (indices [i], shape [n]);
+// parse_example_features gives rank 2 (indices [example, i], shape [batch, max n]).
 struct ParsedFeature {
   bool sparse = false;
   std::vector<int64_t> shape;
@@ -143,16 +147,18 @@ struct ParsedFeature {
 
 using ParsedFeatures = std::map<std::string, ParsedFeature>;
 
-// tf.io.parse_single_example. Throws InvalidArgumentError naming the feature when
+// The byte-level tf.io.parse_single_example. Throws InvalidArgumentError naming the feature when
 // a required feature is missing, has the wrong type or the wrong number of
 // values, when the spec is invalid (negative dim, default of the wrong size or
 // dtype), or when `serialized` is not a valid Example. Features not in `specs`
 // are ignored.
-ParsedFeatures parse_single_example(std::string_view serialized, const FeatureSpecs& specs);
+ParsedFeatures parse_single_example_features(std::string_view serialized,
+                                             const FeatureSpecs& specs);
 
-// tf.io.parse_example over a batch: dense features get shape [batch] + shape,
-// sparse ones rank-2 indices. Errors as parse_single_example, also naming the
+// The byte-level tf.io.parse_example over a batch: dense features get shape [batch] + shape,
+// sparse ones rank-2 indices. Errors as parse_single_example_features, also naming the
 // example's index in the batch.
-ParsedFeatures parse_example(std::span<const std::string> serialized, const FeatureSpecs& specs);
+ParsedFeatures parse_example_features(std::span<const std::string> serialized,
+                                      const FeatureSpecs& specs);
 
 }  // namespace strata::io

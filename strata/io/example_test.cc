@@ -36,7 +36,7 @@ TEST(Example, ParsesTheSpecExampleBytes) {
   ASSERT_EQ(ex.features().size(), 1u);
   EXPECT_EQ(ex.features().at("a").kind, FeatureValues::of(std::vector<int64_t>{1}));
   const ParsedFeatures f =
-      parse_single_example(kSpecExample, {{"a", FixedLenFeature({}, D::int64)}});
+      parse_single_example_features(kSpecExample, {{"a", FixedLenFeature({}, D::int64)}});
   EXPECT_EQ(f.at("a").values.int64_values, std::vector<int64_t>{1});
   EXPECT_TRUE(f.at("a").shape.empty());
 }
@@ -74,23 +74,23 @@ TEST(Example, FloatsArePackedLittleEndianIeee) {
 TEST(Example, UnpackedNumericListsParseLikePackedOnes) {
   // features{feature{"a": int64_list{value: 1, value: 2 (unpacked, tag 08)}}}
   const std::string unpacked_int = from_hex("0a 0d 0a 0b 0a 01 61 12 06 1a 04 08 01 08 02");
-  auto f = parse_single_example(unpacked_int, {{"a", FixedLenFeature({2}, D::int64)}});
+  auto f = parse_single_example_features(unpacked_int, {{"a", FixedLenFeature({2}, D::int64)}});
   EXPECT_EQ(f.at("a").values.int64_values, (std::vector<int64_t>{1, 2}));
   // float_list{value: 1.0 unpacked (tag 0d)}
   const std::string unpacked_float = from_hex("0a 0e 0a 0c 0a 01 61 12 07 12 05 0d 00 00 80 3f");
-  auto g = parse_single_example(unpacked_float, {{"a", FixedLenFeature({}, D::float32)}});
+  auto g = parse_single_example_features(unpacked_float, {{"a", FixedLenFeature({}, D::float32)}});
   EXPECT_EQ(g.at("a").values.float_values, std::vector<float>{1.0f});
   // The same values packed (as the writer emits them).
-  auto h = parse_single_example(Example().set_int64_list("a", {1, 2}).serialize(),
-                                {{"a", FixedLenFeature({2}, D::int64)}});
+  auto h = parse_single_example_features(Example().set_int64_list("a", {1, 2}).serialize(),
+                                         {{"a", FixedLenFeature({2}, D::int64)}});
   EXPECT_EQ(h.at("a").values.int64_values, (std::vector<int64_t>{1, 2}));
 }
 
 TEST(Example, MalformedBytesAreDataLossForParseAndInvalidArgumentForParseExample) {
   const std::string bad = from_hex("0a 0c 0a 0a 0a 01");  // truncated
   EXPECT_THROW(Example::parse(bad), DataLossError);
-  EXPECT_THROW(parse_single_example(bad, {}), InvalidArgumentError);
-  EXPECT_THROW(parse_single_example(from_hex("ff ff ff"), {}), InvalidArgumentError);
+  EXPECT_THROW(parse_single_example_features(bad, {}), InvalidArgumentError);
+  EXPECT_THROW(parse_single_example_features(from_hex("ff ff ff"), {}), InvalidArgumentError);
 }
 
 TEST(ParseSingleExample, FixedLenFeaturesOfEveryDtypeWithShapes) {
@@ -98,9 +98,9 @@ TEST(ParseSingleExample, FixedLenFeaturesOfEveryDtypeWithShapes) {
   ex.set_float_list("image", std::vector<float>(6, 0.5f)).set_bytes_list("name", {"shirt"});
   ex.set_int64_list("label", {3});
   const auto f =
-      parse_single_example(ex.serialize(), {{"image", FixedLenFeature({2, 3}, D::float32)},
-                                            {"name", FixedLenFeature({1}, D::string)},
-                                            {"label", FixedLenFeature({}, D::int64)}});
+      parse_single_example_features(ex.serialize(), {{"image", FixedLenFeature({2, 3}, D::float32)},
+                                                     {"name", FixedLenFeature({1}, D::string)},
+                                                     {"label", FixedLenFeature({}, D::int64)}});
   EXPECT_FALSE(f.at("image").sparse);
   EXPECT_EQ(f.at("image").shape, (std::vector<int64_t>{2, 3}));
   EXPECT_EQ(f.at("image").values.float_values, std::vector<float>(6, 0.5f));
@@ -110,7 +110,7 @@ TEST(ParseSingleExample, FixedLenFeaturesOfEveryDtypeWithShapes) {
 
 TEST(ParseSingleExample, MissingFeatureWithoutDefaultNamesTheFeature) {
   const std::string msg = message_of([] {
-    parse_single_example(kSpecExample, {{"label", FixedLenFeature({}, D::int64)}});
+    parse_single_example_features(kSpecExample, {{"label", FixedLenFeature({}, D::int64)}});
   });
   EXPECT_NE(msg.find("Feature: label (data type: int64) is required but could not be found."),
             std::string::npos)
@@ -118,7 +118,7 @@ TEST(ParseSingleExample, MissingFeatureWithoutDefaultNamesTheFeature) {
 }
 
 TEST(ParseSingleExample, MissingFeatureTakesTheDefault) {
-  const auto f = parse_single_example(
+  const auto f = parse_single_example_features(
       kSpecExample,
       {{"w", FixedLenFeature({2}, D::float32, FeatureValues::of(std::vector<float>{1, 2}))}});
   EXPECT_EQ(f.at("w").values.float_values, (std::vector<float>{1, 2}));
@@ -127,27 +127,28 @@ TEST(ParseSingleExample, MissingFeatureTakesTheDefault) {
 TEST(ParseSingleExample, FeatureWithNoListSetCountsAsMissing) {
   Example ex;
   ex.set_feature("a", Feature{});
-  EXPECT_THROW(parse_single_example(ex.serialize(), {{"a", FixedLenFeature({}, D::int64)}}),
-               InvalidArgumentError);
-  const auto f = parse_single_example(ex.serialize(), {{"a", VarLenFeature(D::int64)}});
+  EXPECT_THROW(
+      parse_single_example_features(ex.serialize(), {{"a", FixedLenFeature({}, D::int64)}}),
+      InvalidArgumentError);
+  const auto f = parse_single_example_features(ex.serialize(), {{"a", VarLenFeature(D::int64)}});
   EXPECT_TRUE(f.at("a").values.int64_values.empty());
 }
 
 TEST(ParseSingleExample, WrongTypeNamesTheFeatureAndBothTypes) {
   const std::string msg = message_of([] {
-    parse_single_example(kSpecExample, {{"a", FixedLenFeature({}, D::float32)}});
+    parse_single_example_features(kSpecExample, {{"a", FixedLenFeature({}, D::float32)}});
   });
   EXPECT_NE(msg.find("Key: a.  Data types don't match. Data type: int64 but expected type: float"),
             std::string::npos)
       << msg;
-  EXPECT_THROW(parse_single_example(kSpecExample, {{"a", VarLenFeature(D::string)}}),
+  EXPECT_THROW(parse_single_example_features(kSpecExample, {{"a", VarLenFeature(D::string)}}),
                InvalidArgumentError);
 }
 
 TEST(ParseSingleExample, WrongNumberOfValuesNamesTheFeatureAndShape) {
   const std::string bytes = Example().set_float_list("x", {1, 2, 3}).serialize();
   const std::string msg = message_of([&] {
-    parse_single_example(bytes, {{"x", FixedLenFeature({2}, D::float32)}});
+    parse_single_example_features(bytes, {{"x", FixedLenFeature({2}, D::float32)}});
   });
   EXPECT_NE(
       msg.find(
@@ -157,15 +158,16 @@ TEST(ParseSingleExample, WrongNumberOfValuesNamesTheFeatureAndShape) {
 }
 
 TEST(ParseSingleExample, InvalidSpecsAreInvalidArgument) {
-  EXPECT_THROW(parse_single_example(kSpecExample, {{"a", FixedLenFeature({-1}, D::int64)}}),
-               InvalidArgumentError);
   EXPECT_THROW(
-      parse_single_example(
+      parse_single_example_features(kSpecExample, {{"a", FixedLenFeature({-1}, D::int64)}}),
+      InvalidArgumentError);
+  EXPECT_THROW(
+      parse_single_example_features(
           kSpecExample,
           {{"b", FixedLenFeature({2}, D::int64, FeatureValues::of(std::vector<int64_t>{1}))}}),
       InvalidArgumentError);
   EXPECT_THROW(
-      parse_single_example(
+      parse_single_example_features(
           kSpecExample,
           {{"b", FixedLenFeature({}, D::int64, FeatureValues::of(std::vector<float>{1}))}}),
       InvalidArgumentError);
@@ -173,7 +175,7 @@ TEST(ParseSingleExample, InvalidSpecsAreInvalidArgument) {
 
 TEST(ParseSingleExample, VarLenFeatureGivesValuesIndicesAndDenseShape) {
   const std::string bytes = Example().set_bytes_list("tags", {"a", "b", "c"}).serialize();
-  const auto f = parse_single_example(
+  const auto f = parse_single_example_features(
       bytes, {{"tags", VarLenFeature(D::string)}, {"none", VarLenFeature(D::int64)}});
   const ParsedFeature& t = f.at("tags");
   EXPECT_TRUE(t.sparse);
@@ -190,7 +192,7 @@ TEST(ParseExample, BatchesDenseFeaturesAndRankTwoSparseOnes) {
       Example().set_float_list("v", {3}).serialize(),
       Example().set_int64_list("label", {2}).serialize(),
   };
-  const auto f = parse_example(
+  const auto f = parse_example_features(
       batch, {{"label", FixedLenFeature({}, D::int64, FeatureValues::of(std::vector<int64_t>{-1}))},
               {"v", VarLenFeature(D::float32)}});
   EXPECT_EQ(f.at("label").shape, std::vector<int64_t>{3});
@@ -205,7 +207,7 @@ TEST(ParseExample, ErrorsNameTheFeatureAndTheExampleIndex) {
   std::vector<std::string> batch = {Example().set_int64_list("label", {1}).serialize(),
                                     Example().set_int64_list("label", {1, 2}).serialize()};
   const std::string msg = message_of([&] {
-    parse_example(batch, {{"label", FixedLenFeature({}, D::int64)}});
+    parse_example_features(batch, {{"label", FixedLenFeature({}, D::int64)}});
   });
   EXPECT_NE(msg.find("Key: label, Index: 1."), std::string::npos) << msg;
   EXPECT_NE(msg.find("Values size: 2 but output shape: []"), std::string::npos) << msg;
@@ -213,7 +215,7 @@ TEST(ParseExample, ErrorsNameTheFeatureAndTheExampleIndex) {
 
 TEST(ParseExample, EmptyBatchGivesZeroSizedResults) {
   const auto f =
-      parse_example(std::vector<std::string>{}, {{"x", FixedLenFeature({4}, D::float32)}});
+      parse_example_features(std::vector<std::string>{}, {{"x", FixedLenFeature({4}, D::float32)}});
   EXPECT_EQ(f.at("x").shape, (std::vector<int64_t>{0, 4}));
   EXPECT_TRUE(f.at("x").values.float_values.empty());
 }

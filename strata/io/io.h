@@ -11,7 +11,7 @@
 //   w.close();
 //   io::TFRecordReader r(path, {.compression_type = "GZIP"});
 //   while (auto rec = r.read_next()) {
-//     auto f = io::parse_single_example(*rec, {{"label", io::FixedLenFeature({},
+//     auto f = io::parse_single_example_features(*rec, {{"label", io::FixedLenFeature({},
 //     io::FeatureDType::int64)}}); std::cout << f.at("label").values.int64_values[0];
 //   }
 

@@ -30,12 +30,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       {"d", VarLenFeature(FeatureDType::float32)},
   };
   try {
-    parse_single_example(bytes, specs);
+    parse_single_example_features(bytes, specs);
   } catch (const strata::InvalidArgumentError&) {
   }
   try {
     const std::vector<std::string> batch = {bytes, bytes};
-    parse_example(batch, specs);
+    parse_example_features(batch, specs);
   } catch (const strata::InvalidArgumentError&) {
   }
   return 0;

@@ -398,7 +398,7 @@ Split load_tfrecords(const std::string& pattern, const char* flag, int64_t limit
       if (limit > 0 && static_cast<int64_t>(labels.size()) == limit) break;
       io::ParsedFeatures f;
       try {
-        f = io::parse_single_example(e[0].item<std::string>(), specs);
+        f = io::parse_single_example_features(e[0].item<std::string>(), specs);
       } catch (const InvalidArgumentError& err) {
         throw DataLossError(
             str_cat(flag, ": ", file, " record ", index, " is not an image example: ", err.what()));

@@ -98,6 +98,7 @@ Element stack_elements(const std::vector<Element>& rows, const char* who) {
     for (int64_t i = 0; i < n; ++i) copy_elements(d, rows[i][c], 0, dst, i * per, per);
     out.push_back(std::move(dst));
   }
+  out.with_names_of(first);
   return out;
 }
 
@@ -122,6 +123,7 @@ Element concat_elements(const std::vector<Element>& parts) {
     }
     out.push_back(std::move(dst));
   }
+  out.with_names_of(parts[0]);
   return out;
 }
 
@@ -172,6 +174,7 @@ Element pad_and_stack(const std::vector<Element>& rows,
       copy_padded(rows[i][c], rows[i][c].shape().dims(), dst, target, i * per);
     out.push_back(std::move(dst));
   }
+  out.with_names_of(rows[0]);
   return out;
 }
 

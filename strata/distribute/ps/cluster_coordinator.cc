@@ -16,8 +16,12 @@ namespace strata::distribute {
 namespace pi = ps::internal;
 using Clock = std::chrono::steady_clock;
 
-struct RemoteValue::State {
-  explicit State(std::chrono::milliseconds bound) : wait_bound(bound) {}
+}  // namespace strata::distribute
+
+namespace strata::distribute::ps::internal {
+
+struct RemoteValueState {
+  explicit RemoteValueState(std::chrono::milliseconds bound) : wait_bound(bound) {}
   const std::chrono::milliseconds wait_bound;
   mutable Mutex mu;
   mutable CondVar cv;
@@ -39,29 +43,36 @@ struct RemoteValue::State {
   }
 };
 
-std::vector<Tensor> RemoteValue::fetch(std::chrono::milliseconds timeout) const {
-  STRATA_CHECK(FAILED_PRECONDITION, state_ != nullptr,
+std::vector<Tensor> remote_value_results(const std::shared_ptr<RemoteValueState>& state,
+                                         std::optional<std::chrono::milliseconds> timeout) {
+  STRATA_CHECK(FAILED_PRECONDITION, state != nullptr,
                "RemoteValue::fetch: an empty RemoteValue (not returned by schedule)");
-  State& s = *state_;
+  RemoteValueState& s = *state;
+  const std::chrono::milliseconds bound = timeout.value_or(s.wait_bound);
   MutexLock lock(s.mu);
   STRATA_CHECK(DEADLINE_EXCEEDED,
-               s.cv.wait_for(s.mu, timeout, [&]() STRATA_REQUIRES(s.mu) { return s.ready; }),
-               "RemoteValue::fetch: the closure did not finish within ", timeout.count(), " ms");
+               s.cv.wait_for(s.mu, bound, [&]() STRATA_REQUIRES(s.mu) { return s.ready; }),
+               "RemoteValue::fetch: the closure did not finish within ", bound.count(), " ms");
   rethrow_if(s.error);
   return s.results;
 }
 
-std::vector<Tensor> RemoteValue::fetch() const {
-  STRATA_CHECK(FAILED_PRECONDITION, state_ != nullptr,
-               "RemoteValue::fetch: an empty RemoteValue (not returned by schedule)");
-  return fetch(state_->wait_bound);
+bool remote_value_ready(const std::shared_ptr<RemoteValueState>& state) {
+  if (!state) return false;
+  MutexLock lock(state->mu);
+  return state->ready;
 }
 
-bool RemoteValue::is_ready() const {
-  if (!state_) return false;
-  MutexLock lock(state_->mu);
-  return state_->ready;
+Tensor single_result(std::vector<Tensor> results) {
+  STRATA_CHECK_ARG(results.size() == 1,
+                   "RemoteValue<Tensor>: expected the function to return one tensor, got ",
+                   results.size());
+  return std::move(results.front());
 }
+
+}  // namespace strata::distribute::ps::internal
+
+namespace strata::distribute {
 
 PerWorkerIterator PerWorkerDataset::iter() const {
   return PerWorkerIterator(next_id_->fetch_add(1), dataset_function_);
@@ -73,7 +84,9 @@ struct Closure {
   std::string function;
   std::vector<pi::WireArg> args;
   std::vector<PerWorkerIterator> iterators;  // created on a worker before the closure runs there
-  std::shared_ptr<RemoteValue::State> value;
+  // PerWorkerValues arguments: (argument index, one value per worker).
+  std::vector<std::pair<size_t, std::vector<Tensor>>> per_worker;
+  std::shared_ptr<pi::RemoteValueState> value;
   int attempts = 0;
 };
 
@@ -188,8 +201,10 @@ struct ClusterCoordinator::State {
                                   w, rpc_timeout);
           iterators_here.insert(it.id());
         }
+        std::vector<pi::WireArg> args = closure->args;
+        for (const auto& [index, values] : closure->per_worker) args[index] = values[w];
         pi::ClosureOutcome outcome = client->run_closure(
-            closure->function, closure->args, options.closure_timeout, cancellations[w].get());
+            closure->function, args, options.closure_timeout, cancellations[w].get());
         if (outcome.code == ErrorCode::OK) {
           closure->value->set_results(std::move(outcome.results));
         } else if (!outcome.failed_ps.empty()) {
@@ -296,8 +311,8 @@ ClusterCoordinator::~ClusterCoordinator() {
   s.threads.clear();  // joins
 }
 
-RemoteValue ClusterCoordinator::schedule(const std::string& function,
-                                         std::vector<ClosureArgument> args) {
+RemoteValue<> ClusterCoordinator::schedule(const std::string& function,
+                                           std::vector<ClosureArgument> args) {
   State& s = *state_;
   {
     MutexLock lock(s.mu);
@@ -328,17 +343,28 @@ RemoteValue ClusterCoordinator::schedule(const std::string& function,
           info != nullptr, "ClusterCoordinator.schedule('", function, "'): argument ", i,
           " is a Variable not created under ParameterServerStrategy.scope(): ", v->to_string());
       closure->args.emplace_back(*info);
+    } else if (auto* it = std::get_if<PerWorkerIterator>(&args[i])) {
+      closure->args.emplace_back(pi::IteratorRef{it->id()});
+      closure->iterators.push_back(*it);
     } else {
-      const auto& it = std::get<PerWorkerIterator>(args[i]);
-      closure->args.emplace_back(pi::IteratorRef{it.id()});
-      closure->iterators.push_back(it);
+      const auto& per_worker = std::get<PerWorkerValues>(args[i]);
+      STRATA_CHECK_ARG(per_worker.values().size() == s.workers.size(),
+                       "ClusterCoordinator.schedule('", function, "'): argument ", i,
+                       " is a PerWorkerValues of ", per_worker.values().size(),
+                       " values; expected one per worker (", s.workers.size(), ")");
+      for (size_t w = 0; w < per_worker.values().size(); ++w) {
+        STRATA_CHECK_ARG(per_worker.values()[w].defined(), "ClusterCoordinator.schedule('",
+                         function, "'): argument ", i, " has an undefined Tensor for worker ", w);
+      }
+      closure->args.emplace_back(per_worker.values().front());  // replaced per worker
+      closure->per_worker.emplace_back(i, per_worker.values());
     }
   }
   const auto bound = s.options.closure_timeout * s.options.max_attempts +
                      s.options.worker_unavailable_timeout + s.rpc_timeout;
-  closure->value = std::make_shared<RemoteValue::State>(
+  closure->value = std::make_shared<pi::RemoteValueState>(
       std::chrono::duration_cast<std::chrono::milliseconds>(bound));
-  RemoteValue value(closure->value);
+  RemoteValue<> value(closure->value);
   MutexLock lock(s.mu);
   s.queue.push_back(std::move(closure));
   s.cv.notify_all();
@@ -363,12 +389,22 @@ bool ClusterCoordinator::done() {
   return s.queue.empty() && s.inflight == 0;
 }
 
-std::vector<Tensor> ClusterCoordinator::fetch(const RemoteValue& value) { return value.fetch(); }
+std::vector<Tensor> ClusterCoordinator::fetch(const RemoteValue<>& value) { return value.fetch(); }
 
-std::vector<std::vector<Tensor>> ClusterCoordinator::fetch(const std::vector<RemoteValue>& values) {
+Tensor ClusterCoordinator::fetch(const RemoteValue<Tensor>& value) { return value.fetch(); }
+
+std::vector<std::vector<Tensor>> ClusterCoordinator::fetch(
+    const std::vector<RemoteValue<>>& values) {
   std::vector<std::vector<Tensor>> out;
   out.reserve(values.size());
-  for (const RemoteValue& v : values) out.push_back(v.fetch());
+  for (const RemoteValue<>& v : values) out.push_back(v.fetch());
+  return out;
+}
+
+std::vector<Tensor> ClusterCoordinator::fetch(const std::vector<RemoteValue<Tensor>>& values) {
+  std::vector<Tensor> out;
+  out.reserve(values.size());
+  for (const RemoteValue<Tensor>& v : values) out.push_back(v.fetch());
   return out;
 }
 

@@ -5,11 +5,11 @@
 //   sd::ClusterCoordinator coordinator(strategy);
 //   auto per_worker = coordinator.create_per_worker_dataset("make_data");  // registered name
 //   auto iterator = per_worker.iter();
-//   std::vector<sd::RemoteValue> losses;
+//   std::vector<sd::RemoteValue<Tensor>> losses;
 //   for (int step = 0; step < 100; ++step)
 //     losses.push_back(coordinator.schedule("train_step", {w, b, iterator}));  // at once
 //   coordinator.join();                            // every closure finished
-//   losses.back().fetch();                         // the closure's result tensors
+//   Tensor loss = losses.back().fetch();           // the closure's result (also get())
 //
 // schedule(name, args) checks that `name` is registered in this process
 // (NotFoundError otherwise), queues the closure and returns its RemoteValue at
@@ -42,7 +42,9 @@
 #include <chrono>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "strata/core/tensor.h"
@@ -59,24 +61,68 @@ struct ClusterCoordinatorOptions {
   std::chrono::milliseconds ping_interval{200};                 // probing an unreachable worker
 };
 
+namespace ps::internal {
+// The shared state of a scheduled closure's result (cluster_coordinator.cc).
+struct RemoteValueState;
+// Blocks until the closure finished (at most `timeout`, default the
+// coordinator's bound on a closure) and returns its result tensors or
+// re-throws its error. FailedPreconditionError for a null state.
+std::vector<Tensor> remote_value_results(const std::shared_ptr<RemoteValueState>& state,
+                                         std::optional<std::chrono::milliseconds> timeout);
+bool remote_value_ready(const std::shared_ptr<RemoteValueState>& state);
+// The one tensor of `results`; InvalidArgumentError naming the count otherwise.
+Tensor single_result(std::vector<Tensor> results);
+}  // namespace ps::internal
+
 // The result of a scheduled closure (tf.distribute.experimental.coordinator.RemoteValue).
+// A registered function returns a list of tensors: RemoteValue<> (that is
+// RemoteValue<std::vector<Tensor>>) gives the list; RemoteValue<Tensor> the
+// one tensor of a function that returns one (InvalidArgumentError naming the
+// count otherwise). schedule returns a RemoteValue<>, which converts to either:
+//   sd::RemoteValue<Tensor> loss = coordinator.schedule("train_step", {it});
+//   loss.fetch();   // TF's fetch(); get() is the same (Strata's tensors are host values)
 // A cheap, thread-safe handle.
+template <typename T = std::vector<Tensor>>
 class RemoteValue {
+  static_assert(std::is_same_v<T, Tensor> || std::is_same_v<T, std::vector<Tensor>>,
+                "RemoteValue<T>: T is Tensor or std::vector<Tensor>");
+
  public:
   RemoteValue() = default;
-  // Blocks until the closure finished; its result tensors, or its error
-  // re-thrown (CancelledError if it was cancelled). Waits at most `timeout`
-  // (DeadlineExceededError), default: the coordinator's bound on a closure.
-  std::vector<Tensor> fetch(std::chrono::milliseconds timeout) const;
-  std::vector<Tensor> fetch() const;
-  // True once the closure succeeded, failed or was cancelled.
-  bool is_ready() const;
+  explicit RemoteValue(std::shared_ptr<ps::internal::RemoteValueState> state)
+      : state_(std::move(state)) {}
+  // The same closure's result seen as another T.
+  template <typename U>
+  RemoteValue(const RemoteValue<U>& other)  // NOLINT(google-explicit-constructor)
+      : state_(other.state_) {}
 
-  struct State;
-  explicit RemoteValue(std::shared_ptr<State> state) : state_(std::move(state)) {}
+  // Blocks until the closure finished; its result, or its error re-thrown
+  // (CancelledError if it was cancelled). Waits at most `timeout`
+  // (DeadlineExceededError), default: the coordinator's bound on a closure.
+  // FailedPreconditionError for an empty RemoteValue (not returned by schedule).
+  T fetch(std::chrono::milliseconds timeout) const { return convert(results(timeout)); }
+  T fetch() const { return convert(results(std::nullopt)); }
+  // TF's get(): the result as a tensor on the coordinator; the same as fetch().
+  T get(std::chrono::milliseconds timeout) const { return fetch(timeout); }
+  T get() const { return fetch(); }
+  // True once the closure succeeded, failed or was cancelled.
+  bool is_ready() const { return ps::internal::remote_value_ready(state_); }
 
  private:
-  std::shared_ptr<State> state_;
+  template <typename>
+  friend class RemoteValue;
+  std::vector<Tensor> results(std::optional<std::chrono::milliseconds> timeout) const {
+    return ps::internal::remote_value_results(state_, timeout);
+  }
+  static T convert(std::vector<Tensor> results) {
+    if constexpr (std::is_same_v<T, Tensor>) {
+      return ps::internal::single_result(std::move(results));
+    } else {
+      return results;
+    }
+  }
+
+  std::shared_ptr<ps::internal::RemoteValueState> state_;
 };
 
 // What create_per_worker_dataset returns: iter() makes a fresh iterator on
@@ -105,15 +151,19 @@ class ClusterCoordinator final : public Coordinator {
   // Queues fn(args) and returns at once. NotFoundError for an unregistered
   // name; InvalidArgumentError for a Variable not created under a
   // ParameterServerStrategy; raises a pending coordinator error (see above).
-  RemoteValue schedule(const std::string& function, std::vector<ClosureArgument> args = {});
+  // A PerWorkerValues argument gives the function on worker w its w-th
+  // value (InvalidArgumentError unless it has one value per worker).
+  RemoteValue<> schedule(const std::string& function, std::vector<ClosureArgument> args = {});
   // Blocks until every scheduled closure finished (or was cancelled); raises
   // the first error since the last raise.
   void join() override;
   // Whether every scheduled closure finished; raises a pending error.
   bool done();
   // RemoteValue::fetch of each.
-  std::vector<Tensor> fetch(const RemoteValue& value);
-  std::vector<std::vector<Tensor>> fetch(const std::vector<RemoteValue>& values);
+  std::vector<Tensor> fetch(const RemoteValue<>& value);
+  Tensor fetch(const RemoteValue<Tensor>& value);
+  std::vector<std::vector<Tensor>> fetch(const std::vector<RemoteValue<>>& values);
+  std::vector<Tensor> fetch(const std::vector<RemoteValue<Tensor>>& values);
   // TF's create_per_worker_dataset with a registered dataset function (called
   // on each worker with InputContext(#workers, worker index)); NotFoundError
   // when it is not registered here.

@@ -171,6 +171,18 @@ std::vector<Tensor> next_number(const sps::FunctionArgs& args) {
 }
 STRATA_REGISTER_FUNCTION(next_number, next_number);
 
+// The next element of the per-worker iterator, as one scalar.
+std::vector<Tensor> next_value(const sps::FunctionArgs& args) {
+  return {strata::reshape(args.iterator(0).get_next()[0], {})};
+}
+STRATA_REGISTER_FUNCTION(next_value, next_value);
+
+// The worker's own value of a PerWorkerValues argument, and the worker's index.
+std::vector<Tensor> own_value(const sps::FunctionArgs& args) {
+  return {args.tensor(0), strata::constant(static_cast<int64_t>(sps::current_worker_index()))};
+}
+STRATA_REGISTER_FUNCTION(own_value, own_value);
+
 // Asks for argument 0 as a variable (wrong kind when given a tensor).
 std::vector<Tensor> wants_variable(const sps::FunctionArgs& args) {
   args.variable(0);
@@ -254,7 +266,7 @@ TEST(ParameterServerStrategyTest, ALinearModelTrainsOnTwoWorkersAndTwoPs) {
   sd::ClusterCoordinator coordinator(strategy);
   auto iterator = coordinator.create_per_worker_dataset("linear_data").iter();
   const float initial = full_loss(coordinator, m);
-  std::vector<sd::RemoteValue> losses;
+  std::vector<sd::RemoteValue<>> losses;
   losses.reserve(300);
   for (int step = 0; step < 300; ++step)
     losses.push_back(
@@ -311,7 +323,7 @@ TEST(ParameterServerStrategyTest, UpdatesFromBothWorkersAreAllAppliedOnThePs) {
     counter = Variable(strata::constant(0.f), {.name = "counter"});
   }
   sd::ClusterCoordinator coordinator(strategy);
-  std::vector<sd::RemoteValue> ran_on;
+  std::vector<sd::RemoteValue<>> ran_on;
   ran_on.reserve(100);
   for (int i = 0; i < 100; ++i) ran_on.push_back(coordinator.schedule("add_one", {counter}));
   coordinator.join();
@@ -348,7 +360,7 @@ TEST(ParameterServerStrategyTest, AClosureOnAKilledWorkerIsRetriedOnAnother) {
   LinearModel m(strategy);
   sd::ClusterCoordinator coordinator(strategy, {.ping_interval = 50ms});
   auto iterator = coordinator.create_per_worker_dataset("linear_data").iter();
-  std::vector<sd::RemoteValue> losses;
+  std::vector<sd::RemoteValue<>> losses;
   losses.reserve(300);
   for (int step = 0; step < 300; ++step)
     losses.push_back(
@@ -387,7 +399,7 @@ TEST(ParameterServerStrategyTest, AKilledPsRaisesUnavailableOnTheChiefPromptly) 
   cluster.ps_servers[1]->stop();  // holds b
   const auto start = std::chrono::steady_clock::now();
   // The error surfaces at the next schedule() or at join(), whichever comes first.
-  std::vector<sd::RemoteValue> later;
+  std::vector<sd::RemoteValue<>> later;
   try {
     for (int step = 0; step < 50; ++step)
       later.push_back(
@@ -419,9 +431,9 @@ TEST(ParameterServerStrategyTest, TheFirstClosureErrorIsRaisedOnceAndCancelsPend
   LocalCluster cluster(2, 1);
   sd::ParameterServerStrategy strategy(cluster.chief);
   sd::ClusterCoordinator coordinator(strategy);
-  sd::RemoteValue bad = coordinator.schedule("fail_invalid");
+  sd::RemoteValue<> bad = coordinator.schedule("fail_invalid");
   // The error surfaces at the next schedule() or at join(), whichever comes first.
-  std::vector<sd::RemoteValue> pending;
+  std::vector<sd::RemoteValue<>> pending;
   try {
     for (int i = 0; i < 100; ++i) pending.push_back(coordinator.schedule("sleep_20ms"));
     coordinator.join();
@@ -645,7 +657,7 @@ TEST(ParameterServerStrategyTest, EachWorkerIteratesItsOwnPipelineThroughRemoteV
   sd::ClusterCoordinator coordinator(strategy);
   auto per_worker = coordinator.create_per_worker_dataset("numbers");
   auto iterator = per_worker.iter();
-  std::vector<sd::RemoteValue> values;
+  std::vector<sd::RemoteValue<>> values;
   values.reserve(40);
   for (int i = 0; i < 40; ++i) values.push_back(coordinator.schedule("next_number", {iterator}));
   coordinator.join();
@@ -667,14 +679,60 @@ TEST(ParameterServerStrategyTest, EachWorkerIteratesItsOwnPipelineThroughRemoteV
   std::vector<Tensor> first = coordinator.schedule("next_number", {again}).fetch();
   EXPECT_EQ(first.at(0).item<int64_t>(), first.at(1).item<int64_t>());
   // fetch of several values; a RemoteValue that is not ready times out.
-  EXPECT_EQ(coordinator.fetch(std::vector<sd::RemoteValue>{values[0], values[1]}).size(), 2u);
-  sd::RemoteValue slow = coordinator.schedule("sleep_300ms");
+  EXPECT_EQ(coordinator.fetch(std::vector<sd::RemoteValue<>>{values[0], values[1]}).size(), 2u);
+  sd::RemoteValue<> slow = coordinator.schedule("sleep_300ms");
   EXPECT_FALSE(slow.is_ready());
   EXPECT_THROW(slow.fetch(10ms), strata::DeadlineExceededError);
   EXPECT_EQ(slow.fetch().size(), 0u);
   EXPECT_TRUE(slow.is_ready());
-  EXPECT_THROW(sd::RemoteValue().fetch(), strata::FailedPreconditionError);
-  EXPECT_FALSE(sd::RemoteValue().is_ready());
+  EXPECT_THROW(sd::RemoteValue<>().fetch(), strata::FailedPreconditionError);
+  EXPECT_FALSE(sd::RemoteValue<>().is_ready());
+}
+
+// From TensorFlow's "Parameter server training" guide:
+//   per_worker_dataset = coordinator.create_per_worker_dataset(per_worker_dataset_fn)
+//   per_worker_iterator = iter(per_worker_dataset)
+//   loss = coordinator.schedule(step_fn, args=(per_worker_iterator,))
+//   print("Final loss is %f" % loss.fetch())
+// and RemoteValue.get(), tf.distribute.experimental.coordinator.PerWorkerValues.
+TEST(ParameterServerStrategyTest, RemoteValueOfATensorAndPerWorkerValuesReadAsTensorFlow) {
+  LocalCluster cluster(2, 1);
+  sd::ParameterServerStrategy strategy(cluster.chief);
+  sd::ClusterCoordinator coordinator(strategy);
+  sd::PerWorkerDataset per_worker_dataset = coordinator.create_per_worker_dataset("numbers");
+  sd::PerWorkerIterator per_worker_iterator = per_worker_dataset.iter();
+  sd::RemoteValue<Tensor> loss = coordinator.schedule("next_value", {per_worker_iterator});
+  coordinator.join();
+  // The first element of either worker's shard of range(1000): 0 or 1.
+  const int64_t first = loss.fetch().item<int64_t>();
+  EXPECT_TRUE(first == 0 || first == 1) << first;
+  EXPECT_EQ(loss.get().item<int64_t>(), first);
+  EXPECT_EQ(coordinator.fetch(loss).item<int64_t>(), first);
+
+  // A function of two results seen as one tensor names the count.
+  sd::RemoteValue<Tensor> two = coordinator.schedule("next_number", {per_worker_iterator});
+  try {
+    two.fetch();
+    ADD_FAILURE() << "expected InvalidArgumentError";
+  } catch (const strata::InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("one tensor, got 2"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(sd::RemoteValue<>(two).fetch().size(), 2u);
+
+  // Each worker's closure gets its own value of a PerWorkerValues.
+  sd::PerWorkerValues per_worker({strata::constant(int64_t{10}), strata::constant(int64_t{20})});
+  std::vector<sd::RemoteValue<>> results;
+  results.reserve(20);
+  for (int i = 0; i < 20; ++i) results.push_back(coordinator.schedule("own_value", {per_worker}));
+  coordinator.join();
+  for (const auto& r : results) {
+    std::vector<Tensor> got = r.fetch();
+    EXPECT_EQ(got.at(0).item<int64_t>(), got.at(1).item<int64_t>() == 0 ? 10 : 20);
+  }
+  // One value per worker, or schedule refuses it.
+  EXPECT_THROW(
+      coordinator.schedule("own_value", {sd::PerWorkerValues({strata::constant(int64_t{1})})}),
+      strata::InvalidArgumentError);
 }
 
 TEST(ParameterServerStrategyTest, OptionsAndArgumentsAreValidated) {

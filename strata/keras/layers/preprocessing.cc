@@ -8,6 +8,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/keras/layers/internal/common.h"
+#include "strata/keras/layers/serialization.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 
@@ -277,6 +278,31 @@ void StringLookupLayer::adapt(const data::Dataset& dataset) {
     count_strings(e[0], internal::describe(*this), counts);
   }
   learn(as_pairs(counts));
+}
+
+nlohmann::json StringLookupLayer::get_config() const {
+  nlohmann::json config = base_config();
+  config["invert"] = options_.invert;
+  config["max_tokens"] =
+      options_.max_tokens ? nlohmann::json(*options_.max_tokens) : nlohmann::json(nullptr);
+  config["num_oov_indices"] = options_.num_oov_indices;
+  config["oov_token"] = options_.oov_token;
+  config["mask_token"] = nullptr;
+  config["output_mode"] = "int";
+  config["sparse"] = false;
+  config["pad_to_max_tokens"] = false;
+  config["vocabulary_dtype"] = "string";
+  config["idf_weights"] = nullptr;
+  const bool has_vocabulary = options_.vocabulary.has_value() || !vocabulary_.empty();
+  config["vocabulary"] = has_vocabulary ? nlohmann::json(vocabulary_) : nlohmann::json(nullptr);
+  config["vocabulary_size"] = vocabulary_size();
+  config["encoding"] = "utf-8";
+  return config;
+}
+
+std::shared_ptr<StringLookupLayer> StringLookupLayer::from_config(const nlohmann::json& config) {
+  return std::static_pointer_cast<StringLookupLayer>(
+      deserialize({{"class_name", "StringLookup"}, {"config", config}}));
 }
 
 std::vector<std::string> StringLookupLayer::get_vocabulary() const {

@@ -134,6 +134,22 @@ class StringLookupLayer : public Layer {
     return input_shape;
   }
 
+  // Keras's StringLookup.get_config(): the base keys, then invert, max_tokens,
+  // num_oov_indices, oov_token, mask_token (null), output_mode ("int"),
+  // sparse, pad_to_max_tokens, vocabulary_dtype ("string"), idf_weights
+  // (null), vocabulary, vocabulary_size and encoding ("utf-8"), as Keras
+  // writes them. "vocabulary" is the layer's current vocabulary (given or
+  // adapted; null when it has none): Keras writes only a given one and keeps
+  // an adapted one in the SavedModel's assets, which Strata's saved models
+  // do not have.
+  nlohmann::json get_config() const override;
+  // Keras's StringLookup.from_config: a layer with the config's arguments and
+  // vocabulary. UnimplementedError for the arguments Strata does not support
+  // (an output_mode other than "int", a mask_token, sparse,
+  // pad_to_max_tokens, an encoding other than UTF-8); InvalidArgumentError
+  // naming a missing or mistyped key.
+  static std::shared_ptr<StringLookupLayer> from_config(const nlohmann::json& config);
+
  protected:
   Tensor call(const Tensor& inputs, bool training) override;
 

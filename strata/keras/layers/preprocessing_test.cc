@@ -4,8 +4,11 @@
 
 #include <cmath>
 
+#include <nlohmann/json.hpp>
+
 #include "strata/base/errors.h"
 #include "strata/data/dataset.h"
+#include "strata/keras/layers/serialization.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 
@@ -120,6 +123,46 @@ TEST(StringLookupTest, GivenVocabularyAndInvertAsKerasDocs) {
   EXPECT_THROW(StringLookup({.vocabulary = std::vector<std::string>{"a", "a"}}),
                InvalidArgumentError);
   EXPECT_THROW(StringLookup({.num_oov_indices = 2}), UnimplementedError);
+}
+
+// config = tf.keras.layers.StringLookup(vocabulary=["a", "b", "c", "d"]).get_config()
+// config["vocabulary"] == ["a", "b", "c", "d"]; config["vocabulary_size"] == 5
+// tf.keras.layers.StringLookup.from_config(config)(data)   # [[1, 3, 4], [4, 0, 2]]
+TEST(StringLookupTest, GetConfigAndFromConfigRemakeTheLayerAsKeras) {
+  const std::vector<std::string> vocab = {"a", "b", "c", "d"};
+  auto layer = StringLookup({.vocabulary = vocab, .name = "lookup"});
+  const nlohmann::json config = layer->get_config();
+  EXPECT_EQ(config["name"], "lookup");
+  EXPECT_EQ(config["dtype"], "int64");
+  EXPECT_EQ(config["vocabulary"], nlohmann::json(vocab));
+  EXPECT_EQ(config["vocabulary_size"], 5);
+  EXPECT_EQ(config["oov_token"], "[UNK]");
+  EXPECT_EQ(config["num_oov_indices"], 1);
+  EXPECT_TRUE(config["max_tokens"].is_null());
+  EXPECT_TRUE(config["mask_token"].is_null());
+  EXPECT_EQ(config["output_mode"], "int");
+  EXPECT_EQ(config["invert"], false);
+  auto again = StringLookupLayer::from_config(config);
+  const Tensor data =
+      strata::constant(std::vector<std::string>{"a", "c", "d", "d", "z", "b"}, {2, 3});
+  EXPECT_EQ((*again)(data).to_vector<int64_t>(), (std::vector<int64_t>{1, 3, 4, 4, 0, 2}));
+  EXPECT_EQ(again->name(), "lookup");
+  // keras.layers.deserialize reads the same config; an adapted vocabulary travels with it.
+  auto adapted = StringLookup({.max_tokens = 3});
+  adapted->adapt(data);
+  auto copy = deserialize(serialize(*adapted));
+  EXPECT_EQ(std::dynamic_pointer_cast<StringLookupLayer>(copy)->get_vocabulary(),
+            (std::vector<std::string>{"[UNK]", "d", "z"}));
+  // Keras's arguments Strata does not support are refused by name.
+  nlohmann::json masked = config;
+  masked["mask_token"] = "";
+  EXPECT_THROW(StringLookupLayer::from_config(masked), UnimplementedError);
+  nlohmann::json one_hot = config;
+  one_hot["output_mode"] = "one_hot";
+  EXPECT_THROW(StringLookupLayer::from_config(one_hot), UnimplementedError);
+  nlohmann::json bad = config;
+  bad["vocabulary"] = 3;
+  EXPECT_THROW(StringLookupLayer::from_config(bad), InvalidArgumentError);
 }
 
 }  // namespace

@@ -234,6 +234,29 @@ LayerPtr deserialize(const nlohmann::json& config, const saving::CustomObjects& 
     r.fill_layer_args(o);
     return BatchNormalization(o);
   }
+  if (cls == "StringLookup") {
+    // Keras's arguments Strata does not support must have their defaults.
+    auto only = [&](const char* key, const nlohmann::json& supported) {
+      const bool fine =
+          !c.contains(key) || c[key] == supported || (supported.is_null() && c[key].is_null());
+      STRATA_CHECK(UNIMPLEMENTED, fine, "deserialize StringLookup: \"", key,
+                   "\" = ", c.contains(key) ? c[key].dump() : std::string(),
+                   " is not supported (only ", supported.dump(), ")");
+    };
+    only("output_mode", "int");
+    only("mask_token", nullptr);
+    only("sparse", false);
+    only("pad_to_max_tokens", false);
+    only("encoding", "utf-8");
+    StringLookupOptions o;
+    if (r.has("max_tokens")) o.max_tokens = r.get<int64_t>("max_tokens");
+    o.num_oov_indices = r.get_or<int64_t>("num_oov_indices", 1);
+    o.oov_token = r.get_or<std::string>("oov_token", "[UNK]");
+    if (r.has("vocabulary")) o.vocabulary = r.get<std::vector<std::string>>("vocabulary");
+    o.invert = r.get_or<bool>("invert", false);
+    r.fill_layer_args(o);
+    return StringLookup(o);
+  }
   if (cls == "Add") return Add(r.layer_args());
   if (cls == "Subtract") return Subtract(r.layer_args());
   if (cls == "Multiply") return Multiply(r.layer_args());

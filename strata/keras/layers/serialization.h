@@ -6,7 +6,7 @@
 //   keras::LayerPtr copy = keras::layers::deserialize(j);   // new weights, same arguments
 //
 // Known classes: InputLayer, Dense, Conv2D, Flatten, Dropout, Activation,
-// MaxPooling2D, AveragePooling2D, BatchNormalization, Normalization, Add,
+// MaxPooling2D, AveragePooling2D, BatchNormalization, Normalization, StringLookup, Add,
 // Subtract, Multiply, Average, Maximum, Minimum, Concatenate, Sequential and
 // Functional (also "Model"), plus the classes registered with
 // keras::saving::register_keras_serializable or given in `custom_objects`
