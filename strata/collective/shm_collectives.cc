@@ -45,6 +45,8 @@ constexpr size_t kDescBytes = 224;
 constexpr size_t kFailureBytes = 2048;
 // How often a sleeping rank checks whether the ranks it waits for still exist.
 constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
+// Pause instructions a waiting rank spins before it starts yielding.
+constexpr int kPauses = 256;
 
 // Lock-free atomics are address-free, so they work between processes mapping the
 // same memory at different addresses.
@@ -262,10 +264,17 @@ struct internal::ShmState {
                 bool entering) const {
     if (all_at(m, counter, s)) return;
     const auto spin_until = Clock::now() + options.spin;
+    // A short burst of pause instructions catches a peer running on another
+    // core; then yielding lets a peer that shares this core (a loaded machine)
+    // run instead of spinning it out of its time slice.
     for (int i = 0;; ++i) {
-      cpu_relax();
+      if (i < kPauses) {
+        cpu_relax();
+      } else {
+        std::this_thread::yield();
+      }
       if (all_at(m, counter, s)) return;
-      if ((i & 63) == 63) {
+      if ((i & 15) == 15) {
         check_failure(m);
         if (Clock::now() >= spin_until) break;
       }
