@@ -9,16 +9,18 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <fcntl.h>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
 #include <memory>
 #include <thread>
 
-#include "strata/cluster/tcp_store.h"
+#include "strata/base/file.h"
 #include "strata/testing/run_ranks.h"
 
 namespace strata::collective {
@@ -280,6 +282,66 @@ TEST(ShmCollectives, TheSegmentLeavesDevShmOnceEveryRankMappedIt) {
 
 // ---- processes ----
 
+// A store that processes of one host share through a directory (each key a
+// file written atomically); enough for the rendezvous of forked ranks.
+class DirStore : public Store {
+ public:
+  explicit DirStore(std::string dir) : dir_(std::move(dir)), owner_(::getpid()) {}
+  ~DirStore() override {
+    if (::getpid() == owner_) std::filesystem::remove_all(dir_);
+  }
+  void set(const std::string& key, const Bytes& value, Milliseconds) override {
+    write_file_atomically(path(key), std::string_view(value.data(), value.size()));
+  }
+  Bytes get(const std::string& key, Milliseconds timeout) override {
+    wait({key}, timeout);
+    return to_bytes(read_file(path(key)));
+  }
+  void wait(const std::vector<std::string>& keys, Milliseconds timeout) override {
+    const auto until = std::chrono::steady_clock::now() + timeout;
+    while (!check(keys, timeout)) {
+      if (aborted_) throw AbortedError("DirStore aborted");
+      if (std::chrono::steady_clock::now() >= until)
+        throw DeadlineExceededError(
+            str_cat("DirStore: keys missing after ", timeout.count(), "ms"));
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+  int64_t add(const std::string& key, int64_t delta, Milliseconds) override {
+    const int fd = ::open(path("lock").c_str(), O_CREAT | O_RDWR, 0600);
+    ::flock(fd, LOCK_EX);
+    Bytes value = file_exists(path(key)) ? to_bytes(read_file(path(key))) : Bytes{};
+    const int64_t result = strata::internal::add_to_counter("DirStore", key, value, delta);
+    write_file_atomically(path(key), std::string_view(value.data(), value.size()));
+    ::close(fd);  // releases the lock
+    return result;
+  }
+  bool check(const std::vector<std::string>& keys, Milliseconds) override {
+    return std::all_of(keys.begin(), keys.end(),
+                       [&](const std::string& k) { return file_exists(path(k)); });
+  }
+  void abort() override { aborted_ = true; }
+  Milliseconds timeout() const override { return 30s; }
+
+ private:
+  std::string path(std::string key) const {
+    std::replace(key.begin(), key.end(), '/', '_');
+    return dir_ + "/" + key;
+  }
+  const std::string dir_;
+  const pid_t owner_;  // forked children leave the directory to the process that made it
+  std::atomic<bool> aborted_ = false;
+};
+
+std::shared_ptr<Store> dir_store() {
+  static int made = 0;
+  const std::string dir = str_cat(std::filesystem::temp_directory_path().string(),
+                                  "/shm_collectives_test.", ::getpid(), ".", made++);
+  std::filesystem::remove_all(dir);
+  make_dirs(dir);
+  return std::make_shared<DirStore>(dir);
+}
+
 // Runs `child` in a forked process (its return value is the exit status).
 pid_t fork_child(const std::function<int()>& child) {
   const pid_t pid = ::fork();
@@ -302,12 +364,10 @@ int wait_status(pid_t pid) {
 }
 
 TEST(ShmCollectives, TwoProcessesAllReduce) {
-  cluster::TcpStoreServer server("127.0.0.1:0", {.token = ""});
+  const std::shared_ptr<Store> store = dir_store();
   const ShmOptions options{.timeout = 30s, .slot_bytes = 1 << 16};
   const int64_t n = 100003;  // > one slot: several rounds
   const pid_t child = fork_child([&] {
-    auto store = std::make_shared<cluster::TcpStoreClient>(
-        server.address(), cluster::TcpStoreClientOptions{.token = ""});
     ShmCollectives group(1, 2, store, options);
     const std::vector<float> v =
         group.all_reduce(1, input<float>(1, {n}), ReduceOp::SUM).to_vector<float>();
@@ -316,8 +376,6 @@ TEST(ShmCollectives, TwoProcessesAllReduce) {
     return 0;
   });
   ASSERT_GT(child, 0);
-  auto store = std::make_shared<cluster::TcpStoreClient>(
-      server.address(), cluster::TcpStoreClientOptions{.token = ""});
   ShmCollectives group(0, 2, store, options);
   EXPECT_FALSE(segment_exists(group.segment_name()));
   const Tensor out = group.all_reduce(0, input<float>(0, {n}), ReduceOp::SUM);
@@ -327,19 +385,15 @@ TEST(ShmCollectives, TwoProcessesAllReduce) {
 }
 
 TEST(ShmCollectives, ASigkilledPeerFailsTheSurvivorWithinItsTimeoutNamingTheRank) {
-  cluster::TcpStoreServer server("127.0.0.1:0", {.token = ""});
+  const std::shared_ptr<Store> store = dir_store();
   const ShmOptions options{.timeout = 5s, .rendezvous_timeout = 30s};
   const pid_t child = fork_child([&] {
-    auto store = std::make_shared<cluster::TcpStoreClient>(
-        server.address(), cluster::TcpStoreClientOptions{.token = ""});
     ShmCollectives group(1, 2, store, options);
     group.barrier(1);
     ::raise(SIGKILL);  // dies without entering the next collective
     return 0;
   });
   ASSERT_GT(child, 0);
-  auto store = std::make_shared<cluster::TcpStoreClient>(
-      server.address(), cluster::TcpStoreClientOptions{.token = ""});
   std::string name;
   {
     ShmCollectives group(0, 2, store, options);
