@@ -13,7 +13,10 @@
 // the name under `<prefix>/<epoch>/` in the store; the other ranks map it and
 // report so; once every rank has mapped it, rank 0 removes the name
 // (shm_unlink). From then on the segment exists only as long as a process maps
-// it: a rank killed by SIGKILL leaves nothing behind in /dev/shm.
+// it: a rank killed by SIGKILL leaves nothing behind in /dev/shm. (Only rank 0
+// dying inside the rendezvous itself, between creating the segment and the
+// last rank mapping it, leaves the name behind; a rendezvous that fails any
+// other way removes it.)
 //
 // The segment holds a control line per rank (its pid, the step it has posted,
 // the step it has reduced, and the header of its current call: call number,
