@@ -21,7 +21,11 @@
 //   segment exactly as two processes would), ShmCollectives versus raw Gloo over
 //   loopback TCP at 4 B .. 64 MiB (targets: >= 2x raw Gloo at 16-64 MiB;
 //   <= 20 us per call at 4 B - 64 KiB).
+// BM_ShmAllReduceProcesses/<bytes>: the same with rank 1 in a forked process
+//   (the two ranks meet through a TCP store served by the benchmark process).
 #include <benchmark/benchmark.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gloo/allreduce.h>
 #include <gloo/math.h>
@@ -36,6 +40,7 @@
 #include <thread>
 #include <vector>
 
+#include "strata/cluster/tcp_store.h"
 #include "strata/collective/gloo_collectives.h"
 #include "strata/collective/local_collectives.h"
 #include "strata/collective/shm_collectives.h"
@@ -292,6 +297,43 @@ void BM_ShmAllReduce(benchmark::State& state) {
       C(bytes * static_cast<double>(state.iterations()), C::kIsRate, C::kIs1024);
 }
 BENCHMARK(BM_ShmAllReduce)->Apply(shm_sizes)->UseRealTime();
+
+// Rank 1 in a forked process that all-reduces until element 0 of the sum is non-zero.
+void BM_ShmAllReduceProcesses(benchmark::State& state) {
+  const int64_t bytes = state.range(0);
+  strata::cluster::TcpStoreServer server("127.0.0.1:0", {.token = ""});
+  const pid_t child = ::fork();
+  if (child == 0) {
+    int status = 0;
+    try {
+      auto store = std::make_shared<strata::cluster::TcpStoreClient>(
+          server.address(), strata::cluster::TcpStoreClientOptions{.token = ""});
+      sc::ShmCollectives peer(1, 2, store);
+      const Tensor mine = payload(bytes, 0.f);
+      while (peer.all_reduce(1, mine, sc::ReduceOp::SUM).data<float>()[0] == 0.f) {
+      }
+    } catch (...) {
+      status = 1;
+    }
+    ::_exit(status);
+  }
+  auto store = std::make_shared<strata::cluster::TcpStoreClient>(
+      server.address(), strata::cluster::TcpStoreClientOptions{.token = ""});
+  sc::ShmCollectives group(0, 2, store);
+  const Tensor mine = payload(bytes, 0.f);
+  for (auto _ : state) {
+    Tensor s = group.all_reduce(0, mine, sc::ReduceOp::SUM);
+    benchmark::DoNotOptimize(s.raw_data());
+  }
+  group.all_reduce(0, payload(bytes, 1.f), sc::ReduceOp::SUM);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) state.SkipWithError("rank 1 failed");
+  using C = benchmark::Counter;
+  state.counters["algbw"] =
+      C(bytes * static_cast<double>(state.iterations()), C::kIsRate, C::kIs1024);
+}
+BENCHMARK(BM_ShmAllReduceProcesses)->Apply(shm_sizes)->UseRealTime();
 
 }  // namespace
 
