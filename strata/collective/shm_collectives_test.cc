@@ -417,5 +417,40 @@ TEST(ShmCollectives, ASigkilledPeerFailsTheSurvivorWithinItsTimeoutNamingTheRank
   EXPECT_FALSE(segment_exists(name)) << name;
 }
 
+TEST(ShmCollectives, KillingTheCreatingRankInTheMiddleOfLargeCallsFailsTheSurvivor) {
+  const std::shared_ptr<Store> store = dir_store();
+  const ShmOptions options{.timeout = 10s, .rendezvous_timeout = 30s, .slot_bytes = 1 << 16};
+  const int64_t n = 1 << 20;  // 4 MiB: 64 rounds per call
+  const pid_t child = fork_child([&] {
+    ShmCollectives group(0, 2, store, options);  // rank 0 creates the segment
+    const Tensor mine = input<float>(0, {n});
+    for (;;) group.all_reduce(0, mine, ReduceOp::SUM);
+    return 0;
+  });
+  ASSERT_GT(child, 0);
+  std::string name;
+  {
+    ShmCollectives group(1, 2, store, options);
+    name = group.segment_name();
+    const Tensor mine = input<float>(1, {n});
+    group.all_reduce(1, mine, ReduceOp::SUM);  // the pair works
+    std::jthread killer([&] {
+      std::this_thread::sleep_for(200ms);
+      ::kill(child, SIGKILL);
+    });
+    const auto start = std::chrono::steady_clock::now();
+    auto errors = run_ranks(1, [&](int) {
+      for (;;) group.all_reduce(1, mine, ReduceOp::SUM);
+    });
+    EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+    const auto c = caught(errors[0]);
+    EXPECT_EQ(c.code, ErrorCode::UNAVAILABLE) << c.message;
+    EXPECT_THAT(c.message, HasSubstr(str_cat("rank 0 (pid ", child, ") exited before it")));
+  }
+  const int status = wait_status(child);
+  EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGKILL) << "child status " << status;
+  EXPECT_FALSE(segment_exists(name)) << name;
+}
+
 }  // namespace
 }  // namespace strata::collective
