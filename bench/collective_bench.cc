@@ -16,7 +16,16 @@
 //   loopback TCP; GlooCollectives versus gloo::allreduce called directly with the
 //   same input/output buffers (ratio target ~1.0). Raw Gloo is included here
 //   only to be the peer; the library keeps Gloo private to one file.
+// BM_ShmAllReduce/<bytes> and BM_RawGlooAllReduceBytes/<bytes>: 2 ranks on
+//   threads (each with its own object, exchanging through the shared-memory
+//   segment exactly as two processes would), ShmCollectives versus raw Gloo over
+//   loopback TCP at 4 B .. 64 MiB (targets: >= 2x raw Gloo at 16-64 MiB;
+//   <= 20 us per call at 4 B - 64 KiB).
+// BM_ShmAllReduceProcesses/<bytes>: the same with rank 1 in a forked process
+//   (the two ranks meet through a TCP store served by the benchmark process).
 #include <benchmark/benchmark.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <gloo/allreduce.h>
 #include <gloo/math.h>
@@ -31,8 +40,10 @@
 #include <thread>
 #include <vector>
 
+#include "strata/cluster/tcp_store.h"
 #include "strata/collective/gloo_collectives.h"
 #include "strata/collective/local_collectives.h"
+#include "strata/collective/shm_collectives.h"
 
 namespace sc = strata::collective;
 using strata::Tensor;
@@ -196,9 +207,7 @@ BENCHMARK(BM_GlooAllReduceScalar)->UseRealTime()->MeasureProcessCPUTime();
 
 // The peer: gloo::allreduce with a separate input and output (as
 // GlooCollectives uses it), on contexts connected through Gloo's HashStore.
-void BM_RawGlooAllReduce(benchmark::State& state) {
-  // Arg 0 = a single element (latency).
-  const int64_t count = std::max<int64_t>(1, state.range(0) * kMiB / 4);
+void raw_gloo_all_reduce(benchmark::State& state, int64_t count) {
   gloo::rendezvous::HashStore store;
   gloo::transport::tcp::attr attr;
   attr.hostname = "127.0.0.1";
@@ -242,7 +251,89 @@ void BM_RawGlooAllReduce(benchmark::State& state) {
   state.counters["algbw"] =
       C(count * 4.0 * static_cast<double>(state.iterations()), C::kIsRate, C::kIs1024);
 }
+
+void BM_RawGlooAllReduce(benchmark::State& state) {
+  // Arg 0 = a single element (latency).
+  raw_gloo_all_reduce(state, std::max<int64_t>(1, state.range(0) * kMiB / 4));
+}
 BENCHMARK(BM_RawGlooAllReduce)->Arg(0)->Arg(1)->Arg(64)->UseRealTime()->MeasureProcessCPUTime();
+
+// The sizes of the shared-memory comparison, in bytes.
+void shm_sizes(benchmark::internal::Benchmark* b) {
+  for (int64_t bytes :
+       {int64_t{4}, int64_t{4} << 10, int64_t{64} << 10, kMiB, 16 * kMiB, 64 * kMiB})
+    b->Arg(bytes);
+}
+
+void BM_RawGlooAllReduceBytes(benchmark::State& state) {
+  raw_gloo_all_reduce(state, state.range(0) / 4);
+}
+BENCHMARK(BM_RawGlooAllReduceBytes)->Apply(shm_sizes)->UseRealTime();
+
+// Two ShmCollectives objects on threads; the benchmark thread is rank 0.
+void BM_ShmAllReduce(benchmark::State& state) {
+  const int64_t bytes = state.range(0);
+  auto store = std::make_shared<strata::InMemoryStore>();
+  std::unique_ptr<sc::ShmCollectives> peer;
+  std::jthread connect([&] { peer = std::make_unique<sc::ShmCollectives>(1, 2, store); });
+  sc::ShmCollectives group(0, 2, store);
+  connect.join();
+  std::jthread helper([&] {
+    const Tensor mine = payload(bytes, 0.f);
+    for (;;) {
+      Tensor s = peer->all_reduce(1, mine, sc::ReduceOp::SUM);
+      if (s.data<float>()[0] != 0.f) return;
+    }
+  });
+  const Tensor mine = payload(bytes, 0.f);
+  for (auto _ : state) {
+    Tensor s = group.all_reduce(0, mine, sc::ReduceOp::SUM);
+    benchmark::DoNotOptimize(s.raw_data());
+  }
+  group.all_reduce(0, payload(bytes, 1.f), sc::ReduceOp::SUM);
+  helper.join();
+  using C = benchmark::Counter;
+  state.counters["algbw"] =
+      C(bytes * static_cast<double>(state.iterations()), C::kIsRate, C::kIs1024);
+}
+BENCHMARK(BM_ShmAllReduce)->Apply(shm_sizes)->UseRealTime();
+
+// Rank 1 in a forked process that all-reduces until element 0 of the sum is non-zero.
+void BM_ShmAllReduceProcesses(benchmark::State& state) {
+  const int64_t bytes = state.range(0);
+  strata::cluster::TcpStoreServer server("127.0.0.1:0", {.token = ""});
+  const pid_t child = ::fork();
+  if (child == 0) {
+    int status = 0;
+    try {
+      auto store = std::make_shared<strata::cluster::TcpStoreClient>(
+          server.address(), strata::cluster::TcpStoreClientOptions{.token = ""});
+      sc::ShmCollectives peer(1, 2, store);
+      const Tensor mine = payload(bytes, 0.f);
+      while (peer.all_reduce(1, mine, sc::ReduceOp::SUM).data<float>()[0] == 0.f) {
+      }
+    } catch (...) {
+      status = 1;
+    }
+    ::_exit(status);
+  }
+  auto store = std::make_shared<strata::cluster::TcpStoreClient>(
+      server.address(), strata::cluster::TcpStoreClientOptions{.token = ""});
+  sc::ShmCollectives group(0, 2, store);
+  const Tensor mine = payload(bytes, 0.f);
+  for (auto _ : state) {
+    Tensor s = group.all_reduce(0, mine, sc::ReduceOp::SUM);
+    benchmark::DoNotOptimize(s.raw_data());
+  }
+  group.all_reduce(0, payload(bytes, 1.f), sc::ReduceOp::SUM);
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) state.SkipWithError("rank 1 failed");
+  using C = benchmark::Counter;
+  state.counters["algbw"] =
+      C(bytes * static_cast<double>(state.iterations()), C::kIsRate, C::kIs1024);
+}
+BENCHMARK(BM_ShmAllReduceProcesses)->Apply(shm_sizes)->UseRealTime();
 
 }  // namespace
 

@@ -1,0 +1,812 @@
+#include "strata/collective/shm_collectives.h"
+
+#include <fcntl.h>
+#include <linux/futex.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cerrno>
+#include <climits>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <new>
+#include <random>
+#include <span>
+#include <thread>
+
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#endif
+
+#include "strata/base/errors.h"
+#include "strata/base/mutex.h"
+#include "strata/base/thread_annotations.h"
+#include "strata/collective/internal/buffer_pool.h"
+#include "strata/collective/internal/reduce.h"
+#include "strata/collective/internal/signature.h"
+
+namespace strata::collective {
+
+using internal::CallSignature;
+using internal::CollectiveKind;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+constexpr const char* kWho = "ShmCollectives";
+constexpr uint64_t kMagic = 0x5354524154415348ull;  // "STRATASH"
+constexpr size_t kDescBytes = 224;
+constexpr size_t kFailureBytes = 2048;
+// How often a sleeping rank checks whether the ranks it waits for still exist.
+constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
+// Pause instructions a waiting rank spins before it starts yielding.
+constexpr int kPauses = 256;
+
+// Lock-free atomics are address-free, so they work between processes mapping the
+// same memory at different addresses.
+static_assert(std::atomic<uint32_t>::is_always_lock_free);
+static_assert(std::atomic<uint64_t>::is_always_lock_free);
+
+// The part of the segment every rank reads: geometry, the wake word, the failure.
+struct alignas(64) SegmentHeader {
+  uint64_t magic;
+  int32_t size;
+  uint64_t slot_bytes;
+  alignas(64) std::atomic<uint32_t> wake;  // the futex word: bumped by every post
+  std::atomic<uint32_t> sleepers;          // ranks inside FUTEX_WAIT (or about to be)
+  // The first failure of the group: 0 none, 1 being written, 2 written.
+  alignas(64) std::atomic<uint32_t> failure_state;
+  int32_t failure_code;
+  uint32_t failure_length;
+  char failure[kFailureBytes];
+};
+
+// What a rank says about its current call (one per step parity).
+struct CallHeader {
+  uint64_t call;
+  uint64_t hash;
+  int64_t dim0;  // all_gather: this rank's dimension 0
+  uint64_t description_hash;
+  uint32_t description_length;
+  char description[kDescBytes];
+};
+
+// One rank's control lines.
+struct alignas(64) RankControl {
+  std::atomic<int32_t> pid;
+  alignas(64) std::atomic<uint64_t> posted;   // last step whose data and header are in place
+  alignas(64) std::atomic<uint64_t> reduced;  // last step whose share of the result is in place
+  alignas(64) CallHeader header[2];
+};
+
+size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
+
+struct Layout {
+  size_t controls, data, total;
+  Layout(int size, size_t slot) {
+    controls = round_up(sizeof(SegmentHeader), 64);
+    data = round_up(controls + size * sizeof(RankControl), 4096);
+    total = data + (2 * size_t(size) + 1) * slot;
+  }
+};
+
+long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
+  return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
+}
+
+void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  _mm_pause();
+#else
+  std::this_thread::yield();
+#endif
+}
+
+// True when process `pid` has exited (gone, or a zombie its parent has not reaped).
+bool process_exited(int32_t pid) {
+  if (pid <= 0 || pid == ::getpid()) return false;
+  if (::kill(pid, 0) != 0 && errno == ESRCH) return true;
+  std::ifstream stat(str_cat("/proc/", pid, "/stat"));
+  std::string line;
+  if (!std::getline(stat, line)) return false;
+  const size_t paren = line.rfind(')');
+  if (paren == std::string::npos || paren + 2 >= line.size()) return false;
+  const char state = line[paren + 2];
+  return state == 'Z' || state == 'X';
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i > 0) out += i + 1 == ranks.size() ? " and " : ", ";
+    out += std::to_string(ranks[i]);
+  }
+  return out;
+}
+
+// The mapping of one segment.
+struct Mapping {
+  void* base = nullptr;
+  size_t length = 0;
+  SegmentHeader* header = nullptr;
+  RankControl* controls = nullptr;
+  std::byte* data = nullptr;
+  size_t slot = 0;
+
+  std::byte* slot_of(int rank, uint64_t step) const {
+    return data + (2 * size_t(rank) + (step & 1)) * slot;
+  }
+  std::byte* result(int size) const { return data + 2 * size_t(size) * slot; }
+  ~Mapping() {
+    if (base != nullptr) ::munmap(base, length);
+  }
+};
+
+}  // namespace
+
+struct internal::ShmState {
+  ShmState(int r, int n, std::shared_ptr<Store> s, ShmOptions o)
+      : rank(r),
+        size(n),
+        store(std::move(s)),
+        options(std::move(o)),
+        slot(round_up(std::max<size_t>(options.slot_bytes, 4096), 4096)),
+        pool(std::make_shared<internal::BufferPool>()) {}
+
+  const int rank;
+  const int size;
+  const std::shared_ptr<Store> store;
+  const ShmOptions options;
+  const size_t slot;
+  const std::shared_ptr<internal::BufferPool> pool;
+
+  Mutex call_mu;  // serialises calls and reset()
+  uint64_t calls STRATA_GUARDED_BY(call_mu) = 0;
+  uint64_t step STRATA_GUARDED_BY(call_mu) = 0;
+
+  Mutex mu;
+  // Replaced only with both call_mu and mu held; calls read it holding call_mu.
+  std::shared_ptr<Mapping> map STRATA_GUARDED_BY(mu);
+  uint64_t epoch STRATA_GUARDED_BY(mu) = 0;
+  std::string name STRATA_GUARDED_BY(mu);
+  // A failure while no segment is mapped (a failed reset, or abort() then).
+  ErrorCode local_code STRATA_GUARDED_BY(mu) = ErrorCode::OK;
+  std::string local_failure STRATA_GUARDED_BY(mu);
+
+  std::chrono::milliseconds rendezvous_timeout() const {
+    return options.rendezvous_timeout.count() > 0 ? options.rendezvous_timeout : options.timeout;
+  }
+
+  std::shared_ptr<Mapping> current() {
+    MutexLock lock(mu);
+    if (local_code != ErrorCode::OK) throw_error(local_code, local_failure);
+    STRATA_CHECK(FAILED_PRECONDITION, map != nullptr, kWho, " rank ", rank,
+                 ": no segment is mapped");
+    return map;
+  }
+
+  // ---- the shared failure ----
+
+  [[noreturn]] static void throw_shared(const Mapping& m) {
+    SegmentHeader& h = *m.header;
+    // A writer finishes within microseconds; bound the wait all the same.
+    const auto until = Clock::now() + std::chrono::seconds(1);
+    while (h.failure_state.load(std::memory_order_acquire) != 2 && Clock::now() < until)
+      std::this_thread::yield();
+    if (h.failure_state.load(std::memory_order_acquire) != 2) {
+      throw InternalError(str_cat(kWho, ": a rank began to record a failure and never finished"));
+    }
+    throw_error(static_cast<ErrorCode>(h.failure_code),
+                std::string(h.failure, std::min<size_t>(h.failure_length, kFailureBytes)));
+  }
+
+  static void check_failure(const Mapping& m) {
+    if (m.header->failure_state.load(std::memory_order_acquire) != 0) throw_shared(m);
+  }
+
+  // Records `message` as the group's failure unless one is recorded already; wakes every rank.
+  static void record(const Mapping& m, ErrorCode code, const std::string& message) {
+    SegmentHeader& h = *m.header;
+    uint32_t expected = 0;
+    if (h.failure_state.compare_exchange_strong(expected, 1)) {
+      h.failure_code = static_cast<int32_t>(code);
+      h.failure_length = static_cast<uint32_t>(std::min(message.size(), kFailureBytes));
+      std::memcpy(h.failure, message.data(), h.failure_length);
+      h.failure_state.store(2, std::memory_order_release);
+    }
+    wake_all(m);
+  }
+
+  [[noreturn]] static void fail(const Mapping& m, ErrorCode code, const std::string& message) {
+    record(m, code, message);
+    throw_shared(m);
+  }
+
+  // ---- posting and waiting ----
+
+  static void wake_all(const Mapping& m) {
+    m.header->wake.fetch_add(1);
+    if (m.header->sleepers.load() > 0) futex(&m.header->wake, FUTEX_WAKE, INT_MAX, nullptr);
+  }
+
+  void post(const Mapping& m, std::atomic<uint64_t> RankControl::*counter, uint64_t s) const {
+    (m.controls[rank].*counter).store(s);
+    wake_all(m);
+  }
+
+  bool all_at(const Mapping& m, std::atomic<uint64_t> RankControl::*counter, uint64_t s) const {
+    for (int p = 0; p < size; ++p) {
+      if ((m.controls[p].*counter).load(std::memory_order_acquire) < s) return false;
+    }
+    return true;
+  }
+
+  std::vector<int> missing(const Mapping& m, std::atomic<uint64_t> RankControl::*counter,
+                           uint64_t s) const {
+    std::vector<int> out;
+    for (int p = 0; p < size; ++p) {
+      if ((m.controls[p].*counter).load(std::memory_order_acquire) < s) out.push_back(p);
+    }
+    return out;
+  }
+
+  // Waits until every rank's `counter` reached step `s`; `what` describes the
+  // call for the verdicts ("collective #3 barrier()"), `entering` whether the
+  // missing ranks have not entered the call yet.
+  void wait_all(const Mapping& m, std::atomic<uint64_t> RankControl::*counter, uint64_t s,
+                Clock::time_point deadline, const std::function<std::string()>& what,
+                bool entering) const {
+    if (all_at(m, counter, s)) return;
+    const auto spin_until = Clock::now() + options.spin;
+    // A short burst of pause instructions catches a peer running on another
+    // core; then yielding lets a peer that shares this core (a loaded machine)
+    // run instead of spinning it out of its time slice.
+    for (int i = 0;; ++i) {
+      if (i < kPauses) {
+        cpu_relax();
+      } else {
+        std::this_thread::yield();
+      }
+      if (all_at(m, counter, s)) return;
+      if ((i & 15) == 15) {
+        check_failure(m);
+        if (Clock::now() >= spin_until) break;
+      }
+    }
+    auto next_liveness = Clock::now() + kLivenessInterval;
+    for (;;) {
+      SegmentHeader& h = *m.header;
+      h.sleepers.fetch_add(1);
+      const uint32_t word = h.wake.load();
+      const bool ready = all_at(m, counter, s);
+      const bool failed = h.failure_state.load() != 0;
+      const auto now = Clock::now();
+      if (!ready && !failed && now < deadline) {
+        const auto sleep = std::min(deadline, next_liveness) - now;
+        const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(sleep).count();
+        timespec ts{static_cast<time_t>(ns / 1000000000), static_cast<long>(ns % 1000000000)};
+        futex(&h.wake, FUTEX_WAIT, word, &ts);  // EAGAIN, EINTR and timeouts all re-check
+      }
+      h.sleepers.fetch_sub(1);
+      if (all_at(m, counter, s)) return;
+      check_failure(m);
+      const auto after = Clock::now();
+      if (after >= next_liveness) {
+        next_liveness = after + kLivenessInterval;
+        for (int p : missing(m, counter, s)) {
+          const int32_t pid = m.controls[p].pid.load();
+          if (process_exited(pid)) {
+            fail(m, ErrorCode::UNAVAILABLE,
+                 str_cat(kWho, ": ", what(), ": rank ", p, " (pid ", pid, ") exited before it ",
+                         entering ? "entered" : "finished", " it (reported by rank ", rank, ")"));
+          }
+        }
+      }
+      if (after >= deadline) {
+        const std::vector<int> late = missing(m, counter, s);
+        if (late.empty()) return;
+        fail(m, ErrorCode::DEADLINE_EXCEEDED,
+             str_cat(kWho, ": ", what(), ": ", rank_list(late), " never ",
+                     entering ? "entered" : "finished", " it within ", options.timeout.count(),
+                     "ms (reported by rank ", rank, ")"));
+      }
+    }
+  }
+
+  // ---- rendezvous ----
+
+  void connect() STRATA_REQUIRES(call_mu) {
+    uint64_t e;
+    {
+      MutexLock lock(mu);
+      e = epoch;
+    }
+    const auto limit = rendezvous_timeout();
+    const auto deadline = Clock::now() + limit;
+    auto left = [&] {
+      return std::max(
+          std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()),
+          std::chrono::milliseconds(1));
+    };
+    const std::string keys = str_cat(options.prefix, "/", e, "/");
+    const Layout layout(size, slot);
+    auto m = std::make_shared<Mapping>();
+    m->length = layout.total;
+    m->slot = slot;
+    std::string segment;
+    const std::string me = str_cat(kWho, " rank ", rank, ": rendezvous ");
+    if (rank == 0) {
+      std::random_device random;
+      segment = str_cat("/strata-shm-", ::getpid(), "-", std::hex, random(), random());
+      const int fd = ::shm_open(segment.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
+      if (fd < 0) {
+        throw UnavailableError(
+            str_cat(me, "cannot create shared memory ", segment, ": ", std::strerror(errno)));
+      }
+      const bool sized = ::ftruncate(fd, static_cast<off_t>(layout.total)) == 0;
+      const int size_errno = errno;
+      void* base = sized ? ::mmap(nullptr, layout.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                         : MAP_FAILED;
+      const int map_errno = errno;
+      ::close(fd);
+      if (base == MAP_FAILED) {
+        ::shm_unlink(segment.c_str());
+        throw UnavailableError(str_cat(me, "cannot ", sized ? "map" : "size", " shared memory ",
+                                       segment, " of ", layout.total,
+                                       " bytes: ", std::strerror(sized ? map_errno : size_errno)));
+      }
+      m->base = base;
+      auto* h = new (base) SegmentHeader{};
+      h->magic = kMagic;
+      h->size = size;
+      h->slot_bytes = slot;
+      for (int p = 0; p < size; ++p)
+        new (static_cast<std::byte*>(base) + layout.controls + p * sizeof(RankControl))
+            RankControl{};
+    } else {
+      segment = to_string(store->get(keys + "segment", left()));
+      const int fd = ::shm_open(segment.c_str(), O_RDWR, 0);
+      if (fd < 0) {
+        throw UnavailableError(
+            str_cat(me, "cannot open shared memory ", segment, ": ", std::strerror(errno)));
+      }
+      struct stat st {};
+      const bool ok = ::fstat(fd, &st) == 0 && size_t(st.st_size) == layout.total;
+      void* base = ok ? ::mmap(nullptr, layout.total, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                      : MAP_FAILED;
+      const int map_errno = errno;
+      ::close(fd);
+      if (!ok) {
+        throw FailedPreconditionError(str_cat(me, "shared memory ", segment, " has ", st.st_size,
+                                              " bytes, expected ", layout.total,
+                                              " (do the ranks agree on size and slot_bytes?)"));
+      }
+      if (base == MAP_FAILED) {
+        throw UnavailableError(
+            str_cat(me, "cannot map shared memory ", segment, ": ", std::strerror(map_errno)));
+      }
+      m->base = base;
+    }
+    m->header = static_cast<SegmentHeader*>(m->base);
+    m->controls =
+        reinterpret_cast<RankControl*>(static_cast<std::byte*>(m->base) + layout.controls);
+    m->data = static_cast<std::byte*>(m->base) + layout.data;
+    STRATA_CHECK(
+        FAILED_PRECONDITION,
+        m->header->magic == kMagic && m->header->size == size && m->header->slot_bytes == slot, me,
+        "shared memory ", segment, " was made for another group");
+    m->controls[rank].pid.store(::getpid());
+    if (rank == 0) {
+      try {
+        store->set(keys + "segment", to_bytes(segment), left());
+        std::vector<std::string> mapped;
+        for (int p = 1; p < size; ++p) mapped.push_back(str_cat(keys, "mapped/", p));
+        if (!mapped.empty()) store->wait(mapped, left());
+      } catch (const Error& err) {
+        ::shm_unlink(segment.c_str());
+        throw_error(err.code(), str_cat(me, "failed after ", limit.count(), "ms: ", err.what()));
+      }
+      ::shm_unlink(segment.c_str());  // every rank maps it: nothing outlives the processes
+    } else {
+      store->set(str_cat(keys, "mapped/", rank), to_bytes("1"), left());
+    }
+    MutexLock lock(mu);
+    map = std::move(m);
+    name = segment;
+    step = 0;
+    calls = 0;
+    if (local_code == ErrorCode::ABORTED) record(*map, local_code, local_failure);
+  }
+
+  // ---- one call ----
+
+  // Starts the header round of a call: takes the next step and writes this
+  // rank's header for it (the description only when the call differs from the
+  // last one of this parity). Returns the step.
+  uint64_t enter(const Mapping& m, const CallSignature& sig, int64_t dim0, uint64_t call)
+      STRATA_REQUIRES(call_mu) {
+    const uint64_t s = ++step;
+    CallHeader& mine = m.controls[rank].header[s & 1];
+    const uint64_t hash = sig.hash();
+    mine.call = call;
+    mine.hash = hash;
+    mine.dim0 = dim0;
+    if (mine.description_hash != hash || mine.description_length == 0) {
+      const std::string d = sig.to_string();
+      mine.description_length = static_cast<uint32_t>(std::min(d.size(), kDescBytes));
+      std::memcpy(mine.description, d.data(), mine.description_length);
+      mine.description_hash = hash;
+    }
+    return s;
+  }
+
+  static std::string description(const CallHeader& h) {
+    return std::string(h.description, std::min<size_t>(h.description_length, kDescBytes));
+  }
+
+  void check_headers(const Mapping& m, uint64_t s, uint64_t call,
+                     std::vector<const CallHeader*>& headers) const {
+    headers.resize(size);
+    const CallHeader& mine = m.controls[rank].header[s & 1];
+    for (int p = 0; p < size; ++p) headers[p] = &m.controls[p].header[s & 1];
+    for (int p = 0; p < size; ++p) {
+      const CallHeader& h = *headers[p];
+      if (h.call == call && h.hash == mine.hash) continue;
+      throw FailedPreconditionError(
+          str_cat(kWho, ": collective schedules differ across ranks: this rank, rank ", rank,
+                  ", issued collective #", call, " ", description(mine), " but rank ", p,
+                  " issued collective #", h.call, " ", description(h)));
+    }
+  }
+};
+
+namespace {
+
+// One dtype's share of an all_reduce list, packed in list order.
+struct PackGroup {
+  DType dtype;
+  int64_t total = 0;  // elements
+  size_t offset = 0;  // bytes into the packed stream (64-byte aligned)
+  size_t bytes = 0;
+  std::shared_ptr<Buffer> buffer = nullptr;
+};
+
+struct Packing {
+  std::vector<PackGroup> groups;
+  std::vector<std::pair<size_t, int64_t>> where;  // per tensor: group, element offset
+  size_t bytes = 0;
+};
+
+Packing pack(const std::vector<Tensor>& tensors) {
+  Packing p;
+  p.where.resize(tensors.size());
+  for (size_t t = 0; t < tensors.size(); ++t) {
+    const DType d = tensors[t].dtype();
+    auto it = std::find_if(p.groups.begin(), p.groups.end(),
+                           [d](const PackGroup& g) { return g.dtype == d; });
+    if (it == p.groups.end()) {
+      p.groups.push_back(PackGroup{.dtype = d});
+      it = p.groups.end() - 1;
+    }
+    p.where[t] = {static_cast<size_t>(it - p.groups.begin()), it->total};
+    it->total += tensors[t].num_elements();
+  }
+  for (PackGroup& g : p.groups) {
+    g.offset = p.bytes;
+    g.bytes = g.total * dtype_size(g.dtype);
+    p.bytes += round_up(g.bytes, 64);
+  }
+  return p;
+}
+
+// Calls fn(begin, length) for the part of [a, a + n) inside [lo, hi).
+template <typename Fn>
+void overlap(size_t a, size_t n, size_t lo, size_t hi, Fn&& fn) {
+  const size_t b = std::max(a, lo), e = std::min(a + n, hi);
+  if (b < e) fn(b, e - b);
+}
+
+bool reducible_list(const std::vector<Tensor>& tensors) {
+  return std::all_of(tensors.begin(), tensors.end(), [](const Tensor& t) {
+    return t.defined() && internal::is_reducible(t.dtype());
+  });
+}
+
+}  // namespace
+
+ShmCollectives::ShmCollectives(int rank, int size, std::shared_ptr<Store> store,
+                               ShmOptions options) {
+  STRATA_CHECK_ARG(size >= 1, kWho, ": expected size >= 1, got ", size);
+  STRATA_CHECK_ARG(rank >= 0 && rank < size, kWho, ": expected a rank in [0, ", size, "), got ",
+                   rank);
+  STRATA_CHECK_ARG(store != nullptr, kWho, ": expected a Store, got nullptr");
+  STRATA_CHECK_ARG(options.timeout.count() > 0, kWho, ": expected ShmOptions.timeout > 0, got ",
+                   options.timeout.count(), "ms");
+  STRATA_CHECK_ARG(options.rendezvous_timeout.count() >= 0, kWho,
+                   ": expected ShmOptions.rendezvous_timeout >= 0, got ",
+                   options.rendezvous_timeout.count(), "ms");
+  state_ = std::make_unique<internal::ShmState>(rank, size, std::move(store), std::move(options));
+  MutexLock call_lock(state_->call_mu);
+  state_->connect();
+}
+
+ShmCollectives::~ShmCollectives() = default;
+
+int ShmCollectives::rank() const { return state_->rank; }
+int ShmCollectives::size() const { return state_->size; }
+
+std::string ShmCollectives::segment_name() const {
+  MutexLock lock(state_->mu);
+  return state_->name;
+}
+
+namespace {
+
+// The common frame of a call: checks the rank, takes the call lock, maps
+// failures, numbers the call. `body(m, call, deadline)` does the rest.
+template <typename Body>
+auto run_call(internal::ShmState& s, int rank, Body&& body) {
+  STRATA_CHECK_ARG(rank == s.rank, kWho, ": this object is rank ", s.rank, ", called as rank ",
+                   rank);
+  MutexLock call_lock(s.call_mu);
+  const std::shared_ptr<Mapping> m = s.current();
+  internal::ShmState::check_failure(*m);
+  const uint64_t call = ++s.calls;
+  const auto deadline = Clock::now() + s.options.timeout;
+  return body(*m, call, deadline);
+}
+
+}  // namespace
+
+namespace {
+
+// all_reduce and reduce_scatter (whose result holds every block): the packed
+// list moves in rounds of one slot.
+std::vector<Tensor> reduce_call(internal::ShmState& s, int rank, const CallSignature& sig,
+                                const std::vector<Tensor>& tensors, ReduceOp op) {
+  return run_call(
+      s, rank,
+      [&](const Mapping& m, uint64_t call, Clock::time_point deadline) STRATA_REQUIRES(s.call_mu) {
+        const bool valid = reducible_list(tensors);
+        Packing p = valid ? pack(tensors) : Packing{};
+        const auto what = [&] { return str_cat("collective #", call, " ", sig.to_string()); };
+        const size_t rounds = std::max<size_t>(1, (p.bytes + s.slot - 1) / s.slot);
+        const bool one_pass = p.bytes <= s.options.one_pass_bytes;
+        for (PackGroup& g : p.groups)
+          g.buffer = internal::BufferPool::get(s.pool, g.dtype, g.total);
+        std::vector<const CallHeader*> headers;
+        std::vector<const void*> ins(s.size);
+        for (size_t k = 0; k < rounds; ++k) {
+          const size_t lo = k * s.slot, hi = std::min(p.bytes, lo + s.slot);
+          const uint64_t step = k == 0 ? s.enter(m, sig, 0, call) : ++s.step;
+          std::byte* mine = m.slot_of(s.rank, step);
+          for (size_t t = 0; t < tensors.size(); ++t) {
+            const PackGroup& g = p.groups[p.where[t].first];
+            const size_t esize = dtype_size(g.dtype);
+            overlap(g.offset + p.where[t].second * esize, tensors[t].size_bytes(), lo, hi,
+                    [&](size_t b, size_t n) {
+                      std::memcpy(mine + (b - lo),
+                                  static_cast<const std::byte*>(tensors[t].raw_data()) +
+                                      (b - g.offset - p.where[t].second * esize),
+                                  n);
+                    });
+          }
+          s.post(m, &RankControl::posted, step);
+          s.wait_all(m, &RankControl::posted, step, deadline, what, k == 0);
+          if (k == 0) {
+            s.check_headers(m, step, call, headers);
+            sig.validate(kWho, s.size);
+          }
+          // Reduces [a, b) of the window into `out(group, offset)`.
+          auto reduce = [&](size_t a, size_t b, auto&& out) {
+            for (PackGroup& g : p.groups) {
+              overlap(g.offset, g.bytes, a, b, [&](size_t x, size_t n) {
+                for (int r = 0; r < s.size; ++r) ins[r] = m.slot_of(r, step) + (x - lo);
+                const size_t esize = dtype_size(g.dtype);
+                internal::reduce_n(g.dtype, op, out(g, x), ins, static_cast<int64_t>(n / esize),
+                                   s.size);
+              });
+            }
+          };
+          if (one_pass) {
+            reduce(lo, hi, [](PackGroup& g, size_t x) {
+              return static_cast<std::byte*>(g.buffer->data()) + (x - g.offset);
+            });
+            continue;
+          }
+          const size_t part = round_up((hi - lo + s.size - 1) / s.size, 64);
+          const size_t a = std::min(hi, lo + s.rank * part), b = std::min(hi, a + part);
+          std::byte* result = m.result(s.size);
+          reduce(a, b, [&](PackGroup&, size_t x) { return result + (x - lo); });
+          s.post(m, &RankControl::reduced, step);
+          s.wait_all(m, &RankControl::reduced, step, deadline, what, false);
+          for (PackGroup& g : p.groups) {
+            overlap(g.offset, g.bytes, lo, hi, [&](size_t x, size_t n) {
+              std::memcpy(static_cast<std::byte*>(g.buffer->data()) + (x - g.offset),
+                          result + (x - lo), n);
+            });
+          }
+        }
+        std::vector<Tensor> out;
+        out.reserve(tensors.size());
+        for (size_t t = 0; t < tensors.size(); ++t) {
+          out.push_back(Tensor::from_buffer(p.groups[p.where[t].first].buffer, tensors[t].shape(),
+                                            p.where[t].second, &tensors[t].placement()));
+        }
+        return out;
+      });
+}
+
+}  // namespace
+
+std::vector<Tensor> ShmCollectives::all_reduce(int rank, const std::vector<Tensor>& tensors,
+                                               ReduceOp op) {
+  return reduce_call(*state_, rank, CallSignature::of(CollectiveKind::all_reduce, op, -1, tensors),
+                     tensors, op);
+}
+
+Tensor ShmCollectives::reduce_scatter(int rank, const Tensor& tensor, ReduceOp op) {
+  internal::ShmState& s = *state_;
+  const std::vector<Tensor> list{tensor};
+  const std::vector<Tensor> whole = reduce_call(
+      s, rank, CallSignature::of(CollectiveKind::reduce_scatter, op, -1, list), list, op);
+  // This rank's block views the result, which holds every block.
+  const int64_t rows = tensor.shape().dim(0) / s.size;
+  const int64_t block = tensor.num_elements() / s.size;
+  return Tensor::from_buffer(whole[0].buffer(), tensor.shape().with_dim(0, rows), s.rank * block,
+                             &tensor.placement());
+}
+
+Tensor ShmCollectives::all_gather(int rank, const Tensor& tensor) {
+  internal::ShmState& s = *state_;
+  const auto sig = CallSignature::of(CollectiveKind::all_gather, ReduceOp::SUM, -1, {&tensor, 1});
+  return run_call(
+      s, rank,
+      [&](const Mapping& m, uint64_t call, Clock::time_point deadline) STRATA_REQUIRES(s.call_mu) {
+        const bool valid = tensor.defined() && is_numeric(tensor.dtype()) && tensor.rank() >= 1;
+        const int64_t dim0 = valid ? tensor.shape().dim(0) : 0;
+        const auto what = [&] { return str_cat("collective #", call, " ", sig.to_string()); };
+        std::vector<const CallHeader*> headers;
+        const uint64_t first = s.enter(m, sig, dim0, call);
+        const size_t my_bytes = valid ? tensor.size_bytes() : 0;
+        const auto* src = valid ? static_cast<const std::byte*>(tensor.raw_data()) : nullptr;
+        auto fill = [&](uint64_t step, size_t lo) {
+          if (lo < my_bytes)
+            std::memcpy(m.slot_of(s.rank, step), src + lo, std::min(s.slot, my_bytes - lo));
+        };
+        fill(first, 0);
+        s.post(m, &RankControl::posted, first);
+        s.wait_all(m, &RankControl::posted, first, deadline, what, true);
+        s.check_headers(m, first, call, headers);
+        sig.validate(kWho, s.size);
+        const int64_t row = tensor.shape().removed(0).num_elements();
+        const size_t esize = dtype_size(tensor.dtype());
+        std::vector<size_t> bytes(s.size), offsets(s.size);
+        int64_t rows = 0;
+        size_t most = 0;
+        for (int r = 0; r < s.size; ++r) {
+          STRATA_CHECK(DATA_LOSS, headers[r]->dim0 >= 0, kWho, ": corrupt dim0 from rank ", r);
+          offsets[r] = rows * row * esize;
+          bytes[r] = headers[r]->dim0 * row * esize;
+          rows += headers[r]->dim0;
+          most = std::max(most, bytes[r]);
+        }
+        const TensorShape shape = tensor.shape().with_dim(0, rows);
+        auto buffer = internal::BufferPool::get(s.pool, tensor.dtype(), shape.num_elements());
+        auto* out = static_cast<std::byte*>(buffer->data());
+        const size_t rounds = std::max<size_t>(1, (most + s.slot - 1) / s.slot);
+        uint64_t step = first;
+        for (size_t k = 0; k < rounds; ++k) {
+          const size_t lo = k * s.slot;
+          if (k > 0) {
+            step = ++s.step;
+            fill(step, lo);
+            s.post(m, &RankControl::posted, step);
+            s.wait_all(m, &RankControl::posted, step, deadline, what, false);
+          }
+          for (int r = 0; r < s.size; ++r) {
+            if (lo < bytes[r])
+              std::memcpy(out + offsets[r] + lo, m.slot_of(r, step),
+                          std::min(s.slot, bytes[r] - lo));
+          }
+        }
+        return Tensor::from_buffer(buffer, shape, 0, &tensor.placement());
+      });
+}
+
+Tensor ShmCollectives::broadcast(int rank, const Tensor& tensor, int root) {
+  internal::ShmState& s = *state_;
+  const auto sig = CallSignature::of(CollectiveKind::broadcast, ReduceOp::SUM, root, {&tensor, 1});
+  return run_call(
+      s, rank,
+      [&](const Mapping& m, uint64_t call, Clock::time_point deadline) STRATA_REQUIRES(s.call_mu) {
+        const bool valid = tensor.defined() && is_numeric(tensor.dtype());
+        const size_t bytes = valid ? tensor.size_bytes() : 0;
+        const auto what = [&] { return str_cat("collective #", call, " ", sig.to_string()); };
+        std::vector<const CallHeader*> headers;
+        const size_t rounds = std::max<size_t>(1, (bytes + s.slot - 1) / s.slot);
+        std::shared_ptr<Buffer> buffer;
+        for (size_t k = 0; k < rounds; ++k) {
+          const size_t lo = k * s.slot, n = bytes > lo ? std::min(s.slot, bytes - lo) : 0;
+          const uint64_t step = k == 0 ? s.enter(m, sig, 0, call) : ++s.step;
+          if (s.rank == root && n > 0)
+            std::memcpy(m.slot_of(s.rank, step),
+                        static_cast<const std::byte*>(tensor.raw_data()) + lo, n);
+          s.post(m, &RankControl::posted, step);
+          s.wait_all(m, &RankControl::posted, step, deadline, what, k == 0);
+          if (k == 0) {
+            s.check_headers(m, step, call, headers);
+            sig.validate(kWho, s.size);
+            buffer = internal::BufferPool::get(s.pool, tensor.dtype(), tensor.num_elements());
+          }
+          if (n > 0)
+            std::memcpy(static_cast<std::byte*>(buffer->data()) + lo, m.slot_of(root, step), n);
+        }
+        return Tensor::from_buffer(buffer, tensor.shape(), 0, &tensor.placement());
+      });
+}
+
+void ShmCollectives::barrier(int rank) {
+  internal::ShmState& s = *state_;
+  const auto sig = CallSignature::of(CollectiveKind::barrier, ReduceOp::SUM, -1, {});
+  run_call(s, rank,
+           [&](const Mapping& m, uint64_t call, Clock::time_point deadline)
+               STRATA_REQUIRES(s.call_mu) {
+                 std::vector<const CallHeader*> headers;
+                 const uint64_t step = s.enter(m, sig, 0, call);
+                 s.post(m, &RankControl::posted, step);
+                 s.wait_all(
+                     m, &RankControl::posted, step, deadline,
+                     [&] { return str_cat("collective #", call, " ", sig.to_string()); }, true);
+                 s.check_headers(m, step, call, headers);
+                 return 0;
+               });
+}
+
+void ShmCollectives::abort(const std::string& reason) {
+  internal::ShmState& s = *state_;
+  MutexLock lock(s.mu);
+  if (s.map != nullptr) {
+    internal::ShmState::record(*s.map, ErrorCode::ABORTED, reason);
+  } else if (s.local_code == ErrorCode::OK) {
+    s.local_code = ErrorCode::ABORTED;
+    s.local_failure = reason;
+  }
+}
+
+void ShmCollectives::reset() {
+  internal::ShmState& s = *state_;
+  STRATA_CHECK(FAILED_PRECONDITION, s.call_mu.try_lock(), kWho,
+               "::reset: expected no call in progress on rank ", s.rank);
+  struct Unlock {
+    Mutex& mu;
+    ~Unlock() { mu.unlock(); }
+  } unlock{s.call_mu};
+  std::shared_ptr<Mapping> old;
+  {
+    MutexLock lock(s.mu);
+    old = std::move(s.map);
+    s.local_code = ErrorCode::OK;
+    s.local_failure.clear();
+    ++s.epoch;
+  }
+  old.reset();
+  try {
+    s.connect();
+  } catch (const Error& err) {
+    MutexLock lock(s.mu);
+    if (s.local_code == ErrorCode::OK) {
+      s.local_code = err.code();
+      s.local_failure = err.what();
+    }
+    throw;
+  }
+}
+
+}  // namespace strata::collective

@@ -1,0 +1,136 @@
+#pragma once
+// ShmCollectives: the ranks of one host (processes, or threads of one process)
+// exchanging through a POSIX shared-memory segment instead of TCP
+// (ARCHITECTURE.md "Collectives"). Each rank owns one ShmCollectives object.
+//
+//   // every rank r of n on this host, with a store all of them reach:
+//   auto group = std::make_shared<strata::collective::ShmCollectives>(
+//       r, n, store, strata::collective::ShmOptions{.timeout = std::chrono::seconds(60)});
+//   Tensor g = group->all_reduce(r, local_grad, ReduceOp::SUM);   // rank == r
+//
+// Rendezvous (the constructor, and reset()) is collective: rank 0 creates a
+// segment under a fresh unique name (shm_open, ftruncate, mmap) and publishes
+// the name under `<prefix>/<epoch>/` in the store; the other ranks map it and
+// report so; once every rank has mapped it, rank 0 removes the name
+// (shm_unlink). From then on the segment exists only as long as a process maps
+// it: a rank killed by SIGKILL leaves nothing behind in /dev/shm. (Only rank 0
+// dying inside the rendezvous itself, between creating the segment and the
+// last rank mapping it, leaves the name behind; a rendezvous that fails any
+// other way removes it.)
+//
+// The segment holds a control line per rank (its pid, the step it has posted,
+// the step it has reduced, and the header of its current call: call number,
+// fingerprint and description of the call, dimension 0) and a data slot per
+// rank (two halves, alternating between consecutive steps, of
+// ShmOptions::slot_bytes each) plus one result area. A call moves its data in
+// rounds of at most slot_bytes:
+//   * all_reduce (and reduce_scatter, which keeps its block of the result):
+//     every rank copies its (packed) input into its slot and posts. Small data
+//     (up to ShmOptions::one_pass_bytes) is then reduced in full by every rank
+//     straight from the slots; larger data is reduced 1/size per rank into the
+//     result area (reduce-scatter style, so the work divides among the ranks),
+//     each rank posts that it reduced, and every rank copies the whole result.
+//     Reductions run over the ranks in rank order: every rank gets the same bits.
+//   * all_gather and broadcast: the ranks (the root) copy their data into their
+//     slots, post, and every rank copies what it needs out of the slots.
+//   * barrier: a post and the wait for everyone's.
+// The first round of every call compares the ranks' headers before any data is
+// used: ranks whose collective schedules differ fail with
+// FailedPreconditionError on every rank, showing both sides (as GlooCollectives)
+// e.g. "ShmCollectives: collective schedules differ across ranks: this rank, rank
+// 0, issued collective #3 all_reduce(SUM, [float32[2]]) but rank 1 issued
+// collective #3 all_reduce(SUM, [float32[3]])"; the group stays usable.
+//
+// Waiting: a rank polls the peers' counters for ShmOptions::spin (a burst of
+// pause instructions, then yielding its core, which lets a peer that shares the
+// core run on a loaded machine), then sleeps on a futex in the segment (shared
+// between processes) that every post wakes. Every wait is bounded by the call's
+// timeout.
+//
+// Errors: see collectives.h. Failures are shared through the segment, so every
+// rank of the group (those waiting, and those that come later) gets the same one:
+//   * DeadlineExceededError on a timeout, naming the ranks that did not arrive:
+//     "ShmCollectives: collective #3 all_reduce(SUM, [float32[4]]): rank 2 never
+//     entered it within 500ms (reported by rank 0)" ("never finished it" once the
+//     call had started).
+//   * UnavailableError when a rank waited for has exited (every rank publishes
+//     its pid; a waiting rank checks the pids of the missing ranks a few times a
+//     second): "... rank 1 (pid 4242) exited before it finished".
+//   * AbortedError(reason) after abort(reason) on any rank's object.
+// All of them break the group until reset().
+//
+// reset() is collective: every rank of the group must call it; it drops the
+// segment and runs a new rendezvous under the next epoch (same store and options).
+//
+// Thread-safety: thread-safe; calls of one object are serialised. `rank`
+// arguments must equal the object's rank (InvalidArgumentError). abort() may be
+// called from any thread at any time.
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/base/store.h"
+#include "strata/collective/collectives.h"
+
+namespace strata::collective {
+
+struct ShmOptions {
+  // Bound on each collective call, and on the rendezvous unless rendezvous_timeout is set.
+  std::chrono::milliseconds timeout = std::chrono::minutes(10);
+  // Bound on the rendezvous (the constructor and reset()). 0: `timeout`.
+  std::chrono::milliseconds rendezvous_timeout{0};
+  // Namespace of this group's keys in the store (several groups may share one store).
+  std::string prefix = "strata/shm";
+  // Bytes one rank moves per round (each rank's slot holds two such halves; the
+  // segment is about (2 * size + 1) * slot_bytes). Rounded up to 4 KiB. Rounds
+  // small enough for the slots and the result area to stay in the shared cache
+  // are the fastest for large tensors (measured: 1 MiB beat 256 KiB and 4 MiB).
+  size_t slot_bytes = size_t{1} << 20;
+  // All-reduces up to this many bytes are reduced in full by every rank in one
+  // pass (one synchronisation instead of two).
+  size_t one_pass_bytes = size_t{64} << 10;
+  // How long a waiting rank polls (a short burst of pause instructions, then
+  // yielding the core) before it sleeps on the futex.
+  std::chrono::microseconds spin{50};
+};
+
+namespace internal {
+struct ShmState;
+}  // namespace internal
+
+class ShmCollectives final : public Collectives {
+ public:
+  // Rendezvous with the other size-1 ranks (blocking). InvalidArgumentError for
+  // a rank outside [0, size), a null store or a non-positive timeout;
+  // DeadlineExceededError when peers do not arrive; UnavailableError when the
+  // segment cannot be created or mapped.
+  ShmCollectives(int rank, int size, std::shared_ptr<Store> store, ShmOptions options = {});
+  ~ShmCollectives() override;
+  ShmCollectives(const ShmCollectives&) = delete;
+  ShmCollectives& operator=(const ShmCollectives&) = delete;
+
+  // This object's rank.
+  int rank() const;
+  int size() const override;
+  using Collectives::all_reduce;
+  std::vector<Tensor> all_reduce(int rank, const std::vector<Tensor>& tensors,
+                                 ReduceOp op) override;
+  Tensor all_gather(int rank, const Tensor& tensor) override;
+  Tensor reduce_scatter(int rank, const Tensor& tensor, ReduceOp op) override;
+  Tensor broadcast(int rank, const Tensor& tensor, int root) override;
+  void barrier(int rank) override;
+  void abort(const std::string& reason) override;
+  void reset() override;
+
+  // The name the segment had while the rendezvous was under way (removed from
+  // /dev/shm once every rank mapped it); for tests and diagnostics.
+  std::string segment_name() const;
+
+ private:
+  std::unique_ptr<internal::ShmState> state_;
+};
+
+}  // namespace strata::collective
