@@ -65,7 +65,7 @@ std::vector<std::string> step_bytes() {
           bytes_of(loss),
           bytes_of(grads[0]),
           bytes_of(grads[1]),
-          bytes_of(matmul(tall, narrow)),       // split by rows
+          bytes_of(matmul(tall, narrow)),      // split by rows
           bytes_of(matmul(short_rows, wide)),  // split by columns
           bytes_of(exp(big)),
           bytes_of(sigmoid(big)),

@@ -39,6 +39,19 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
+// Holds a Mutex that a successful try_lock() acquired, until destruction:
+// reset() refuses to wait for a call in progress instead of queueing behind it.
+class STRATA_SCOPED_CAPABILITY AdoptedLock {
+ public:
+  explicit AdoptedLock(Mutex& mu) STRATA_REQUIRES(mu) : mu_(mu) {}
+  ~AdoptedLock() STRATA_RELEASE() { mu_.unlock(); }
+  AdoptedLock(const AdoptedLock&) = delete;
+  AdoptedLock& operator=(const AdoptedLock&) = delete;
+
+ private:
+  Mutex& mu_;
+};
+
 constexpr const char* kWho = "ShmCollectives";
 constexpr uint64_t kMagic = 0x5354524154415348ull;  // "STRATASH"
 constexpr size_t kDescBytes = 224;
@@ -570,77 +583,75 @@ namespace {
 // list moves in rounds of one slot.
 std::vector<Tensor> reduce_call(internal::ShmState& s, int rank, const CallSignature& sig,
                                 const std::vector<Tensor>& tensors, ReduceOp op) {
-  return run_call(
-      s, rank,
-      [&](const Mapping& m, uint64_t call, Clock::time_point deadline) STRATA_REQUIRES(s.call_mu) {
-        const bool valid = reducible_list(tensors);
-        Packing p = valid ? pack(tensors) : Packing{};
-        const auto what = [&] { return str_cat("collective #", call, " ", sig.to_string()); };
-        const size_t rounds = std::max<size_t>(1, (p.bytes + s.slot - 1) / s.slot);
-        const bool one_pass = p.bytes <= s.options.one_pass_bytes;
-        for (PackGroup& g : p.groups)
-          g.buffer = internal::BufferPool::get(s.pool, g.dtype, g.total);
-        std::vector<const CallHeader*> headers;
-        std::vector<const void*> ins(s.size);
-        for (size_t k = 0; k < rounds; ++k) {
-          const size_t lo = k * s.slot, hi = std::min(p.bytes, lo + s.slot);
-          const uint64_t step = k == 0 ? s.enter(m, sig, 0, call) : ++s.step;
-          std::byte* mine = m.slot_of(s.rank, step);
-          for (size_t t = 0; t < tensors.size(); ++t) {
-            const PackGroup& g = p.groups[p.where[t].first];
+  return run_call(s, rank, [&](const Mapping& m, uint64_t call, Clock::time_point deadline) {
+    s.call_mu.assert_held();  // run_call holds it
+    const bool valid = reducible_list(tensors);
+    Packing p = valid ? pack(tensors) : Packing{};
+    const auto what = [&] { return str_cat("collective #", call, " ", sig.to_string()); };
+    const size_t rounds = std::max<size_t>(1, (p.bytes + s.slot - 1) / s.slot);
+    const bool one_pass = p.bytes <= s.options.one_pass_bytes;
+    for (PackGroup& g : p.groups) g.buffer = internal::BufferPool::get(s.pool, g.dtype, g.total);
+    std::vector<const CallHeader*> headers;
+    std::vector<const void*> ins(s.size);
+    for (size_t k = 0; k < rounds; ++k) {
+      const size_t lo = k * s.slot, hi = std::min(p.bytes, lo + s.slot);
+      const uint64_t step = k == 0 ? s.enter(m, sig, 0, call) : ++s.step;
+      std::byte* mine = m.slot_of(s.rank, step);
+      for (size_t t = 0; t < tensors.size(); ++t) {
+        const PackGroup& g = p.groups[p.where[t].first];
+        const size_t esize = dtype_size(g.dtype);
+        overlap(g.offset + p.where[t].second * esize, tensors[t].size_bytes(), lo, hi,
+                [&](size_t b, size_t n) {
+                  std::memcpy(mine + (b - lo),
+                              static_cast<const std::byte*>(tensors[t].raw_data()) +
+                                  (b - g.offset - p.where[t].second * esize),
+                              n);
+                });
+      }
+      s.post(m, &RankControl::posted, step);
+      s.wait_all(m, &RankControl::posted, step, deadline, what, k == 0);
+      if (k == 0) {
+        s.check_headers(m, step, call, headers);
+        sig.validate(kWho, s.size);
+      }
+      // Reduces [a, b) of the window into `out(group, offset)`.
+      auto reduce = [&](size_t a, size_t b, auto&& out) {
+        for (PackGroup& g : p.groups) {
+          overlap(g.offset, g.bytes, a, b, [&](size_t x, size_t n) {
+            for (int r = 0; r < s.size; ++r) ins[r] = m.slot_of(r, step) + (x - lo);
             const size_t esize = dtype_size(g.dtype);
-            overlap(g.offset + p.where[t].second * esize, tensors[t].size_bytes(), lo, hi,
-                    [&](size_t b, size_t n) {
-                      std::memcpy(mine + (b - lo),
-                                  static_cast<const std::byte*>(tensors[t].raw_data()) +
-                                      (b - g.offset - p.where[t].second * esize),
-                                  n);
-                    });
-          }
-          s.post(m, &RankControl::posted, step);
-          s.wait_all(m, &RankControl::posted, step, deadline, what, k == 0);
-          if (k == 0) {
-            s.check_headers(m, step, call, headers);
-            sig.validate(kWho, s.size);
-          }
-          // Reduces [a, b) of the window into `out(group, offset)`.
-          auto reduce = [&](size_t a, size_t b, auto&& out) {
-            for (PackGroup& g : p.groups) {
-              overlap(g.offset, g.bytes, a, b, [&](size_t x, size_t n) {
-                for (int r = 0; r < s.size; ++r) ins[r] = m.slot_of(r, step) + (x - lo);
-                const size_t esize = dtype_size(g.dtype);
-                internal::reduce_n(g.dtype, op, out(g, x), ins, static_cast<int64_t>(n / esize),
-                                   s.size);
-              });
-            }
-          };
-          if (one_pass) {
-            reduce(lo, hi, [](PackGroup& g, size_t x) {
-              return static_cast<std::byte*>(g.buffer->data()) + (x - g.offset);
-            });
-            continue;
-          }
-          const size_t part = round_up((hi - lo + s.size - 1) / s.size, 64);
-          const size_t a = std::min(hi, lo + s.rank * part), b = std::min(hi, a + part);
-          std::byte* result = m.result(s.size);
-          reduce(a, b, [&](PackGroup&, size_t x) { return result + (x - lo); });
-          s.post(m, &RankControl::reduced, step);
-          s.wait_all(m, &RankControl::reduced, step, deadline, what, false);
-          for (PackGroup& g : p.groups) {
-            overlap(g.offset, g.bytes, lo, hi, [&](size_t x, size_t n) {
-              std::memcpy(static_cast<std::byte*>(g.buffer->data()) + (x - g.offset),
-                          result + (x - lo), n);
-            });
-          }
+            internal::reduce_n(g.dtype, op, out(g, x), ins, static_cast<int64_t>(n / esize),
+                               s.size);
+          });
         }
-        std::vector<Tensor> out;
-        out.reserve(tensors.size());
-        for (size_t t = 0; t < tensors.size(); ++t) {
-          out.push_back(Tensor::from_buffer(p.groups[p.where[t].first].buffer, tensors[t].shape(),
-                                            p.where[t].second, &tensors[t].placement()));
-        }
-        return out;
-      });
+      };
+      if (one_pass) {
+        reduce(lo, hi, [](PackGroup& g, size_t x) {
+          return static_cast<std::byte*>(g.buffer->data()) + (x - g.offset);
+        });
+        continue;
+      }
+      const size_t part = round_up((hi - lo + s.size - 1) / s.size, 64);
+      const size_t a = std::min(hi, lo + s.rank * part), b = std::min(hi, a + part);
+      std::byte* result = m.result(s.size);
+      reduce(a, b, [&](PackGroup&, size_t x) { return result + (x - lo); });
+      s.post(m, &RankControl::reduced, step);
+      s.wait_all(m, &RankControl::reduced, step, deadline, what, false);
+      for (PackGroup& g : p.groups) {
+        overlap(g.offset, g.bytes, lo, hi, [&](size_t x, size_t n) {
+          std::memcpy(static_cast<std::byte*>(g.buffer->data()) + (x - g.offset), result + (x - lo),
+                      n);
+        });
+      }
+    }
+    std::vector<Tensor> out;
+    out.reserve(tensors.size());
+    for (size_t t = 0; t < tensors.size(); ++t) {
+      out.push_back(Tensor::from_buffer(p.groups[p.where[t].first].buffer, tensors[t].shape(),
+                                        p.where[t].second, &tensors[t].placement()));
+    }
+    return out;
+  });
 }
 
 }  // namespace
@@ -666,107 +677,103 @@ Tensor ShmCollectives::reduce_scatter(int rank, const Tensor& tensor, ReduceOp o
 Tensor ShmCollectives::all_gather(int rank, const Tensor& tensor) {
   internal::ShmState& s = *state_;
   const auto sig = CallSignature::of(CollectiveKind::all_gather, ReduceOp::SUM, -1, {&tensor, 1});
-  return run_call(
-      s, rank,
-      [&](const Mapping& m, uint64_t call, Clock::time_point deadline) STRATA_REQUIRES(s.call_mu) {
-        const bool valid = tensor.defined() && is_numeric(tensor.dtype()) && tensor.rank() >= 1;
-        const int64_t dim0 = valid ? tensor.shape().dim(0) : 0;
-        const auto what = [&] { return str_cat("collective #", call, " ", sig.to_string()); };
-        std::vector<const CallHeader*> headers;
-        const uint64_t first = s.enter(m, sig, dim0, call);
-        const size_t my_bytes = valid ? tensor.size_bytes() : 0;
-        const auto* src = valid ? static_cast<const std::byte*>(tensor.raw_data()) : nullptr;
-        auto fill = [&](uint64_t step, size_t lo) {
-          if (lo < my_bytes)
-            std::memcpy(m.slot_of(s.rank, step), src + lo, std::min(s.slot, my_bytes - lo));
-        };
-        fill(first, 0);
-        s.post(m, &RankControl::posted, first);
-        s.wait_all(m, &RankControl::posted, first, deadline, what, true);
-        s.check_headers(m, first, call, headers);
-        sig.validate(kWho, s.size);
-        const int64_t row = tensor.shape().removed(0).num_elements();
-        const size_t esize = dtype_size(tensor.dtype());
-        std::vector<size_t> bytes(s.size), offsets(s.size);
-        int64_t rows = 0;
-        size_t most = 0;
-        for (int r = 0; r < s.size; ++r) {
-          STRATA_CHECK(DATA_LOSS, headers[r]->dim0 >= 0, kWho, ": corrupt dim0 from rank ", r);
-          offsets[r] = rows * row * esize;
-          bytes[r] = headers[r]->dim0 * row * esize;
-          rows += headers[r]->dim0;
-          most = std::max(most, bytes[r]);
-        }
-        const TensorShape shape = tensor.shape().with_dim(0, rows);
-        auto buffer = internal::BufferPool::get(s.pool, tensor.dtype(), shape.num_elements());
-        auto* out = static_cast<std::byte*>(buffer->data());
-        const size_t rounds = std::max<size_t>(1, (most + s.slot - 1) / s.slot);
-        uint64_t step = first;
-        for (size_t k = 0; k < rounds; ++k) {
-          const size_t lo = k * s.slot;
-          if (k > 0) {
-            step = ++s.step;
-            fill(step, lo);
-            s.post(m, &RankControl::posted, step);
-            s.wait_all(m, &RankControl::posted, step, deadline, what, false);
-          }
-          for (int r = 0; r < s.size; ++r) {
-            if (lo < bytes[r])
-              std::memcpy(out + offsets[r] + lo, m.slot_of(r, step),
-                          std::min(s.slot, bytes[r] - lo));
-          }
-        }
-        return Tensor::from_buffer(buffer, shape, 0, &tensor.placement());
-      });
+  return run_call(s, rank, [&](const Mapping& m, uint64_t call, Clock::time_point deadline) {
+    s.call_mu.assert_held();  // run_call holds it
+    const bool valid = tensor.defined() && is_numeric(tensor.dtype()) && tensor.rank() >= 1;
+    const int64_t dim0 = valid ? tensor.shape().dim(0) : 0;
+    const auto what = [&] { return str_cat("collective #", call, " ", sig.to_string()); };
+    std::vector<const CallHeader*> headers;
+    const uint64_t first = s.enter(m, sig, dim0, call);
+    const size_t my_bytes = valid ? tensor.size_bytes() : 0;
+    const auto* src = valid ? static_cast<const std::byte*>(tensor.raw_data()) : nullptr;
+    auto fill = [&](uint64_t step, size_t lo) {
+      if (lo < my_bytes)
+        std::memcpy(m.slot_of(s.rank, step), src + lo, std::min(s.slot, my_bytes - lo));
+    };
+    fill(first, 0);
+    s.post(m, &RankControl::posted, first);
+    s.wait_all(m, &RankControl::posted, first, deadline, what, true);
+    s.check_headers(m, first, call, headers);
+    sig.validate(kWho, s.size);
+    const int64_t row = tensor.shape().removed(0).num_elements();
+    const size_t esize = dtype_size(tensor.dtype());
+    std::vector<size_t> bytes(s.size), offsets(s.size);
+    int64_t rows = 0;
+    size_t most = 0;
+    for (int r = 0; r < s.size; ++r) {
+      STRATA_CHECK(DATA_LOSS, headers[r]->dim0 >= 0, kWho, ": corrupt dim0 from rank ", r);
+      offsets[r] = rows * row * esize;
+      bytes[r] = headers[r]->dim0 * row * esize;
+      rows += headers[r]->dim0;
+      most = std::max(most, bytes[r]);
+    }
+    const TensorShape shape = tensor.shape().with_dim(0, rows);
+    auto buffer = internal::BufferPool::get(s.pool, tensor.dtype(), shape.num_elements());
+    auto* out = static_cast<std::byte*>(buffer->data());
+    const size_t rounds = std::max<size_t>(1, (most + s.slot - 1) / s.slot);
+    uint64_t step = first;
+    for (size_t k = 0; k < rounds; ++k) {
+      const size_t lo = k * s.slot;
+      if (k > 0) {
+        step = ++s.step;
+        fill(step, lo);
+        s.post(m, &RankControl::posted, step);
+        s.wait_all(m, &RankControl::posted, step, deadline, what, false);
+      }
+      for (int r = 0; r < s.size; ++r) {
+        if (lo < bytes[r])
+          std::memcpy(out + offsets[r] + lo, m.slot_of(r, step), std::min(s.slot, bytes[r] - lo));
+      }
+    }
+    return Tensor::from_buffer(buffer, shape, 0, &tensor.placement());
+  });
 }
 
 Tensor ShmCollectives::broadcast(int rank, const Tensor& tensor, int root) {
   internal::ShmState& s = *state_;
   const auto sig = CallSignature::of(CollectiveKind::broadcast, ReduceOp::SUM, root, {&tensor, 1});
-  return run_call(
-      s, rank,
-      [&](const Mapping& m, uint64_t call, Clock::time_point deadline) STRATA_REQUIRES(s.call_mu) {
-        const bool valid = tensor.defined() && is_numeric(tensor.dtype());
-        const size_t bytes = valid ? tensor.size_bytes() : 0;
-        const auto what = [&] { return str_cat("collective #", call, " ", sig.to_string()); };
-        std::vector<const CallHeader*> headers;
-        const size_t rounds = std::max<size_t>(1, (bytes + s.slot - 1) / s.slot);
-        std::shared_ptr<Buffer> buffer;
-        for (size_t k = 0; k < rounds; ++k) {
-          const size_t lo = k * s.slot, n = bytes > lo ? std::min(s.slot, bytes - lo) : 0;
-          const uint64_t step = k == 0 ? s.enter(m, sig, 0, call) : ++s.step;
-          if (s.rank == root && n > 0)
-            std::memcpy(m.slot_of(s.rank, step),
-                        static_cast<const std::byte*>(tensor.raw_data()) + lo, n);
-          s.post(m, &RankControl::posted, step);
-          s.wait_all(m, &RankControl::posted, step, deadline, what, k == 0);
-          if (k == 0) {
-            s.check_headers(m, step, call, headers);
-            sig.validate(kWho, s.size);
-            buffer = internal::BufferPool::get(s.pool, tensor.dtype(), tensor.num_elements());
-          }
-          if (n > 0)
-            std::memcpy(static_cast<std::byte*>(buffer->data()) + lo, m.slot_of(root, step), n);
-        }
-        return Tensor::from_buffer(buffer, tensor.shape(), 0, &tensor.placement());
-      });
+  return run_call(s, rank, [&](const Mapping& m, uint64_t call, Clock::time_point deadline) {
+    s.call_mu.assert_held();  // run_call holds it
+    const bool valid = tensor.defined() && is_numeric(tensor.dtype());
+    const size_t bytes = valid ? tensor.size_bytes() : 0;
+    const auto what = [&] { return str_cat("collective #", call, " ", sig.to_string()); };
+    std::vector<const CallHeader*> headers;
+    const size_t rounds = std::max<size_t>(1, (bytes + s.slot - 1) / s.slot);
+    std::shared_ptr<Buffer> buffer;
+    for (size_t k = 0; k < rounds; ++k) {
+      const size_t lo = k * s.slot, n = bytes > lo ? std::min(s.slot, bytes - lo) : 0;
+      const uint64_t step = k == 0 ? s.enter(m, sig, 0, call) : ++s.step;
+      if (s.rank == root && n > 0)
+        std::memcpy(m.slot_of(s.rank, step), static_cast<const std::byte*>(tensor.raw_data()) + lo,
+                    n);
+      s.post(m, &RankControl::posted, step);
+      s.wait_all(m, &RankControl::posted, step, deadline, what, k == 0);
+      if (k == 0) {
+        s.check_headers(m, step, call, headers);
+        sig.validate(kWho, s.size);
+        buffer = internal::BufferPool::get(s.pool, tensor.dtype(), tensor.num_elements());
+      }
+      if (n > 0)
+        std::memcpy(static_cast<std::byte*>(buffer->data()) + lo, m.slot_of(root, step), n);
+    }
+    return Tensor::from_buffer(buffer, tensor.shape(), 0, &tensor.placement());
+  });
 }
 
 void ShmCollectives::barrier(int rank) {
   internal::ShmState& s = *state_;
   const auto sig = CallSignature::of(CollectiveKind::barrier, ReduceOp::SUM, -1, {});
-  run_call(s, rank,
-           [&](const Mapping& m, uint64_t call, Clock::time_point deadline)
-               STRATA_REQUIRES(s.call_mu) {
-                 std::vector<const CallHeader*> headers;
-                 const uint64_t step = s.enter(m, sig, 0, call);
-                 s.post(m, &RankControl::posted, step);
-                 s.wait_all(
-                     m, &RankControl::posted, step, deadline,
-                     [&] { return str_cat("collective #", call, " ", sig.to_string()); }, true);
-                 s.check_headers(m, step, call, headers);
-                 return 0;
-               });
+  run_call(s, rank, [&](const Mapping& m, uint64_t call, Clock::time_point deadline) {
+    s.call_mu.assert_held();  // run_call holds it
+    std::vector<const CallHeader*> headers;
+    const uint64_t step = s.enter(m, sig, 0, call);
+    s.post(m, &RankControl::posted, step);
+    s.wait_all(
+        m, &RankControl::posted, step, deadline,
+        [&] { return str_cat("collective #", call, " ", sig.to_string()); }, true);
+    s.check_headers(m, step, call, headers);
+    return 0;
+  });
 }
 
 void ShmCollectives::abort(const std::string& reason) {
@@ -784,10 +791,7 @@ void ShmCollectives::reset() {
   internal::ShmState& s = *state_;
   STRATA_CHECK(FAILED_PRECONDITION, s.call_mu.try_lock(), kWho,
                "::reset: expected no call in progress on rank ", s.rank);
-  struct Unlock {
-    Mutex& mu;
-    ~Unlock() { mu.unlock(); }
-  } unlock{s.call_mu};
+  const AdoptedLock call_lock(s.call_mu);
   std::shared_ptr<Mapping> old;
   {
     MutexLock lock(s.mu);
