@@ -18,8 +18,10 @@ done
 # TensorFlow.js for tests/tfjs (label "tfjs"), where npm is installed: cached under
 # ~/.cache/strata, so only the first run downloads it; without it (no npm, offline) those tests
 # skip and say why.
+# The install is bounded (3 minutes) so that an unreachable registry cannot stall the run.
 if command -v npm > /dev/null; then
-  "$root/scripts/install_tfjs.sh" || echo "test.sh: TensorFlow.js not installed; the tfjs tests will skip"
+  timeout 180 "$root/scripts/install_tfjs.sh" ||
+    echo "test.sh: TensorFlow.js not installed; the tfjs tests will skip"
 fi
 # Every test runs once: a test that fails fails the suite (a flaky test is a bug to find, not to
 # rerun). The repeated runs that keep the multi-process tests honest are the "stress" target:
