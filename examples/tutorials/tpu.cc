@@ -45,17 +45,16 @@ int main(int argc, char** argv) {
   // resolver = tf.distribute.cluster_resolver.TPUClusterResolver(tpu='local')
   sd::cluster_resolver::TPUClusterResolver resolver("local");
   // tf.config.experimental_connect_to_cluster(resolver)
-  tf::config::experimental_connect_to_cluster();
+  tf::config::experimental_connect_to_cluster(resolver);
   // # This is the TPU initialization code that has to be at the beginning.
   // tf.tpu.experimental.initialize_tpu_system(resolver)
-  tf::tpu::experimental::Topology topology = tf::tpu::experimental::initialize_tpu_system();
+  tf::tpu::experimental::Topology topology = tf::tpu::experimental::initialize_tpu_system(resolver);
   // print("All devices: ", tf.config.list_logical_devices('TPU'))
-  // (The emulated TPU cores are logical CPU devices.)
   std::cout << "All devices: ";
-  for (const tf::config::LogicalDevice& d : tf::config::list_logical_devices("CPU"))
+  for (const tf::config::LogicalDevice& d : tf::config::list_logical_devices("TPU"))
     std::cout << "LogicalDevice(name='" << d.name << "', device_type='" << d.device_type << "') ";
   std::cout << "\n";
-  example::expect(static_cast<int64_t>(tf::config::list_logical_devices("CPU").size()) ==
+  example::expect(static_cast<int64_t>(tf::config::list_logical_devices("TPU").size()) ==
                       topology.num_tpus_per_task(),
                   "every logical device is a core of the TPU system");
 
@@ -70,7 +69,7 @@ int main(int argc, char** argv) {
   //   c = tf.matmul(a, b)
   tf::Tensor c;
   {
-    auto device_scope = tf::device("CPU:0");
+    auto device_scope = tf::device("/TPU:0");
     c = tf::matmul(a, b);
   }
 
@@ -84,7 +83,7 @@ int main(int argc, char** argv) {
   // ## Distribution strategies
 
   // strategy = tf.distribute.TPUStrategy(resolver)
-  sd::TPUStrategy strategy;
+  sd::TPUStrategy strategy(resolver);
 
   // @tf.function
   // def matmul_fn(x, y):
