@@ -613,9 +613,9 @@ int main(int argc, char** argv) {
 
   // loss = coordinator.schedule(step_fn, args=(per_worker_iterator,))
   // print("Final loss is %f" % loss.fetch())
-  sd::RemoteValue loss = coordinator.schedule("step_fn", step_args);
-  std::printf("Final loss is %f\n", loss.fetch().at(0).item<float>());
-  example::expect(std::isfinite(loss.fetch().at(0).item<float>()), "the final loss is finite");
+  sd::RemoteValue<tf::Tensor> loss = coordinator.schedule("step_fn", step_args);
+  std::printf("Final loss is %f\n", loss.fetch().item<float>());
+  example::expect(std::isfinite(loss.fetch().item<float>()), "the final loss is finite");
 
   // ## Evaluation
 
