@@ -24,6 +24,7 @@
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/base/thread_annotations.h"
+#include "strata/collective/internal/adopted_lock.h"
 #include "strata/collective/internal/buffer_pool.h"
 #include "strata/collective/internal/gloo_call_header.h"
 #include "strata/collective/internal/gloo_failure_reports.h"
@@ -65,19 +66,6 @@ template <typename Fn>
 void with_type(DType dtype, Fn&& fn) {
   dispatch_numeric(dtype, [&](auto zero) { fn(static_cast<decltype(zero)*>(nullptr)); });
 }
-
-// Holds a Mutex that a successful try_lock() acquired, until destruction: reset()
-// refuses to wait for a call in progress instead of queueing behind it.
-class STRATA_SCOPED_CAPABILITY AdoptedLock {
- public:
-  explicit AdoptedLock(Mutex& mu) STRATA_REQUIRES(mu) : mu_(mu) {}
-  ~AdoptedLock() STRATA_RELEASE() { mu_.unlock(); }
-  AdoptedLock(const AdoptedLock&) = delete;
-  AdoptedLock& operator=(const AdoptedLock&) = delete;
-
- private:
-  Mutex& mu_;
-};
 
 }  // namespace
 
@@ -923,7 +911,7 @@ void GlooCollectives::reset() {
   internal::GlooState& s = *state_;
   STRATA_CHECK(FAILED_PRECONDITION, s.call_mu.try_lock(), kWho,
                "::reset: expected no call in progress on ", s.reports.me());
-  AdoptedLock call_lock(s.call_mu);
+  internal::AdoptedLock call_lock(s.call_mu);
   std::shared_ptr<MeshContext> old;
   {
     MutexLock lock(s.mu);

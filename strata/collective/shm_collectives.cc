@@ -27,6 +27,7 @@
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/base/thread_annotations.h"
+#include "strata/collective/internal/adopted_lock.h"
 #include "strata/collective/internal/buffer_pool.h"
 #include "strata/collective/internal/reduce.h"
 #include "strata/collective/internal/signature.h"
@@ -38,19 +39,6 @@ using internal::CollectiveKind;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-// Holds a Mutex that a successful try_lock() acquired, until destruction:
-// reset() refuses to wait for a call in progress instead of queueing behind it.
-class STRATA_SCOPED_CAPABILITY AdoptedLock {
- public:
-  explicit AdoptedLock(Mutex& mu) STRATA_REQUIRES(mu) : mu_(mu) {}
-  ~AdoptedLock() STRATA_RELEASE() { mu_.unlock(); }
-  AdoptedLock(const AdoptedLock&) = delete;
-  AdoptedLock& operator=(const AdoptedLock&) = delete;
-
- private:
-  Mutex& mu_;
-};
 
 constexpr const char* kWho = "ShmCollectives";
 constexpr uint64_t kMagic = 0x5354524154415348ull;  // "STRATASH"
@@ -791,7 +779,7 @@ void ShmCollectives::reset() {
   internal::ShmState& s = *state_;
   STRATA_CHECK(FAILED_PRECONDITION, s.call_mu.try_lock(), kWho,
                "::reset: expected no call in progress on rank ", s.rank);
-  const AdoptedLock call_lock(s.call_mu);
+  const internal::AdoptedLock call_lock(s.call_mu);
   std::shared_ptr<Mapping> old;
   {
     MutexLock lock(s.mu);
