@@ -60,6 +60,15 @@ Milliseconds left_until(Clock::time_point deadline) {
                   Milliseconds(1));
 }
 
+// A store call that waits for nothing (a set, a check, a get of a key known to
+// be there) gets at least this long even at the start-up deadline: a live
+// chief answers in microseconds, and a deadline that has just passed must be
+// reported by the rendezvous, naming the missing tasks, not as a store call
+// that was given a millisecond.
+Milliseconds answer_time(Clock::time_point deadline) {
+  return std::max(left_until(deadline), Milliseconds(2000));
+}
+
 // The start-up phase: connect to the chief's store, retrying (and logging)
 // until the deadline; then UnavailableError naming the chief and its address.
 std::shared_ptr<Store> connect_to_chief(const std::string& address, const std::string& chief,
@@ -112,17 +121,17 @@ void await_workers(Store& store, const std::string& prefix, const std::vector<st
         return;
       } catch (const DeadlineExceededError&) {
       }
-      if (store.check({kClusterDisagreementKey}, left_until(deadline))) {
+      if (store.check({kClusterDisagreementKey}, answer_time(deadline))) {
         throw InvalidArgumentError(str_cat(
             "MultiWorkerMirroredStrategy: ", me,
             ": the workers' TF_CONFIG clusters differ, every worker needs the same cluster: ",
-            to_string(store.get(kClusterDisagreementKey, left_until(deadline)))));
+            to_string(store.get(kClusterDisagreementKey, answer_time(deadline)))));
       }
       if (Clock::now() < next_log && Clock::now() < deadline) continue;
       next_log = Clock::now() + interval;
       missing.clear();
       for (size_t w = 0; w < names.size(); ++w) {
-        if (!store.check({keys[w]}, left_until(deadline))) missing.push_back(names[w]);
+        if (!store.check({keys[w]}, answer_time(deadline))) missing.push_back(names[w]);
       }
       if (missing.empty()) return;
       const std::string what = str_cat("still missing ", missing);
@@ -255,6 +264,7 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
   // store, the replica counts and every attempt at the Gloo mesh.
   const Clock::time_point deadline = Clock::now() + startup;
   const auto left = [deadline] { return left_until(deadline); };
+  const auto answer = [deadline] { return answer_time(deadline); };
   const std::string leader_job = setup->cluster.has_job("chief") ? "chief" : "worker";
   const std::string& leader_address = setup->cluster.task_address(leader_job, 0);
   const std::string& my_address = setup->cluster.task_address(setup->task_type, setup->task_id);
@@ -288,7 +298,7 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
   // tasks that never come until the deadline.)
   const std::string my_cluster = canonical_cluster(setup->cluster);
   const std::string cluster_key = "strata/mwms/cluster/";
-  store_->set(str_cat(cluster_key, worker_index_), to_bytes(my_cluster), left());
+  store_->set(str_cat(cluster_key, worker_index_), to_bytes(my_cluster), answer());
   if (!is_chief_) {
     const std::string chiefs = to_string(store_->get(str_cat(cluster_key, 0), left()));
     if (chiefs != my_cluster) {
@@ -296,7 +306,7 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
           chiefs, "the chief's TF_CONFIG", my_cluster, str_cat(names[worker_index_], "'s"));
       store_->set(kClusterDisagreementKey,
                   to_bytes(str_cat(names[worker_index_], " differs from the chief: ", difference)),
-                  left());
+                  answer());
       throw InvalidArgumentError(
           str_cat("MultiWorkerMirroredStrategy: ", me,
                   ": this worker's TF_CONFIG cluster differs from the chief's, every worker needs "
@@ -308,10 +318,10 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
   // Every worker must run the same number of local replicas.
   const int local = num_local_replicas();
   const std::string replicas_key = "strata/mwms/local_replicas/";
-  store_->set(str_cat(replicas_key, worker_index_), to_bytes(std::to_string(local)), left());
+  store_->set(str_cat(replicas_key, worker_index_), to_bytes(std::to_string(local)), answer());
   await_workers(*store_, replicas_key, names, me, startup, deadline);
   for (int w = 0; w < num_workers_; ++w) {
-    const std::string theirs = to_string(store_->get(str_cat(replicas_key, w), left()));
+    const std::string theirs = to_string(store_->get(str_cat(replicas_key, w), answer()));
     STRATA_CHECK_ARG(theirs == std::to_string(local), "MultiWorkerMirroredStrategy: worker ", w,
                      " runs ", theirs, " local replicas but worker ", worker_index_, " runs ",
                      local, "; every worker needs the same number of devices");
@@ -346,7 +356,7 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
     const std::string key = str_cat("strata/mwms/rendezvous/", attempt, "/");
     try {
       store_->set(key + std::to_string(worker_index_), to_bytes(failure.empty() ? "ok" : failure),
-                  left());
+                  answer());
     } catch (const Error&) {
       if (mine) std::rethrow_exception(mine);  // the store is gone too; this worker's error stands
       throw;
