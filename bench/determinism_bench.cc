@@ -1,4 +1,4 @@
-// What determinism and the divergence check cost, per training step of
+// What determinism, the divergence check and the step profile cost, per training step of
 // `strata train`'s MLP and CNN (tools/strata/models.cc, Adam 1e-3, sparse CCE
 // from logits, global batch 128) under MirroredStrategy over 2 logical devices
 // x 1 thread, with model->fit:
@@ -8,6 +8,8 @@
 //          own forward/backward, summed in a fixed pairwise tree (all-gather);
 //   mode 3 check_divergence_every_n_steps = 100;
 //   mode 4 check_divergence_every_n_steps = 1 (the cost of one check per step);
+//   mode 5 strategy.enable_step_profile(): every phase of every replica timed,
+//          and a barrier before each all-reduce to split wait from transfer;
 // and BM_DivergenceCheckMLP, one check alone (an empty step with and without it).
 // One iteration is one fit of kFitSteps steps (a fixed 10 iterations, so mode 3
 // checks twice); `ms_per_step` is the wall time per step, `examples_per_second`
@@ -67,6 +69,7 @@ void fit_loop(benchmark::State& state, const std::string& net) {
     config::disable_op_determinism();  // mode 2's strategy turns it on itself
   }
   sd::MirroredStrategy strategy({"CPU:0", "CPU:1"}, options);
+  if (mode == 5) strategy.enable_step_profile();
   keras::ModelPtr model;
   {
     auto scope = strategy.scope();
@@ -120,13 +123,13 @@ BENCHMARK(BM_DivergenceCheckMLP)
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_MirroredFitMLP)
     ->ArgName("mode")
-    ->DenseRange(0, 4)
+    ->DenseRange(0, 5)
     ->Iterations(10)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MirroredFitCNN)
     ->ArgName("mode")
-    ->DenseRange(0, 4)
+    ->DenseRange(0, 5)
     ->Iterations(10)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
