@@ -7,6 +7,7 @@
 // 2 processes x 1 thread, gloo), run right after it.
 //
 //   multiworker_training_bench [--workers 2] [--steps 200] [--warmup 10] [--repetitions 3]
+//                              [--profile 0|1]
 //
 // Without TF_CONFIG the program is the launcher: it picks free loopback ports,
 // starts itself once per worker with TF_CONFIG set (worker i = task i), waits
@@ -21,7 +22,10 @@
 //    "process_cpu_ms_per_step": <median CPU of every worker per step>, "runs": [...],
 //    "forward_ms": ..., "gradient_ms": ..., "apply_ms": ..., "load1": ...}
 // where forward/gradient/apply split worker 0's step (apply = apply_gradients,
-// with the cross-worker all-reduce).
+// with the cross-worker all-reduce). `--profile 1` turns on the strategy's
+// step profile (strategy.enable_step_profile(): every phase timed and a
+// barrier before each cross-worker all-reduce), to measure what it costs;
+// the JSON line then carries "profile": 1.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -57,6 +61,7 @@ struct Args {
   int warmup = 10;
   int repetitions = 3;
   int deadline_s = 300;
+  bool profile = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -77,6 +82,8 @@ Args parse(int argc, char** argv) {
       a.repetitions = value;
     } else if (name == "--deadline") {
       a.deadline_s = value;
+    } else if (name == "--profile") {
+      a.profile = value != 0;
     } else {
       STRATA_CHECK_ARG(false, "multiworker_training_bench: unknown flag ", name);
     }
@@ -161,6 +168,7 @@ std::shared_ptr<keras::SequentialModel> make_model() {
 int work(const Args& args) {
   config::set_intra_op_parallelism_threads(1);
   sd::MultiWorkerMirroredStrategy strategy({.communication_options = {.timeout_seconds = 120}});
+  if (args.profile) strategy.enable_step_profile();
   const int worker = strategy.input_pipeline_id();
   std::shared_ptr<keras::SequentialModel> model;
   std::shared_ptr<keras::optimizers::AdamOptimizer> optimizer;
@@ -234,10 +242,10 @@ int work(const Args& args) {
         "{\"impl\": \"strata_multiworker\", \"workers\": %d, \"threads\": 1, \"batch_size\": %lld, "
         "\"examples_per_second\": %.1f, \"seconds_per_step\": %.6f, "
         "\"process_cpu_ms_per_step\": %.3f, \"runs\": [%s], \"forward_ms\": %.3f, "
-        "\"gradient_ms\": %.3f, \"apply_ms\": %.3f, \"load1\": %.2f}\n",
+        "\"gradient_ms\": %.3f, \"apply_ms\": %.3f, \"profile\": %d, \"load1\": %.2f}\n",
         args.workers, static_cast<long long>(kGlobalBatch), median(rates), median(step_seconds),
         median(cpu_ms), runs.c_str(), 1e3 * phase[0] / steps, 1e3 * phase[1] / steps,
-        1e3 * phase[2] / steps, load[0]);
+        1e3 * phase[2] / steps, args.profile ? 1 : 0, load[0]);
     std::fflush(stdout);
   }
   sum_over_workers(0);  // keep the chief's store up until every worker is done
