@@ -1,7 +1,9 @@
 #include "strata/distribute/ps/cluster_coordinator.h"
 
 #include <deque>
+#include <optional>
 #include <set>
+#include <string>
 #include <thread>
 
 #include "strata/base/errors.h"
@@ -20,6 +22,18 @@ using Clock = std::chrono::steady_clock;
 
 namespace strata::distribute::ps::internal {
 
+// An error carried from a coordinator thread to the caller: its code and
+// message, raised as a fresh exception on the thread that reports it. (An
+// exception object shared between threads would be freed by whichever thread
+// drops the last exception_ptr, a hand-off ThreadSanitizer cannot see through
+// the uninstrumented C++ runtime.)
+struct ErrorRecord {
+  ErrorCode code = ErrorCode::UNKNOWN;
+  std::string message;
+
+  [[noreturn]] void raise() const { throw_error(code, message); }
+};
+
 struct RemoteValueState {
   explicit RemoteValueState(std::chrono::milliseconds bound) : wait_bound(bound) {}
   const std::chrono::milliseconds wait_bound;
@@ -27,7 +41,7 @@ struct RemoteValueState {
   mutable CondVar cv;
   bool ready STRATA_GUARDED_BY(mu) = false;
   std::vector<Tensor> results STRATA_GUARDED_BY(mu);
-  std::exception_ptr error STRATA_GUARDED_BY(mu);
+  std::optional<ErrorRecord> error STRATA_GUARDED_BY(mu);
 
   void set_results(std::vector<Tensor> r) {
     MutexLock lock(mu);
@@ -35,7 +49,7 @@ struct RemoteValueState {
     ready = true;
     cv.notify_all();
   }
-  void set_error(std::exception_ptr e) {
+  void set_error(ErrorRecord e) {
     MutexLock lock(mu);
     error = std::move(e);
     ready = true;
@@ -53,7 +67,7 @@ std::vector<Tensor> remote_value_results(const std::shared_ptr<RemoteValueState>
   STRATA_CHECK(DEADLINE_EXCEEDED,
                s.cv.wait_for(s.mu, bound, [&]() STRATA_REQUIRES(s.mu) { return s.ready; }),
                "RemoteValue::fetch: the closure did not finish within ", bound.count(), " ms");
-  rethrow_if(s.error);
+  if (s.error) s.error->raise();
   return s.results;
 }
 
@@ -96,12 +110,8 @@ bool is_worker_failure(ErrorCode code) {
          code == ErrorCode::DEADLINE_EXCEEDED;
 }
 
-std::exception_ptr make_error(ErrorCode code, const std::string& message) {
-  try {
-    throw_error(code, message);
-  } catch (...) {
-    return std::current_exception();
-  }
+pi::ErrorRecord make_error(ErrorCode code, std::string message) {
+  return pi::ErrorRecord{.code = code, .message = std::move(message)};
 }
 
 }  // namespace
@@ -115,7 +125,7 @@ struct ClusterCoordinator::State {
   CondVar cv;  // queue, in-flight count, errors, stopping
   std::deque<std::shared_ptr<Closure>> queue STRATA_GUARDED_BY(mu);
   int inflight STRATA_GUARDED_BY(mu) = 0;
-  std::exception_ptr error STRATA_GUARDED_BY(mu);
+  std::optional<pi::ErrorRecord> error STRATA_GUARDED_BY(mu);
   bool stopping STRATA_GUARDED_BY(mu) = false;
   int64_t worker_failures STRATA_GUARDED_BY(mu) = 0;
   std::vector<bool> worker_up STRATA_GUARDED_BY(mu);
@@ -125,8 +135,8 @@ struct ClusterCoordinator::State {
   std::vector<std::jthread> threads;
 
   // Records the first non-retryable error and cancels the queued closures.
-  void fail_locked(std::exception_ptr e, const std::string& why) STRATA_REQUIRES(mu) {
-    if (!error) error = std::move(e);
+  void fail_locked(const pi::ErrorRecord& e, const std::string& why) STRATA_REQUIRES(mu) {
+    if (!error) error = e;
     for (auto& c : queue)
       c->value->set_error(make_error(ErrorCode::CANCELLED,
                                      str_cat("closure '", c->function, "' was cancelled: ", why)));
@@ -192,7 +202,7 @@ struct ClusterCoordinator::State {
         } catch (const Error&) {
         }
       }
-      std::exception_ptr failure;  // non-retryable
+      std::optional<pi::ErrorRecord> failure;  // non-retryable
       bool retry = false;
       try {
         for (const PerWorkerIterator& it : closure->iterators) {
@@ -232,7 +242,7 @@ struct ClusterCoordinator::State {
                                              options.max_attempts, " attempts; last: ", e.what()));
           }
         } else {
-          failure = std::current_exception();
+          failure = make_error(e.code(), e.what());
         }
       }
       MutexLock lock(mu);
@@ -250,12 +260,8 @@ struct ClusterCoordinator::State {
           queue.push_front(std::move(closure));  // at-least-once: another worker runs it
         }
       } else if (failure) {
-        closure->value->set_error(failure);
-        try {
-          std::rethrow_exception(failure);
-        } catch (const std::exception& e) {
-          fail_locked(failure, str_cat("an earlier closure failed: ", e.what()));
-        }
+        closure->value->set_error(*failure);
+        fail_locked(*failure, str_cat("an earlier closure failed: ", failure->message));
       }
       cv.notify_all();
     }
@@ -264,9 +270,9 @@ struct ClusterCoordinator::State {
   // Raises (and clears) the pending error.
   void raise_locked() STRATA_REQUIRES(mu) {
     if (!error) return;
-    std::exception_ptr e = std::move(error);
-    error = nullptr;
-    std::rethrow_exception(e);
+    const pi::ErrorRecord e = std::move(*error);
+    error.reset();
+    e.raise();
   }
 };
 
