@@ -75,6 +75,12 @@ class RowStream {
     }
     r.restore_input("input", *in_);
   }
+  // No rows held: the input's state is at this prefix (saved without a rebatch).
+  void restore_without(internal::StateReader& r) {
+    cur_.reset();
+    pos_ = rows_ = 0;
+    r.restore_here(*in_);
+  }
   // Zero-row tensors shaped like the latest batch (or the spec, unknown dims 0).
   Element empty_rows(const std::vector<TensorSpec>& spec) const {
     Element r;
@@ -143,6 +149,12 @@ class RebatchNode : public DatasetNode {
                        sizes, " (save between steps)");
           *k = saved == sizes ? static_cast<size_t>(cycle) : 0;
           rows->restore(r);
+        },
+        // Saved under one replica (no rebatch): the next global batch starts
+        // the cycle of sizes.
+        [rows, k](internal::StateReader& r) {
+          *k = 0;
+          rows->restore_without(r);
         });
   }
   std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset> inputs) const override {
@@ -217,6 +229,11 @@ class LegacyRebatchNode : public DatasetNode {
           *cur = current.empty() ? std::nullopt : std::optional<Element>(std::move(current[0]));
           *piece = saved_n == n ? saved_piece : n;
           r.restore_input("input", *in);
+        },
+        [in, cur, piece, n](internal::StateReader& r) {
+          cur->reset();
+          *piece = n;
+          r.restore_here(*in);
         });
   }
   std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset> inputs) const override {
