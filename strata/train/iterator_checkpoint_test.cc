@@ -570,6 +570,51 @@ TEST_F(DistributedIteratorCheckpoint, RestoresBetweenOneAndSeveralReplicasAndWit
   }
 }
 
+TEST_F(DistributedIteratorCheckpoint, BatchesWithoutAStaticSizeRestoreBetweenOneAndTwoReplicas) {
+  // Elements of 1, 2, 3, 1, 2, 3, ... rows and no static batch size: under 2
+  // replicas each is cut into two ceil-sized pieces (TF's legacy rebatch).
+  // Saved between steps, the position restores under 1 replica, without a
+  // strategy, and back under 2.
+  auto make = [] {
+    return Dataset::range(12).map(
+        [](const Element& e) {
+          const int64_t x = e[0].item<int64_t>();
+          return Element{constant(std::vector<int64_t>(static_cast<size_t>(x % 3 + 1), x))};
+        },
+        {.output_signature = {TensorSpec(TensorShape{-1}, DType::int64)}});
+  };
+  std::vector<std::vector<int64_t>> expected;
+  for (int64_t x = 4; x < 12; ++x) expected.emplace_back(static_cast<size_t>(x % 3 + 1), x);
+  TempDir dir("dist_iter_legacy");
+  std::string saved2, saved1;
+  {
+    distribute::MirroredStrategy s(cpus(2));
+    auto it = s.experimental_distribute_dataset(make()).iter();
+    global_steps(it, 4);
+    saved2 = Checkpoint({{"iterator", it}}).write(dir.file("two"));
+  }
+  {
+    distribute::MirroredStrategy s(cpus(1));
+    auto it = s.experimental_distribute_dataset(make()).iter();
+    global_steps(it, 4);
+    saved1 = Checkpoint({{"iterator", it}}).write(dir.file("one"));
+  }
+  for (const std::string& path : std::vector<std::string>{saved2, saved1}) {
+    SCOPED_TRACE(path);
+    for (int replicas : {1, 2}) {
+      distribute::MirroredStrategy s(cpus(replicas));
+      auto it = s.experimental_distribute_dataset(make()).iter();
+      Checkpoint({{"iterator", it}}).read(path).assert_consumed();
+      EXPECT_EQ(global_steps(it, 100), expected) << replicas << " replicas";
+    }
+    auto fresh = make().iter();
+    Checkpoint({{"iterator", fresh}}).read(path).assert_consumed();
+    std::vector<std::vector<int64_t>> rest;
+    while (auto e = fresh.next()) rest.push_back((*e)[0].to_vector<int64_t>());
+    EXPECT_EQ(rest, expected) << "no strategy";
+  }
+}
+
 TEST_F(DistributedIteratorCheckpoint, PerReplicaPipelinesDoNotRestoreIntoOnePipeline) {
   // InputReplicationMode::PER_REPLICA: one pipeline per replica, each saved
   // on its own; a plain iterator cannot take two pipelines' positions.
