@@ -105,7 +105,10 @@ IteratorState pipeline_state(IteratorState state) {
 // batches, and the input continues from its saved position.
 Dataset with_saved_rebatch(const Dataset& ds, const IteratorState& state) {
   if (!state.contains("kind")) return ds;
-  const std::string saved = state.get("kind").item<std::string>();
+  const Tensor& kind = state.get("kind");
+  // Not a name: the restore reports it (StateReader::saved_kind).
+  if (kind.dtype() != DType::string || kind.num_elements() != 1) return ds;
+  const std::string saved = kind.item<std::string>();
   const bool v2 = saved == node_kind_name(NodeKind::kRebatch);
   if (!v2 && saved != node_kind_name(NodeKind::kLegacyRebatch)) return ds;
   Dataset below = ds;
