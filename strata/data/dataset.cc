@@ -5,6 +5,7 @@
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/base/str_cat.h"
+#include "strata/data/graph.h"
 #include "strata/data/internal/node.h"
 #include "strata/data/internal/state_io.h"
 
@@ -77,6 +78,54 @@ const char* IteratorImpl::kind_name() const {
 
 }  // namespace internal
 
+namespace {
+
+// The state of the input pipeline in `state`: a distributed iterator's state
+// (docs/formats/checkpoint.md) with one pipeline shared by its replicas holds
+// it as "pipeline_0", so that a run saved under a strategy restores into a
+// plain iterator of the same dataset.
+IteratorState pipeline_state(IteratorState state) {
+  if (state.contains("kind") || !state.contains("pipelines")) return state;
+  const Tensor& n = state.get("pipelines");
+  STRATA_CHECK_ARG(n.dtype() == DType::int64 && n.num_elements() == 1 && n.item<int64_t>() == 1,
+                   "restoring a dataset iterator from a distributed iterator's state: expected "
+                   "one input pipeline shared by the replicas, got ",
+                   n.num_elements() == 1 && n.dtype() == DType::int64
+                       ? str_cat(n.item<int64_t>(),
+                                 " (one per replica, "
+                                 "InputReplicationMode::PER_REPLICA)")
+                       : n.shape().to_string());
+  return IteratorState::decode(state.get("pipeline_0"));
+}
+
+// A pipeline distributed over several replicas has a rebatch below its
+// trailing prefetch (strata/distribute); one restored into the same pipeline
+// without it (one replica, no strategy) gets the rebatch back with the whole
+// batch size, so the rows the replicas had not consumed come first, in global
+// batches, and the input continues from its saved position.
+Dataset with_saved_rebatch(const Dataset& ds, const IteratorState& state) {
+  if (!state.contains("kind")) return ds;
+  const Tensor& kind = state.get("kind");
+  // Not a name: the restore reports it (StateReader::saved_kind).
+  if (kind.dtype() != DType::string || kind.num_elements() != 1) return ds;
+  const std::string saved = kind.item<std::string>();
+  const bool v2 = saved == node_kind_name(NodeKind::kRebatch);
+  if (!v2 && saved != node_kind_name(NodeKind::kLegacyRebatch)) return ds;
+  Dataset below = ds;
+  while (below.kind() == NodeKind::kPrefetch || below.kind() == NodeKind::kOptions)
+    below = below.inputs()[0];
+  if (below.kind() == NodeKind::kRebatch || below.kind() == NodeKind::kLegacyRebatch) return ds;
+  if (!v2) return apply_before_prefetch(ds, [](const Dataset& d) { return d.rebatch_legacy(1); });
+  const int64_t batch = static_batch_size(ds);
+  STRATA_CHECK(FAILED_PRECONDITION, batch >= 0,
+               "restoring an iterator: the state was saved with the rows of a ", saved,
+               " (a pipeline distributed over several replicas), and this pipeline has neither "
+               "a rebatch nor a static batch size to cut those rows into");
+  return apply_before_prefetch(ds, [batch](const Dataset& d) { return d.rebatch({batch}); });
+}
+
+}  // namespace
+
 // The iterator's state, shared with the checkpoints that track it. A mutex
 // keeps a save from overlapping a next() on another thread.
 struct Iterator::Core final : CheckpointableIterator {
@@ -94,14 +143,15 @@ struct Iterator::Core final : CheckpointableIterator {
     return state.encode();
   }
   void restore_state(const Tensor& bytes) override {
-    const IteratorState state = IteratorState::decode(bytes);
+    const IteratorState state = pipeline_state(IteratorState::decode(bytes));
     MutexLock l(mu);
     // A fresh iteration, so that nothing of the current one survives; then
     // every transformation takes its saved position.
     std::unique_ptr<internal::IteratorImpl> fresh;
     if (ds) {
-      fresh = ds->node()->make_iterator();
-      fresh->set_kind(ds->kind());
+      const Dataset d = with_saved_rebatch(*ds, state);
+      fresh = d.node()->make_iterator();
+      fresh->set_kind(d.kind());
     }
     internal::StateReader r(state);
     r.restore_here(fresh ? *fresh : *impl);

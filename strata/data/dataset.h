@@ -212,10 +212,10 @@ class IteratorImpl {
 // number), list_files, map (sequential and parallel; the function is taken
 // to be pure, as TF assumes a traced function without stateful ops is),
 // filter, batch, padded_batch, unbatch, rebatch, shuffle (buffer, seeds and
-// random stream), repeat, take, skip, shard, zip, enumerate, concatenate and
-// prefetch (its buffered elements are handed back to the input's state, so a
-// restored pipeline refills them). from_generator has external state
-// (ExternalStatePolicy); interleave and cache raise UnimplementedError.
+// random stream), repeat, take, skip, shard, zip, enumerate, concatenate,
+// interleave (open elements re-made from their saved input elements), cache
+// (the elements cached so far) and prefetch (its buffer is handed back to the
+// input). from_generator has external state (ExternalStatePolicy).
 class Iterator {
  public:
   explicit Iterator(std::unique_ptr<internal::IteratorImpl> impl);

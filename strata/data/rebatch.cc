@@ -2,6 +2,7 @@
 #include "strata/data/dataset.h"
 
 #include <algorithm>
+#include <deque>
 
 #include "strata/base/errors.h"
 #include "strata/data/internal/node.h"
@@ -56,6 +57,7 @@ class RowStream {
     if (cur_ && pos_ < rows_) {
       Element rest;
       for (const Tensor& t : *cur_) rest.push_back(t.slice_rows(pos_, rows_));
+      rest.with_names_of(*cur_);
       parts.push_back(std::move(rest));
     }
     std::vector<Element> rows;
@@ -74,6 +76,12 @@ class RowStream {
       cur_ = std::move(rows[0]);
     }
     r.restore_input("input", *in_);
+  }
+  // No rows held: the input's state is at this prefix (saved without a rebatch).
+  void restore_without(internal::StateReader& r) {
+    cur_.reset();
+    pos_ = rows_ = 0;
+    r.restore_here(*in_);
   }
   // Zero-row tensors shaped like the latest batch (or the spec, unknown dims 0).
   Element empty_rows(const std::vector<TensorSpec>& spec) const {
@@ -143,6 +151,12 @@ class RebatchNode : public DatasetNode {
                        sizes, " (save between steps)");
           *k = saved == sizes ? static_cast<size_t>(cycle) : 0;
           rows->restore(r);
+        },
+        // Saved under one replica (no rebatch): the next global batch starts
+        // the cycle of sizes.
+        [rows, k](internal::StateReader& r) {
+          *k = 0;
+          rows->restore_without(r);
         });
   }
   std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset> inputs) const override {
@@ -174,49 +188,96 @@ class LegacyRebatchNode : public DatasetNode {
     return spec;
   }
   std::unique_ptr<IteratorImpl> make_iterator() const override {
-    auto in = input_iter(inputs()[0]);
-    auto cur = std::make_shared<std::optional<Element>>();
-    auto piece = std::make_shared<int64_t>(0);
+    // `queued`: whole input batches taken back at a save (restored before the
+    // input); `cur`: the batch being split, `piece` pieces of it returned.
+    struct State {
+      std::shared_ptr<IteratorImpl> in;
+      std::deque<Element> queued;
+      std::optional<Element> cur;
+      int64_t piece = 0;
+    };
+    auto st = std::make_shared<State>();
+    st->in = input_iter(inputs()[0]);
     const int64_t n = n_;
     return make_fn_iterator(
-        [in, cur, piece, n]() -> std::optional<Element> {
-          if (!*cur || *piece == n) {
-            *cur = in->next();
-            *piece = 0;
-            if (!*cur) return std::nullopt;
-            internal::check_batched(**cur, "rebatch");
+        [st, n]() -> std::optional<Element> {
+          if (!st->cur || st->piece == n) {
+            st->piece = 0;
+            if (!st->queued.empty()) {
+              st->cur = std::move(st->queued.front());
+              st->queued.pop_front();
+            } else {
+              st->cur = st->in->next();
+            }
+            if (!st->cur) return std::nullopt;
+            internal::check_batched(*st->cur, "rebatch");
           }
-          const int64_t b = (**cur)[0].shape().dim(0);
+          const Element& cur = *st->cur;
+          const int64_t b = cur[0].shape().dim(0);
           const int64_t c = (b + n - 1) / n;
-          const int64_t lo = std::min(b, *piece * c), hi = std::min(b, (*piece + 1) * c);
-          ++*piece;
+          const int64_t lo = std::min(b, st->piece * c), hi = std::min(b, (st->piece + 1) * c);
+          ++st->piece;
           Element out;
-          for (const Tensor& t : **cur) out.push_back(t.slice_rows(lo, hi));
-          out.with_names_of(**cur);
+          for (const Tensor& t : cur) out.push_back(t.slice_rows(lo, hi));
+          out.with_names_of(cur);
           return out;
         },
-        [in, cur, piece, n](internal::StateWriter& w, std::vector<Element>&) {
+        // Pieces handed back (a prefetch above) are taken back: those of the
+        // current batch lower its piece count, and earlier ones, n to a batch,
+        // become whole batches again, so that between steps the state holds
+        // whole batches and restores under another piece count.
+        [st, n](internal::StateWriter& w, std::vector<Element>& pushed_back) {
+          std::vector<Element> queued;
+          std::optional<Element> cur = st->cur;
+          int64_t piece = st->piece;
+          const int64_t m = static_cast<int64_t>(pushed_back.size());
+          if (cur && m <= piece) {
+            piece -= m;
+            pushed_back.clear();
+          } else if (cur && (m - piece) % n == 0) {
+            for (int64_t i = 0; i < m - piece; i += n) {
+              std::vector<Element> parts(pushed_back.begin() + i, pushed_back.begin() + i + n);
+              queued.push_back(internal::concat_elements(parts));
+            }
+            queued.push_back(std::move(*cur));
+            cur.reset();
+            piece = 0;
+            pushed_back.clear();
+          }
+          queued.insert(queued.end(), st->queued.begin(), st->queued.end());
           std::vector<Element> current;
-          if (*cur) current.push_back(**cur);
+          if (cur) current.push_back(std::move(*cur));
+          w.write_elements("batches", queued);
           w.write_elements("current", current);
-          w.write_int("piece", *piece);
+          w.write_int("piece", piece);
           w.write_int("num_replicas", n);
-          w.save_input("input", *in);
+          w.save_input("input", *st->in);
         },
-        [in, cur, piece, n](internal::StateReader& r) {
+        [st, n](internal::StateReader& r) {
           const int64_t saved_n = r.read_int("num_replicas");
           std::vector<Element> current = r.read_elements("current");
           const int64_t saved_piece = r.read_int("piece");
-          STRATA_CHECK(FAILED_PRECONDITION,
-                       saved_n == n || ((current.empty() || saved_piece == saved_n) &&
-                                        r.read_int("pending/n") == 0),
-                       "restoring an iterator: the rebatch at ", r.where(), " into ", saved_n,
-                       " pieces per batch (a dataset without a static batch size) held pieces "
-                       "not yet consumed, so it cannot continue with ",
-                       n, " pieces per batch");
-          *cur = current.empty() ? std::nullopt : std::optional<Element>(std::move(current[0]));
-          *piece = saved_n == n ? saved_piece : n;
-          r.restore_input("input", *in);
+          STRATA_CHECK(
+              FAILED_PRECONDITION,
+              saved_n == n || ((current.empty() || saved_piece == 0 || saved_piece == saved_n) &&
+                               r.read_int("pending/n") == 0),
+              "restoring an iterator: the rebatch at ", r.where(), " into ", saved_n,
+              " pieces per batch (a dataset without a static batch size) held pieces "
+              "not yet consumed, so it cannot continue with ",
+              n, " pieces per batch");
+          std::vector<Element> queued =
+              r.contains("batches/n") ? r.read_elements("batches") : std::vector<Element>{};
+          st->queued.assign(std::make_move_iterator(queued.begin()),
+                            std::make_move_iterator(queued.end()));
+          st->cur = current.empty() ? std::nullopt : std::optional<Element>(std::move(current[0]));
+          st->piece = saved_n == n || saved_piece == 0 ? saved_piece : n;
+          r.restore_input("input", *st->in);
+        },
+        [st, n](internal::StateReader& r) {
+          st->queued.clear();
+          st->cur.reset();
+          st->piece = n;
+          r.restore_here(*st->in);
         });
   }
   std::shared_ptr<const DatasetNode> with_inputs(std::vector<Dataset> inputs) const override {

@@ -161,6 +161,18 @@ Tensor DistributedIterator::State::save_state() {
 
 void DistributedIterator::State::restore_state(const Tensor& bytes) {
   const data::IteratorState state = data::IteratorState::decode(bytes);
+  if (!state.contains("pipelines") && state.contains("kind")) {
+    // A plain dataset iterator's state (a run without a strategy): the
+    // position of the global batches, for a pipeline the replicas share.
+    STRATA_CHECK_ARG(its.size() == 1,
+                     "restoring a distributed iterator from a dataset iterator's state: "
+                     "expected one input pipeline shared by the replicas, this iterator has ",
+                     its.size(), " (one per replica, InputReplicationMode::PER_REPLICA)");
+    its[0].restore_state(bytes);
+    exhausted[0] = false;
+    finished = false;
+    return;
+  }
   const int64_t pipelines = state.get("pipelines").item<int64_t>();
   STRATA_CHECK_ARG(pipelines == static_cast<int64_t>(its.size()),
                    "restoring a distributed iterator: the checkpoint holds ", pipelines,

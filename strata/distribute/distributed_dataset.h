@@ -64,11 +64,11 @@ class DistributedIterator {
   // between two steps. With one pipeline shared by the replicas
   // (experimental_distribute_dataset, the PER_WORKER function form) the
   // state is that of the global batches not yet consumed, independent of the
-  // replica count: a run saved under 2 replicas continues under 4 with the
-  // same global batches (for a statically batched dataset; the legacy split of
-  // a dataset without a static batch size restores under another replica
-  // count only between its batches). Under PER_REPLICA the replicas'
-  // pipelines are saved one by one and restore under the same count only.
+  // replica count: a run saved under 2 replicas continues under 1 (also the
+  // default strategy, or a plain iterator of the dataset without a strategy)
+  // or 4 with the same global batches, and a plain iterator's state restores
+  // here too. Under PER_REPLICA the replicas' pipelines are saved one by one
+  // and restore under the same count only.
   Tensor save_state();
   void restore_state(const Tensor& state);
   std::shared_ptr<data::CheckpointableIterator> checkpointable() const;

@@ -1,5 +1,7 @@
 #include "strata/data/internal/state_io.h"
 
+#include <map>
+
 #include "strata/base/errors.h"
 #include "strata/base/logging.h"
 #include "strata/base/str_cat.h"
@@ -14,6 +16,10 @@ void StateWriter::write_elements(const std::string& key, const std::vector<Eleme
     const std::string at = str_cat(key, "/", i, "/");
     write_int(at + "n", static_cast<int64_t>(elements[i].size()));
     for (size_t c = 0; c < elements[i].size(); ++c) write(str_cat(at, c), elements[i][c]);
+    if (elements[i].has_names()) {
+      const std::vector<std::string>& names = elements[i].names();
+      write(at + "names", constant(names, TensorShape{static_cast<int64_t>(names.size())}));
+    }
   }
 }
 
@@ -64,13 +70,37 @@ std::vector<Element> StateReader::read_elements(const std::string& key) const {
     const int64_t components = read_int(at + "n");
     Element e;
     for (int64_t c = 0; c < components; ++c) e.push_back(read(str_cat(at, c)));
+    if (contains(at + "names")) {
+      // A dict element: its components were written in name order.
+      const Tensor& names = read(at + "names");
+      if (names.dtype() != DType::string || names.rank() != 1 || names.num_elements() != components)
+        throw DataLossError(str_cat("iterator state: expected ", components,
+                                    " component names at '", prefix_, at, "names', got ",
+                                    names.shape().to_string(), " ", dtype_name(names.dtype())));
+      std::map<std::string, Tensor> named;
+      for (int64_t c = 0; c < components; ++c)
+        named.emplace(names.data<std::string>()[c], e[static_cast<size_t>(c)]);
+      if (static_cast<int64_t>(named.size()) != components)
+        throw DataLossError(
+            str_cat("iterator state: repeated component names at '", prefix_, at, "names'"));
+      e = Element(named);
+    }
     out.push_back(std::move(e));
   }
   return out;
 }
 
+std::string StateReader::saved_kind() const {
+  if (!contains("kind")) return "nothing";
+  const Tensor& t = read("kind");
+  if (t.dtype() != DType::string || t.num_elements() != 1)
+    throw DataLossError(str_cat("iterator state: expected a transformation's name at '", prefix_,
+                                "kind', got ", t.shape().to_string(), " ", dtype_name(t.dtype())));
+  return t.item<std::string>();
+}
+
 void StateReader::check_kind(const char* kind) const {
-  const std::string saved = contains("kind") ? read("kind").item<std::string>() : "nothing";
+  const std::string saved = saved_kind();
   STRATA_CHECK_ARG(saved == kind, "restoring an iterator: expected the state of ", kind, " at ",
                    where(), ", got the state of ", saved,
                    " (the checkpoint was saved from another input pipeline)");

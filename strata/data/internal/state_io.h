@@ -54,6 +54,8 @@ class StateReader {
   const Tensor& read(const std::string& key) const { return in_.get(prefix_ + key); }
   int64_t read_int(const std::string& key) const;
   std::vector<Element> read_elements(const std::string& key) const;
+  // The transformation whose state is at this prefix ("nothing" when none).
+  std::string saved_kind() const;
   // InvalidArgumentError unless the saved kind at this prefix is `kind`.
   void check_kind(const char* kind) const;
   // The path of this prefix, for messages.

@@ -36,8 +36,12 @@ class SimpleNode : public DatasetNode {
 // back at a save and restored later wait in pending_, returned first.
 class FnIterator : public IteratorImpl {
  public:
-  FnIterator(std::function<std::optional<Element>()> fn, SaveFn save, RestoreFn restore)
-      : fn_(std::move(fn)), save_(std::move(save)), restore_(std::move(restore)) {}
+  FnIterator(std::function<std::optional<Element>()> fn, SaveFn save, RestoreFn restore,
+             RestoreFn restore_without)
+      : fn_(std::move(fn)),
+        save_(std::move(save)),
+        restore_(std::move(restore)),
+        restore_without_(std::move(restore_without)) {}
   std::optional<Element> next() override {
     if (!pending_.empty()) {
       Element e = std::move(pending_.front());
@@ -61,6 +65,11 @@ class FnIterator : public IteratorImpl {
       IteratorImpl::restore(r);
       return;
     }
+    if (restore_without_ && r.saved_kind() != kind_name()) {
+      pending_.clear();
+      restore_without_(r);
+      return;
+    }
     r.check_kind(kind_name());
     restore_(r);
     std::vector<Element> pending = r.read_elements("pending");
@@ -72,6 +81,7 @@ class FnIterator : public IteratorImpl {
   std::function<std::optional<Element>()> fn_;
   SaveFn save_;
   RestoreFn restore_;
+  RestoreFn restore_without_;
   std::deque<Element> pending_;
 };
 
@@ -99,8 +109,10 @@ std::string specs_string(const std::vector<TensorSpec>& specs) {
 }
 
 std::unique_ptr<IteratorImpl> make_fn_iterator(std::function<std::optional<Element>()> fn,
-                                               SaveFn save, RestoreFn restore) {
-  return std::make_unique<FnIterator>(std::move(fn), std::move(save), std::move(restore));
+                                               SaveFn save, RestoreFn restore,
+                                               RestoreFn restore_without) {
+  return std::make_unique<FnIterator>(std::move(fn), std::move(save), std::move(restore),
+                                      std::move(restore_without));
 }
 
 std::unique_ptr<IteratorImpl> make_iter(const Dataset& d) {

@@ -35,8 +35,13 @@ using RestoreFn = std::function<void(StateReader& r)>;
 
 // An iterator whose next() calls `fn`; `fn` owns the per-iteration state.
 // Without `save` and `restore` its position cannot be saved (UnimplementedError).
+// `restore_without` (a transformation a pipeline may lack, as a distributed
+// pipeline under one replica lacks the rebatch): called instead of `restore`
+// when the state at this prefix is another transformation's, that of a
+// pipeline saved without this one; it restores the input at this prefix.
 std::unique_ptr<IteratorImpl> make_fn_iterator(std::function<std::optional<Element>()> fn,
-                                               SaveFn save = {}, RestoreFn restore = {});
+                                               SaveFn save = {}, RestoreFn restore = {},
+                                               RestoreFn restore_without = {});
 // A fresh iterator over `d` (its kind set).
 std::unique_ptr<IteratorImpl> make_iter(const Dataset& d);
 // A fresh iterator over `d`, shared so that lambdas can capture it.
