@@ -12,12 +12,15 @@
 #include <cerrno>
 #include <climits>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <functional>
 #include <new>
 #include <random>
 #include <span>
+#include <string>
+#include <string_view>
 #include <thread>
 
 #if defined(__x86_64__) || defined(__i386__)
@@ -44,6 +47,7 @@ constexpr const char* kWho = "ShmCollectives";
 constexpr uint64_t kMagic = 0x5354524154415348ull;  // "STRATASH"
 constexpr size_t kDescBytes = 224;
 constexpr size_t kFailureBytes = 2048;
+constexpr size_t kProgressBytes = 512;
 // How often a sleeping rank checks whether the ranks it waits for still exist.
 constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
 // Pause instructions a waiting rank spins before it starts yielding.
@@ -68,14 +72,47 @@ struct alignas(64) SegmentHeader {
   char failure[kFailureBytes];
 };
 
-// What a rank says about its current call (one per step parity).
+// Text that one rank writes while others may read it (a failure report
+// reading a late rank's call description or progress): stored and loaded in
+// relaxed atomic words, so a reader racing a writer gets torn text at worst,
+// which the reader detects (see CallHeader and RankControl) and drops.
+template <size_t kBytes>
+struct SharedText {
+  std::atomic<uint32_t> length;
+  uint64_t words[kBytes / 8];
+
+  void store(std::string_view text) {
+    const size_t n = std::min(text.size(), kBytes);
+    for (size_t w = 0; w * 8 < n; ++w) {
+      uint64_t word = 0;
+      std::memcpy(&word, text.data() + w * 8, std::min<size_t>(8, n - w * 8));
+      std::atomic_ref<uint64_t>(words[w]).store(word, std::memory_order_relaxed);
+    }
+    length.store(static_cast<uint32_t>(n), std::memory_order_relaxed);
+  }
+  std::string load() const {
+    const size_t n = std::min<size_t>(length.load(std::memory_order_relaxed), kBytes);
+    std::string out(n, '\0');
+    for (size_t w = 0; w * 8 < n; ++w) {
+      const uint64_t word = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(words[w]))
+                                .load(std::memory_order_relaxed);
+      std::memcpy(out.data() + w * 8, &word, std::min<size_t>(8, n - w * 8));
+    }
+    return out;
+  }
+};
+
+// What a rank says about its current call (one per step parity). `call` is
+// stored before the rest is rewritten for a new call and `ready` after, so a
+// reader that finds ready == call == c before and after copying holds call c's
+// description.
 struct CallHeader {
-  uint64_t call;
+  std::atomic<uint64_t> call;
+  std::atomic<uint64_t> ready;
   uint64_t hash;
   int64_t dim0;  // all_gather: this rank's dimension 0
   uint64_t description_hash;
-  uint32_t description_length;
-  char description[kDescBytes];
+  SharedText<kDescBytes> description;
 };
 
 // One rank's control lines.
@@ -84,6 +121,14 @@ struct alignas(64) RankControl {
   alignas(64) std::atomic<uint64_t> posted;   // last step whose data and header are in place
   alignas(64) std::atomic<uint64_t> reduced;  // last step whose share of the result is in place
   alignas(64) CallHeader header[2];
+  // What the failure reports say about this rank: the last call it completed,
+  // and its progress (a sequence lock, odd while being written): when it was
+  // last published (steady clock, shared by the processes of a host) and what
+  // ShmCollectives::set_activity returned then.
+  alignas(64) std::atomic<uint64_t> completed;
+  std::atomic<uint64_t> progress_seq;
+  std::atomic<int64_t> progress_ns;
+  SharedText<kProgressBytes> progress;
 };
 
 size_t round_up(size_t n, size_t to) { return (n + to - 1) / to * to; }
@@ -122,13 +167,9 @@ bool process_exited(int32_t pid) {
   return state == 'Z' || state == 'X';
 }
 
-std::string rank_list(const std::vector<int>& ranks) {
-  std::string out = ranks.size() == 1 ? "rank " : "ranks ";
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    if (i > 0) out += i + 1 == ranks.size() ? " and " : ", ";
-    out += std::to_string(ranks[i]);
-  }
-  return out;
+int64_t steady_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now().time_since_epoch())
+      .count();
 }
 
 // The mapping of one segment.
@@ -179,6 +220,119 @@ struct internal::ShmState {
   // A failure while no segment is mapped (a failed reset, or abort() then).
   ErrorCode local_code STRATA_GUARDED_BY(mu) = ErrorCode::OK;
   std::string local_failure STRATA_GUARDED_BY(mu);
+
+  // Progress published for the peers' failure reports (publish_progress).
+  Mutex progress_mu;
+  std::function<std::string()> activity STRATA_GUARDED_BY(progress_mu);
+  bool stopping STRATA_GUARDED_BY(progress_mu) = false;
+  CondVar progress_cv;
+  // Publishes while the group lives (started after the first rendezvous,
+  // joined by stop_progress before anything it reads goes).
+  std::thread progress_thread;
+
+  // "rank 2" or, with rank names, "rank 2 (/job:worker/task:2)".
+  std::string rank_name(int r) const {
+    return options.rank_names.empty() ? str_cat("rank ", r)
+                                      : str_cat("rank ", r, " (", options.rank_names[r], ")");
+  }
+  // "rank 1 (pid 4242)" or "rank 1 (/job:worker/task:1, pid 4242)".
+  std::string name_with_pid(int r, int32_t pid) const {
+    return options.rank_names.empty()
+               ? str_cat("rank ", r, " (pid ", pid, ")")
+               : str_cat("rank ", r, " (", options.rank_names[r], ", pid ", pid, ")");
+  }
+  // "rank 1", "rank 1 and rank 2", "rank 1, rank 2 and rank 3".
+  std::string names(const std::vector<int>& ranks) const {
+    std::string out;
+    for (size_t i = 0; i < ranks.size(); ++i) {
+      out += i == 0 ? "" : (i + 1 == ranks.size() ? " and " : ", ");
+      out += rank_name(ranks[i]);
+    }
+    return out;
+  }
+
+  std::shared_ptr<Mapping> snapshot() {
+    MutexLock lock(mu);
+    return map;
+  }
+
+  // Writes this rank's progress (now, and what `activity` says) into the segment.
+  void publish_progress() {
+    std::string text;
+    {
+      MutexLock lock(progress_mu);
+      if (activity) text = activity();
+    }
+    const std::shared_ptr<Mapping> m = snapshot();
+    if (m == nullptr) return;
+    RankControl& mine = m->controls[rank];
+    const uint64_t seq = mine.progress_seq.load(std::memory_order_relaxed);
+    mine.progress_seq.store(seq + 1, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
+    mine.progress_ns.store(steady_ns(), std::memory_order_relaxed);
+    mine.progress.store(text);
+    mine.progress_seq.store(seq + 2, std::memory_order_release);
+  }
+  void publish_progress_until_stopped() {
+    for (;;) {
+      publish_progress();
+      MutexLock lock(progress_mu);
+      if (progress_cv.wait_until(progress_mu, Clock::now() + options.progress_interval,
+                                 [this]() STRATA_REQUIRES(progress_mu) { return stopping; }))
+        return;
+    }
+  }
+  void stop_progress() {
+    {
+      MutexLock lock(progress_mu);
+      stopping = true;
+    }
+    progress_cv.notify_all();
+    if (progress_thread.joinable()) progress_thread.join();
+  }
+
+  // What rank `p` was last doing, for a verdict naming it: "; rank 1 was last
+  // heard from 1.2 s before: completed collective #4 all_reduce(SUM,
+  // [float32[]]); step 7, phase input", or "" when it never published its
+  // progress (or the text changed under every attempt to read it).
+  std::string last_heard(const Mapping& m, int p) const {
+    const RankControl& c = m.controls[p];
+    for (int attempt = 0; attempt < 8; ++attempt) {
+      const uint64_t seq = c.progress_seq.load(std::memory_order_acquire);
+      if (seq & 1) {
+        std::this_thread::yield();
+        continue;
+      }
+      const int64_t stamp = c.progress_ns.load(std::memory_order_relaxed);
+      const std::string activity_text = c.progress.load();
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (c.progress_seq.load(std::memory_order_relaxed) != seq) continue;
+      if (seq == 0) return "";
+      char ago[32];
+      std::snprintf(ago, sizeof(ago), "%.1f", double(steady_ns() - stamp) / 1e9);
+      std::string out = str_cat("; ", rank_name(p), " was last heard from ", ago,
+                                " s before: ", completed_text(c));
+      if (!activity_text.empty()) out += str_cat("; ", activity_text);
+      return out;
+    }
+    return "";
+  }
+
+  // "completed collective #4 all_reduce(SUM, [float32[]])" (the description
+  // while the rank's header still holds it), or "completed no collective yet".
+  static std::string completed_text(const RankControl& c) {
+    const uint64_t done = c.completed.load(std::memory_order_acquire);
+    if (done == 0) return "completed no collective yet";
+    for (const CallHeader& h : c.header) {
+      if (h.ready.load(std::memory_order_acquire) != done) continue;
+      std::string d = h.description.load();
+      std::atomic_thread_fence(std::memory_order_acquire);
+      if (h.call.load(std::memory_order_relaxed) == done) {
+        return str_cat("completed collective #", done, " ", d);
+      }
+    }
+    return str_cat("completed collective #", done);
+  }
 
   std::chrono::milliseconds rendezvous_timeout() const {
     return options.rendezvous_timeout.count() > 0 ? options.rendezvous_timeout : options.timeout;
@@ -304,18 +458,21 @@ struct internal::ShmState {
           const int32_t pid = m.controls[p].pid.load();
           if (process_exited(pid)) {
             fail(m, ErrorCode::UNAVAILABLE,
-                 str_cat(kWho, ": ", what(), ": rank ", p, " (pid ", pid, ") exited before it ",
-                         entering ? "entered" : "finished", " it (reported by rank ", rank, ")"));
+                 str_cat(kWho, ": ", what(), ": ", name_with_pid(p, pid), " exited before it ",
+                         entering ? "entered" : "finished", " it (reported by ", rank_name(rank),
+                         ")", last_heard(m, p)));
           }
         }
       }
       if (after >= deadline) {
         const std::vector<int> late = missing(m, counter, s);
         if (late.empty()) return;
+        std::string heard;
+        for (int p : late) heard += last_heard(m, p);
         fail(m, ErrorCode::DEADLINE_EXCEEDED,
-             str_cat(kWho, ": ", what(), ": ", rank_list(late), " never ",
+             str_cat(kWho, ": ", what(), ": ", names(late), " never ",
                      entering ? "entered" : "finished", " it within ", options.timeout.count(),
-                     "ms (reported by rank ", rank, ")"));
+                     "ms (reported by ", rank_name(rank), ")", heard));
       }
     }
   }
@@ -435,21 +592,19 @@ struct internal::ShmState {
     const uint64_t s = ++step;
     CallHeader& mine = m.controls[rank].header[s & 1];
     const uint64_t hash = sig.hash();
-    mine.call = call;
+    mine.call.store(call, std::memory_order_relaxed);
+    std::atomic_thread_fence(std::memory_order_release);
     mine.hash = hash;
     mine.dim0 = dim0;
-    if (mine.description_hash != hash || mine.description_length == 0) {
-      const std::string d = sig.to_string();
-      mine.description_length = static_cast<uint32_t>(std::min(d.size(), kDescBytes));
-      std::memcpy(mine.description, d.data(), mine.description_length);
+    if (mine.description_hash != hash || mine.description.length.load() == 0) {
+      mine.description.store(sig.to_string());
       mine.description_hash = hash;
     }
+    mine.ready.store(call, std::memory_order_release);
     return s;
   }
 
-  static std::string description(const CallHeader& h) {
-    return std::string(h.description, std::min<size_t>(h.description_length, kDescBytes));
-  }
+  static std::string description(const CallHeader& h) { return h.description.load(); }
 
   void check_headers(const Mapping& m, uint64_t s, uint64_t call,
                      std::vector<const CallHeader*>& headers) const {
@@ -458,11 +613,11 @@ struct internal::ShmState {
     for (int p = 0; p < size; ++p) headers[p] = &m.controls[p].header[s & 1];
     for (int p = 0; p < size; ++p) {
       const CallHeader& h = *headers[p];
-      if (h.call == call && h.hash == mine.hash) continue;
-      throw FailedPreconditionError(
-          str_cat(kWho, ": collective schedules differ across ranks: this rank, rank ", rank,
-                  ", issued collective #", call, " ", description(mine), " but rank ", p,
-                  " issued collective #", h.call, " ", description(h)));
+      if (h.call.load(std::memory_order_relaxed) == call && h.hash == mine.hash) continue;
+      throw FailedPreconditionError(str_cat(
+          kWho, ": collective schedules differ across ranks: this rank, rank ", rank,
+          ", issued collective #", call, " ", description(mine), " but rank ", p,
+          " issued collective #", h.call.load(std::memory_order_relaxed), " ", description(h)));
     }
   }
 };
@@ -532,12 +687,29 @@ ShmCollectives::ShmCollectives(int rank, int size, std::shared_ptr<Store> store,
   STRATA_CHECK_ARG(options.rendezvous_timeout.count() >= 0, kWho,
                    ": expected ShmOptions.rendezvous_timeout >= 0, got ",
                    options.rendezvous_timeout.count(), "ms");
+  STRATA_CHECK_ARG(options.rank_names.empty() || options.rank_names.size() == size_t(size), kWho,
+                   ": expected ShmOptions.rank_names to name all ", size, " ranks, got ",
+                   options.rank_names.size(), " names");
+  STRATA_CHECK_ARG(options.progress_interval.count() >= 0, kWho,
+                   ": expected ShmOptions.progress_interval >= 0, got ",
+                   options.progress_interval.count(), "ms");
   state_ = std::make_unique<internal::ShmState>(rank, size, std::move(store), std::move(options));
-  MutexLock call_lock(state_->call_mu);
-  state_->connect();
+  {
+    MutexLock call_lock(state_->call_mu);
+    state_->connect();
+  }
+  internal::ShmState& s = *state_;
+  if (s.options.progress_interval.count() > 0 && size > 1) {
+    s.progress_thread = std::thread([&s] { s.publish_progress_until_stopped(); });
+  }
 }
 
-ShmCollectives::~ShmCollectives() = default;
+ShmCollectives::~ShmCollectives() { state_->stop_progress(); }
+
+void ShmCollectives::set_activity(std::function<std::string()> activity) {
+  MutexLock lock(state_->progress_mu);
+  state_->activity = std::move(activity);
+}
 
 int ShmCollectives::rank() const { return state_->rank; }
 int ShmCollectives::size() const { return state_->size; }
@@ -560,7 +732,9 @@ auto run_call(internal::ShmState& s, int rank, Body&& body) {
   internal::ShmState::check_failure(*m);
   const uint64_t call = ++s.calls;
   const auto deadline = Clock::now() + s.options.timeout;
-  return body(*m, call, deadline);
+  auto result = body(*m, call, deadline);
+  m->controls[s.rank].completed.store(call, std::memory_order_release);
+  return result;
 }
 
 }  // namespace

@@ -68,6 +68,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -95,6 +96,12 @@ struct ShmOptions {
   // How long a waiting rank polls (a short burst of pause instructions, then
   // yielding the core) before it sleeps on the futex.
   std::chrono::microseconds spin{50};
+  // Names of the ranks for error messages ("/job:worker/task:1"); empty, or one per rank.
+  std::vector<std::string> rank_names = {};
+  // How often this rank writes its progress into the segment (a timestamp and
+  // set_activity()'s text): a peer that times out waiting for this rank says
+  // what it was last doing, even when this rank is stopped or hung. 0: never.
+  std::chrono::milliseconds progress_interval = std::chrono::milliseconds(500);
 };
 
 namespace internal {
@@ -124,6 +131,13 @@ class ShmCollectives final : public Collectives {
   void barrier(int rank) override;
   void abort(const std::string& reason) override;
   void reset() override;
+
+  // What this rank is doing besides collectives ("step 41, phase input"),
+  // published with its progress; called on the progress thread, so it must be
+  // thread-safe. nullptr (the default) publishes the collectives alone; set it
+  // back to nullptr before what `activity` reads goes away (this waits for a
+  // call in progress).
+  void set_activity(std::function<std::string()> activity);
 
   // The name the segment had while the rendezvous was under way (removed from
   // /dev/shm once every rank mapped it); for tests and diagnostics.

@@ -226,6 +226,36 @@ TEST(ShmCollectives, MismatchedCallsFailOnEveryRankNamingBothSides) {
   EXPECT_EQ(out[1], (std::vector<float>{1, 4}));
 }
 
+// As GlooCollectives: with rank names, a timeout names the late rank by its
+// task and says what it was last heard doing (its last completed collective
+// and its activity, published into the segment every progress_interval).
+TEST(ShmCollectives, ATimeoutNamesTheLateTaskAndWhatItWasLastDoing) {
+  auto group = make_group(2, {.timeout = 400ms,
+                              .rendezvous_timeout = 30s,
+                              .rank_names = {"/job:chief/task:0", "/job:worker/task:0"},
+                              .progress_interval = 20ms});
+  group[1]->set_activity([] { return std::string("step 3, phase input"); });
+  run_ranks_ok(2, [&](int r) { group[r]->all_reduce(r, constant<float>({1, 2}), ReduceOp::SUM); });
+  std::this_thread::sleep_for(100ms);  // rank 1 publishes its progress a few times
+  const auto c = caught(run_ranks(1, [&](int) { group[0]->barrier(0); })[0]);
+  EXPECT_EQ(c.code, ErrorCode::DEADLINE_EXCEEDED) << c.message;
+  EXPECT_THAT(c.message,
+              HasSubstr("collective #2 barrier(): rank 1 (/job:worker/task:0) never entered it "
+                        "within 400ms (reported by rank 0 (/job:chief/task:0)); rank 1 "
+                        "(/job:worker/task:0) was last heard from "));
+  EXPECT_THAT(c.message,
+              ::testing::ContainsRegex("s before: completed collective #1 all_reduce\\(SUM, "
+                                       "\\[float32\\[2\\]\\]\\); step 3, phase input$"));
+  group[1]->set_activity(nullptr);
+  EXPECT_THAT(caught(run_ranks(1,
+                               [&](int) {
+                                 ShmCollectives(0, 2, std::make_shared<InMemoryStore>(),
+                                                {.rank_names = {"a"}});
+                               })[0])
+                  .message,
+              HasSubstr("expected ShmOptions.rank_names to name all 2 ranks, got 1 names"));
+}
+
 TEST(ShmCollectives, TimeoutNamesTheRankThatNeverEnteredOnEveryRankUntilReset) {
   auto group = make_group(3, {.timeout = 300ms, .rendezvous_timeout = 30s});
   const auto start = std::chrono::steady_clock::now();
