@@ -126,6 +126,8 @@ struct alignas(64) RankControl {
   // last published (steady clock, shared by the processes of a host) and what
   // ShmCollectives::set_activity returned then.
   alignas(64) std::atomic<uint64_t> completed;
+  // ShmCollectives::set_away_until (steady clock ns; 0: not away).
+  std::atomic<int64_t> away_until_ns;
   std::atomic<uint64_t> progress_seq;
   std::atomic<int64_t> progress_ns;
   SharedText<kProgressBytes> progress;
@@ -467,6 +469,14 @@ struct internal::ShmState {
       if (after >= deadline) {
         const std::vector<int> late = missing(m, counter, s);
         if (late.empty()) return;
+        // Late ranks that are all away on a bounded step elsewhere get until
+        // its end (then, or when that step fails, the verdict is theirs).
+        int64_t away = INT64_MAX;
+        for (int p : late) away = std::min(away, m.controls[p].away_until_ns.load());
+        if (away > steady_ns()) {
+          deadline = Clock::time_point(std::chrono::nanoseconds(away));
+          continue;
+        }
         std::string heard;
         for (int p : late) heard += last_heard(m, p);
         fail(m, ErrorCode::DEADLINE_EXCEEDED,
@@ -936,6 +946,27 @@ void ShmCollectives::barrier(int rank) {
     s.check_headers(m, step, call, headers);
     return 0;
   });
+}
+
+void ShmCollectives::fail(const Error& error) {
+  internal::ShmState& s = *state_;
+  MutexLock lock(s.mu);
+  if (s.map != nullptr) {
+    internal::ShmState::record(*s.map, error.code(), error.what());
+  } else if (s.local_code == ErrorCode::OK) {
+    s.local_code = error.code();
+    s.local_failure = error.what();
+  }
+}
+
+void ShmCollectives::set_away_until(std::chrono::steady_clock::time_point until) {
+  const std::shared_ptr<Mapping> m = state_->snapshot();
+  if (m == nullptr) return;
+  const int64_t ns =
+      until == std::chrono::steady_clock::time_point{}
+          ? 0
+          : std::chrono::duration_cast<std::chrono::nanoseconds>(until.time_since_epoch()).count();
+  m->controls[state_->rank].away_until_ns.store(ns);
 }
 
 void ShmCollectives::abort(const std::string& reason) {

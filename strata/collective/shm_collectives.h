@@ -73,6 +73,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/base/errors.h"
 #include "strata/base/store.h"
 #include "strata/collective/collectives.h"
 
@@ -131,6 +132,20 @@ class ShmCollectives final : public Collectives {
   void barrier(int rank) override;
   void abort(const std::string& reason) override;
   void reset() override;
+
+  // Breaks the group with `error`: every rank's waiting and later calls throw
+  // an error of the same code and message until reset() (abort() with the
+  // error's type kept). For a step taken outside this group whose outcome the
+  // other ranks wait for here (HostHierarchicalCollectives' cross-host step).
+  // The first failure of the group wins. Never blocks on other ranks.
+  void fail(const Error& error);
+
+  // Says that this rank is busy outside the group until `until` (a step
+  // elsewhere bounded by its own timeout): a rank of the group whose call
+  // times out waiting only for ranks that are away keeps waiting until the
+  // earliest of their `until`s instead of reporting them. A default
+  // time_point clears it. The liveness check still applies.
+  void set_away_until(std::chrono::steady_clock::time_point until);
 
   // What this rank is doing besides collectives ("step 41, phase input"),
   // published with its progress; called on the progress thread, so it must be
