@@ -13,6 +13,7 @@
 #include <climits>
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <functional>
@@ -624,9 +625,12 @@ struct internal::ShmState {
     for (int p = 0; p < size; ++p) {
       const CallHeader& h = *headers[p];
       if (h.call.load(std::memory_order_relaxed) == call && h.hash == mine.hash) continue;
+      // Ranks named after their tasks are workers (as GlooCollectives says).
+      const bool workers = !options.rank_names.empty();
       throw FailedPreconditionError(str_cat(
-          kWho, ": collective schedules differ across ranks: this rank, rank ", rank,
-          ", issued collective #", call, " ", description(mine), " but rank ", p,
+          kWho, ": collective schedules differ across ",
+          workers ? "workers: this worker, " : "ranks: this rank, ", rank_name(rank),
+          ", issued collective #", call, " ", description(mine), " but ", rank_name(p),
           " issued collective #", h.call.load(std::memory_order_relaxed), " ", description(h)));
     }
   }
@@ -685,6 +689,20 @@ bool reducible_list(const std::vector<Tensor>& tensors) {
 }
 
 }  // namespace
+
+std::string shm_host_identity() {
+  if (const char* forced = std::getenv("STRATA_HOST_ID"); forced != nullptr && *forced != '\0') {
+    return forced;
+  }
+  char host[256] = {};
+  if (::gethostname(host, sizeof(host) - 1) != 0) std::strcpy(host, "?");
+  std::string boot;
+  std::ifstream("/proc/sys/kernel/random/boot_id") >> boot;
+  struct stat shm {};
+  if (::stat("/dev/shm", &shm) != 0) shm = {};
+  return str_cat(host, " boot ", boot.empty() ? std::string("?") : boot, " shm ", shm.st_dev, ":",
+                 shm.st_ino, " uid ", ::geteuid());
+}
 
 ShmCollectives::ShmCollectives(int rank, int size, std::shared_ptr<Store> store,
                                ShmOptions options) {

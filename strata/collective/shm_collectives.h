@@ -105,6 +105,15 @@ struct ShmOptions {
   std::chrono::milliseconds progress_interval = std::chrono::milliseconds(500);
 };
 
+// Who can share a segment with this process: "<hostname> boot <boot id> shm
+// <device>:<inode of /dev/shm> uid <effective uid>". Two processes with the
+// same identity run on one booted machine, see one /dev/shm file system (not
+// two containers with their own) and may open each other's segments (which
+// are made 0600). The environment variable STRATA_HOST_ID, when set and not
+// empty, replaces it (processes whose STRATA_HOST_ID agree must then be able
+// to map each other's segments).
+std::string shm_host_identity();
+
 namespace internal {
 struct ShmState;
 }  // namespace internal

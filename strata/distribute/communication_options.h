@@ -38,6 +38,17 @@
 // MirroredVariable and all compare them; copies that differ make run raise
 // DataLossError on every worker naming the variable, the step and which
 // replicas hold which fingerprint (docs/divergence.md). 0 = never.
+// shared_memory (MultiWorkerMirroredStrategy; with AUTO and RING alike):
+// AUTO, the default, lets workers that run on one host exchange through
+// shared memory (collective/shm_collectives.h) instead of TCP: all workers on
+// one host -> shared memory only; workers on several hosts, some of them
+// sharing one -> shared memory within each host and Gloo across one leader
+// per host (collective/host_hierarchical_collectives.h); one worker per host
+// -> Gloo only. Workers are on one host when they publish the same host
+// identity at the rendezvous (collective::shm_host_identity: hostname, boot
+// id, the /dev/shm file system and user; STRATA_HOST_ID overrides it). OFF
+// keeps every exchange on Gloo over TCP. MirroredStrategy (one process)
+// ignores it. multi_worker_mirrored_strategy.h says which transport was chosen.
 
 #include <cstdint>
 #include <optional>
@@ -48,6 +59,9 @@ namespace strata::distribute {
 enum class CommunicationImplementation { AUTO, RING, NCCL };
 std::string_view communication_implementation_name(CommunicationImplementation i) noexcept;
 
+// Whether co-located workers exchange through shared memory (see above).
+enum class SharedMemory { AUTO, OFF };
+
 struct CommunicationOptions {
   int64_t bytes_per_pack = 0;
   std::optional<double> timeout_seconds = std::nullopt;
@@ -56,6 +70,7 @@ struct CommunicationOptions {
   bool deterministic_reduction = false;
   int deterministic_micro_batches = 8;
   int64_t check_divergence_every_n_steps = 0;
+  SharedMemory shared_memory = SharedMemory::AUTO;
 };
 
 // InvalidArgumentError for a negative bytes_per_pack, a non-positive

@@ -19,7 +19,9 @@
 #include "strata/cluster/tcp_store.h"
 #include "strata/collective/gloo_collectives.h"
 #include "strata/collective/hierarchical_collectives.h"
+#include "strata/collective/host_hierarchical_collectives.h"
 #include "strata/collective/local_collectives.h"
+#include "strata/collective/shm_collectives.h"
 #include "strata/core/config.h"
 #include "strata/core/device.h"
 #include "strata/distribute/distributed_variable.h"
@@ -327,27 +329,139 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
                      local, "; every worker needs the same number of devices");
   }
 
+  // Where each worker runs: the workers that publish the same host identity
+  // can share memory. Hosts are numbered by their lowest worker.
+  // Each publishes its shared_memory choice with it (they must agree: a worker
+  // that chose otherwise would wait in another rendezvous until the deadline).
+  const std::string host_key = "strata/mwms/host/";
+  const std::string my_choice = comm.shared_memory == SharedMemory::OFF ? "OFF" : "AUTO";
+  store_->set(str_cat(host_key, worker_index_),
+              to_bytes(str_cat(my_choice, " ", collective::shm_host_identity())), answer());
+  await_workers(*store_, host_key, names, me, startup, deadline);
+  std::vector<int> host_of(num_workers_);
+  std::vector<std::string> hosts;  // identities, by host number
+  for (int w = 0; w < num_workers_; ++w) {
+    const std::string value = to_string(store_->get(str_cat(host_key, w), answer()));
+    const std::string choice = value.substr(0, value.find(' '));
+    STRATA_CHECK_ARG(choice == my_choice, "MultiWorkerMirroredStrategy: ", names[w],
+                     " runs with communication_options.shared_memory ", choice, " but ", me,
+                     " with ", my_choice, "; every worker needs the same");
+    const std::string id = value.substr(std::min(value.size(), choice.size() + 1));
+    const auto it = std::find(hosts.begin(), hosts.end(), id);
+    host_of[w] = static_cast<int>(it - hosts.begin());
+    if (it == hosts.end()) hosts.push_back(id);
+  }
+  num_hosts_ = static_cast<int>(hosts.size());
+  const int my_host = host_of[worker_index_];
+  std::vector<int> members;  // the workers of this worker's host
+  for (int w = 0; w < num_workers_; ++w) {
+    if (host_of[w] == my_host) members.push_back(w);
+  }
+  const bool shared = comm.shared_memory == SharedMemory::AUTO && num_hosts_ < num_workers_;
+  const bool leader = members.front() == worker_index_;
+
+  if (shared) {
+    // This host's workers (all of them with one host) over shared memory.
+    if (members.size() > 1) {
+      std::vector<std::string> member_names;
+      for (int w : members) member_names.push_back(names[w]);
+      const int position = static_cast<int>(
+          std::find(members.begin(), members.end(), worker_index_) - members.begin());
+      shm_ = std::make_shared<collective::ShmCollectives>(
+          position, static_cast<int>(members.size()), store_,
+          collective::ShmOptions{.timeout = call_timeout,
+                                 .rendezvous_timeout = left(),
+                                 .prefix = str_cat("strata/mwms/shm/host_", my_host),
+                                 .rank_names = member_names});
+    }
+  }
+  if (!shared || (num_hosts_ > 1 && leader)) {
+    // Gloo among every worker, or among the hosts' leaders.
+    std::vector<int> ranks;  // the workers in the Gloo group, by Gloo rank
+    if (shared) {
+      // Host h's leader is its first worker (hosts are numbered in that order).
+      for (int w = 0; w < num_workers_; ++w) {
+        if (host_of[w] == static_cast<int>(ranks.size())) ranks.push_back(w);
+      }
+    } else {
+      for (int w = 0; w < num_workers_; ++w) ranks.push_back(w);
+    }
+    gloo_ = connect_gloo(ranks, names, my_address, call_timeout, deadline);
+  }
+
+  if (shared && num_hosts_ == 1) {
+    cross_workers_ = shm_;
+    transport_ = "shared_memory";
+  } else if (shared) {
+    cross_workers_ = std::make_shared<collective::HostHierarchicalCollectives>(
+        worker_index_, host_of, shm_, gloo_, call_timeout);
+    transport_ = "shared_memory+gloo";
+  } else {
+    cross_workers_ = gloo_;
+    transport_ = "gloo";
+  }
+  STRATA_LOG(INFO, "MultiWorkerMirroredStrategy: ", me, ": ", num_workers_, " workers on ",
+             num_hosts_, num_hosts_ == 1 ? " host" : " hosts", " (this one: ", members.size(),
+             members.size() == 1 ? " worker" : " workers", "); collectives across workers: ",
+             transport_ == "shared_memory"        ? "shared memory"
+             : transport_ == "shared_memory+gloo" ? "shared memory within each host, Gloo over "
+                                                    "TCP across the hosts' leaders"
+                                                  : "Gloo over TCP",
+             " (", transport_, ")");
+  // The local replicas wait for local rank 0's cross-worker step inside their
+  // in-process calls: bounding those waits by the same timeout would let a
+  // local "rank 0 never arrived" race the cross-worker verdict (which task
+  // never entered which collective) and hide it. They wait for twice the
+  // cross-worker timeout and a margin instead; the cross step's own timeout
+  // still bounds every call, and its error is handed to every local replica.
+  auto in_process = std::make_shared<collective::LocalCollectives>(
+      local, collective::CollectiveOptions{.timeout = 2 * call_timeout + std::chrono::seconds(5)});
+  set_collectives(std::make_shared<collective::HierarchicalCollectives>(
+      local, in_process, cross_workers_, worker_index_));
+  // What this worker is doing, published with its progress for the other
+  // workers' reports of a collective that timed out waiting for it.
+  auto activity = [this] {
+    const StepProfiler* profiler = step_profiler();
+    return profiler != nullptr ? profiler->activity()
+                               : std::string("step phase unknown (no step profile)");
+  };
+  if (gloo_) gloo_->set_activity(activity);
+  if (shm_) shm_->set_activity(activity);
+}
+
+std::shared_ptr<collective::GlooCollectives> MultiWorkerMirroredStrategy::connect_gloo(
+    const std::vector<int>& workers, const std::vector<std::string>& names,
+    const std::string& my_address, std::chrono::milliseconds call_timeout,
+    std::chrono::steady_clock::time_point deadline) {
+  const auto left = [deadline] { return left_until(deadline); };
+  const auto answer = [deadline] { return answer_time(deadline); };
+  const std::string me = str_cat("worker ", worker_index_, " (", names[worker_index_], ")");
+  const int size = static_cast<int>(workers.size());
+  const int rank =
+      static_cast<int>(std::find(workers.begin(), workers.end(), worker_index_) - workers.begin());
+  std::vector<std::string> rank_names;
+  for (int w : workers) rank_names.push_back(names[w]);
   // Gloo's TCP mesh set-up occasionally fails with a reset connection on a
   // loaded machine, and a stray connection to one of its ports while it forms
-  // fails the attempt's mesh check (GlooCollectives). Every worker reports how
+  // fails the attempt's mesh check (GlooCollectives). Every member reports how
   // its attempt went (its last one too, so nobody waits for a worker that
   // gave up) and all retry together, under a fresh key prefix and on fresh
-  // ports, until every worker succeeded; every attempt and every wait for the
+  // ports, until every member succeeded; every attempt and every wait for the
   // reports ends by the start-up deadline.
   constexpr int kAttempts = 5;
-  std::string failures;  // of the last attempt, per worker
-  for (int attempt = 0; attempt < kAttempts && !cross_workers_; ++attempt) {
+  std::string failures;  // of the last attempt, per member
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
     std::shared_ptr<collective::GlooCollectives> group;
     std::exception_ptr mine;
     std::string failure;
     try {
       group = std::make_shared<collective::GlooCollectives>(
-          worker_index_, num_workers_, store_,
+          rank, size, store_,
           collective::GlooOptions{.timeout = call_timeout,
                                   .rendezvous_timeout = left(),
                                   .hostname = cluster::split_host_port(my_address).first,
                                   .prefix = str_cat("strata/mwms/gloo/attempt_", attempt),
-                                  .rank_names = names});
+                                  .rank_names = rank_names});
     } catch (const Error& e) {
       if (e.code() != ErrorCode::UNAVAILABLE && e.code() != ErrorCode::DEADLINE_EXCEEDED) throw;
       mine = std::current_exception();
@@ -365,37 +479,21 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
       std::rethrow_exception(mine);
     }
     failures.clear();
-    for (int w = 0; w < num_workers_; ++w) {
+    for (int w : workers) {
       const std::string theirs = to_string(store_->get(key + std::to_string(w), left()));
       if (theirs != "ok") failures += str_cat("; ", names[w], ": ", theirs);
     }
-    if (failures.empty()) cross_workers_ = std::move(group);
+    if (failures.empty()) return group;
   }
-  STRATA_CHECK(UNAVAILABLE, cross_workers_ != nullptr, "MultiWorkerMirroredStrategy: ", me,
-               " could not connect the workers' Gloo group after ", kAttempts, " attempts",
-               failures);
-  // The local replicas wait for local rank 0's cross-worker step inside their
-  // in-process calls: bounding those waits by the same timeout would let a
-  // local "rank 0 never arrived" race the cross-worker verdict (which task
-  // never entered which collective) and hide it. They wait for twice the
-  // cross-worker timeout and a margin instead; the cross step's own timeout
-  // still bounds every call, and its error is handed to every local replica.
-  auto in_process = std::make_shared<collective::LocalCollectives>(
-      local, collective::CollectiveOptions{.timeout = 2 * call_timeout + std::chrono::seconds(5)});
-  set_collectives(std::make_shared<collective::HierarchicalCollectives>(
-      local, in_process, cross_workers_, worker_index_));
-  // What this worker is doing, published with its progress for the other
-  // workers' reports of a collective that timed out waiting for it.
-  cross_workers_->set_activity([this] {
-    const StepProfiler* profiler = step_profiler();
-    return profiler != nullptr ? profiler->activity()
-                               : std::string("step phase unknown (no step profile)");
-  });
+  throw UnavailableError(str_cat("MultiWorkerMirroredStrategy: ", me,
+                                 " could not connect the workers' Gloo group after ", kAttempts,
+                                 " attempts", failures));
 }
 
 MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() {
-  // The group may outlive this strategy (a distributed dataset holds it).
-  if (cross_workers_) cross_workers_->set_activity(nullptr);
+  // The groups may outlive this strategy (a distributed dataset holds them).
+  if (gloo_) gloo_->set_activity(nullptr);
+  if (shm_) shm_->set_activity(nullptr);
 }
 
 namespace {

@@ -27,11 +27,21 @@
 //      listing them (or naming the chief and its address when the chief's
 //      store never answered).
 //   3. Workers exchange their local replica counts (they must agree:
-//      InvalidArgumentError naming the worker that differs) and build a Gloo
-//      group over TCP (one rank per worker, listening on the host of the
-//      worker's own address).
-//   4. All-reduces are hierarchical: in-process reduce -> one Gloo all-reduce
-//      per process -> local hand-out (collective/hierarchical_collectives.h).
+//      InvalidArgumentError naming the worker that differs) and their host
+//      identities (collective::shm_host_identity), and build the group that
+//      connects them, one rank per worker (cross_worker_transport() says
+//      which; every worker logs it at INFO):
+//        "shared_memory": every worker on one host -> collective::ShmCollectives;
+//        "shared_memory+gloo": several hosts, some running several workers ->
+//          collective::HostHierarchicalCollectives: shared memory within each
+//          host, a Gloo group over TCP among the hosts' leaders (the lowest
+//          worker of each host, listening on the host of its own address);
+//        "gloo": one worker per host, or communication_options.shared_memory
+//          OFF -> a Gloo group over TCP among all workers.
+//      (communication_options.h, shared_memory.)
+//   4. All-reduces are hierarchical: in-process reduce -> one all-reduce
+//      across workers per process -> local hand-out
+//      (collective/hierarchical_collectives.h).
 // Worker w's replicas are global replicas [w*L, (w+1)*L) and its input
 // pipeline id is w (multi_worker_util::id_in_cluster), so
 // experimental_distribute_dataset shards the input across workers by the
@@ -45,7 +55,13 @@
 // Failure: a worker that dies or stops answering makes the others' pending
 // collectives fail (UnavailableError, or DeadlineExceededError after
 // timeout_seconds, naming the task that never entered collective #k and what
-// that collective was); `run` re-throws it naming the replica. Workers whose
+// that collective was, and what that task was last heard doing); `run`
+// re-throws it naming the replica. Over shared memory a dead worker is found
+// within about 0.1 s (every waiting worker checks the pids of those it waits
+// for), and no segment outlives the workers (removed from /dev/shm once all
+// mapped it). In a "shared_memory+gloo" cluster the workers of the host where
+// a worker failed report that worker; the other hosts report that host's
+// leader (UnavailableError: its leader aborts the leaders' group at once). Workers whose
 // collective schedules differ (another collective, op, dtype, shape at the
 // same sequence number) fail at once with FailedPreconditionError on every
 // worker, showing both sides (collective/gloo_collectives.h). There is no in-job
@@ -59,8 +75,10 @@
 // into <dir>/workertemp_<task_id>, removed after each save.
 // Thread-safety: as every strategy, driven by one thread at a time.
 
+#include <chrono>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "strata/cluster/cluster_resolver.h"
 #include "strata/distribute/communication_options.h"
@@ -75,8 +93,10 @@ class TcpStoreServer;
 }  // namespace strata::cluster
 
 namespace strata::collective {
+class Collectives;
 class GlooCollectives;
-}
+class ShmCollectives;
+}  // namespace strata::collective
 
 namespace strata::distribute {
 
@@ -104,6 +124,12 @@ class MultiWorkerMirroredStrategy : public ReplicatedStrategy {
   StepAgreement step_agreement() const override;
 
   int num_workers() const noexcept { return num_workers_; }
+  // How collectives cross between workers: "shared_memory",
+  // "shared_memory+gloo", "gloo", or "none" in single-worker mode (see above).
+  const std::string& cross_worker_transport() const noexcept { return transport_; }
+  // The number of hosts the workers run on (as their host identities say; 1
+  // in single-worker mode).
+  int num_hosts() const noexcept { return num_hosts_; }
   int worker_index() const noexcept { return worker_index_; }
   bool is_chief() const noexcept { return is_chief_; }
 
@@ -114,6 +140,12 @@ class MultiWorkerMirroredStrategy : public ReplicatedStrategy {
   struct Setup;
   static std::unique_ptr<Setup> make_setup(MultiWorkerMirroredStrategyOptions options);
   explicit MultiWorkerMirroredStrategy(std::unique_ptr<Setup> setup);
+  // The Gloo group of `workers` (this worker among them; Gloo rank = position),
+  // retried as a whole until every member connected, by `deadline`.
+  std::shared_ptr<collective::GlooCollectives> connect_gloo(
+      const std::vector<int>& workers, const std::vector<std::string>& names,
+      const std::string& my_address, std::chrono::milliseconds call_timeout,
+      std::chrono::steady_clock::time_point deadline);
 
   cluster_resolver::ClusterResolverRef resolver_;
   int num_workers_;
@@ -121,7 +153,13 @@ class MultiWorkerMirroredStrategy : public ReplicatedStrategy {
   bool is_chief_;
   std::unique_ptr<cluster::TcpStoreServer> store_server_;  // the chief's
   std::shared_ptr<Store> store_;
-  std::shared_ptr<collective::GlooCollectives> cross_workers_;
+  // The group across workers (one rank per worker), and the groups it is made
+  // of that publish this worker's activity for the others' failure reports.
+  std::shared_ptr<collective::Collectives> cross_workers_;
+  std::shared_ptr<collective::GlooCollectives> gloo_;
+  std::shared_ptr<collective::ShmCollectives> shm_;
+  std::string transport_ = "none";
+  int num_hosts_ = 1;
 };
 
 // tf.distribute.experimental.MultiWorkerMirroredStrategy: the name the seed page and

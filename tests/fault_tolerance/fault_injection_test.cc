@@ -43,16 +43,18 @@ using namespace std::chrono_literals;
 // One process of the job, its output in a file; killed (SIGKILL) when destroyed.
 class Task {
  public:
-  // `token` is the task's STRATA_CLUSTER_TOKEN (none when empty).
+  // `token` is the task's STRATA_CLUSTER_TOKEN (none when empty); `host_id`
+  // its STRATA_HOST_ID (the host it pretends to run on; none when empty).
   Task(const std::vector<std::string>& args, const std::string& tf_config, std::string out_path,
-       const std::string& token = "")
+       const std::string& token = "", const std::string& host_id = "")
       : out_path_(std::move(out_path)) {
     std::vector<std::string> env_strings{"TF_CONFIG=" + tf_config, "STRATA_CPU_DEVICES=1"};
     if (!token.empty()) env_strings.push_back("STRATA_CLUSTER_TOKEN=" + token);
+    if (!host_id.empty()) env_strings.push_back("STRATA_HOST_ID=" + host_id);
     for (char** e = environ; *e != nullptr; ++e) {
       const std::string entry(*e);
       if (entry.rfind("TF_CONFIG=", 0) != 0 && entry.rfind("STRATA_CPU_DEVICES=", 0) != 0 &&
-          entry.rfind("STRATA_CLUSTER_TOKEN=", 0) != 0)
+          entry.rfind("STRATA_CLUSTER_TOKEN=", 0) != 0 && entry.rfind("STRATA_HOST_ID=", 0) != 0)
         env_strings.push_back(entry);
     }
     std::vector<char*> envp, argv;
@@ -143,18 +145,33 @@ double seconds_since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-TEST(FaultInjection, AStoppedChiefFailsTheWorkerWithinTheTimeoutNamingTheChief) {
+// The two ways collectives cross between the two tasks on loopback: shared
+// memory (the default for workers on one host) and Gloo over TCP
+// (CommunicationOptions.shared_memory OFF). The failure tests run over both.
+struct Transport {
+  std::string name;                // MultiWorkerMirroredStrategy::cross_worker_transport()
+  std::vector<std::string> flags;  // fault_worker's flags selecting it
+};
+const std::vector<Transport> kTransports = {{"shared_memory", {}},
+                                            {"gloo", {"--shared-memory", "0"}}};
+
+std::vector<std::string> with(std::vector<std::string> args, const Transport& t) {
+  args.insert(args.end(), t.flags.begin(), t.flags.end());
+  return args;
+}
+
+void stopped_chief_case(const Transport& transport) {
   // The chief serves the store: a worker that times out must not wait on it
   // for its report (the store client's own 300 s default) on top of the
   // collective timeout.
   constexpr auto kTimeout = 2s;
   const strata::TempDir dir("fault_injection");
   const std::vector<int> ports = strata::cluster::pick_free_ports(2);
-  const std::vector<std::string> args{"--timeout", "2", "--steps", "100000"};
+  const std::vector<std::string> args = with({"--timeout", "2", "--steps", "100000"}, transport);
   Task chief(args, tf_config(ports, "chief"), dir.file("chief.out"));
   Task worker(args, tf_config(ports, "worker"), dir.file("worker.out"));
-  ASSERT_TRUE(chief.wait_for_output("ready", 30s)) << chief.output();
-  ASSERT_TRUE(worker.wait_for_output("ready", 30s)) << worker.output();
+  ASSERT_TRUE(chief.wait_for_output("ready (" + transport.name + ")", 30s)) << chief.output();
+  ASSERT_TRUE(worker.wait_for_output("ready (" + transport.name + ")", 30s)) << worker.output();
   ASSERT_EQ(::kill(chief.pid(), SIGSTOP), 0);
   const auto stopped = Clock::now();
   // The collective timeout, then at most one report to the stopped store
@@ -175,15 +192,16 @@ TEST(FaultInjection, AStoppedChiefFailsTheWorkerWithinTheTimeoutNamingTheChief) 
 // collective it never entered (or never finished), and what it was last heard
 // doing (its progress, published every half second: its last completed
 // collective and its step phase).
-TEST(FaultInjection, AStoppedWorkerIsNamedWithWhatItWasLastDoing) {
+void stopped_worker_case(const Transport& transport) {
   constexpr auto kTimeout = 2s;
   const strata::TempDir dir("fault_injection");
   const std::vector<int> ports = strata::cluster::pick_free_ports(2);
-  const std::vector<std::string> args{"--timeout", "2", "--steps", "100000", "--profile", "1"};
+  const std::vector<std::string> args =
+      with({"--timeout", "2", "--steps", "100000", "--profile", "1"}, transport);
   Task chief(args, tf_config(ports, "chief"), dir.file("chief.out"));
   Task worker(args, tf_config(ports, "worker"), dir.file("worker.out"));
-  ASSERT_TRUE(chief.wait_for_output("ready", 30s)) << chief.output();
-  ASSERT_TRUE(worker.wait_for_output("ready", 30s)) << worker.output();
+  ASSERT_TRUE(chief.wait_for_output("ready (" + transport.name + ")", 30s)) << chief.output();
+  ASSERT_TRUE(worker.wait_for_output("ready (" + transport.name + ")", 30s)) << worker.output();
   std::this_thread::sleep_for(2500ms);  // several progress reports after some steps
   ASSERT_EQ(::kill(worker.pid(), SIGSTOP), 0);
   const std::optional<int> status = chief.wait_exit(kTimeout + 2s + 3s);
@@ -202,6 +220,22 @@ TEST(FaultInjection, AStoppedWorkerIsNamedWithWhatItWasLastDoing) {
   EXPECT_THAT(out, ::testing::ContainsRegex("step [0-9]+, phase (input|collective_wait|"
                                             "collective_transfer)"));
   std::printf("%s", out.c_str());  // the example in docs/reliability.md
+}
+
+TEST(FaultInjection, AStoppedChiefFailsTheWorkerWithinTheTimeoutNamingTheChief) {
+  for (const Transport& transport : kTransports) {
+    SCOPED_TRACE(transport.name);
+    std::printf("over %s: ", transport.name.c_str());
+    stopped_chief_case(transport);
+  }
+}
+
+TEST(FaultInjection, AStoppedWorkerIsNamedWithWhatItWasLastDoing) {
+  for (const Transport& transport : kTransports) {
+    SCOPED_TRACE(transport.name);
+    std::printf("over %s:\n", transport.name.c_str());
+    stopped_worker_case(transport);
+  }
 }
 
 TEST(FaultInjection, StrayConnectionsToTheStorePortDoNotStopTheJob) {
@@ -440,7 +474,8 @@ void run_with_gloo_strays(bool garbage) {
   for (int trial = 0; trial < 8 && placed == 0; ++trial) {
     const strata::TempDir dir("fault_injection");
     const std::vector<int> ports = strata::cluster::pick_free_ports(2);
-    const std::vector<std::string> args{"--timeout", "20", "--steps", "20"};
+    // The Gloo mesh only forms over TCP.
+    const std::vector<std::string> args{"--timeout", "20", "--steps", "20", "--shared-memory", "0"};
     const auto start = Clock::now();
     Task chief(args, tf_config(ports, "chief"), dir.file("chief.out"), kToken);
     Task worker(args, tf_config(ports, "worker"), dir.file("worker.out"), kToken);
@@ -538,6 +573,106 @@ TEST(FaultInjection, TheStoreListensOnlyAtTheChiefsTFConfigAddress) {
     ASSERT_TRUE(listening) << chief.output();
     EXPECT_EQ(accepts("127.0.0.1", ports[0]), all) << (all ? "every interface" : "one address");
   }
+}
+
+// The shared-memory segments /dev/shm holds that process `pid` created
+// (ShmCollectives names them /strata-shm-<pid>-<random>).
+std::vector<std::string> segments_of(pid_t pid) {
+  std::vector<std::string> out;
+  const std::string prefix = "strata-shm-" + std::to_string(pid) + "-";
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    const std::string name = entry.path().filename().string();
+    if (name.rfind(prefix, 0) == 0) out.push_back(name);
+  }
+  return out;
+}
+
+// Over shared memory a SIGKILLed worker is found by its pid: the chief fails
+// at once (well within the collective timeout) naming the task, and no
+// segment is left in /dev/shm (none is there while the job runs either: it
+// leaves /dev/shm once both processes mapped it).
+TEST(FaultInjection, AKilledWorkerOnSharedMemoryIsNamedAndLeavesNoSegment) {
+  const strata::TempDir dir("fault_injection");
+  const std::vector<int> ports = strata::cluster::pick_free_ports(2);
+  const std::vector<std::string> args{"--timeout", "10", "--steps", "100000", "--profile", "1"};
+  Task chief(args, tf_config(ports, "chief"), dir.file("chief.out"));
+  Task worker(args, tf_config(ports, "worker"), dir.file("worker.out"));
+  ASSERT_TRUE(chief.wait_for_output("ready (shared_memory)", 30s)) << chief.output();
+  ASSERT_TRUE(worker.wait_for_output("ready (shared_memory)", 30s)) << worker.output();
+  std::this_thread::sleep_for(1s);
+  EXPECT_THAT(segments_of(chief.pid()), ::testing::IsEmpty());
+  ASSERT_EQ(::kill(worker.pid(), SIGKILL), 0);
+  const auto killed = Clock::now();
+  const std::optional<int> status = chief.wait_exit(10s + 3s);
+  const double detected = seconds_since(killed);
+  ASSERT_TRUE(status.has_value()) << chief.output();
+  std::printf("a killed worker over shared memory: detected in %.2f s (collective timeout 10 s)\n",
+              detected);
+  EXPECT_LT(detected, 5.0);
+  EXPECT_EQ(*status, 1) << chief.output();
+  const std::string out = chief.output();
+  EXPECT_THAT(out, HasSubstr("error (UNAVAILABLE)"));
+  EXPECT_THAT(out, ::testing::ContainsRegex("rank 1 \\(/job:worker/task:0, pid [0-9]+\\) exited "
+                                            "before it (entered|finished) it"));
+  EXPECT_THAT(segments_of(chief.pid()), ::testing::IsEmpty());
+  EXPECT_THAT(segments_of(worker.pid()), ::testing::IsEmpty());
+}
+
+// TF_CONFIG of task `type`:`index` in a job of one chief and two workers at `ports`.
+std::string tf_config3(const std::vector<int>& ports, const std::string& type, int index) {
+  return "{\"cluster\": {\"chief\": [\"127.0.0.1:" + std::to_string(ports[0]) +
+         "\"], \"worker\": [\"127.0.0.1:" + std::to_string(ports[1]) +
+         "\", \"127.0.0.1:" + std::to_string(ports[2]) + "\"]}, \"task\": {\"type\": \"" + type +
+         "\", \"index\": " + std::to_string(index) + "}}";
+}
+
+// Three tasks on two (pretended) hosts: the chief and worker 1 on host A,
+// worker 0 on host B. Collectives use shared memory within host A and Gloo
+// between the chief and worker 0 (the hosts' leaders); every sum is checked.
+// Then worker 1 is killed: the chief names it (it shares its memory), worker
+// 0 on the other host fails too, within the timeout, naming the chief (the
+// leader of the host where the failure happened).
+TEST(FaultInjection, WorkersOnTwoHostsUseSharedMemoryWithinAHostAndGlooAcross) {
+  const strata::TempDir dir("fault_injection");
+  {
+    const std::vector<int> ports = strata::cluster::pick_free_ports(3);
+    const std::vector<std::string> args{"--timeout", "20", "--steps", "20"};
+    Task chief(args, tf_config3(ports, "chief", 0), dir.file("chief.out"), "", "host-a");
+    Task worker0(args, tf_config3(ports, "worker", 0), dir.file("worker0.out"), "", "host-b");
+    Task worker1(args, tf_config3(ports, "worker", 1), dir.file("worker1.out"), "", "host-a");
+    for (Task* t : {&chief, &worker0, &worker1}) {
+      const std::optional<int> status = t->wait_exit(60s);
+      ASSERT_TRUE(status.has_value()) << t->output();
+      EXPECT_EQ(*status, 0) << t->output();
+      EXPECT_THAT(t->output(), HasSubstr("ready (shared_memory+gloo)"));
+      EXPECT_THAT(t->output(), HasSubstr("done"));
+    }
+  }
+  const std::vector<int> ports = strata::cluster::pick_free_ports(3);
+  const std::vector<std::string> args{"--timeout", "5", "--steps", "100000"};
+  Task chief(args, tf_config3(ports, "chief", 0), dir.file("chief2.out"), "", "host-a");
+  Task worker0(args, tf_config3(ports, "worker", 0), dir.file("worker02.out"), "", "host-b");
+  Task worker1(args, tf_config3(ports, "worker", 1), dir.file("worker12.out"), "", "host-a");
+  for (Task* t : {&chief, &worker0, &worker1}) {
+    ASSERT_TRUE(t->wait_for_output("ready (shared_memory+gloo)", 30s)) << t->output();
+  }
+  std::this_thread::sleep_for(500ms);
+  ASSERT_EQ(::kill(worker1.pid(), SIGKILL), 0);
+  const auto killed = Clock::now();
+  const std::optional<int> chief_status = chief.wait_exit(5s + 3s);
+  const std::optional<int> worker0_status = worker0.wait_exit(5s + 8s);
+  std::printf("a killed worker on a host of two: the job failed in %.2f s\n",
+              seconds_since(killed));
+  ASSERT_TRUE(chief_status.has_value()) << chief.output();
+  ASSERT_TRUE(worker0_status.has_value()) << worker0.output();
+  EXPECT_EQ(*chief_status, 1);
+  EXPECT_EQ(*worker0_status, 1);
+  EXPECT_THAT(chief.output(), HasSubstr("error (UNAVAILABLE)"));
+  EXPECT_THAT(chief.output(), HasSubstr("(/job:worker/task:1, pid "));
+  EXPECT_THAT(worker0.output(), HasSubstr("error ("));
+  EXPECT_THAT(worker0.output(), HasSubstr("/job:chief/task:0"));
+  std::printf("the chief: %sworker 0: %s", chief.output().c_str(), worker0.output().c_str());
 }
 
 }  // namespace

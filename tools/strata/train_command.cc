@@ -485,6 +485,7 @@ std::unique_ptr<sd::Strategy> make_strategy(const TrainOptions& o) {
   // TF_CONFIG says which worker this is (`strata launch` sets it); without it, one worker.
   if (o.strategy == "multi_worker") {
     if (o.collective_timeout > 0) comm.timeout_seconds = o.collective_timeout;
+    comm.shared_memory = o.shared_memory == "off" ? sd::SharedMemory::OFF : sd::SharedMemory::AUTO;
     return std::make_unique<sd::MultiWorkerMirroredStrategy>(
         sd::MultiWorkerMirroredStrategyOptions{.communication_options = comm});
   }
@@ -830,6 +831,12 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
                    "mirrored, multi_worker: compare every replica's copy of every variable every "
                    "N steps and fail naming the ones that differ (0 = never)")
       ->check(whole_in(0, int64_t{1} << 40));
+  train
+      ->add_option("--shared-memory", o.shared_memory,
+                   "multi_worker: auto (workers on one host exchange through shared memory, "
+                   "docs/PERFORMANCE.md) or off (Gloo over TCP only); "
+                   "CommunicationOptions.shared_memory")
+      ->check(CLI::IsMember({"auto", "off"}));
   train->add_option("--save-weights", o.save_weights,
                     "Write the final weights to this file (keras save_weights; the chief only)");
   return train;

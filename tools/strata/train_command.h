@@ -65,6 +65,8 @@ struct TrainOptions {
   bool deterministic = false;
   // mirrored, multi_worker: CommunicationOptions.check_divergence_every_n_steps; 0 = never.
   int64_t check_divergence_every = 0;
+  // multi_worker: CommunicationOptions.shared_memory, "auto" or "off".
+  std::string shared_memory = "auto";
   // Write the final weights here (Model::save_weights; the chief only); "" = none.
   std::string save_weights = "";
 };
