@@ -15,8 +15,12 @@
 //   group->abort("replica 1 failed: ...");                       // waiters throw AbortedError
 //
 // Implementations: LocalCollectives (replica threads of one process, shared
-// memory), GlooCollectives (one rank per process over TCP) and
-// HierarchicalCollectives (local ranks of every process, composed from the two).
+// memory), GlooCollectives (one rank per process over TCP), ShmCollectives
+// (one rank per process of one host, a shared-memory segment),
+// HostHierarchicalCollectives (one rank per process on several hosts: shared
+// memory within each host, Gloo across one leader per host) and
+// HierarchicalCollectives (local ranks of every process, composed from a local
+// group and a cross-process one).
 //
 // Semantics shared by every implementation:
 //   * Reductions support float32, float64, int32 and int64 (as TF's collective

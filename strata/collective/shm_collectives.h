@@ -52,12 +52,23 @@
 //   * DeadlineExceededError on a timeout, naming the ranks that did not arrive:
 //     "ShmCollectives: collective #3 all_reduce(SUM, [float32[4]]): rank 2 never
 //     entered it within 500ms (reported by rank 0)" ("never finished it" once the
-//     call had started).
+//     call had started), then what each of them was last heard doing (as
+//     GlooCollectives): "; rank 2 was last heard from 1.2 s before: completed
+//     collective #2 barrier(); step 7, phase input". Every rank writes its
+//     progress into its control line every ShmOptions::progress_interval from its
+//     own thread (a steady-clock stamp, shared by the processes of a host, and
+//     set_activity()'s text), so a stopped or hung rank's last words stay there;
+//     its last completed call comes from its control line.
 //   * UnavailableError when a rank waited for has exited (every rank publishes
 //     its pid; a waiting rank checks the pids of the missing ranks a few times a
 //     second): "... rank 1 (pid 4242) exited before it finished".
-//   * AbortedError(reason) after abort(reason) on any rank's object.
-// All of them break the group until reset().
+//   * AbortedError(reason) after abort(reason) on any rank's object; the error
+//     given to fail() (its type kept) after fail(error).
+// All of them break the group until reset(). With ShmOptions::rank_names the
+// ranks are named after their tasks: "rank 1 (/job:worker/task:1)", "rank 1
+// (/job:worker/task:1, pid 4242)", and schedules that differ read
+// "collective schedules differ across workers: this worker, rank 0
+// (/job:worker/task:0), issued ..." (GlooCollectives' wording).
 //
 // reset() is collective: every rank of the group must call it; it drops the
 // segment and runs a new rendezvous under the next epoch (same store and options).

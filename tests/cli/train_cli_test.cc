@@ -236,6 +236,38 @@ TEST_F(Train, DeterministicReductionGivesTheSameWeightsForAnyReplicaCount) {
                                    "nothing about the reduction order";
 }
 
+// --shared-memory (CommunicationOptions.shared_memory): 2 launched workers on
+// this host, 2 replicas each, train the MLP to the same bytes of final weights
+// over shared memory (the default here, since both workers share the host) and
+// over Gloo's TCP (off). Both sum the two workers' gradients in the same
+// order (worker 0's, then worker 1's; the in-process part is the same code),
+// and a sum of two floats does not depend on the order anyway. Each worker
+// logs which transport it uses.
+TEST_F(Train, TwoWorkersGiveTheSameWeightsOverSharedMemoryAsOverGloo) {
+  TempDir out;
+  std::map<std::string, std::string> weights;  // --shared-memory -> bytes
+  for (const std::string mode : {"auto", "off"}) {
+    const std::string path = out.str() + "/weights_" + mode;
+    std::string launch = "launch --nproc 2 --devices-per-worker 2 -- ";
+    launch += STRATA_CLI_PATH;
+    launch += " ";
+    launch += quick("--strategy multi_worker --epochs 1 --steps-per-epoch 4 --limit-examples 512 "
+                    "--json --shared-memory " +
+                    mode + " --save-weights " + path);
+    Result r = run(launch);
+    ASSERT_EQ(r.status, 0) << r.output;
+    EXPECT_NE(r.output.find(mode == "auto" ? "collectives across workers: shared memory "
+                                             "(shared_memory)"
+                                           : "collectives across workers: Gloo over TCP (gloo)"),
+              std::string::npos)
+        << r.output;
+    weights[mode] = read_file(path);
+  }
+  ASSERT_GT(weights["auto"].size(), 1000u);
+  EXPECT_TRUE(weights["auto"] == weights["off"])
+      << "shared memory and Gloo gave other weights";
+}
+
 // --check-divergence-every: a clean run passes every check; the option is
 // refused where there are no mirrored copies.
 TEST_F(Train, DivergenceCheckPassesOnACleanRunAndNeedsAMirroredStrategy) {
