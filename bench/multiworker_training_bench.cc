@@ -7,7 +7,7 @@
 // 2 processes x 1 thread, gloo), run right after it.
 //
 //   multiworker_training_bench [--workers 2] [--steps 200] [--warmup 10] [--repetitions 3]
-//                              [--profile 0|1]
+//                              [--profile 0|1] [--shared-memory 1]
 //
 // Without TF_CONFIG the program is the launcher: it picks free loopback ports,
 // starts itself once per worker with TF_CONFIG set (worker i = task i), waits
@@ -62,6 +62,9 @@ struct Args {
   int repetitions = 3;
   int deadline_s = 300;
   bool profile = false;
+  // CommunicationOptions.shared_memory: 1 AUTO (the workers share this host,
+  // so shared memory), 0 OFF (Gloo over TCP).
+  int shared_memory = 1;
 };
 
 Args parse(int argc, char** argv) {
@@ -84,6 +87,8 @@ Args parse(int argc, char** argv) {
       a.deadline_s = value;
     } else if (name == "--profile") {
       a.profile = value != 0;
+    } else if (name == "--shared-memory") {
+      a.shared_memory = value;
     } else {
       STRATA_CHECK_ARG(false, "multiworker_training_bench: unknown flag ", name);
     }
@@ -167,7 +172,11 @@ std::shared_ptr<keras::SequentialModel> make_model() {
 
 int work(const Args& args) {
   config::set_intra_op_parallelism_threads(1);
-  sd::MultiWorkerMirroredStrategy strategy({.communication_options = {.timeout_seconds = 120}});
+  sd::MultiWorkerMirroredStrategy strategy(
+      {.communication_options = {.timeout_seconds = 120,
+                                 .shared_memory = args.shared_memory != 0
+                                                      ? sd::SharedMemory::AUTO
+                                                      : sd::SharedMemory::OFF}});
   if (args.profile) strategy.enable_step_profile();
   const int worker = strategy.input_pipeline_id();
   std::shared_ptr<keras::SequentialModel> model;
@@ -239,13 +248,16 @@ int work(const Args& args) {
     double load[1] = {0.0};
     ::getloadavg(load, 1);
     std::printf(
-        "{\"impl\": \"strata_multiworker\", \"workers\": %d, \"threads\": 1, \"batch_size\": %lld, "
+        "{\"impl\": \"strata_multiworker\", \"transport\": \"%s\", \"workers\": %d, \"threads\": "
+        "1, "
+        "\"batch_size\": %lld, "
         "\"examples_per_second\": %.1f, \"seconds_per_step\": %.6f, "
         "\"process_cpu_ms_per_step\": %.3f, \"runs\": [%s], \"forward_ms\": %.3f, "
         "\"gradient_ms\": %.3f, \"apply_ms\": %.3f, \"profile\": %d, \"load1\": %.2f}\n",
-        args.workers, static_cast<long long>(kGlobalBatch), median(rates), median(step_seconds),
-        median(cpu_ms), runs.c_str(), 1e3 * phase[0] / steps, 1e3 * phase[1] / steps,
-        1e3 * phase[2] / steps, args.profile ? 1 : 0, load[0]);
+        strategy.cross_worker_transport().c_str(), args.workers,
+        static_cast<long long>(kGlobalBatch), median(rates), median(step_seconds), median(cpu_ms),
+        runs.c_str(), 1e3 * phase[0] / steps, 1e3 * phase[1] / steps, 1e3 * phase[2] / steps,
+        args.profile ? 1 : 0, load[0]);
     std::fflush(stdout);
   }
   sum_over_workers(0);  // keep the chief's store up until every worker is done

@@ -186,6 +186,9 @@ std::string own_driver(const std::string& program) {
       {"multiworker_allreduce_bench",
        "not run here (one rank of a 2-process all-reduce: bench/peers/allreduce_2proc.py starts "
        "it with its raw-Gloo and torch.distributed peers)"},
+      {"mwms_allreduce_bench",
+       "not run here (its own launcher of 2-process MultiWorkerMirroredStrategy pairs over shared "
+       "memory and over Gloo, not a Google Benchmark program: run it directly)"},
       {"multiworker_training_bench",
        "not run here (its own 2-process launcher, not a Google Benchmark program: run it "
        "directly, then bench/peers/torch_ddp.py for the peer)"},
