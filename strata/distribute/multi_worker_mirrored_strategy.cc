@@ -367,12 +367,22 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
       for (int w : members) member_names.push_back(names[w]);
       const int position = static_cast<int>(
           std::find(members.begin(), members.end(), worker_index_) - members.begin());
-      shm_ = std::make_shared<collective::ShmCollectives>(
-          position, static_cast<int>(members.size()), store_,
-          collective::ShmOptions{.timeout = call_timeout,
-                                 .rendezvous_timeout = left(),
-                                 .prefix = str_cat("strata/mwms/shm/host_", my_host),
-                                 .rank_names = member_names});
+      try {
+        shm_ = std::make_shared<collective::ShmCollectives>(
+            position, static_cast<int>(members.size()), store_,
+            collective::ShmOptions{.timeout = call_timeout,
+                                   .rendezvous_timeout = left(),
+                                   .prefix = str_cat("strata/mwms/shm/host_", my_host),
+                                   .rank_names = member_names});
+      } catch (const Error& e) {
+        throw_error(
+            e.code(),
+            str_cat("MultiWorkerMirroredStrategy: ", me,
+                    " could not share memory with the other workers of its host (", member_names,
+                    "); CommunicationOptions.shared_memory = OFF keeps "
+                    "every exchange on TCP: ",
+                    e.what()));
+      }
     }
   }
   if (!shared || (num_hosts_ > 1 && leader)) {

@@ -163,6 +163,62 @@ TEST_F(MultiWorkerTest, ReplicasCountEveryWorkerAndAllReduceSpansThem) {
   }
 }
 
+// Both workers run on this host (threads of one process): by default they
+// exchange through shared memory, with CommunicationOptions.shared_memory OFF
+// over Gloo; the same sums either way. Workers that chose differently fail at
+// the rendezvous naming the other's choice, instead of waiting in different
+// rendezvous until the deadline. (tf.distribute has no such option: its
+// collectives always go over gRPC between workers.)
+TEST_F(MultiWorkerTest, WorkersOfOneHostUseSharedMemoryUnlessItIsOff) {
+  for (const SharedMemory choice : {SharedMemory::AUTO, SharedMemory::OFF}) {
+    const auto spec = two_workers();
+    std::vector<std::future<std::pair<std::string, float>>> futures;
+    for (int w = 0; w < 2; ++w) {
+      futures.push_back(std::async(std::launch::async, [&spec, w, choice] {
+        MultiWorkerMirroredStrategyOptions options = options_for(spec, "worker", w);
+        options.communication_options.shared_memory = choice;
+        MultiWorkerMirroredStrategy strategy(options);
+        EXPECT_EQ(strategy.num_hosts(), 1);
+        auto sums = strategy.run([] {
+          ReplicaContext& ctx = *get_replica_context();
+          return ctx.all_reduce(
+              ReduceOp::SUM, constant(1.5f * static_cast<float>(ctx.replica_id_in_sync_group())));
+        });
+        return std::make_pair(strategy.cross_worker_transport(),
+                              strategy.experimental_local_results(sums).front().item<float>());
+      }));
+    }
+    for (auto& f : futures) {
+      const auto [transport, sum] = f.get();
+      EXPECT_EQ(transport, choice == SharedMemory::AUTO ? "shared_memory" : "gloo");
+      EXPECT_EQ(sum, 9.f);  // 1.5 * (0 + 1 + 2 + 3)
+    }
+  }
+  const auto spec = two_workers();
+  std::vector<std::future<std::string>> futures;
+  for (int w = 0; w < 2; ++w) {
+    futures.push_back(std::async(std::launch::async, [&spec, w] {
+      MultiWorkerMirroredStrategyOptions options = options_for(spec, "worker", w, 10);
+      options.communication_options.shared_memory = w == 0 ? SharedMemory::AUTO : SharedMemory::OFF;
+      try {
+        MultiWorkerMirroredStrategy strategy(options);
+        return std::string("no error");
+      } catch (const Error& e) {
+        return str_cat(error_code_name(e.code()), ": ", e.what());
+      }
+    }));
+  }
+  // The chief names the difference; the other worker names it too, or, when
+  // the chief's store was gone before it read the chief's choice, fails on that.
+  const std::string chief = futures[0].get(), other = futures[1].get();
+  EXPECT_NE(chief.find("INVALID_ARGUMENT: MultiWorkerMirroredStrategy: /job:worker/task:1 runs "
+                       "with communication_options.shared_memory OFF but worker 0 "
+                       "(/job:worker/task:0) with AUTO"),
+            std::string::npos)
+      << chief;
+  EXPECT_NE(other, "no error");
+}
+
 // TensorFlow (2 workers of 2 replicas each):
 //   strategy.reduce("SUM", tf.constant(float(task_id + 1)), axis=None)   # 1 + 2 = 3 everywhere
 //   strategy.reduce("MEAN", ..., axis=None)                             # 3 / 2 workers = 1.5
