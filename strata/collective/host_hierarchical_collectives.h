@@ -39,6 +39,9 @@
 // (UnavailableError naming that leader, as for a worker that died) instead of
 // waiting out their timeout; the ranks of the failing host report the
 // original failure (naming the dead or stopped process).
+// Every failure breaks the group until reset(), a mismatch (FailedPrecondition
+// or InvalidArgumentError) too, unlike ShmCollectives and GlooCollectives on
+// their own: the ranks of the other hosts must not wait for a leader that left.
 // abort() aborts both groups; reset() resets both (collective, as theirs).
 // Thread-safety: thread-safe; calls of one object are serialised.
 
