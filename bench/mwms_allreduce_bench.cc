@@ -115,6 +115,7 @@ bool run_pair(const std::string& transport, const std::string& out, int deadline
       if (std::strncmp(*e, "TF_CONFIG=", 10) != 0) env_strings.emplace_back(*e);
     }
     std::vector<char*> env;
+    env.reserve(env_strings.size() + 1);
     for (std::string& s : env_strings) env.push_back(s.data());
     env.push_back(nullptr);
     std::string self = "/proc/self/exe", flag = "--worker", value = transport;

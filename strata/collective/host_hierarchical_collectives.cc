@@ -200,7 +200,7 @@ Tensor HostHierarchicalCollectives::all_gather(int rank, const Tensor& tensor) {
   const std::vector<int64_t> dims =
       gather_in_host_order(constant(std::vector<int64_t>{mine}), size()).to_vector<int64_t>();
   const int64_t rows = std::accumulate(dims.begin(), dims.end(), int64_t{0});
-  const Tensor g = gather_in_host_order(tensor, rows);
+  Tensor g = gather_in_host_order(tensor, rows);
   if (std::is_sorted(host_order_.begin(), host_order_.end())) return g;
   // Back to rank order.
   const size_t row_bytes = rows == 0 ? 0 : g.size_bytes() / static_cast<size_t>(rows);

@@ -58,6 +58,7 @@ Cluster make_cluster(std::chrono::milliseconds timeout) {
         static_cast<int>(std::find(members.begin(), members.end(), r) - members.begin());
     if (members.size() > 1) {
       std::vector<std::string> names;
+      names.reserve(members.size());
       for (int q : members) names.push_back(kNames[q]);
       c.intra[r] =
           std::make_shared<ShmCollectives>(intra_rank, static_cast<int>(members.size()), store,

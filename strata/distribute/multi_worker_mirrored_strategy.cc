@@ -364,6 +364,7 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
     // This host's workers (all of them with one host) over shared memory.
     if (members.size() > 1) {
       std::vector<std::string> member_names;
+      member_names.reserve(members.size());
       for (int w : members) member_names.push_back(names[w]);
       const int position = static_cast<int>(
           std::find(members.begin(), members.end(), worker_index_) - members.begin());
@@ -450,6 +451,7 @@ std::shared_ptr<collective::GlooCollectives> MultiWorkerMirroredStrategy::connec
   const int rank =
       static_cast<int>(std::find(workers.begin(), workers.end(), worker_index_) - workers.begin());
   std::vector<std::string> rank_names;
+  rank_names.reserve(workers.size());
   for (int w : workers) rank_names.push_back(names[w]);
   // Gloo's TCP mesh set-up occasionally fails with a reset connection on a
   // loaded machine, and a stray connection to one of its ports while it forms

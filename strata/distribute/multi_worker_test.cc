@@ -173,6 +173,7 @@ TEST_F(MultiWorkerTest, WorkersOfOneHostUseSharedMemoryUnlessItIsOff) {
   for (const SharedMemory choice : {SharedMemory::AUTO, SharedMemory::OFF}) {
     const auto spec = two_workers();
     std::vector<std::future<std::pair<std::string, float>>> futures;
+    futures.reserve(2);
     for (int w = 0; w < 2; ++w) {
       futures.push_back(std::async(std::launch::async, [&spec, w, choice] {
         MultiWorkerMirroredStrategyOptions options = options_for(spec, "worker", w);
@@ -196,6 +197,7 @@ TEST_F(MultiWorkerTest, WorkersOfOneHostUseSharedMemoryUnlessItIsOff) {
   }
   const auto spec = two_workers();
   std::vector<std::future<std::string>> futures;
+  futures.reserve(2);
   for (int w = 0; w < 2; ++w) {
     futures.push_back(std::async(std::launch::async, [&spec, w] {
       MultiWorkerMirroredStrategyOptions options = options_for(spec, "worker", w, 10);

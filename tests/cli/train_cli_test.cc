@@ -251,9 +251,13 @@ TEST_F(Train, TwoWorkersGiveTheSameWeightsOverSharedMemoryAsOverGloo) {
     std::string launch = "launch --nproc 2 --devices-per-worker 2 -- ";
     launch += STRATA_CLI_PATH;
     launch += " ";
-    launch += quick("--strategy multi_worker --epochs 1 --steps-per-epoch 4 --limit-examples 512 "
-                    "--json --shared-memory " +
-                    mode + " --save-weights " + path);
+    std::string args =
+        "--strategy multi_worker --epochs 1 --steps-per-epoch 4 --limit-examples 512 --json "
+        "--shared-memory ";
+    args += mode;
+    args += " --save-weights ";
+    args += path;
+    launch += quick(args);
     Result r = run(launch);
     ASSERT_EQ(r.status, 0) << r.output;
     EXPECT_NE(r.output.find(mode == "auto" ? "collectives across workers: shared memory "
@@ -264,8 +268,7 @@ TEST_F(Train, TwoWorkersGiveTheSameWeightsOverSharedMemoryAsOverGloo) {
     weights[mode] = read_file(path);
   }
   ASSERT_GT(weights["auto"].size(), 1000u);
-  EXPECT_TRUE(weights["auto"] == weights["off"])
-      << "shared memory and Gloo gave other weights";
+  EXPECT_TRUE(weights["auto"] == weights["off"]) << "shared memory and Gloo gave other weights";
 }
 
 // --check-divergence-every: a clean run passes every check; the option is
