@@ -38,6 +38,13 @@
 // MirroredVariable and all compare them; copies that differ make run raise
 // DataLossError on every worker naming the variable, the step and which
 // replicas hold which fingerprint (docs/divergence.md). 0 = never.
+// shard_weight_update: the Keras optimizers' apply_gradients shards the
+// weight update across the replicas (XLA's "Automatic Cross-Replica Sharding
+// of Weight Update in Data-Parallel Training"): replica r applies the update
+// to its 1/R of every variable and of its slots, and the new values are
+// all-gathered into every copy; the result is bit-identical to the unsharded
+// update (keras/optimizer.h). Off by default: in one process it
+// measured slower (docs/PERFORMANCE.md).
 
 #include <cstdint>
 #include <optional>
@@ -56,6 +63,7 @@ struct CommunicationOptions {
   bool deterministic_reduction = false;
   int deterministic_micro_batches = 8;
   int64_t check_divergence_every_n_steps = 0;
+  bool shard_weight_update = false;
 };
 
 // InvalidArgumentError for a negative bytes_per_pack, a non-positive

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <regex>
 
@@ -9,6 +10,8 @@
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 #include "strata/distribute/distributed_variable.h"
+#include "strata/distribute/replicated_strategy.h"
+#include "strata/distribute/step_profile.h"
 #include "strata/distribute/strategy.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
@@ -25,6 +28,103 @@ Tensor scalar_of(double v, DType dtype) { return strata::cast(strata::constant(v
 // sum(g^2) of one gradient, accumulated in double.
 double squared_l2(const Tensor& g) {
   return strata::reduce_sum(strata::square(strata::cast(g, DType::float64))).scalar_as_double();
+}
+
+// The sharded weight update's partition of a flattened variable of n
+// elements among `shards` replicas: blocks of `width` = ceil(n / shards)
+// rounded up to a multiple of kBlockAlign elements, block r covering [begin,
+// end) (the last ones shorter or empty). The rounding keeps the update
+// bit-identical: vectorised kernels (Eigen's) run a fast packet path on whole
+// packets from an aligned start and an exact scalar path on the rest (rsqrt
+// is an approximation refined by a Newton step in packets, 1 / sqrt in scalars),
+// so an element must sit at the same packet position in its block as in the
+// whole variable. 16 elements (64 bytes of float32, the buffer alignment) is a
+// multiple of every packet width.
+constexpr int64_t kBlockAlign = 16;
+
+struct Block {
+  int64_t begin;
+  int64_t end;
+  int64_t width;
+};
+
+Block block_of(int64_t n, int shards, int r) {
+  const int64_t width = ((n + shards - 1) / shards + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
+  const int64_t begin = std::min(n, width * r);
+  return {begin, std::min(n, begin + width), width};
+}
+
+// Rows of the all-gather: per dtype, the tensors' blocks side by side, each
+// padded to its width (so every replica's row has the same columns).
+struct RowLayout {
+  DType dtype;
+  std::vector<size_t> members = {};   // indices into the caller's tensors
+  std::vector<int64_t> columns = {};  // first column of each member's block
+  int64_t width = 0;                  // columns in all
+};
+
+std::vector<RowLayout> row_layouts(const std::vector<Variable>& vars, int shards) {
+  std::vector<RowLayout> layouts;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const DType d = vars[i].dtype();
+    auto it = std::find_if(layouts.begin(), layouts.end(),
+                           [d](const RowLayout& l) { return l.dtype == d; });
+    if (it == layouts.end()) {
+      layouts.push_back(RowLayout{.dtype = d});
+      it = layouts.end() - 1;
+    }
+    it->members.push_back(i);
+    it->columns.push_back(it->width);
+    it->width += block_of(vars[i].shape().num_elements(), shards, 0).width;
+  }
+  return layouts;
+}
+
+// Replica `r`'s row of `layout`: block r of each of `blocks` (already cut to
+// the block, flat) in its columns, zeros in the padding.
+Tensor pack_row(const RowLayout& layout, const std::vector<Tensor>& blocks) {
+  const size_t esize = dtype_size(layout.dtype);
+  Tensor row = Tensor::allocate(layout.dtype, TensorShape({1, layout.width}));
+  auto* out = static_cast<std::byte*>(row.mutable_raw_data());
+  std::memset(out, 0, size_t(layout.width) * esize);
+  for (size_t k = 0; k < layout.members.size(); ++k) {
+    const Tensor& b = blocks[layout.members[k]];
+    if (b.num_elements() > 0) {
+      std::memcpy(out + layout.columns[k] * int64_t(esize), b.raw_data(), b.size_bytes());
+    }
+  }
+  return row;
+}
+
+// Writes variable `v`'s whole value, gathered as block q in row q of
+// `gathered` ([shards, layout.width]) at `column`, into this replica's copy.
+void unpack_into(const Variable& v, const Tensor& gathered, int64_t column, int shards) {
+  const int64_t n = v.shape().num_elements();
+  if (n == 0) return;
+  const size_t esize = dtype_size(v.dtype());
+  const int64_t row_width = gathered.shape().dim(1);
+  const auto* in = static_cast<const std::byte*>(gathered.raw_data());
+  v.update_in_place([&](void* data) {
+    auto* out = static_cast<std::byte*>(data);
+    for (int q = 0; q < shards; ++q) {
+      const Block b = block_of(n, shards, q);
+      if (b.end <= b.begin) continue;
+      std::memcpy(out + b.begin * int64_t(esize), in + (q * row_width + column) * int64_t(esize),
+                  size_t(b.end - b.begin) * esize);
+    }
+  });
+}
+
+// Elements [begin, end) of `t` flattened, as a view.
+Tensor flat_block(const Tensor& t, const Block& b) {
+  return t.reshaped(TensorShape({t.num_elements()})).slice_rows(b.begin, b.end);
+}
+
+// A plain variable holding `value`, made without the variable-creator stack
+// (a strategy's creator would mirror it): a block's stand-in during a step.
+Variable block_variable(const Tensor& value, const std::string& name) {
+  return Variable(make_local_variable_impl(
+      {.initial_value = value, .options = {.name = name, .trainable = false}}));
 }
 
 }  // namespace
@@ -101,6 +201,7 @@ bool Optimizer::uses_weight_decay(const Variable& variable) const {
 }
 
 std::vector<Variable> Optimizer::variables() const {
+  gather_sharded_slots();
   std::vector<Variable> out{iterations_};
   out.insert(out.end(), slot_order_.begin(), slot_order_.end());
   return out;
@@ -145,6 +246,19 @@ Variable Optimizer::add_variable_from_reference(const Variable& reference,
 }
 
 const Variable& Optimizer::slot(const Variable& variable, const std::string& slot_name) const {
+  {
+    // A sharded step's block variables map to their slots' blocks; the map
+    // is empty outside sharded steps. Its nodes are stable, and only the
+    // replica that inserted an entry erases it.
+    MutexLock lock(shard_mu_);
+    auto block = block_slots_.find(variable.impl_ptr().get());
+    if (block != block_slots_.end()) {
+      auto named = block->second.find(slot_name);
+      STRATA_INTERNAL_CHECK(named != block->second.end(), name_, " has no slot '", slot_name,
+                            "' for variable '", variable.name(), "'");
+      return named->second;
+    }
+  }
   auto it = slots_.find(std::pair{variable.impl_ptr().get(), slot_name});
   STRATA_INTERNAL_CHECK(it != slots_.end(), name_, " has no slot '", slot_name, "' for variable '",
                         variable.name(), "'");
@@ -295,17 +409,163 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
   }
 
   kept_grads = clip_gradients(std::move(kept_grads));
-  if (args_.weight_decay) {
-    for (const Variable& v : kept_vars) {
-      if (!uses_weight_decay(v)) continue;
-      // Keras: variable.assign_sub(variable * wd * lr), in the variable's dtype.
-      v.assign_sub(
-          strata::multiply(strata::multiply(v.value(), scalar_of(*args_.weight_decay, v.dtype())),
-                           scalar_of(lr, v.dtype())));
+  if (replica != nullptr && replica->num_replicas_in_sync() > 1) {
+    if (shards_update(*replica, kept_vars, options)) {
+      apply_sharded(*replica, kept_grads, kept_vars, lr);
+      iterations_.assign_add(strata::constant<int64_t>(1));
+      return;
     }
+    // Every replica takes the same path with the same history, so this
+    // gather is collective.
+    if (holds_slot_blocks(replica->local_replica_id())) gather_slot_blocks(*replica);
+  }
+  for (const Variable& v : kept_vars) {
+    if (args_.weight_decay && uses_weight_decay(v)) decay_weights(v, lr);
   }
   for (size_t i = 0; i < kept_vars.size(); ++i) update_step(kept_grads[i], kept_vars[i], lr);
   iterations_.assign_add(strata::constant<int64_t>(1));
+}
+
+void Optimizer::decay_weights(const Variable& variable, double learning_rate) const {
+  if (!args_.weight_decay) return;
+  // Keras: variable.assign_sub(variable * wd * lr), in the variable's dtype.
+  variable.assign_sub(strata::multiply(
+      strata::multiply(variable.value(), scalar_of(*args_.weight_decay, variable.dtype())),
+      scalar_of(learning_rate, variable.dtype())));
+}
+
+bool Optimizer::shards_update(const distribute::ReplicaContext& ctx,
+                              const std::vector<Variable>& vars,
+                              const ApplyGradientsOptions& options) const {
+  const auto* strategy = dynamic_cast<const distribute::ReplicatedStrategy*>(&ctx.strategy());
+  if (strategy == nullptr) return false;
+  const distribute::CommunicationOptions& comm = strategy->communication_options();
+  if (!comm.shard_weight_update || comm.check_divergence_every_n_steps > 0) return false;
+  if (options.skip_gradients_aggregation || !update_is_elementwise()) return false;
+  if ((args_.clipnorm && *args_.clipnorm > 0) ||
+      (args_.global_clipnorm && *args_.global_clipnorm > 0)) {
+    return false;
+  }
+  return std::all_of(vars.begin(), vars.end(), [strategy](const Variable& v) {
+    return (v.dtype() == DType::float32 || v.dtype() == DType::float64) &&
+           distribute::is_mirrored_variable(v) && distribute::owning_strategy(v) == strategy &&
+           v.aggregation() == VariableAggregation::NONE;
+  });
+}
+
+void Optimizer::apply_sharded(distribute::ReplicaContext& ctx, const std::vector<Tensor>& grads,
+                              const std::vector<Variable>& vars, double learning_rate) {
+  auto& strategy = dynamic_cast<distribute::ReplicatedStrategy&>(ctx.strategy());
+  const int shards = ctx.num_replicas_in_sync();
+  const int r = ctx.replica_id_in_sync_group();
+  // Slots of every variable exist (build ran) and are whole or hold block r:
+  // this replica reads and writes block r only.
+  std::vector<Tensor> new_blocks(vars.size());
+  {
+    const distribute::ScopedStepPhase apply(distribute::StepPhase::kApply);
+    for (size_t i = 0; i < vars.size(); ++i) {
+      const Variable& v = vars[i];
+      const Block b = block_of(v.shape().num_elements(), shards, r);
+      if (b.end <= b.begin) {
+        new_blocks[i] = Tensor::allocate(v.dtype(), TensorShape({0}));
+        continue;
+      }
+      const Variable block = block_variable(flat_block(v.value(), b), v.name());
+      std::map<std::string, Variable> slot_blocks;
+      std::vector<const SlotVariable*> slots;
+      for (const SlotVariable& s : slot_records_) {
+        if (!s.reference.is_same(v)) continue;
+        slots.push_back(&s);
+        slot_blocks.emplace(s.slot_name,
+                            block_variable(flat_block(s.slot.value(), b), s.slot.name()));
+      }
+      {
+        MutexLock lock(shard_mu_);
+        block_slots_[block.impl_ptr().get()] = slot_blocks;
+      }
+      try {
+        if (args_.weight_decay && uses_weight_decay(v)) decay_weights(block, learning_rate);
+        update_step(flat_block(grads[i], b), block, learning_rate);
+      } catch (...) {
+        MutexLock lock(shard_mu_);
+        block_slots_.erase(block.impl_ptr().get());
+        throw;
+      }
+      {
+        MutexLock lock(shard_mu_);
+        block_slots_.erase(block.impl_ptr().get());
+      }
+      // The slots' new blocks go back into this replica's copies.
+      const size_t esize = dtype_size(v.dtype());
+      for (const SlotVariable* s : slots) {
+        const Tensor updated = slot_blocks.at(s->slot_name).value();
+        s->slot.update_in_place([&](void* data) {
+          std::memcpy(static_cast<std::byte*>(data) + b.begin * int64_t(esize), updated.raw_data(),
+                      updated.size_bytes());
+        });
+      }
+      new_blocks[i] = block.value();
+    }
+  }
+  {
+    MutexLock lock(shard_mu_);
+    sharded_strategy_ = &ctx.strategy();
+    replicas_holding_blocks_.insert(ctx.local_replica_id());
+  }
+  // One all-gather per dtype of every variable's new blocks.
+  for (const RowLayout& layout : row_layouts(vars, shards)) {
+    const Tensor gathered = strategy.all_gather_rows_in_replica(ctx, pack_row(layout, new_blocks));
+    for (size_t k = 0; k < layout.members.size(); ++k) {
+      unpack_into(vars[layout.members[k]], gathered, layout.columns[k], shards);
+    }
+  }
+}
+
+void Optimizer::gather_slot_blocks(distribute::ReplicaContext& ctx) const {
+  auto& strategy = dynamic_cast<distribute::ReplicatedStrategy&>(ctx.strategy());
+  const int shards = ctx.num_replicas_in_sync();
+  const int r = ctx.replica_id_in_sync_group();
+  std::vector<Variable> slots;
+  std::vector<Tensor> blocks;
+  for (const SlotVariable& s : slot_records_) {
+    slots.push_back(s.slot);
+    blocks.push_back(
+        flat_block(s.slot.value(), block_of(s.slot.shape().num_elements(), shards, r)));
+  }
+  for (const RowLayout& layout : row_layouts(slots, shards)) {
+    const Tensor gathered = strategy.all_gather_rows_in_replica(ctx, pack_row(layout, blocks));
+    for (size_t k = 0; k < layout.members.size(); ++k) {
+      unpack_into(slots[layout.members[k]], gathered, layout.columns[k], shards);
+    }
+  }
+  MutexLock lock(shard_mu_);
+  replicas_holding_blocks_.erase(ctx.local_replica_id());
+}
+
+bool Optimizer::holds_slot_blocks(int local_replica) const {
+  MutexLock lock(shard_mu_);
+  return replicas_holding_blocks_.contains(local_replica);
+}
+
+bool Optimizer::slots_sharded() const {
+  MutexLock lock(shard_mu_);
+  return !replicas_holding_blocks_.empty();
+}
+
+void Optimizer::gather_sharded_slots() const {
+  distribute::ReplicaContext* ctx = distribute::get_replica_context();
+  if (ctx != nullptr && ctx->num_replicas_in_sync() > 1) {
+    if (holds_slot_blocks(ctx->local_replica_id())) gather_slot_blocks(*ctx);
+    return;
+  }
+  distribute::Strategy* strategy = nullptr;
+  {
+    MutexLock lock(shard_mu_);
+    if (replicas_holding_blocks_.empty()) return;
+    strategy = sharded_strategy_;
+  }
+  STRATA_INTERNAL_CHECK(strategy != nullptr, name_, ": sharded slots without a strategy");
+  strategy->run([this] { gather_slot_blocks(*distribute::get_replica_context()); });
 }
 
 }  // namespace strata::keras::optimizers
