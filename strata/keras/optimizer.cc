@@ -96,9 +96,10 @@ Tensor pack_row(const RowLayout& layout, const std::vector<Tensor>& blocks) {
   return row;
 }
 
-// Writes variable `v`'s whole value, gathered as block q in row q of
-// `gathered` ([shards, layout.width]) at `column`, into this replica's copy.
-void unpack_into(const Variable& v, const Tensor& gathered, int64_t column, int shards) {
+// Writes the blocks of variable copy `v` gathered as block q in row q of
+// `gathered` ([shards, layout.width]) at `column` into `v`, except block
+// `skip` (this replica's, already in place).
+void unpack_into(const Variable& v, const Tensor& gathered, int64_t column, int shards, int skip) {
   const int64_t n = v.shape().num_elements();
   if (n == 0) return;
   const size_t esize = dtype_size(v.dtype());
@@ -108,7 +109,7 @@ void unpack_into(const Variable& v, const Tensor& gathered, int64_t column, int 
     auto* out = static_cast<std::byte*>(data);
     for (int q = 0; q < shards; ++q) {
       const Block b = block_of(n, shards, q);
-      if (b.end <= b.begin) continue;
+      if (q == skip || b.end <= b.begin) continue;
       std::memcpy(out + b.begin * int64_t(esize), in + (q * row_width + column) * int64_t(esize),
                   size_t(b.end - b.begin) * esize);
     }
@@ -120,11 +121,58 @@ Tensor flat_block(const Tensor& t, const Block& b) {
   return t.reshaped(TensorShape({t.num_elements()})).slice_rows(b.begin, b.end);
 }
 
-// A plain variable holding `value`, made without the variable-creator stack
-// (a strategy's creator would mirror it): a block's stand-in during a step.
-Variable block_variable(const Tensor& value, const std::string& name) {
-  return Variable(make_local_variable_impl(
-      {.initial_value = value, .options = {.name = name, .trainable = false}}));
+// Elements [begin, end) of a variable's copy, flattened, as a variable of
+// their own (made without the variable-creator stack, which would mirror
+// it): reads are views of the copy's buffer and writes land in it, so
+// update_step runs on a block with nothing copied in or out. A write while a
+// view of the copy is alive copies the whole buffer first (Variable's
+// update_in_place), so a write never reads through a view it took itself.
+class BlockVariableImpl final : public VariableImpl {
+ public:
+  BlockVariableImpl(Variable whole, const Block& block)
+      : whole_(std::move(whole)),
+        block_(block),
+        shape_({block.end - block.begin}),
+        name_(str_cat(whole_.name(), "[", block.begin, ":", block.end, "]")) {}
+
+  Tensor read() const override { return flat_block(whole_.impl().read(), block_); }
+  void assign(const Tensor& value) override {
+    const size_t esize = dtype_size(dtype());
+    whole_.update_in_place([&](void* data) {
+      std::memcpy(static_cast<std::byte*>(data) + block_.begin * int64_t(esize), value.raw_data(),
+                  value.size_bytes());
+    });
+  }
+  void assign_add(const Tensor& delta) override {
+    const Tensor sum = strata::add(read(), delta);
+    assign(sum);
+  }
+  void assign_sub(const Tensor& delta) override {
+    const Tensor difference = strata::subtract(read(), delta);
+    assign(difference);
+  }
+  void update_in_place(const std::function<void(void* data)>& fn) override {
+    const size_t esize = dtype_size(dtype());
+    whole_.update_in_place(
+        [&](void* data) { fn(static_cast<std::byte*>(data) + block_.begin * int64_t(esize)); });
+  }
+  const std::string& name() const override { return name_; }
+  const TensorShape& shape() const override { return shape_; }
+  DType dtype() const override { return whole_.dtype(); }
+  const std::string& device() const override { return whole_.device(); }
+  bool trainable() const override { return false; }
+  VariableSynchronization synchronization() const override { return VariableSynchronization::NONE; }
+  VariableAggregation aggregation() const override { return VariableAggregation::NONE; }
+
+ private:
+  Variable whole_;
+  Block block_;
+  TensorShape shape_;
+  std::string name_;
+};
+
+Variable block_variable(const Variable& whole, const Block& block) {
+  return Variable(std::make_shared<BlockVariableImpl>(whole, block));
 }
 
 }  // namespace
@@ -458,30 +506,30 @@ void Optimizer::apply_sharded(distribute::ReplicaContext& ctx, const std::vector
   auto& strategy = dynamic_cast<distribute::ReplicatedStrategy&>(ctx.strategy());
   const int shards = ctx.num_replicas_in_sync();
   const int r = ctx.replica_id_in_sync_group();
+  const auto local = static_cast<size_t>(ctx.local_replica_id());
+  // This replica's copies (components) of the variables: blocks are views
+  // of them, and the gathered values are written into them.
+  std::vector<Variable> copies;
+  copies.reserve(vars.size());
+  for (const Variable& v : vars) copies.push_back(distribute::distributed_components(v).at(local));
   // Slots of every variable exist (build ran) and are whole or hold block r:
-  // this replica reads and writes block r only.
-  std::vector<Tensor> new_blocks(vars.size());
+  // this replica reads and writes block r only, in place.
   {
     const distribute::ScopedStepPhase apply(distribute::StepPhase::kApply);
     for (size_t i = 0; i < vars.size(); ++i) {
       const Variable& v = vars[i];
       const Block b = block_of(v.shape().num_elements(), shards, r);
-      if (b.end <= b.begin) {
-        new_blocks[i] = Tensor::allocate(v.dtype(), TensorShape({0}));
-        continue;
-      }
-      const Variable block = block_variable(flat_block(v.value(), b), v.name());
+      if (b.end <= b.begin) continue;
+      const Variable block = block_variable(copies[i], b);
       std::map<std::string, Variable> slot_blocks;
-      std::vector<const SlotVariable*> slots;
       for (const SlotVariable& s : slot_records_) {
         if (!s.reference.is_same(v)) continue;
-        slots.push_back(&s);
-        slot_blocks.emplace(s.slot_name,
-                            block_variable(flat_block(s.slot.value(), b), s.slot.name()));
+        slot_blocks.emplace(
+            s.slot_name, block_variable(distribute::distributed_components(s.slot).at(local), b));
       }
       {
         MutexLock lock(shard_mu_);
-        block_slots_[block.impl_ptr().get()] = slot_blocks;
+        block_slots_[block.impl_ptr().get()] = std::move(slot_blocks);
       }
       try {
         if (args_.weight_decay && uses_weight_decay(v)) decay_weights(block, learning_rate);
@@ -491,20 +539,8 @@ void Optimizer::apply_sharded(distribute::ReplicaContext& ctx, const std::vector
         block_slots_.erase(block.impl_ptr().get());
         throw;
       }
-      {
-        MutexLock lock(shard_mu_);
-        block_slots_.erase(block.impl_ptr().get());
-      }
-      // The slots' new blocks go back into this replica's copies.
-      const size_t esize = dtype_size(v.dtype());
-      for (const SlotVariable* s : slots) {
-        const Tensor updated = slot_blocks.at(s->slot_name).value();
-        s->slot.update_in_place([&](void* data) {
-          std::memcpy(static_cast<std::byte*>(data) + b.begin * int64_t(esize), updated.raw_data(),
-                      updated.size_bytes());
-        });
-      }
-      new_blocks[i] = block.value();
+      MutexLock lock(shard_mu_);
+      block_slots_.erase(block.impl_ptr().get());
     }
   }
   {
@@ -512,11 +548,25 @@ void Optimizer::apply_sharded(distribute::ReplicaContext& ctx, const std::vector
     sharded_strategy_ = &ctx.strategy();
     replicas_holding_blocks_.insert(ctx.local_replica_id());
   }
-  // One all-gather per dtype of every variable's new blocks.
-  for (const RowLayout& layout : row_layouts(vars, shards)) {
-    const Tensor gathered = strategy.all_gather_rows_in_replica(ctx, pack_row(layout, new_blocks));
-    for (size_t k = 0; k < layout.members.size(); ++k) {
-      unpack_into(vars[layout.members[k]], gathered, layout.columns[k], shards);
+  // One all-gather per dtype of every variable's new block. The rows are
+  // packed before any copy is written, and no view of a copy outlives the
+  // packing (a live view would make the writes copy the whole buffer).
+  const std::vector<RowLayout> layouts = row_layouts(vars, shards);
+  std::vector<Tensor> rows;
+  rows.reserve(layouts.size());
+  for (const RowLayout& layout : layouts) {
+    std::vector<Tensor> blocks(vars.size());
+    for (size_t i : layout.members) {
+      blocks[i] =
+          flat_block(copies[i].impl().read(), block_of(vars[i].shape().num_elements(), shards, r));
+    }
+    rows.push_back(pack_row(layout, blocks));
+  }
+  for (size_t l = 0; l < layouts.size(); ++l) {
+    const Tensor gathered = strategy.all_gather_rows_in_replica(ctx, rows[l]);
+    for (size_t k = 0; k < layouts[l].members.size(); ++k) {
+      const size_t i = layouts[l].members[k];
+      unpack_into(copies[i], gathered, layouts[l].columns[k], shards, /*skip=*/r);
     }
   }
 }
@@ -525,17 +575,26 @@ void Optimizer::gather_slot_blocks(distribute::ReplicaContext& ctx) const {
   auto& strategy = dynamic_cast<distribute::ReplicatedStrategy&>(ctx.strategy());
   const int shards = ctx.num_replicas_in_sync();
   const int r = ctx.replica_id_in_sync_group();
-  std::vector<Variable> slots;
-  std::vector<Tensor> blocks;
+  const auto local = static_cast<size_t>(ctx.local_replica_id());
+  std::vector<Variable> copies;
   for (const SlotVariable& s : slot_records_) {
-    slots.push_back(s.slot);
-    blocks.push_back(
-        flat_block(s.slot.value(), block_of(s.slot.shape().num_elements(), shards, r)));
+    copies.push_back(distribute::distributed_components(s.slot).at(local));
   }
-  for (const RowLayout& layout : row_layouts(slots, shards)) {
-    const Tensor gathered = strategy.all_gather_rows_in_replica(ctx, pack_row(layout, blocks));
-    for (size_t k = 0; k < layout.members.size(); ++k) {
-      unpack_into(slots[layout.members[k]], gathered, layout.columns[k], shards);
+  const std::vector<RowLayout> layouts = row_layouts(copies, shards);
+  std::vector<Tensor> rows;
+  for (const RowLayout& layout : layouts) {
+    std::vector<Tensor> blocks(copies.size());
+    for (size_t i : layout.members) {
+      blocks[i] = flat_block(copies[i].impl().read(),
+                             block_of(copies[i].shape().num_elements(), shards, r));
+    }
+    rows.push_back(pack_row(layout, blocks));
+  }
+  for (size_t l = 0; l < layouts.size(); ++l) {
+    const Tensor gathered = strategy.all_gather_rows_in_replica(ctx, rows[l]);
+    for (size_t k = 0; k < layouts[l].members.size(); ++k) {
+      const size_t i = layouts[l].members[k];
+      unpack_into(copies[i], gathered, layouts[l].columns[k], shards, /*skip=*/r);
     }
   }
   MutexLock lock(shard_mu_);
