@@ -577,11 +577,13 @@ void Optimizer::gather_slot_blocks(distribute::ReplicaContext& ctx) const {
   const int r = ctx.replica_id_in_sync_group();
   const auto local = static_cast<size_t>(ctx.local_replica_id());
   std::vector<Variable> copies;
+  copies.reserve(slot_records_.size());
   for (const SlotVariable& s : slot_records_) {
     copies.push_back(distribute::distributed_components(s.slot).at(local));
   }
   const std::vector<RowLayout> layouts = row_layouts(copies, shards);
   std::vector<Tensor> rows;
+  rows.reserve(layouts.size());
   for (const RowLayout& layout : layouts) {
     std::vector<Tensor> blocks(copies.size());
     for (size_t i : layout.members) {

@@ -39,7 +39,9 @@
 //      variables excluded with exclude_from_weight_decay();
 //   7. update_step(gradient, variable, learning_rate) per pair, then
 //      iterations += 1.
-// An empty list is a no-op (iterations unchanged).
+// An empty list is a no-op (iterations unchanged). InvalidArgumentError
+// naming the variable if a gradient's shape or dtype differs from its
+// variable's; that check runs before anything is modified.
 //
 // Sharded weight update (CommunicationOptions.shard_weight_update of a
 // MirroredStrategy or MultiWorkerMirroredStrategy; XLA's
@@ -51,13 +53,15 @@
 // 64-byte boundary, so a vectorised kernel treats each element alike in its
 // block and in the whole variable. After the gradients are reduced, replica r
 // runs steps 6 and 7 on block r only: on block r of the variable and of each
-// of its slots. The new blocks are then all-gathered (one collective per
+// of its slots, in place in its own copies (the blocks are views; nothing is
+// copied in or out). The new blocks are then all-gathered (one collective per
 // dtype) and every replica writes the full new value into its copy. The
 // reduction is the unsharded path's own all-reduce, so both sum in the same
 // order: the in-process group's all-reduce is a reduce-scatter whose
 // all-gather is free (every rank reads the one shared result buffer) and the
 // multi-worker group's reduce-scatter is an all-reduce sliced, so a separate
-// reduce-scatter would cost the same. Every copy of every variable is then
+// reduce-scatter would cost the same (and deterministic_reduction's
+// all-reduce applies unchanged). Every copy of every variable is then
 // bit-identical to the unsharded update's (the update is element-wise and each
 // element sees the same operands).
 // Slots are sharded in their content, not their storage: every replica's copy
@@ -78,8 +82,6 @@
 //     float64.
 // A step that takes the unsharded path after sharded ones first makes the
 // slots whole (every replica takes the same path, so the gather is collective).
-// InvalidArgumentError naming the variable if a gradient's shape or dtype differs from its
-// variable's; that check runs before anything is modified.
 //
 // The learning rate is held in float32 (Keras keeps it in a floatx variable)
 // and cast to each variable's dtype in update_step.

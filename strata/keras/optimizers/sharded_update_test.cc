@@ -102,6 +102,7 @@ void use_cpus(int n) {
 
 std::vector<std::string> cpus(int n) {
   std::vector<std::string> out;
+  out.reserve(size_t(n));
   for (int i = 0; i < n; ++i) out.push_back(str_cat("CPU:", i));
   return out;
 }
@@ -187,6 +188,7 @@ TEST(ShardedWeightUpdate, TheUpdateMovesEveryElement) {
     adam = opt::Adam({.learning_rate = 0.01});
   }
   std::vector<std::vector<double>> before;
+  before.reserve(vars.size());
   for (const Variable& v : vars)
     before.push_back(cast(v.value(), DType::float64).to_vector<double>());
   sharded.run([&] {
@@ -275,6 +277,7 @@ TEST(ShardedWeightUpdate, MultiWorkerCopiesAreBitIdenticalToTheUnshardedUpdate) 
     const train::ClusterSpec spec(
         {{"worker", {str_cat("127.0.0.1:", ports[0]), str_cat("127.0.0.1:", ports[1])}}});
     std::vector<std::future<State>> futures;
+    futures.reserve(2);
     for (int w = 0; w < 2; ++w) {
       futures.push_back(std::async(std::launch::async, [&spec, w, shard] {
         sd::MultiWorkerMirroredStrategy strategy(
@@ -288,6 +291,7 @@ TEST(ShardedWeightUpdate, MultiWorkerCopiesAreBitIdenticalToTheUnshardedUpdate) 
       }));
     }
     std::vector<State> out;
+    out.reserve(futures.size());
     for (auto& f : futures) out.push_back(f.get());
     return out;
   };
