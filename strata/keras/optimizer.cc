@@ -10,9 +10,9 @@
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 #include "strata/distribute/distributed_variable.h"
-#include "strata/distribute/replicated_strategy.h"
 #include "strata/distribute/step_profile.h"
 #include "strata/distribute/strategy.h"
+#include "strata/distribute/weight_update_sharding.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
@@ -485,15 +485,13 @@ void Optimizer::decay_weights(const Variable& variable, double learning_rate) co
 bool Optimizer::shards_update(const distribute::ReplicaContext& ctx,
                               const std::vector<Variable>& vars,
                               const ApplyGradientsOptions& options) const {
-  const auto* strategy = dynamic_cast<const distribute::ReplicatedStrategy*>(&ctx.strategy());
-  if (strategy == nullptr) return false;
-  const distribute::CommunicationOptions& comm = strategy->communication_options();
-  if (!comm.shard_weight_update || comm.check_divergence_every_n_steps > 0) return false;
+  if (!distribute::shards_weight_update(ctx)) return false;
   if (options.skip_gradients_aggregation || !update_is_elementwise()) return false;
   if ((args_.clipnorm && *args_.clipnorm > 0) ||
       (args_.global_clipnorm && *args_.global_clipnorm > 0)) {
     return false;
   }
+  const distribute::Strategy* strategy = &ctx.strategy();
   return std::all_of(vars.begin(), vars.end(), [strategy](const Variable& v) {
     return (v.dtype() == DType::float32 || v.dtype() == DType::float64) &&
            distribute::is_mirrored_variable(v) && distribute::owning_strategy(v) == strategy &&
@@ -503,7 +501,6 @@ bool Optimizer::shards_update(const distribute::ReplicaContext& ctx,
 
 void Optimizer::apply_sharded(distribute::ReplicaContext& ctx, const std::vector<Tensor>& grads,
                               const std::vector<Variable>& vars, double learning_rate) {
-  auto& strategy = dynamic_cast<distribute::ReplicatedStrategy&>(ctx.strategy());
   const int shards = ctx.num_replicas_in_sync();
   const int r = ctx.replica_id_in_sync_group();
   const auto local = static_cast<size_t>(ctx.local_replica_id());
@@ -563,7 +560,7 @@ void Optimizer::apply_sharded(distribute::ReplicaContext& ctx, const std::vector
     rows.push_back(pack_row(layout, blocks));
   }
   for (size_t l = 0; l < layouts.size(); ++l) {
-    const Tensor gathered = strategy.all_gather_rows_in_replica(ctx, rows[l]);
+    const Tensor gathered = distribute::all_gather_rows(ctx, rows[l]);
     for (size_t k = 0; k < layouts[l].members.size(); ++k) {
       const size_t i = layouts[l].members[k];
       unpack_into(copies[i], gathered, layouts[l].columns[k], shards, /*skip=*/r);
@@ -572,7 +569,6 @@ void Optimizer::apply_sharded(distribute::ReplicaContext& ctx, const std::vector
 }
 
 void Optimizer::gather_slot_blocks(distribute::ReplicaContext& ctx) const {
-  auto& strategy = dynamic_cast<distribute::ReplicatedStrategy&>(ctx.strategy());
   const int shards = ctx.num_replicas_in_sync();
   const int r = ctx.replica_id_in_sync_group();
   const auto local = static_cast<size_t>(ctx.local_replica_id());
@@ -593,7 +589,7 @@ void Optimizer::gather_slot_blocks(distribute::ReplicaContext& ctx) const {
     rows.push_back(pack_row(layout, blocks));
   }
   for (size_t l = 0; l < layouts.size(); ++l) {
-    const Tensor gathered = strategy.all_gather_rows_in_replica(ctx, rows[l]);
+    const Tensor gathered = distribute::all_gather_rows(ctx, rows[l]);
     for (size_t k = 0; k < layouts[l].members.size(); ++k) {
       const size_t i = layouts[l].members[k];
       unpack_into(copies[i], gathered, layouts[l].columns[k], shards, /*skip=*/r);

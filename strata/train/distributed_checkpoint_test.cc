@@ -8,6 +8,8 @@
 #include <cmath>
 #include <filesystem>
 #include <future>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -101,11 +103,20 @@ TEST_F(DistributedCheckpointTest, SyncOnReadSavesItsAggregateAndRestoresUnderOth
   EXPECT_EQ(plain.value().item<float>(), 3.f);
 }
 
-// An Adam run under MirroredStrategy over 2 replicas, sharded or not
-// (CommunicationOptions.shard_weight_update), on variables of 40 elements
-// (blocks of 32 and 8) and a scalar (replica 1 owns none of it).
+// An Adam run on variables of 40 elements (blocks of 32 and 8 over 2
+// replicas) and a scalar (replica 0's alone), under MirroredStrategy over 2
+// replicas, sharded or not (CommunicationOptions.shard_weight_update), or
+// under a given strategy.
 struct AdamRun {
-  explicit AdamRun(bool shard) : strategy(cpus2(), {.shard_weight_update = shard}) {
+  explicit AdamRun(bool shard)
+      : owned(std::make_unique<sd::MirroredStrategy>(
+            std::vector<std::string>{"CPU:0", "CPU:1"},
+            sd::CommunicationOptions{.shard_weight_update = shard})),
+        strategy(*owned) {
+    make();
+  }
+  explicit AdamRun(sd::Strategy& s) : strategy(s) { make(); }
+  void make() {
     auto scope = strategy.scope();
     std::vector<float> initial(40);
     for (size_t i = 0; i < initial.size(); ++i) initial[i] = std::cos(0.9f * float(i)) * 2.f;
@@ -113,7 +124,6 @@ struct AdamRun {
     b = Variable(constant(0.75f), {.name = "b"});
     adam = keras::optimizers::Adam({.learning_rate = 0.01});
   }
-  static std::vector<std::string> cpus2() { return {"CPU:0", "CPU:1"}; }
   void step(int n) {
     strategy.run([&] {
       const float r = float(sd::get_replica_context()->replica_id_in_sync_group());
@@ -123,7 +133,7 @@ struct AdamRun {
     });
   }
   Checkpoint checkpoint() { return Checkpoint({{"w", w}, {"b", b}, {"optimizer", adam}}); }
-  // The bits of every copy of w, b and every slot.
+  // Every copy of w, b and every slot (slot_variables() first gathers them whole).
   std::vector<std::vector<float>> copies() {
     std::vector<Variable> all{w, b};
     for (const auto& s : adam->slot_variables()) all.push_back(s.slot);
@@ -133,7 +143,8 @@ struct AdamRun {
     }
     return out;
   }
-  sd::MirroredStrategy strategy;
+  std::unique_ptr<sd::Strategy> owned;
+  sd::Strategy& strategy;
   Variable w;
   Variable b;
   std::shared_ptr<keras::optimizers::AdamOptimizer> adam;
@@ -371,6 +382,61 @@ TEST_F(DistributedCheckpointTest, UnderMultiWorkerOnlyTheChiefsFilesAreKeptAndEv
     names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"checkpoint", "ckpt-2"}));
+}
+
+TEST_F(DistributedCheckpointTest,
+       ShardedUpdatesAcrossWorkersMatchTheUnshardedOnesAndSaveWholeSlots) {
+  // MultiWorkerMirroredStrategy, two workers as threads with 2 local replicas
+  // each (4 in all), over the real rendezvous, Gloo and the hierarchical
+  // group: 3 sharded Adam steps leave every copy on every worker with the
+  // unsharded run's bits, and a save on every worker (the slots are gathered
+  // across the workers first) writes the same tensors.
+  strata::internal::reset_runtime_for_testing();
+  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  TempDir dir("sharded_multi_worker");
+  auto on_two_workers = [&](bool shard) {
+    const std::vector<int> ports = cluster::pick_free_ports(2);
+    const ClusterSpec spec(
+        {{"worker", {str_cat("127.0.0.1:", ports[0]), str_cat("127.0.0.1:", ports[1])}}});
+    const std::string where = dir.file(shard ? "sharded" : "plain");
+    std::filesystem::create_directories(where);
+    auto worker = [&spec, &where, shard](int w) {
+      sd::MultiWorkerMirroredStrategy s(
+          {.cluster_resolver = std::make_shared<sd::cluster_resolver::SimpleClusterResolver>(
+               spec, sd::cluster_resolver::SimpleClusterResolverOptions{.task_type = "worker",
+                                                                        .task_id = w}),
+           .communication_options = {.timeout_seconds = 60, .shard_weight_update = shard}});
+      EXPECT_EQ(s.num_replicas_in_sync(), 4);
+      AdamRun run(s);
+      for (int n = 0; n < 3; ++n) run.step(n);
+      EXPECT_EQ(run.adam->slots_sharded(), shard);
+      Checkpoint ckpt = run.checkpoint();
+      CheckpointManager(ckpt, where, {.max_to_keep = 1}).save();
+      return run.copies();
+    };
+    auto f0 = std::async(std::launch::async, worker, 0);
+    auto f1 = std::async(std::launch::async, worker, 1);
+    const auto copies0 = f0.get();
+    const auto copies1 = f1.get();
+    EXPECT_EQ(copies0, copies1);
+    const std::optional<std::string> latest = latest_checkpoint(where);
+    EXPECT_TRUE(latest.has_value()) << where;
+    return std::make_pair(copies0, latest.value_or(""));
+  };
+  const auto plain = on_two_workers(false);
+  const auto sharded = on_two_workers(true);
+  EXPECT_EQ(sharded.first, plain.first);
+  const CheckpointReader from_sharded(sharded.second);
+  const CheckpointReader from_plain(plain.second);
+  const auto keys = from_plain.get_variable_to_shape_map();
+  EXPECT_EQ(from_sharded.get_variable_to_shape_map(), keys);
+  for (const auto& [key, shape] : keys) {
+    if (from_plain.get_variable_to_dtype_map().at(key) != DType::float32) continue;
+    EXPECT_EQ(from_sharded.get_tensor(key).to_vector<float>(),
+              from_plain.get_tensor(key).to_vector<float>())
+        << key;
+  }
 }
 
 }  // namespace

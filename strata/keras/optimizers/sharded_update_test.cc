@@ -6,17 +6,14 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
-#include <future>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "strata/base/str_cat.h"
-#include "strata/cluster/socket.h"
 #include "strata/core/config.h"
 #include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/mirrored_strategy.h"
-#include "strata/distribute/multi_worker_mirrored_strategy.h"
 #include "strata/keras/optimizers/optimizers.h"
 #include "strata/ops/math_ops.h"
 
@@ -265,41 +262,6 @@ TEST(ShardedWeightUpdate, AnUnshardedStepAfterShardedOnesSeesWholeSlots) {
     return state_of(vars, *adam);
   };
   expect_same(run(true), run(false), "Adam, third step unsharded");
-}
-
-// MultiWorkerMirroredStrategy, two workers as threads of this process (each
-// with two local replicas, 4 in all), over the real rendezvous, Gloo and the
-// hierarchical group.
-TEST(ShardedWeightUpdate, MultiWorkerCopiesAreBitIdenticalToTheUnshardedUpdate) {
-  use_cpus(2);
-  auto on_two_workers = [](bool shard) {
-    const std::vector<int> ports = cluster::pick_free_ports(2);
-    const train::ClusterSpec spec(
-        {{"worker", {str_cat("127.0.0.1:", ports[0]), str_cat("127.0.0.1:", ports[1])}}});
-    std::vector<std::future<State>> futures;
-    futures.reserve(2);
-    for (int w = 0; w < 2; ++w) {
-      futures.push_back(std::async(std::launch::async, [&spec, w, shard] {
-        sd::MultiWorkerMirroredStrategy strategy(
-            {.cluster_resolver = std::make_shared<sd::cluster_resolver::SimpleClusterResolver>(
-                 spec, sd::cluster_resolver::SimpleClusterResolverOptions{.task_type = "worker",
-                                                                          .task_id = w}),
-             .communication_options = {.timeout_seconds = 60, .shard_weight_update = shard}});
-        EXPECT_EQ(strategy.num_replicas_in_sync(), 4);
-        return train(
-            strategy, [] { return opt::Adam({.learning_rate = 0.01}); }, 3);
-      }));
-    }
-    std::vector<State> out;
-    out.reserve(futures.size());
-    for (auto& f : futures) out.push_back(f.get());
-    return out;
-  };
-  const std::vector<State> plain = on_two_workers(false);
-  const std::vector<State> sharded = on_two_workers(true);
-  expect_same(sharded[0], plain[0], "worker 0");
-  expect_same(sharded[1], plain[1], "worker 1");
-  expect_same(sharded[0], sharded[1], "worker 0 against worker 1");
 }
 
 }  // namespace
