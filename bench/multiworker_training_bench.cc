@@ -8,6 +8,7 @@
 //
 //   multiworker_training_bench [--workers 2] [--steps 200] [--warmup 10] [--repetitions 3]
 //                              [--profile 0|1] [--shared-memory 1]
+//                              [--shard-weight-update 0|1]
 //
 // Without TF_CONFIG the program is the launcher: it picks free loopback ports,
 // starts itself once per worker with TF_CONFIG set (worker i = task i), waits
@@ -25,7 +26,8 @@
 // with the cross-worker all-reduce). `--profile 1` turns on the strategy's
 // step profile (strategy.enable_step_profile(): every phase timed and a
 // barrier before each cross-worker all-reduce), to measure what it costs;
-// the JSON line then carries "profile": 1.
+// the JSON line then carries "profile": 1. `--shard-weight-update 1` sets
+// CommunicationOptions.shard_weight_update (the sharded weight update).
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -65,6 +67,7 @@ struct Args {
   // CommunicationOptions.shared_memory: 1 AUTO (the workers share this host,
   // so shared memory), 0 OFF (Gloo over TCP).
   int shared_memory = 1;
+  bool shard_weight_update = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -89,6 +92,8 @@ Args parse(int argc, char** argv) {
       a.profile = value != 0;
     } else if (name == "--shared-memory") {
       a.shared_memory = value;
+    } else if (name == "--shard-weight-update") {
+      a.shard_weight_update = value != 0;
     } else {
       STRATA_CHECK_ARG(false, "multiworker_training_bench: unknown flag ", name);
     }
@@ -174,9 +179,9 @@ int work(const Args& args) {
   config::set_intra_op_parallelism_threads(1);
   sd::MultiWorkerMirroredStrategy strategy(
       {.communication_options = {.timeout_seconds = 120,
-                                 .shared_memory = args.shared_memory != 0
-                                                      ? sd::SharedMemory::AUTO
-                                                      : sd::SharedMemory::OFF}});
+                                 .shared_memory = args.shared_memory != 0 ? sd::SharedMemory::AUTO
+                                                                          : sd::SharedMemory::OFF,
+                                 .shard_weight_update = args.shard_weight_update}});
   if (args.profile) strategy.enable_step_profile();
   const int worker = strategy.input_pipeline_id();
   std::shared_ptr<keras::SequentialModel> model;

@@ -273,15 +273,20 @@ void report(benchmark::State& state, int64_t examples_per_iteration, const Proce
 }
 
 // Custom training step: args threads (one device) or, with `mirrored`,
-// 2 logical devices x 1 thread under MirroredStrategy.
-void custom_loop(benchmark::State& state, Net net, bool mirrored) {
+// 2 logical devices x 1 thread under MirroredStrategy (`shard_weight_update`:
+// CommunicationOptions.shard_weight_update).
+void custom_loop(benchmark::State& state, Net net, bool mirrored,
+                 bool shard_weight_update = false) {
   if (mirrored) {
     configure(2, 1);
   } else {
     configure(1, static_cast<int>(state.range(0)));
   }
   std::optional<sd::MirroredStrategy> strategy;
-  if (mirrored) strategy.emplace(std::vector<std::string>{"CPU:0", "CPU:1"});
+  if (mirrored) {
+    strategy.emplace(std::vector<std::string>{"CPU:0", "CPU:1"},
+                     sd::CommunicationOptions{.shard_weight_update = shard_weight_update});
+  }
   std::shared_ptr<keras::SequentialModel> model;
   std::shared_ptr<keras::optimizers::AdamOptimizer> optimizer;
   {
@@ -364,6 +369,9 @@ void BM_FitMLP(benchmark::State& state) { fit_loop(state, Net::MLP, false); }
 void BM_FitCNN(benchmark::State& state) { fit_loop(state, Net::CNN, false); }
 void BM_MirroredTrainMLP(benchmark::State& state) { custom_loop(state, Net::MLP, true); }
 void BM_MirroredFitMLP(benchmark::State& state) { fit_loop(state, Net::MLP, true); }
+void BM_MirroredShardedTrainMLP(benchmark::State& state) {
+  custom_loop(state, Net::MLP, true, /*shard_weight_update=*/true);
+}
 
 BENCHMARK(BM_TrainMLP)
     ->ArgName("threads")
@@ -375,6 +383,10 @@ BENCHMARK(BM_FitMLP)->ArgName("threads")->Arg(1)->Arg(2)->UseRealTime()->Unit(
     benchmark::kMillisecond);
 BENCHMARK(BM_MirroredTrainMLP)
     ->Name("BM_MirroredTrainMLP/devices:2/threads:1")
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_MirroredShardedTrainMLP)
+    ->Name("BM_MirroredShardedTrainMLP/devices:2/threads:1")
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_MirroredFitMLP)

@@ -49,6 +49,13 @@
 // id, the /dev/shm file system and user; STRATA_HOST_ID overrides it). OFF
 // keeps every exchange on Gloo over TCP. MirroredStrategy (one process)
 // ignores it. multi_worker_mirrored_strategy.h says which transport was chosen.
+// shard_weight_update: the Keras optimizers' apply_gradients shards the
+// weight update across the replicas (XLA's "Automatic Cross-Replica Sharding
+// of Weight Update in Data-Parallel Training"): replica r applies the update
+// to its 1/R of every variable and of its slots, and the new values are
+// all-gathered into every copy; the result is bit-identical to the unsharded
+// update (keras/optimizer.h). Off by default: in one process it
+// measured slower (docs/PERFORMANCE.md).
 
 #include <cstdint>
 #include <optional>
@@ -71,6 +78,7 @@ struct CommunicationOptions {
   int deterministic_micro_batches = 8;
   int64_t check_divergence_every_n_steps = 0;
   SharedMemory shared_memory = SharedMemory::AUTO;
+  bool shard_weight_update = false;
 };
 
 // InvalidArgumentError for a negative bytes_per_pack, a non-positive

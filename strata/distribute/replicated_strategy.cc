@@ -260,6 +260,16 @@ std::vector<Tensor> ReplicatedStrategy::all_reduce_in_replica(ReplicaContext& ct
   return out;
 }
 
+Tensor ReplicatedStrategy::all_gather_rows_in_replica(ReplicaContext& ctx, const Tensor& row) {
+  STRATA_CHECK_ARG(row.rank() == 2 && row.shape().dim(0) == 1, name(),
+                   ": all_gather_rows_in_replica: expected one row of shape [1, columns], got ",
+                   row.shape());
+  if (num_replicas_in_sync_ == 1) return row;
+  if (!collectives_) return ctx.all_gather(row, 0);
+  const ScopedStepPhase transfer(StepPhase::kCollectiveTransfer);
+  return collectives_->all_gather(ctx.replica_id_in_sync_group(), row);
+}
+
 std::vector<Tensor> ReplicatedStrategy::deterministic_all_reduce(
     int rank, ReduceOp op, const std::vector<Tensor>& values) {
   // Internal arithmetic: ReplicaContext::all_reduce records the reduction's

@@ -52,6 +52,12 @@ class ReplicatedStrategy : public Strategy {
   const CommunicationOptions& communication_options() const noexcept {
     return communication_options_;
   }
+  // Each replica's `row` (rank 2, one row; the same columns and dtype on
+  // every replica) gathered across every replica of every worker, in global
+  // replica order: [num_replicas_in_sync, columns]. On a replica thread of
+  // this strategy; every replica must call it (the sharded weight update's
+  // all-gather of new values). The result is the caller's to keep.
+  Tensor all_gather_rows_in_replica(ReplicaContext& ctx, const Tensor& row);
   // communication_options().deterministic_micro_batches when
   // deterministic_reduction is on, else 0.
   int deterministic_micro_batches() const override;

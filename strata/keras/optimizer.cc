@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <regex>
 
@@ -9,7 +10,9 @@
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 #include "strata/distribute/distributed_variable.h"
+#include "strata/distribute/step_profile.h"
 #include "strata/distribute/strategy.h"
+#include "strata/distribute/weight_update_sharding.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
@@ -25,6 +28,151 @@ Tensor scalar_of(double v, DType dtype) { return strata::cast(strata::constant(v
 // sum(g^2) of one gradient, accumulated in double.
 double squared_l2(const Tensor& g) {
   return strata::reduce_sum(strata::square(strata::cast(g, DType::float64))).scalar_as_double();
+}
+
+// The sharded weight update's partition of a flattened variable of n
+// elements among `shards` replicas: blocks of `width` = ceil(n / shards)
+// rounded up to a multiple of kBlockAlign elements, block r covering [begin,
+// end) (the last ones shorter or empty). The rounding keeps the update
+// bit-identical: vectorised kernels (Eigen's) run a fast packet path on whole
+// packets from an aligned start and an exact scalar path on the rest (rsqrt
+// is an approximation refined by a Newton step in packets, 1 / sqrt in scalars),
+// so an element must sit at the same packet position in its block as in the
+// whole variable. 16 elements (64 bytes of float32, the buffer alignment) is a
+// multiple of every packet width.
+constexpr int64_t kBlockAlign = 16;
+
+struct Block {
+  int64_t begin;
+  int64_t end;
+  int64_t width;
+};
+
+Block block_of(int64_t n, int shards, int r) {
+  const int64_t width = ((n + shards - 1) / shards + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
+  const int64_t begin = std::min(n, width * r);
+  return {begin, std::min(n, begin + width), width};
+}
+
+// Rows of the all-gather: per dtype, the tensors' blocks side by side, each
+// padded to its width (so every replica's row has the same columns).
+struct RowLayout {
+  DType dtype;
+  std::vector<size_t> members = {};   // indices into the caller's tensors
+  std::vector<int64_t> columns = {};  // first column of each member's block
+  int64_t width = 0;                  // columns in all
+};
+
+std::vector<RowLayout> row_layouts(const std::vector<Variable>& vars, int shards) {
+  std::vector<RowLayout> layouts;
+  for (size_t i = 0; i < vars.size(); ++i) {
+    const DType d = vars[i].dtype();
+    auto it = std::find_if(layouts.begin(), layouts.end(),
+                           [d](const RowLayout& l) { return l.dtype == d; });
+    if (it == layouts.end()) {
+      layouts.push_back(RowLayout{.dtype = d});
+      it = layouts.end() - 1;
+    }
+    it->members.push_back(i);
+    it->columns.push_back(it->width);
+    it->width += block_of(vars[i].shape().num_elements(), shards, 0).width;
+  }
+  return layouts;
+}
+
+// Replica `r`'s row of `layout`: block r of each of `blocks` (already cut to
+// the block, flat) in its columns, zeros in the padding.
+Tensor pack_row(const RowLayout& layout, const std::vector<Tensor>& blocks) {
+  const size_t esize = dtype_size(layout.dtype);
+  Tensor row = Tensor::allocate(layout.dtype, TensorShape({1, layout.width}));
+  auto* out = static_cast<std::byte*>(row.mutable_raw_data());
+  std::memset(out, 0, size_t(layout.width) * esize);
+  for (size_t k = 0; k < layout.members.size(); ++k) {
+    const Tensor& b = blocks[layout.members[k]];
+    if (b.num_elements() > 0) {
+      std::memcpy(out + layout.columns[k] * int64_t(esize), b.raw_data(), b.size_bytes());
+    }
+  }
+  return row;
+}
+
+// Writes the blocks of variable copy `v` gathered as block q in row q of
+// `gathered` ([shards, layout.width]) at `column` into `v`, except block
+// `skip` (this replica's, already in place).
+void unpack_into(const Variable& v, const Tensor& gathered, int64_t column, int shards, int skip) {
+  const int64_t n = v.shape().num_elements();
+  if (n == 0) return;
+  const size_t esize = dtype_size(v.dtype());
+  const int64_t row_width = gathered.shape().dim(1);
+  const auto* in = static_cast<const std::byte*>(gathered.raw_data());
+  v.update_in_place([&](void* data) {
+    auto* out = static_cast<std::byte*>(data);
+    for (int q = 0; q < shards; ++q) {
+      const Block b = block_of(n, shards, q);
+      if (q == skip || b.end <= b.begin) continue;
+      std::memcpy(out + b.begin * int64_t(esize), in + (q * row_width + column) * int64_t(esize),
+                  size_t(b.end - b.begin) * esize);
+    }
+  });
+}
+
+// Elements [begin, end) of `t` flattened, as a view.
+Tensor flat_block(const Tensor& t, const Block& b) {
+  return t.reshaped(TensorShape({t.num_elements()})).slice_rows(b.begin, b.end);
+}
+
+// Elements [begin, end) of a variable's copy, flattened, as a variable of
+// their own (made without the variable-creator stack, which would mirror
+// it): reads are views of the copy's buffer and writes land in it, so
+// update_step runs on a block with nothing copied in or out. A write while a
+// view of the copy is alive copies the whole buffer first (Variable's
+// update_in_place), so a write never reads through a view it took itself.
+class BlockVariableImpl final : public VariableImpl {
+ public:
+  BlockVariableImpl(Variable whole, const Block& block)
+      : whole_(std::move(whole)),
+        block_(block),
+        shape_({block.end - block.begin}),
+        name_(str_cat(whole_.name(), "[", block.begin, ":", block.end, "]")) {}
+
+  Tensor read() const override { return flat_block(whole_.impl().read(), block_); }
+  void assign(const Tensor& value) override {
+    const size_t esize = dtype_size(dtype());
+    whole_.update_in_place([&](void* data) {
+      std::memcpy(static_cast<std::byte*>(data) + block_.begin * int64_t(esize), value.raw_data(),
+                  value.size_bytes());
+    });
+  }
+  void assign_add(const Tensor& delta) override {
+    const Tensor sum = strata::add(read(), delta);
+    assign(sum);
+  }
+  void assign_sub(const Tensor& delta) override {
+    const Tensor difference = strata::subtract(read(), delta);
+    assign(difference);
+  }
+  void update_in_place(const std::function<void(void* data)>& fn) override {
+    const size_t esize = dtype_size(dtype());
+    whole_.update_in_place(
+        [&](void* data) { fn(static_cast<std::byte*>(data) + block_.begin * int64_t(esize)); });
+  }
+  const std::string& name() const override { return name_; }
+  const TensorShape& shape() const override { return shape_; }
+  DType dtype() const override { return whole_.dtype(); }
+  const std::string& device() const override { return whole_.device(); }
+  bool trainable() const override { return false; }
+  VariableSynchronization synchronization() const override { return VariableSynchronization::NONE; }
+  VariableAggregation aggregation() const override { return VariableAggregation::NONE; }
+
+ private:
+  Variable whole_;
+  Block block_;
+  TensorShape shape_;
+  std::string name_;
+};
+
+Variable block_variable(const Variable& whole, const Block& block) {
+  return Variable(std::make_shared<BlockVariableImpl>(whole, block));
 }
 
 }  // namespace
@@ -101,6 +249,7 @@ bool Optimizer::uses_weight_decay(const Variable& variable) const {
 }
 
 std::vector<Variable> Optimizer::variables() const {
+  gather_sharded_slots();
   std::vector<Variable> out{iterations_};
   out.insert(out.end(), slot_order_.begin(), slot_order_.end());
   return out;
@@ -145,6 +294,19 @@ Variable Optimizer::add_variable_from_reference(const Variable& reference,
 }
 
 const Variable& Optimizer::slot(const Variable& variable, const std::string& slot_name) const {
+  {
+    // A sharded step's block variables map to their slots' blocks; the map
+    // is empty outside sharded steps. Its nodes are stable, and only the
+    // replica that inserted an entry erases it.
+    MutexLock lock(shard_mu_);
+    auto block = block_slots_.find(variable.impl_ptr().get());
+    if (block != block_slots_.end()) {
+      auto named = block->second.find(slot_name);
+      STRATA_INTERNAL_CHECK(named != block->second.end(), name_, " has no slot '", slot_name,
+                            "' for variable '", variable.name(), "'");
+      return named->second;
+    }
+  }
   auto it = slots_.find(std::pair{variable.impl_ptr().get(), slot_name});
   STRATA_INTERNAL_CHECK(it != slots_.end(), name_, " has no slot '", slot_name, "' for variable '",
                         variable.name(), "'");
@@ -295,17 +457,172 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
   }
 
   kept_grads = clip_gradients(std::move(kept_grads));
-  if (args_.weight_decay) {
-    for (const Variable& v : kept_vars) {
-      if (!uses_weight_decay(v)) continue;
-      // Keras: variable.assign_sub(variable * wd * lr), in the variable's dtype.
-      v.assign_sub(
-          strata::multiply(strata::multiply(v.value(), scalar_of(*args_.weight_decay, v.dtype())),
-                           scalar_of(lr, v.dtype())));
+  if (replica != nullptr && replica->num_replicas_in_sync() > 1) {
+    if (shards_update(*replica, kept_vars, options)) {
+      apply_sharded(*replica, kept_grads, kept_vars, lr);
+      iterations_.assign_add(strata::constant<int64_t>(1));
+      return;
     }
+    // Every replica takes the same path with the same history, so this
+    // gather is collective.
+    if (holds_slot_blocks(replica->local_replica_id())) gather_slot_blocks(*replica);
+  }
+  for (const Variable& v : kept_vars) {
+    if (args_.weight_decay && uses_weight_decay(v)) decay_weights(v, lr);
   }
   for (size_t i = 0; i < kept_vars.size(); ++i) update_step(kept_grads[i], kept_vars[i], lr);
   iterations_.assign_add(strata::constant<int64_t>(1));
+}
+
+void Optimizer::decay_weights(const Variable& variable, double learning_rate) const {
+  if (!args_.weight_decay) return;
+  // Keras: variable.assign_sub(variable * wd * lr), in the variable's dtype.
+  variable.assign_sub(strata::multiply(
+      strata::multiply(variable.value(), scalar_of(*args_.weight_decay, variable.dtype())),
+      scalar_of(learning_rate, variable.dtype())));
+}
+
+bool Optimizer::shards_update(const distribute::ReplicaContext& ctx,
+                              const std::vector<Variable>& vars,
+                              const ApplyGradientsOptions& options) const {
+  if (!distribute::shards_weight_update(ctx)) return false;
+  if (options.skip_gradients_aggregation || !update_is_elementwise()) return false;
+  if ((args_.clipnorm && *args_.clipnorm > 0) ||
+      (args_.global_clipnorm && *args_.global_clipnorm > 0)) {
+    return false;
+  }
+  const distribute::Strategy* strategy = &ctx.strategy();
+  return std::all_of(vars.begin(), vars.end(), [strategy](const Variable& v) {
+    return (v.dtype() == DType::float32 || v.dtype() == DType::float64) &&
+           distribute::is_mirrored_variable(v) && distribute::owning_strategy(v) == strategy &&
+           v.aggregation() == VariableAggregation::NONE;
+  });
+}
+
+void Optimizer::apply_sharded(distribute::ReplicaContext& ctx, const std::vector<Tensor>& grads,
+                              const std::vector<Variable>& vars, double learning_rate) {
+  const int shards = ctx.num_replicas_in_sync();
+  const int r = ctx.replica_id_in_sync_group();
+  const auto local = static_cast<size_t>(ctx.local_replica_id());
+  // This replica's copies (components) of the variables: blocks are views
+  // of them, and the gathered values are written into them.
+  std::vector<Variable> copies;
+  copies.reserve(vars.size());
+  for (const Variable& v : vars) copies.push_back(distribute::distributed_components(v).at(local));
+  // Slots of every variable exist (build ran) and are whole or hold block r:
+  // this replica reads and writes block r only, in place.
+  {
+    const distribute::ScopedStepPhase apply(distribute::StepPhase::kApply);
+    for (size_t i = 0; i < vars.size(); ++i) {
+      const Variable& v = vars[i];
+      const Block b = block_of(v.shape().num_elements(), shards, r);
+      if (b.end <= b.begin) continue;
+      const Variable block = block_variable(copies[i], b);
+      std::map<std::string, Variable> slot_blocks;
+      for (const SlotVariable& s : slot_records_) {
+        if (!s.reference.is_same(v)) continue;
+        slot_blocks.emplace(
+            s.slot_name, block_variable(distribute::distributed_components(s.slot).at(local), b));
+      }
+      {
+        MutexLock lock(shard_mu_);
+        block_slots_[block.impl_ptr().get()] = std::move(slot_blocks);
+      }
+      try {
+        if (args_.weight_decay && uses_weight_decay(v)) decay_weights(block, learning_rate);
+        update_step(flat_block(grads[i], b), block, learning_rate);
+      } catch (...) {
+        MutexLock lock(shard_mu_);
+        block_slots_.erase(block.impl_ptr().get());
+        throw;
+      }
+      MutexLock lock(shard_mu_);
+      block_slots_.erase(block.impl_ptr().get());
+    }
+  }
+  {
+    MutexLock lock(shard_mu_);
+    sharded_strategy_ = &ctx.strategy();
+    replicas_holding_blocks_.insert(ctx.local_replica_id());
+  }
+  // One all-gather per dtype of every variable's new block. The rows are
+  // packed before any copy is written, and no view of a copy outlives the
+  // packing (a live view would make the writes copy the whole buffer).
+  const std::vector<RowLayout> layouts = row_layouts(vars, shards);
+  std::vector<Tensor> rows;
+  rows.reserve(layouts.size());
+  for (const RowLayout& layout : layouts) {
+    std::vector<Tensor> blocks(vars.size());
+    for (size_t i : layout.members) {
+      blocks[i] =
+          flat_block(copies[i].impl().read(), block_of(vars[i].shape().num_elements(), shards, r));
+    }
+    rows.push_back(pack_row(layout, blocks));
+  }
+  for (size_t l = 0; l < layouts.size(); ++l) {
+    const Tensor gathered = distribute::all_gather_rows(ctx, rows[l]);
+    for (size_t k = 0; k < layouts[l].members.size(); ++k) {
+      const size_t i = layouts[l].members[k];
+      unpack_into(copies[i], gathered, layouts[l].columns[k], shards, /*skip=*/r);
+    }
+  }
+}
+
+void Optimizer::gather_slot_blocks(distribute::ReplicaContext& ctx) const {
+  const int shards = ctx.num_replicas_in_sync();
+  const int r = ctx.replica_id_in_sync_group();
+  const auto local = static_cast<size_t>(ctx.local_replica_id());
+  std::vector<Variable> copies;
+  copies.reserve(slot_records_.size());
+  for (const SlotVariable& s : slot_records_) {
+    copies.push_back(distribute::distributed_components(s.slot).at(local));
+  }
+  const std::vector<RowLayout> layouts = row_layouts(copies, shards);
+  std::vector<Tensor> rows;
+  rows.reserve(layouts.size());
+  for (const RowLayout& layout : layouts) {
+    std::vector<Tensor> blocks(copies.size());
+    for (size_t i : layout.members) {
+      blocks[i] = flat_block(copies[i].impl().read(),
+                             block_of(copies[i].shape().num_elements(), shards, r));
+    }
+    rows.push_back(pack_row(layout, blocks));
+  }
+  for (size_t l = 0; l < layouts.size(); ++l) {
+    const Tensor gathered = distribute::all_gather_rows(ctx, rows[l]);
+    for (size_t k = 0; k < layouts[l].members.size(); ++k) {
+      const size_t i = layouts[l].members[k];
+      unpack_into(copies[i], gathered, layouts[l].columns[k], shards, /*skip=*/r);
+    }
+  }
+  MutexLock lock(shard_mu_);
+  replicas_holding_blocks_.erase(ctx.local_replica_id());
+}
+
+bool Optimizer::holds_slot_blocks(int local_replica) const {
+  MutexLock lock(shard_mu_);
+  return replicas_holding_blocks_.contains(local_replica);
+}
+
+bool Optimizer::slots_sharded() const {
+  MutexLock lock(shard_mu_);
+  return !replicas_holding_blocks_.empty();
+}
+
+void Optimizer::gather_sharded_slots() const {
+  distribute::ReplicaContext* ctx = distribute::get_replica_context();
+  if (ctx != nullptr && ctx->num_replicas_in_sync() > 1) {
+    if (holds_slot_blocks(ctx->local_replica_id())) gather_slot_blocks(*ctx);
+    return;
+  }
+  distribute::Strategy* strategy = nullptr;
+  {
+    MutexLock lock(shard_mu_);
+    if (replicas_holding_blocks_.empty()) return;
+    strategy = sharded_strategy_;
+  }
+  STRATA_INTERNAL_CHECK(strategy != nullptr, name_, ": sharded slots without a strategy");
+  strategy->run([this] { gather_slot_blocks(*distribute::get_replica_context()); });
 }
 
 }  // namespace strata::keras::optimizers

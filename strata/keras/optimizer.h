@@ -43,6 +43,46 @@
 // naming the variable if a gradient's shape or dtype differs from its
 // variable's; that check runs before anything is modified.
 //
+// Sharded weight update (CommunicationOptions.shard_weight_update of a
+// MirroredStrategy or MultiWorkerMirroredStrategy; XLA's
+// "Automatic Cross-Replica Sharding of Weight Update in Data-Parallel
+// Training"). With R replicas each variable's elements, flattened, form R
+// contiguous blocks of ceil(n / R) elements rounded up to a multiple of 16
+// (the last ones shorter or empty; a variable of at most 16 elements, a
+// scalar say, belongs to replica 0). The rounding puts every block on a
+// 64-byte boundary, so a vectorised kernel treats each element alike in its
+// block and in the whole variable. After the gradients are reduced, replica r
+// runs steps 6 and 7 on block r only: on block r of the variable and of each
+// of its slots, in place in its own copies (the blocks are views; nothing is
+// copied in or out). The new blocks are then all-gathered (one collective per
+// dtype) and every replica writes the full new value into its copy. The
+// reduction is the unsharded path's own all-reduce, so both sum in the same
+// order: the in-process group's all-reduce is a reduce-scatter whose
+// all-gather is free (every rank reads the one shared result buffer) and the
+// multi-worker group's reduce-scatter is an all-reduce sliced, so a separate
+// reduce-scatter would cost the same (and deterministic_reduction's
+// all-reduce applies unchanged). Every copy of every variable is then
+// bit-identical to the unsharded update's (the update is element-wise and each
+// element sees the same operands).
+// Slots are sharded in their content, not their storage: every replica's copy
+// of a slot keeps the variable's shape (checkpoints, slot_variables() and
+// restores address slots as ordinary mirrored variables), but replica r
+// keeps only block r of its copy current, so the optimizer's arithmetic and
+// slot traffic divide by R while slot memory does not. slot_variables() and
+// variables() first make every copy whole again (gather_sharded_slots()).
+// The unsharded path is taken instead when:
+//   - the update is not element-wise: a subclass that does not override
+//     update_is_elementwise() (every built-in optimizer does), or clipnorm /
+//     global_clipnorm, whose norms need the whole gradient (summing partial
+//     norms across blocks would change the summation order, hence the bits);
+//     clipvalue is element-wise and stays sharded;
+//   - skip_gradients_aggregation (the caller reduced the gradients);
+//   - check_divergence_every_n_steps > 0 (the check compares whole copies);
+//   - a variable is not a MirroredVariable of the strategy, or not float32 /
+//     float64.
+// A step that takes the unsharded path after sharded ones first makes the
+// slots whole (every replica takes the same path, so the gather is collective).
+//
 // The learning rate is held in float32 (Keras keeps it in a floatx variable)
 // and cast to each variable's dtype in update_step.
 //
@@ -56,14 +96,21 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <string>
 #include <type_traits>
 #include <utility>
 #include <vector>
 
+#include "strata/base/mutex.h"
 #include "strata/base/zip.h"
 #include "strata/core/tensor.h"
 #include "strata/core/variable.h"
+
+namespace strata::distribute {
+class ReplicaContext;
+class Strategy;
+}  // namespace strata::distribute
 
 namespace strata::keras::optimizers {
 
@@ -164,8 +211,21 @@ class Optimizer {
 
   const std::string& name() const noexcept { return name_; }
   const OptimizerArgs& args() const noexcept { return args_; }
-  // iterations then every slot variable, in creation order (what a checkpoint saves).
+  // iterations then every slot variable, in creation order (what a checkpoint
+  // saves). After sharded updates it first calls gather_sharded_slots().
   std::vector<Variable> variables() const;
+
+  // After sharded weight updates, makes every copy of every slot hold the
+  // whole value again (each replica kept only its block current): the blocks
+  // are all-gathered, through strategy.run when called in cross-replica
+  // context. A no-op when the slots are whole. Under
+  // MultiWorkerMirroredStrategy it is collective: every worker calls it at the
+  // same point (as every worker saves a checkpoint). Logically const: the
+  // slots' values do not change, only which copies hold them.
+  void gather_sharded_slots() const;
+  // Whether some replica's copies of the slots hold only its block (a sharded
+  // update ran since the last gather).
+  bool slots_sharded() const;
 
   // A slot variable with the variable it belongs to (its `reference`) and the
   // slot's name ("momentum", "m", "v", ...).
@@ -177,7 +237,11 @@ class Optimizer {
   // Every slot, in creation order. A checkpoint saves each keyed by its
   // reference variable's place in the object graph and the slot name (TF's
   // slot_variables), not by creation order.
-  std::vector<SlotVariable> slot_variables() const { return slot_records_; }
+  // Calls gather_sharded_slots() first.
+  std::vector<SlotVariable> slot_variables() const {
+    gather_sharded_slots();
+    return slot_records_;
+  }
 
   // Deferred restoration (strata::train::Checkpoint): `callback(slot)` runs
   // for every slot build() creates from now on, once all of that build's
@@ -195,6 +259,13 @@ class Optimizer {
   // variable. `learning_rate` is the step's rate (float32-rounded).
   virtual void update_step(const Tensor& gradient, const Variable& variable,
                            double learning_rate) = 0;
+  // Whether update_step is element-wise: element i of the variable and of
+  // each slot depends only on element i of the gradient, variable and slots
+  // (and on scalars such as the learning rate and `iterations`), so it may run
+  // on a contiguous block of the flattened variable (the sharded weight
+  // update). A subclass that overrides it with true must read its slots
+  // through slot() and write nothing but the variable and its slots.
+  virtual bool update_is_elementwise() const { return false; }
 
   // A non-trainable slot shaped like `reference`, named
   // "<optimizer>/<reference name>/<slot>", initialised to `initial` (zeros of
@@ -212,6 +283,17 @@ class Optimizer {
 
  private:
   std::vector<Tensor> clip_gradients(std::vector<Tensor> gradients) const;
+  // Whether this step's update is sharded (see the header comment).
+  bool shards_update(const distribute::ReplicaContext& ctx, const std::vector<Variable>& vars,
+                     const ApplyGradientsOptions& options) const;
+  // Steps 6 and 7 on this replica's blocks, then the all-gather of the new
+  // values (the sharded weight update). Gradients are aggregated.
+  void apply_sharded(distribute::ReplicaContext& ctx, const std::vector<Tensor>& grads,
+                     const std::vector<Variable>& vars, double learning_rate);
+  // On a replica thread: makes this replica's copy of every slot whole.
+  void gather_slot_blocks(distribute::ReplicaContext& ctx) const;
+  // The weight decay of step 6 on `variable` (a whole variable or a block).
+  void decay_weights(const Variable& variable, double learning_rate) const;
   bool uses_weight_decay(const Variable& variable) const;
 
   std::string name_;
@@ -232,6 +314,21 @@ class Optimizer {
   std::map<std::pair<const VariableImpl*, std::string>, Variable> slots_;
   std::vector<SlotVariable> slot_records_;
   std::vector<SlotCreatedCallback> slot_created_callbacks_;
+  // Whether local replica `local_replica`'s slot copies hold only its block.
+  bool holds_slot_blocks(int local_replica) const;
+
+  // Sharded weight update state.
+  mutable Mutex shard_mu_;
+  // The local replicas whose slot copies hold only their block (each replica
+  // adds and removes itself, so every replica decides from its own history),
+  // and the strategy whose replicas they are.
+  mutable std::set<int> replicas_holding_blocks_ STRATA_GUARDED_BY(shard_mu_);
+  distribute::Strategy* sharded_strategy_ STRATA_GUARDED_BY(shard_mu_) = nullptr;
+  // During a sharded update_step: the block variable standing for a variable
+  // (by the block's identity) -> its slots' blocks by slot name, which slot()
+  // returns. Each replica inserts and erases its own blocks only.
+  std::map<const VariableImpl*, std::map<std::string, Variable>> block_slots_
+      STRATA_GUARDED_BY(shard_mu_);
 };
 
 using OptimizerPtr = std::shared_ptr<Optimizer>;

@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <future>
+#include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -98,6 +101,96 @@ TEST_F(DistributedCheckpointTest, SyncOnReadSavesItsAggregateAndRestoresUnderOth
   Variable plain(constant(0.f), {.name = "total"});
   Checkpoint({{"total", plain}}).read(path).assert_consumed();
   EXPECT_EQ(plain.value().item<float>(), 3.f);
+}
+
+// An Adam run on variables of 40 elements (blocks of 32 and 8 over 2
+// replicas) and a scalar (replica 0's alone), under MirroredStrategy over 2
+// replicas, sharded or not (CommunicationOptions.shard_weight_update), or
+// under a given strategy.
+struct AdamRun {
+  explicit AdamRun(bool shard)
+      : owned(std::make_unique<sd::MirroredStrategy>(
+            std::vector<std::string>{"CPU:0", "CPU:1"},
+            sd::CommunicationOptions{.shard_weight_update = shard})),
+        strategy(*owned) {
+    make();
+  }
+  explicit AdamRun(sd::Strategy& s) : strategy(s) { make(); }
+  void make() {
+    auto scope = strategy.scope();
+    std::vector<float> initial(40);
+    for (size_t i = 0; i < initial.size(); ++i) initial[i] = std::cos(0.9f * float(i)) * 2.f;
+    w = Variable(constant(initial), {.name = "w"});
+    b = Variable(constant(0.75f), {.name = "b"});
+    adam = keras::optimizers::Adam({.learning_rate = 0.01});
+  }
+  void step(int n) {
+    strategy.run([&] {
+      const float r = float(sd::get_replica_context()->replica_id_in_sync_group());
+      std::vector<float> g(40);
+      for (size_t i = 0; i < g.size(); ++i) g[i] = std::sin(0.7f * float(i + 1) * (r + 2) + n);
+      adam->apply_gradients({{constant(g), w}, {constant(std::cos(r + float(n))), b}});
+    });
+  }
+  Checkpoint checkpoint() { return Checkpoint({{"w", w}, {"b", b}, {"optimizer", adam}}); }
+  // Every copy of w, b and every slot (slot_variables() first gathers them whole).
+  std::vector<std::vector<float>> copies() {
+    std::vector<Variable> all{w, b};
+    for (const auto& s : adam->slot_variables()) all.push_back(s.slot);
+    std::vector<std::vector<float>> out;
+    for (const Variable& v : all) {
+      for (const Variable& c : sd::distributed_components(v)) out.push_back(values_of(c));
+    }
+    return out;
+  }
+  std::unique_ptr<sd::Strategy> owned;
+  sd::Strategy& strategy;
+  Variable w;
+  Variable b;
+  std::shared_ptr<keras::optimizers::AdamOptimizer> adam;
+};
+
+TEST_F(DistributedCheckpointTest, ShardedSlotsAreSavedWholeAndRestoreAcrossTheSwitch) {
+  // Each replica of a sharded run keeps only its block of a slot current; the
+  // checkpoint still holds every slot whole (as TF saves full values), so it
+  // restores into an unsharded run and the other way round, and training
+  // continues with the same bits either way.
+  TempDir dir("sharded_update");
+  AdamRun sharded(true);
+  AdamRun plain(false);
+  for (int n = 0; n < 3; ++n) {
+    sharded.step(n);
+    plain.step(n);
+  }
+  ASSERT_TRUE(sharded.adam->slots_sharded());
+  const std::string sharded_path = sharded.checkpoint().write(dir.file("sharded"));
+  const std::string plain_path = plain.checkpoint().write(dir.file("plain"));
+  const CheckpointReader from_sharded(sharded_path);
+  const CheckpointReader from_plain(plain_path);
+  const auto keys = from_plain.get_variable_to_shape_map();
+  EXPECT_EQ(from_sharded.get_variable_to_shape_map(), keys);
+  int slots = 0;
+  for (const auto& [key, shape] : keys) {
+    if (key.find("OPTIMIZER_SLOT") != std::string::npos) ++slots;
+    if (from_plain.get_variable_to_dtype_map().at(key) != DType::float32) continue;
+    EXPECT_EQ(from_sharded.get_tensor(key).to_vector<float>(),
+              from_plain.get_tensor(key).to_vector<float>())
+        << key;
+  }
+  EXPECT_EQ(slots, 4);  // m and v of w and b
+  for (int n = 3; n < 5; ++n) plain.step(n);
+  const auto expected = plain.copies();
+  for (const auto& [path, shard] : {std::pair{sharded_path, false}, std::pair{plain_path, true}}) {
+    AdamRun resumed(shard);
+    {
+      auto scope = resumed.strategy.scope();
+      resumed.adam->build({resumed.w, resumed.b});
+    }
+    resumed.checkpoint().read(path).assert_consumed();
+    for (int n = 3; n < 5; ++n) resumed.step(n);
+    EXPECT_EQ(resumed.copies(), expected)
+        << (shard ? "unsharded -> sharded" : "sharded -> unsharded");
+  }
 }
 
 TEST_F(DistributedCheckpointTest, AShardedVariableSavesOneFullTensorAndRestoresIntoAnyShardCount) {
@@ -289,6 +382,61 @@ TEST_F(DistributedCheckpointTest, UnderMultiWorkerOnlyTheChiefsFilesAreKeptAndEv
     names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"checkpoint", "ckpt-2"}));
+}
+
+TEST_F(DistributedCheckpointTest,
+       ShardedUpdatesAcrossWorkersMatchTheUnshardedOnesAndSaveWholeSlots) {
+  // MultiWorkerMirroredStrategy, two workers as threads with 2 local replicas
+  // each (4 in all), over the real rendezvous, Gloo and the hierarchical
+  // group: 3 sharded Adam steps leave every copy on every worker with the
+  // unsharded run's bits, and a save on every worker (the slots are gathered
+  // across the workers first) writes the same tensors.
+  strata::internal::reset_runtime_for_testing();
+  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  TempDir dir("sharded_multi_worker");
+  auto on_two_workers = [&](bool shard) {
+    const std::vector<int> ports = cluster::pick_free_ports(2);
+    const ClusterSpec spec(
+        {{"worker", {str_cat("127.0.0.1:", ports[0]), str_cat("127.0.0.1:", ports[1])}}});
+    const std::string where = dir.file(shard ? "sharded" : "plain");
+    std::filesystem::create_directories(where);
+    auto worker = [&spec, &where, shard](int w) {
+      sd::MultiWorkerMirroredStrategy s(
+          {.cluster_resolver = std::make_shared<sd::cluster_resolver::SimpleClusterResolver>(
+               spec, sd::cluster_resolver::SimpleClusterResolverOptions{.task_type = "worker",
+                                                                        .task_id = w}),
+           .communication_options = {.timeout_seconds = 60, .shard_weight_update = shard}});
+      EXPECT_EQ(s.num_replicas_in_sync(), 4);
+      AdamRun run(s);
+      for (int n = 0; n < 3; ++n) run.step(n);
+      EXPECT_EQ(run.adam->slots_sharded(), shard);
+      Checkpoint ckpt = run.checkpoint();
+      CheckpointManager(ckpt, where, {.max_to_keep = 1}).save();
+      return run.copies();
+    };
+    auto f0 = std::async(std::launch::async, worker, 0);
+    auto f1 = std::async(std::launch::async, worker, 1);
+    const auto copies0 = f0.get();
+    const auto copies1 = f1.get();
+    EXPECT_EQ(copies0, copies1);
+    const std::optional<std::string> latest = latest_checkpoint(where);
+    EXPECT_TRUE(latest.has_value()) << where;
+    return std::make_pair(copies0, latest.value_or(""));
+  };
+  const auto plain = on_two_workers(false);
+  const auto sharded = on_two_workers(true);
+  EXPECT_EQ(sharded.first, plain.first);
+  const CheckpointReader from_sharded(sharded.second);
+  const CheckpointReader from_plain(plain.second);
+  const auto keys = from_plain.get_variable_to_shape_map();
+  EXPECT_EQ(from_sharded.get_variable_to_shape_map(), keys);
+  for (const auto& [key, shape] : keys) {
+    if (from_plain.get_variable_to_dtype_map().at(key) != DType::float32) continue;
+    EXPECT_EQ(from_sharded.get_tensor(key).to_vector<float>(),
+              from_plain.get_tensor(key).to_vector<float>())
+        << key;
+  }
 }
 
 }  // namespace

@@ -49,6 +49,7 @@ class AdamOptimizer : public Optimizer {
                 double beta_2, double epsilon, bool amsgrad, const OptimizerArgs& args);
   void build_slots(const std::vector<Variable>& var_list) override;
   void update_step(const Tensor& gradient, const Variable& variable, double learning_rate) override;
+  bool update_is_elementwise() const override { return true; }
 
  private:
   double beta_1_;

@@ -41,6 +41,7 @@ class SGDOptimizer : public Optimizer {
  protected:
   void build_slots(const std::vector<Variable>& var_list) override;
   void update_step(const Tensor& gradient, const Variable& variable, double learning_rate) override;
+  bool update_is_elementwise() const override { return true; }
 
  private:
   double momentum_;

@@ -1,0 +1,268 @@
+// The sharded weight update (CommunicationOptions.shard_weight_update): each
+// replica updates its block of every variable and slot, the new values are
+// all-gathered, and every copy ends bit-identical to the unsharded update's.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "strata/base/str_cat.h"
+#include "strata/core/config.h"
+#include "strata/distribute/distributed_variable.h"
+#include "strata/distribute/mirrored_strategy.h"
+#include "strata/keras/optimizers/optimizers.h"
+#include "strata/ops/math_ops.h"
+
+namespace strata::keras {
+namespace {
+
+namespace opt = optimizers;
+namespace sd = distribute;
+
+using MakeOptimizer = std::function<opt::OptimizerPtr()>;
+
+struct Case {
+  std::string name;
+  MakeOptimizer make;
+};
+
+std::vector<Case> cases() {
+  return {
+      {"SGD momentum", [] { return opt::SGD({.learning_rate = 0.05, .momentum = 0.9}); }},
+      {"SGD nesterov",
+       [] { return opt::SGD({.learning_rate = 0.05, .momentum = 0.9, .nesterov = true}); }},
+      {"Adam", [] { return opt::Adam({.learning_rate = 0.01}); }},
+      {"Adam amsgrad clipvalue",
+       [] { return opt::Adam({.learning_rate = 0.01, .amsgrad = true, .clipvalue = 0.5}); }},
+      {"AdamW", [] { return opt::AdamW({.learning_rate = 0.01, .weight_decay = 0.1}); }},
+      {"RMSprop centered momentum",
+       [] { return opt::RMSprop({.learning_rate = 0.01, .momentum = 0.5, .centered = true}); }},
+      {"RMSprop", [] { return opt::RMSprop({.learning_rate = 0.01}); }},
+      {"Adagrad", [] { return opt::Adagrad({.learning_rate = 0.1}); }},
+  };
+}
+
+// Irregular values (so that the order of a sum shows in the last bits):
+// element i of replica r's gradient at `step` for variable `salt`.
+Tensor gradient_of(const Variable& var, int replica, int step, int salt) {
+  std::vector<double> v(size_t(var.shape().num_elements()));
+  for (size_t i = 0; i < v.size(); ++i) {
+    v[i] =
+        std::sin(0.37 * double(i + 1) * double(replica + 2) + 1.3 * double(step) + double(salt)) /
+        double(3 + replica);
+  }
+  return cast(constant(v, var.shape()), var.dtype());
+}
+
+std::vector<uint8_t> bits_of(const Tensor& t) {
+  std::vector<uint8_t> out(t.size_bytes());
+  if (!out.empty()) std::memcpy(out.data(), t.raw_data(), out.size());
+  return out;
+}
+
+// Every copy of every variable and slot, in a fixed order, as bits.
+struct State {
+  std::vector<std::vector<uint8_t>> copies;
+  std::vector<std::string> names;
+};
+
+State state_of(const std::vector<Variable>& vars, const opt::Optimizer& optimizer) {
+  State s;
+  std::vector<Variable> all = vars;
+  for (const auto& slot : optimizer.slot_variables()) all.push_back(slot.slot);
+  for (const Variable& v : all) {
+    const auto components = sd::distributed_components(v);
+    for (size_t c = 0; c < components.size(); ++c) {
+      s.copies.push_back(bits_of(components[c].value()));
+      s.names.push_back(str_cat(v.name(), " copy ", c));
+    }
+  }
+  return s;
+}
+
+void expect_same(const State& a, const State& b, const std::string& what) {
+  ASSERT_EQ(a.copies.size(), b.copies.size()) << what;
+  for (size_t i = 0; i < a.copies.size(); ++i) {
+    EXPECT_EQ(a.copies[i], b.copies[i]) << what << ": " << a.names[i] << " differs";
+  }
+}
+
+void use_cpus(int n) {
+  strata::internal::reset_runtime_for_testing();
+  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                           std::vector<config::LogicalDeviceConfiguration>(n));
+}
+
+std::vector<std::string> cpus(int n) {
+  std::vector<std::string> out;
+  out.reserve(size_t(n));
+  for (int i = 0; i < n; ++i) out.push_back(str_cat("CPU:", i));
+  return out;
+}
+
+// Irregular initial values of `shape`.
+Tensor initial_of(const TensorShape& shape, int salt) {
+  std::vector<float> v(size_t(shape.num_elements()));
+  for (size_t i = 0; i < v.size(); ++i) v[i] = std::cos(0.91f * float(i) + float(salt)) * 2.f;
+  return constant(v, shape);
+}
+
+// The variables of every test. Blocks are ceil(n / R) rounded up to 16
+// elements: 7 x 13 = 91 splits 48 + 43 over 2 replicas and 32 + 32 + 27 + 0
+// over 4; 40 splits 32 + 8 and 16 + 16 + 8 + 0; 7 elements, a scalar and a
+// float64 [50] (its own all-gather) test small and odd cases.
+std::vector<Variable> make_variables() {
+  return {Variable(initial_of(TensorShape({7, 13}), 0), {.name = "kernel"}),
+          Variable(initial_of(TensorShape({40}), 1), {.name = "wide"}),
+          Variable(initial_of(TensorShape({7}), 2), {.name = "bias"}),
+          Variable(constant(0.75f), {.name = "scale"}),
+          Variable(cast(initial_of(TensorShape({50}), 3), DType::float64), {.name = "double"})};
+}
+
+// `steps` steps of `make()` under `strategy`, each replica with its own
+// gradients; returns the state after the slots are gathered (the sharded
+// run's checkpoint view).
+State train(sd::Strategy& strategy, const MakeOptimizer& make, int steps,
+            bool* sharded_after_step = nullptr) {
+  std::vector<Variable> vars;
+  opt::OptimizerPtr optimizer;
+  {
+    auto scope = strategy.scope();
+    vars = make_variables();
+    optimizer = make();
+  }
+  for (int step = 0; step < steps; ++step) {
+    strategy.run([&] {
+      const int r = sd::get_replica_context()->replica_id_in_sync_group();
+      opt::GradsAndVars gv;
+      for (size_t i = 0; i < vars.size(); ++i) {
+        gv.emplace_back(gradient_of(vars[i], r, step, int(i)), vars[i]);
+      }
+      optimizer->apply_gradients(gv);
+    });
+  }
+  if (sharded_after_step != nullptr) *sharded_after_step = optimizer->slots_sharded();
+  EXPECT_EQ(optimizer->iterations(), steps);
+  return state_of(vars, *optimizer);
+}
+
+// TensorFlow has no such switch (XLA shards the update on TPUs by itself);
+// the Strata extension reads
+//   strategy = tf.distribute.MirroredStrategy(["CPU:0", "CPU:1"],
+//       communication_options=CommunicationOptions(shard_weight_update=True))
+// and a training loop of optimizer.apply_gradients(zip(grads, vars)) in
+// strategy.run gives the same bits with and without it.
+TEST(ShardedWeightUpdate, EveryCopyIsBitIdenticalToTheUnshardedUpdate) {
+  for (int replicas : {2, 4}) {
+    for (const Case& c : cases()) {
+      const std::string what = str_cat(c.name, " on ", replicas, " replicas");
+      use_cpus(replicas);
+      sd::MirroredStrategy plain(cpus(replicas), {});
+      const State expected = train(plain, c.make, 4);
+      sd::MirroredStrategy sharded(cpus(replicas), {.shard_weight_update = true});
+      bool was_sharded = false;
+      const State got = train(sharded, c.make, 4, &was_sharded);
+      EXPECT_TRUE(was_sharded) << what;
+      expect_same(got, expected, what);
+    }
+  }
+}
+
+// The sharded update must change the values at all: a run with zero
+// gradients would pass the comparison above trivially.
+TEST(ShardedWeightUpdate, TheUpdateMovesEveryElement) {
+  use_cpus(2);
+  sd::MirroredStrategy sharded(cpus(2), {.shard_weight_update = true});
+  std::vector<Variable> vars;
+  opt::OptimizerPtr adam;
+  {
+    auto scope = sharded.scope();
+    vars = make_variables();
+    adam = opt::Adam({.learning_rate = 0.01});
+  }
+  std::vector<std::vector<double>> before;
+  before.reserve(vars.size());
+  for (const Variable& v : vars)
+    before.push_back(cast(v.value(), DType::float64).to_vector<double>());
+  sharded.run([&] {
+    const int r = sd::get_replica_context()->replica_id_in_sync_group();
+    opt::GradsAndVars gv;
+    for (size_t i = 0; i < vars.size(); ++i) {
+      gv.emplace_back(gradient_of(vars[i], r, 0, int(i)), vars[i]);
+    }
+    adam->apply_gradients(gv);
+  });
+  // Adam's first step moves every element by about lr (the gradients here have no zero sum).
+  for (size_t i = 0; i < vars.size(); ++i) {
+    for (const Variable& copy : sd::distributed_components(vars[i])) {
+      const std::vector<double> after = cast(copy.value(), DType::float64).to_vector<double>();
+      for (size_t k = 0; k < after.size(); ++k) {
+        EXPECT_NEAR(std::fabs(after[k] - before[i][k]), 0.01, 1e-3)
+            << vars[i].name() << "[" << k << "]";
+      }
+    }
+  }
+  // Before the gather each replica's slot copy holds only its own block.
+  ASSERT_TRUE(adam->slots_sharded());
+  const Variable m = adam->slot_variables().front().slot;  // gathers
+  EXPECT_FALSE(adam->slots_sharded());
+  const auto copies = sd::distributed_components(m);
+  EXPECT_EQ(bits_of(copies[0].value()), bits_of(copies[1].value()));
+}
+
+// global_clipnorm needs the norm of every whole gradient: such an optimizer
+// (and a subclass whose update is not element-wise) keeps the unsharded path.
+TEST(ShardedWeightUpdate, NormClippingTakesTheUnshardedPath) {
+  for (const Case& c : std::vector<Case>{
+           {"global_clipnorm",
+            [] { return opt::Adam({.learning_rate = 0.01, .global_clipnorm = 0.5}); }},
+           {"clipnorm", [] { return opt::SGD({.learning_rate = 0.1, .clipnorm = 0.3}); }}}) {
+    use_cpus(2);
+    sd::MirroredStrategy plain(cpus(2), {});
+    const State expected = train(plain, c.make, 3);
+    sd::MirroredStrategy sharded(cpus(2), {.shard_weight_update = true});
+    bool was_sharded = true;
+    const State got = train(sharded, c.make, 3, &was_sharded);
+    EXPECT_FALSE(was_sharded) << c.name;
+    expect_same(got, expected, c.name);
+  }
+}
+
+// A sharded step followed by an unsharded one (skip_gradients_aggregation,
+// the caller reducing) first makes the slots whole on every replica.
+TEST(ShardedWeightUpdate, AnUnshardedStepAfterShardedOnesSeesWholeSlots) {
+  auto run = [](bool shard) {
+    use_cpus(2);
+    sd::MirroredStrategy strategy(cpus(2), {.shard_weight_update = shard});
+    std::vector<Variable> vars;
+    opt::OptimizerPtr adam;
+    {
+      auto scope = strategy.scope();
+      vars = make_variables();
+      adam = opt::Adam({.learning_rate = 0.01});
+    }
+    for (int step = 0; step < 3; ++step) {
+      strategy.run([&] {
+        sd::ReplicaContext& ctx = *sd::get_replica_context();
+        const int r = ctx.replica_id_in_sync_group();
+        opt::GradsAndVars gv;
+        for (size_t i = 0; i < vars.size(); ++i) {
+          Tensor g = gradient_of(vars[i], r, step, int(i));
+          if (step == 2) g = ctx.all_reduce(sd::ReduceOp::SUM, g);
+          gv.emplace_back(g, vars[i]);
+        }
+        adam->apply_gradients(gv, {.skip_gradients_aggregation = step == 2});
+      });
+    }
+    EXPECT_FALSE(adam->slots_sharded());
+    return state_of(vars, *adam);
+  };
+  expect_same(run(true), run(false), "Adam, third step unsharded");
+}
+
+}  // namespace
+}  // namespace strata::keras
