@@ -160,8 +160,7 @@ int main(int argc, char** argv) {
       tf::Tensor loss = tf::nn::compute_average_loss(per_example_loss);
       // if model_losses:
       //   loss += tf.nn.scale_regularization_loss(tf.add_n(model_losses))
-      if (!model_losses.empty())
-        loss = loss + tf::nn::scale_regularization_loss(tf::add_n(model_losses));
+      if (!model_losses.empty()) loss += tf::nn::scale_regularization_loss(tf::add_n(model_losses));
       // return loss
       return loss;
     };
@@ -270,7 +269,7 @@ int main(int argc, char** argv) {
     //   total_loss += distributed_train_step(x)
     //   num_batches += 1
     for (const auto& x : train_dist_dataset) {
-      total_loss = total_loss + distributed_train_step(x);
+      total_loss += distributed_train_step(x);
       num_batches += 1;
     }
     // train_loss = total_loss / num_batches
@@ -330,7 +329,7 @@ int main(int argc, char** argv) {
     // predictions = new_model(images, training=False)
     tf::Tensor predictions = (*new_model)(images, /*training=*/false);
     // eval_accuracy(labels, predictions)
-    eval_accuracy->update_state(labels, predictions);
+    (*eval_accuracy)(labels, predictions);
   };
 
   // checkpoint = tf.train.Checkpoint(optimizer=new_optimizer, model=new_model)
@@ -373,7 +372,7 @@ int main(int argc, char** argv) {
     //   total_loss += distributed_train_step(next(train_iter))
     //   num_batches += 1
     for (int s = 0; s < 10; ++s) {
-      total_loss = total_loss + distributed_train_step(train_iter.get_next());
+      total_loss += distributed_train_step(train_iter.get_next());
       num_batches += 1;
     }
     // average_train_loss = total_loss / num_batches
@@ -405,8 +404,7 @@ int main(int argc, char** argv) {
       sd::PerReplica<tf::Tensor> per_replica_losses = strategy.run(train_step, x);
       // total_loss += strategy.reduce(
       //   tf.distribute.ReduceOp.SUM, per_replica_losses, axis=None)
-      total_loss =
-          total_loss + strategy.reduce(sd::ReduceOp::SUM, per_replica_losses, std::nullopt);
+      total_loss += strategy.reduce(sd::ReduceOp::SUM, per_replica_losses, std::nullopt);
       // num_batches += 1
       num_batches += 1;
     }

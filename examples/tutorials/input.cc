@@ -73,8 +73,7 @@ int main(int argc, char** argv) {
   std::cout << "Available devices:\n";
   int i = 0;
   for (const tf::config::LogicalDevice& device : tf::config::list_logical_devices()) {
-    std::cout << i << ") LogicalDevice(name='" << device.name << "', device_type='"
-              << device.device_type << "')\n";
+    std::cout << i << ") " << device << "\n";
     ++i;
   }
 

@@ -15,12 +15,12 @@
 #include <cmath>
 #include <filesystem>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "../example_check.h"
 #include "strata/keras/keras.h"
-#include "strata/keras/weights_io.h"
 #include "strata/strata.h"
 #include "tutorial.h"
 
@@ -94,7 +94,7 @@ int main(int argc, char** argv) {
     // image = tf.cast(image, tf.float32)
     image = tf::cast(image, tf::DType::float32);
     // image /= 255
-    image = image / 255;
+    image /= 255;
     // return image, label
     return {image, label};
   };
@@ -107,17 +107,6 @@ int main(int argc, char** argv) {
   // ## Create the model and instantiate the optimizer
 
   std::shared_ptr<keras::SequentialModel> model;
-  // The guide writes the model twice more (load_model rebuilds it from the
-  // file); see "Save the model" below.
-  auto create_model = [] {
-    return keras::Sequential({
-        keras::layers::Conv2D(32, 3, {.activation = "relu", .input_shape = {28, 28, 1}}),
-        keras::layers::MaxPooling2D(),
-        keras::layers::Flatten(),
-        keras::layers::Dense(64, {.activation = "relu"}),
-        keras::layers::Dense(10),
-    });
-  };
   // with strategy.scope():
   {
     auto scope = strategy.scope();
@@ -128,7 +117,13 @@ int main(int argc, char** argv) {
     //     tf.keras.layers.Dense(64, activation='relu'),
     //     tf.keras.layers.Dense(10)
     // ])
-    model = create_model();
+    model = keras::Sequential({
+        keras::layers::Conv2D(32, 3, {.activation = "relu", .input_shape = {28, 28, 1}}),
+        keras::layers::MaxPooling2D(),
+        keras::layers::Flatten(),
+        keras::layers::Dense(64, {.activation = "relu"}),
+        keras::layers::Dense(10),
+    });
 
     // model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     //               optimizer=tf.keras.optimizers.Adam(learning_rate=0.001),
@@ -258,10 +253,9 @@ int main(int argc, char** argv) {
   model->save(path);
 
   // unreplicated_model = tf.keras.models.load_model(path)
-  // (Strata's model file holds weights and optimizer state, not the
-  // architecture: the model is rebuilt in code and its weights loaded.)
-  auto unreplicated_model = create_model();
-  unreplicated_model->load_weights(path);
+  auto unreplicated_model = keras::models::load_model(path);
+  example::expect(unreplicated_model->get_config() == model->get_config(),
+                  "the loaded model has the saved model's architecture");
 
   // unreplicated_model.compile(
   //     loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
@@ -285,8 +279,9 @@ int main(int argc, char** argv) {
   {
     auto scope = strategy.scope();
     //   replicated_model = tf.keras.models.load_model(path)
-    auto replicated_model = create_model();
-    replicated_model->load_weights(path);
+    auto replicated_model = keras::models::load_model(path);
+    example::expect(sd::is_mirrored_variable(replicated_model->trainable_variables().front()),
+                    "the model loaded in the strategy's scope has mirrored variables");
     //   replicated_model.compile(loss=tf.keras.losses.SparseCategoricalCrossentropy(from_logits=True),
     //                            optimizer=tf.keras.optimizers.Adam(),
     //                            metrics=['accuracy'])

@@ -226,7 +226,7 @@ Trained train(sd::MultiWorkerMirroredStrategy& strategy, int64_t global_batch_si
         //         loss += tf.nn.scale_regularization_loss(tf.add_n(model_losses))
         std::vector<tf::Tensor> model_losses = multi_worker_model->losses();
         if (!model_losses.empty())
-          loss = loss + tf::nn::scale_regularization_loss(tf::add_n(model_losses));
+          loss += tf::nn::scale_regularization_loss(tf::add_n(model_losses));
         //     grads = tape.gradient(loss, multi_worker_model.trainable_variables)
         grads = tape.gradient(loss, multi_worker_model->trainable_variables());
       }
@@ -300,7 +300,7 @@ Trained train(sd::MultiWorkerMirroredStrategy& strategy, int64_t global_batch_si
     //     num_batches += 1
     //     step_in_epoch.assign_add(1)
     while (step_in_epoch.value().item<int64_t>() < num_steps_per_epoch) {
-      total_loss = total_loss + train_step(iterator);
+      total_loss += train_step(iterator);
       num_batches += 1;
       step_in_epoch.assign_add(tf::constant(int64_t{1}));
     }

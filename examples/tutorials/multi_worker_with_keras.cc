@@ -99,6 +99,15 @@ std::shared_ptr<keras::SequentialModel> build_and_compile_cnn_model() {
   return model;
 }
 
+// Not in the guide: fixed examples (the first 256 test images, in order) on
+// which the notebook compares the saved model with the loaded one.
+tf::data::Dataset comparison_dataset() {
+  auto [train, test] = keras::datasets::fashion_mnist::load_data();
+  const tf::Tensor x = tf::slice(test.first, {0, 0, 0}, {256, 28, 28}) / 255.f;
+  const tf::Tensor y = tf::cast(tf::slice(test.second, {0}, {256}), tf::DType::int64);
+  return tf::data::Dataset::from_tensor_slices({x, y}).batch(64);
+}
+
 // The guide's steps_per_epoch, or --steps.
 int64_t steps(int64_t guide) { return flags.steps > 0 ? flags.steps : guide; }
 int epochs(int guide) { return flags.epochs > 0 ? std::min(flags.epochs, guide) : guide; }
@@ -362,11 +371,14 @@ int main(int argc, char** argv) {
   if (!_is_chief(task_type, task_id)) fs::remove_all(fs::path(write_model_path).parent_path());
 
   // loaded_model = tf.keras.models.load_model(model_path)
-  // (The model file holds no architecture: rebuilt in code, then loaded.)
-  auto loaded_model = build_and_compile_cnn_model();
-  loaded_model->load_weights(model_path);
+  auto loaded_model = keras::models::load_model(model_path);
   example::expect(weights_sum(*loaded_model) == weights_sum(*multi_worker_model),
                   "the loaded model has the saved weights");
+  const keras::Logs saved_eval = multi_worker_model->evaluate(comparison_dataset());
+  const keras::Logs loaded_eval = loaded_model->evaluate(comparison_dataset());
+  example::expect(std::abs(loaded_eval.at("loss") - saved_eval.at("loss")) < 1e-5 &&
+                      loaded_eval.at("accuracy") == saved_eval.at("accuracy"),
+                  "the loaded model, compiled from the file, evaluates as the saved one");
 
   // # Now that the model is restored, and can continue with the training.
   // loaded_model.fit(single_worker_dataset, epochs=2, steps_per_epoch=20)

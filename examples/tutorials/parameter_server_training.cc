@@ -319,8 +319,7 @@ std::vector<tf::Tensor> step_fn(const sps::FunctionArgs& args) {
       //       if model_losses:
       //         loss += tf.nn.scale_regularization_loss(tf.add_n(model_losses))
       std::vector<tf::Tensor> model_losses = model->losses();
-      if (!model_losses.empty())
-        loss = loss + tf::nn::scale_regularization_loss(tf::add_n(model_losses));
+      if (!model_losses.empty()) loss += tf::nn::scale_regularization_loss(tf::add_n(model_losses));
       //     gradients = tape.gradient(loss, model.trainable_variables)
       gradients = tape.gradient(loss, model->trainable_variables());
     }

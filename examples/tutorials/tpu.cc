@@ -162,7 +162,7 @@ int main(int argc, char** argv) {
       // image = tf.cast(image, tf.float32)
       image = tf::cast(image, tf::DType::float32);
       // image /= 255.0
-      image = image / 255.f;
+      image /= 255.f;
       // return image, label
       return {image, label};
     };
@@ -322,8 +322,7 @@ int main(int argc, char** argv) {
       std::vector<tf::Tensor> model_losses = model->losses();
       // if model_losses:
       //   loss += tf.nn.scale_regularization_loss(tf.add_n(model_losses))
-      if (!model_losses.empty())
-        loss = loss + tf::nn::scale_regularization_loss(tf::add_n(model_losses));
+      if (!model_losses.empty()) loss += tf::nn::scale_regularization_loss(tf::add_n(model_losses));
       // grads = tape.gradient(loss, model.trainable_variables)
       grads = tape.gradient(loss, model->trainable_variables());
     }

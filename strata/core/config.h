@@ -34,6 +34,7 @@
 // Thread-safe. The configuration is process-wide state (like TF's context).
 
 #include <cstdint>
+#include <iosfwd>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -61,6 +62,13 @@ struct LogicalDevice {
   std::string device_type;  // "CPU"
   bool operator==(const LogicalDevice&) const = default;
 };
+
+// Python's repr of TensorFlow's namedtuples, which print(device) shows:
+// PhysicalDevice(name='/physical_device:CPU:0', device_type='CPU') and
+// LogicalDevice(name='/job:localhost/replica:0/task:0/device:CPU:0', device_type='CPU').
+// The strings are quoted as Python's repr quotes them.
+std::ostream& operator<<(std::ostream& os, const PhysicalDevice& device);
+std::ostream& operator<<(std::ostream& os, const LogicalDevice& device);
 
 // The most intra-op threads (and logical CPU devices) one process may have: 64 per
 // hardware thread, at least 64 and at most 4096 (see the bounds above).

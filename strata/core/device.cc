@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <optional>
+#include <ostream>
 #include <thread>
 
 #include "strata/base/errors.h"
@@ -182,6 +183,52 @@ namespace config {
 
 namespace {
 const PhysicalDevice kCpu{"/physical_device:CPU:0", "CPU"};
+
+// Python's repr of a str: single quotes, unless the text holds a single quote
+// and no double quote; backslashes, the chosen quote and control characters
+// escaped.
+std::string python_repr(std::string_view text) {
+  const bool has_single = text.find('\'') != std::string_view::npos;
+  const bool has_double = text.find('"') != std::string_view::npos;
+  const char quote = has_single && !has_double ? '"' : '\'';
+  std::string out(1, quote);
+  for (const char c : text) {
+    const auto u = static_cast<unsigned char>(c);
+    if (c == '\\' || c == quote) {
+      out += '\\';
+      out += c;
+    } else if (c == '\n') {
+      out += "\\n";
+    } else if (c == '\t') {
+      out += "\\t";
+    } else if (c == '\r') {
+      out += "\\r";
+    } else if (u < 0x20 || u == 0x7f) {
+      static constexpr char kHex[] = "0123456789abcdef";
+      out += "\\x";
+      out += kHex[u >> 4];
+      out += kHex[u & 0xf];
+    } else {
+      out += c;
+    }
+  }
+  out += quote;
+  return out;
+}
+
+std::ostream& print_device(std::ostream& os, const char* type, const std::string& name,
+                           const std::string& device_type) {
+  return os << type << "(name=" << python_repr(name) << ", device_type=" << python_repr(device_type)
+            << ")";
+}
+}  // namespace
+
+std::ostream& operator<<(std::ostream& os, const PhysicalDevice& device) {
+  return print_device(os, "PhysicalDevice", device.name, device.device_type);
+}
+
+std::ostream& operator<<(std::ostream& os, const LogicalDevice& device) {
+  return print_device(os, "LogicalDevice", device.name, device.device_type);
 }
 
 int max_cpu_threads() noexcept {

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -65,6 +66,39 @@ TEST_F(DeviceTest, DefaultRuntimeHasOneCpuDevice) {
   ASSERT_EQ(logical.size(), 1u);
   EXPECT_EQ(logical[0].name, "/job:localhost/replica:0/task:0/device:CPU:0");
   EXPECT_TRUE(config::is_runtime_initialized());
+}
+
+TEST_F(DeviceTest, DevicesPrintAsTensorFlowsNamedTuples) {
+  // for i, device in enumerate(tf.config.list_logical_devices()):
+  //   print("%d) %s" % (i, device))
+  // 0) LogicalDevice(name='/job:localhost/replica:0/task:0/device:CPU:0', device_type='CPU')
+  // 1) LogicalDevice(name='/job:localhost/replica:0/task:0/device:CPU:1', device_type='CPU')
+  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
+                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  std::ostringstream out;
+  int i = 0;
+  for (const config::LogicalDevice& device : config::list_logical_devices()) {
+    out << i << ") " << device << "\n";
+    ++i;
+  }
+  EXPECT_EQ(out.str(),
+            "0) LogicalDevice(name='/job:localhost/replica:0/task:0/device:CPU:0', "
+            "device_type='CPU')\n"
+            "1) LogicalDevice(name='/job:localhost/replica:0/task:0/device:CPU:1', "
+            "device_type='CPU')\n");
+  // print(tf.config.list_physical_devices("CPU")[0])
+  // PhysicalDevice(name='/physical_device:CPU:0', device_type='CPU')
+  std::ostringstream physical;
+  physical << config::list_physical_devices("CPU")[0];
+  EXPECT_EQ(physical.str(), "PhysicalDevice(name='/physical_device:CPU:0', device_type='CPU')");
+  // Python's repr of the strings: print(LogicalDevice(name="it's", device_type='a\\b\n'))
+  // LogicalDevice(name="it's", device_type='a\\b\n')
+  std::ostringstream quoted;
+  quoted << config::LogicalDevice{"it's", "a\\b\n"};
+  EXPECT_EQ(quoted.str(), "LogicalDevice(name=\"it's\", device_type='a\\\\b\\n')");
+  std::ostringstream both;
+  both << config::LogicalDevice{"'\"", ""};
+  EXPECT_EQ(both.str(), "LogicalDevice(name='\\'\"', device_type='')");
 }
 
 TEST_F(DeviceTest, LogicalDevicesSplitTheCpuAndDivideThreads) {

@@ -3,6 +3,7 @@
 //
 //   auto acc = keras::metrics::SparseCategoricalAccuracy();   // std::shared_ptr<...Metric>
 //   acc->update_state(labels, logits);
+//   (*acc)(labels, logits);          // Keras's acc(labels, logits): update, then result()
 //   acc->result().item<float>();     // fraction correct so far
 //   acc->reset_state();
 //
@@ -44,6 +45,14 @@ class Metric {
   }
   // The metric's value from the accumulated state (a scalar of dtype()).
   virtual Tensor result() const = 0;
+  // Keras's Metric.__call__, `eval_accuracy(labels, predictions)`:
+  // update_state with the arguments, then result(). A metric is held by
+  // pointer, so the call reads `(*eval_accuracy)(labels, predictions)`.
+  Tensor operator()(const Tensor& y_true, const Tensor& y_pred,
+                    const Tensor& sample_weight = Tensor()) {
+    update_state(y_true, y_pred, sample_weight);
+    return result();
+  }
   // Sets every state variable back to zero.
   virtual void reset_state();
   // The older Keras name of reset_state (TF 2.x guides still call it).

@@ -15,6 +15,12 @@
 // range: int32_t * 0.5f, uint8_t + 300) is InvalidArgumentError, where
 // TensorFlow raises a TypeError; cast the tensor first
 // (strata::cast(x, DType::float32) * 0.5f).
+//
+// Compound assignment, as Python's `loss += x` and `image /= 255`: a Tensor is
+// a value handle whose buffer is shared and never written, so `a += b` rebinds
+// `a` to the new tensor `a + b` (as Python rebinds the name); other handles to
+// the old value, and the buffer they share, keep the old value. The scalar
+// forms follow the rules above (`uint8_image /= 255` makes `image` float32).
 
 #include <type_traits>
 
@@ -52,6 +58,19 @@ STRATA_BINARY_OPERATOR(>=, greater_equal)
 STRATA_BINARY_OPERATOR(==, equal)
 STRATA_BINARY_OPERATOR(!=, not_equal)
 #undef STRATA_BINARY_OPERATOR
+
+#define STRATA_COMPOUND_ASSIGNMENT(op, binary_op)                                      \
+  inline Tensor& operator op(Tensor& a, const Tensor& b) { return a = a binary_op b; } \
+  template <typename S, typename = std::enable_if_t<std::is_arithmetic_v<S>>>          \
+  Tensor& operator op(Tensor& a, S s) {                                                \
+    return a = a binary_op s;                                                          \
+  }
+
+STRATA_COMPOUND_ASSIGNMENT(+=, +)
+STRATA_COMPOUND_ASSIGNMENT(-=, -)
+STRATA_COMPOUND_ASSIGNMENT(*=, *)
+STRATA_COMPOUND_ASSIGNMENT(/=, /)
+#undef STRATA_COMPOUND_ASSIGNMENT
 
 inline Tensor operator-(const Tensor& a) { return negative(a); }
 inline Tensor operator!(const Tensor& a) { return logical_not(a); }

@@ -297,6 +297,48 @@ TEST(Operators, ScalarOperandsTakeTheTensorsDtypeAsTensorFlow) {
   EXPECT_EQ((images + 0).dtype(), DType::uint8);
 }
 
+TEST(Operators, CompoundAssignmentRebindsTheNameAsPython) {
+  // image = tf.constant([0, 255, 51], tf.uint8)
+  // image = tf.cast(image, tf.float32)
+  // image /= 255                       -> [0., 1., 0.2]
+  Tensor image = constant(std::vector<uint8_t>{0, 255, 51}, TensorShape{3});
+  const Tensor original = image;
+  image = cast(image, DType::float32);
+  image /= 255;
+  EXPECT_EQ(image.dtype(), DType::float32);
+  EXPECT_EQ(image.to_vector<float>(), (std::vector<float>{0.f, 1.f, 0.2f}));
+  // The old value is untouched: `image` names a new tensor, as in Python.
+  EXPECT_EQ(original.to_vector<uint8_t>(), (std::vector<uint8_t>{0, 255, 51}));
+  // images = tf.constant([0, 255, 51], tf.uint8); images /= 255  -> float32 (truediv)
+  Tensor images = original;
+  images /= 255;
+  EXPECT_EQ(images.dtype(), DType::float32);
+
+  // total_loss = 0.0
+  // total_loss += tf.constant(1.5)     -> 1.5
+  // total_loss += tf.constant(2.25)    -> 3.75
+  Tensor total_loss = constant(0.0f);
+  const Tensor before = total_loss;
+  total_loss += constant(1.5f);
+  total_loss += constant(2.25f);
+  EXPECT_EQ(total_loss.item<float>(), 3.75f);
+  EXPECT_EQ(before.item<float>(), 0.f);
+
+  // x = tf.constant([4., 6.]); x -= 1; x *= tf.constant([2., 0.5])  -> [6., 2.5]
+  Tensor x = constant({4.f, 6.f});
+  x -= 1;
+  x *= constant({2.f, 0.5f});
+  EXPECT_EQ(x.to_vector<float>(), (std::vector<float>{6.f, 2.5f}));
+  // The result is the left operand, so assignments chain as C++'s do.
+  Tensor y = constant({1.f});
+  EXPECT_EQ((y += 2.f).item<float>(), 3.f);
+  EXPECT_EQ(y.item<float>(), 3.f);
+  // A scalar the dtype cannot hold is an error, as for `+` (TF: TypeError).
+  Tensor counts = constant(std::vector<int32_t>{1, 2}, TensorShape{2});
+  EXPECT_THROW(counts *= 0.5f, InvalidArgumentError);
+  EXPECT_EQ(counts.to_vector<int32_t>(), (std::vector<int32_t>{1, 2}));
+}
+
 TEST(NnOps, ScaleRegularizationLossDividesTheSumByTheReplicas) {
   // tf.nn.scale_regularization_loss([0.5, 1.5]) outside a strategy: 2.0;
   // inside strategy.run with 4 replicas in sync: 0.5.

@@ -109,6 +109,12 @@ Tensor ReshapeLayer::call(const Tensor& inputs, bool /*training*/) {
   return strata::reshape(inputs, compute_output_shape(inputs.shape()).dims());
 }
 
+nlohmann::json ReshapeLayer::get_config() const {
+  nlohmann::json config = base_config();
+  config["target_shape"] = target_shape_;
+  return config;
+}
+
 std::shared_ptr<ReshapeLayer> Reshape(std::vector<int64_t> target_shape, const LayerArgs& args) {
   return std::make_shared<ReshapeLayer>(std::move(target_shape), args);
 }

@@ -59,6 +59,8 @@ class ReshapeLayer : public Layer {
   explicit ReshapeLayer(std::vector<int64_t> target_shape, const LayerArgs& args = {});
   const std::vector<int64_t>& target_shape() const noexcept { return target_shape_; }
   TensorShape compute_output_shape(const TensorShape& input_shape) const override;
+  // Base keys and "target_shape" (Keras's: a list, -1 kept).
+  nlohmann::json get_config() const override;
 
  protected:
   Tensor call(const Tensor& inputs, bool training) override;

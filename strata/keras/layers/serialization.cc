@@ -103,7 +103,8 @@ bool is_builtin(const std::string& cls) {
       "Dense",         "Conv2D",       "Flatten",          "Dropout",
       "Activation",    "MaxPooling2D", "AveragePooling2D", "BatchNormalization",
       "Normalization", "Add",          "Subtract",         "Multiply",
-      "Average",       "Maximum",      "Minimum",          "Concatenate"};
+      "Average",       "Maximum",      "Minimum",          "Concatenate",
+      "Reshape"};
   for (const char* c : kClasses) {
     if (cls == c) return true;
   }
@@ -178,6 +179,9 @@ LayerPtr deserialize(const nlohmann::json& config, const saving::CustomObjects& 
     o.data_format = r.get_or<std::string>("data_format", "");
     r.fill_layer_args(o);
     return Flatten(o);
+  }
+  if (cls == "Reshape") {
+    return Reshape(r.get<std::vector<int64_t>>("target_shape"), r.layer_args());
   }
   if (cls == "Dropout") {
     DropoutOptions o;

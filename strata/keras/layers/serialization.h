@@ -5,7 +5,7 @@
 //   // {"class_name": "Dense", "config": {"name": "dense", "units": 64, ...}}
 //   keras::LayerPtr copy = keras::layers::deserialize(j);   // new weights, same arguments
 //
-// Known classes: InputLayer, Dense, Conv2D, Flatten, Dropout, Activation,
+// Known classes: InputLayer, Dense, Conv2D, Flatten, Reshape, Dropout, Activation,
 // MaxPooling2D, AveragePooling2D, BatchNormalization, Normalization, StringLookup, Add,
 // Subtract, Multiply, Average, Maximum, Minimum, Concatenate, Sequential and
 // Functional (also "Model"), plus the classes registered with

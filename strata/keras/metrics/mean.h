@@ -56,6 +56,11 @@ class MeanMetric : public ReduceMetric {
   void update_state(const Tensor& values, const Tensor& sample_weight = Tensor()) {
     update_values(values, sample_weight);
   }
+  // Keras's `m(values)`: update_state(values, sample_weight), then result().
+  Tensor operator()(const Tensor& values, const Tensor& sample_weight = Tensor()) {
+    update_values(values, sample_weight);
+    return result();
+  }
 
  protected:
   // The (y_true, y_pred) form does not apply: InvalidArgumentError.
@@ -75,6 +80,11 @@ class SumMetric : public ReduceMetric {
   explicit SumMetric(const SumOptions& options = {});
   void update_state(const Tensor& values, const Tensor& sample_weight = Tensor()) {
     update_values(values, sample_weight);
+  }
+  // Keras's `m(values)`: update_state(values, sample_weight), then result().
+  Tensor operator()(const Tensor& values, const Tensor& sample_weight = Tensor()) {
+    update_values(values, sample_weight);
+    return result();
   }
 
  protected:

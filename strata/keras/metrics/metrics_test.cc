@@ -124,6 +124,43 @@ TEST(SparseCategoricalAccuracy, LabelsOfShapeBatchOrBatchByOne) {
   EXPECT_THROW(acc->update_state(constant<int64_t>({1, 0}), logits), InvalidArgumentError);
 }
 
+TEST(MetricCall, UpdatesThenReturnsTheResultAsKerasMetricCall) {
+  // eval_accuracy = tf.keras.metrics.SparseCategoricalAccuracy(name='eval_accuracy')
+  // eval_accuracy(labels, predictions)   -> 2/3 (argmaxes 1, 0, 2 against 1, 0, 0)
+  // eval_accuracy(labels2, predictions)  -> 3/6, accumulated across calls
+  auto eval_accuracy = metrics::SparseCategoricalAccuracy({.name = "eval_accuracy"});
+  Tensor predictions =
+      constant<float>({0.1f, 2.0f, -1.0f, 3.0f, 0.0f, 0.5f, 0.2f, 0.1f, 0.9f}, {3, 3});
+  Tensor first = (*eval_accuracy)(constant<int64_t>({1, 0, 0}), predictions);
+  EXPECT_FLOAT_EQ(first.item<float>(), 2.0f / 3.0f);
+  Tensor second = (*eval_accuracy)(constant<int64_t>({0, 1, 2}), predictions);
+  EXPECT_FLOAT_EQ(second.item<float>(), 3.0f / 6.0f);
+  EXPECT_FLOAT_EQ(result_of(*eval_accuracy), 3.0f / 6.0f);
+  // eval_accuracy(labels, predictions, sample_weight=[0, 0, 1])  -> (3 + 1) / (6 + 1)
+  Tensor weighted =
+      (*eval_accuracy)(constant<int64_t>({0, 0, 2}), predictions, constant<float>({0, 0, 1}));
+  EXPECT_FLOAT_EQ(weighted.item<float>(), 4.0f / 7.0f);
+  // Through the base class, as a compiled metric is held.
+  metrics::Metric& base = *eval_accuracy;
+  EXPECT_FLOAT_EQ(
+      base(constant<int64_t>({1}), constant<float>({0.f, 1.f, 0.f}, {1, 3})).item<float>(),
+      5.0f / 8.0f);
+
+  // train_loss = tf.keras.metrics.Mean(name='train_loss')
+  // train_loss(2.0); train_loss(4.0)      -> 3.0
+  // train_loss([1.0, 9.0], sample_weight=[1, 0])  -> (2 + 4 + 1) / 3
+  auto train_loss = metrics::Mean({.name = "train_loss"});
+  EXPECT_FLOAT_EQ((*train_loss)(constant(2.0f)).item<float>(), 2.0f);
+  EXPECT_FLOAT_EQ((*train_loss)(constant(4.0f)).item<float>(), 3.0f);
+  EXPECT_FLOAT_EQ(
+      (*train_loss)(constant<float>({1.0f, 9.0f}), constant<float>({1, 0})).item<float>(),
+      7.0f / 3.0f);
+  // total = tf.keras.metrics.Sum(); total([1., 2.]); total(3.)  -> 6.0
+  auto total = metrics::Sum();
+  (*total)(constant<float>({1.0f, 2.0f}));
+  EXPECT_FLOAT_EQ((*total)(constant(3.0f)).item<float>(), 6.0f);
+}
+
 TEST(SparseCategoricalAccuracy, PerExampleFunctionKeepsTheLabelShape) {
   Tensor m = metrics::sparse_categorical_accuracy(constant<float>({1, 0}, {2, 1}),
                                                   constant<float>({0, 1, 1, 0}, {2, 2}));

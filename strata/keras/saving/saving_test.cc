@@ -101,6 +101,43 @@ TEST_F(SavingTest, SequentialModelPredictsBitForBitAndTrainsOnAsIfNeverSaved) {
   EXPECT_NE(floats(fresh->get_weights()[0]), floats(again->get_weights()[0]));
 }
 
+TEST_F(SavingTest, ReshapeRoundTripsInTheMultiWorkerGuidesModel) {
+  // model = tf.keras.Sequential([
+  //     tf.keras.layers.InputLayer(input_shape=(28, 28)),
+  //     tf.keras.layers.Reshape(target_shape=(28, 28, 1)),
+  //     tf.keras.layers.Conv2D(2, 3, activation='relu'),
+  //     tf.keras.layers.Flatten(), tf.keras.layers.Dense(3)])
+  // model.layers[0].get_config()["target_shape"]  -> (28, 28, 1)
+  // model.save(path); loaded = tf.keras.models.load_model(path)
+  auto model = Sequential(
+      {layers::InputLayer({.input_shape = {{28, 28}}}), layers::Reshape({28, 28, 1}),
+       layers::Conv2D(2, 3, {.activation = "relu"}), layers::Flatten(), layers::Dense(3)});
+  model->compile({.optimizer = optimizers::SGD({.learning_rate = 0.001}),
+                  .loss = losses::SparseCategoricalCrossentropy({.from_logits = true}),
+                  .metrics = {"accuracy"}});
+  const nlohmann::json reshape = model->get_config()["layers"][1];
+  EXPECT_EQ(reshape["class_name"], "Reshape");
+  EXPECT_EQ(reshape["config"]["target_shape"], nlohmann::json::array({28, 28, 1}));
+  // A -1 is kept, as Keras keeps it.
+  EXPECT_EQ(layers::Reshape({-1, 4})->get_config()["target_shape"], nlohmann::json::array({-1, 4}));
+  auto copy = layers::deserialize(layers::serialize(*layers::Reshape({-1, 4})));
+  EXPECT_EQ(std::dynamic_pointer_cast<layers::ReshapeLayer>(copy)->target_shape(),
+            (std::vector<int64_t>{-1, 4}));
+
+  const Tensor x = strata::random::uniform({4, 28, 28}, {.seed = 13});
+  const Tensor y = strata::random::uniform_int({4}, 0, 3, {.seed = 14});
+  model->fit(x, y, {.batch_size = 2, .epochs = 1, .verbose = 0, .shuffle = false});
+  model->save(path("keras-model"));
+  std::shared_ptr<Model> loaded = models::load_model(path("keras-model"));
+  EXPECT_EQ(loaded->get_config(), model->get_config());
+  EXPECT_EQ(floats(loaded->predict(x)), floats(model->predict(x)));
+  const Logs saved = model->evaluate(x, y, {.verbose = 0});
+  const Logs restored = loaded->evaluate(x, y, {.verbose = 0});
+  EXPECT_EQ(restored.keys(), saved.keys());
+  EXPECT_EQ(restored.at("loss"), saved.at("loss"));
+  EXPECT_EQ(restored.at("accuracy"), saved.at("accuracy"));
+}
+
 // inputs = tf.keras.Input((5,)); h = Dense(8, activation="relu")(inputs)
 // out = Dense(2)(Add()([Dense(4)(h), Dense(4, activation="tanh")(h)]))
 // model = tf.keras.Model(inputs, out)
