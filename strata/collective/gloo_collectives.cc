@@ -49,6 +49,8 @@ constexpr const char* kWho = "GlooCollectives";
 // Slot prefixes distinct from those of Gloo's algorithms (0x01..0x08).
 constexpr uint8_t kHeaderSlotPrefix = 0x53;
 constexpr uint8_t kMeshCheckSlotPrefix = 0x54;
+// The connection watch's receive (MeshContext::connection_lost): never sent to.
+constexpr uint8_t kWatchSlotPrefix = 0x55;
 
 // What a call sends along with its header (nothing when data == nullptr).
 struct Payload {
@@ -131,15 +133,32 @@ struct internal::GlooState {
     if (!activity) return last_completed;
     return str_cat(last_completed, "; ", activity());
   }
-  // The progress thread's loop: publishes every progress_interval until stopped.
+  // The progress thread's loop: publishes every progress_interval until
+  // stopped, and, in a group of two, looks at the connection watch: once the
+  // connection to the peer broke, the call in the middle of a transfer fails
+  // with the transport failure (UnavailableError) instead of waiting out its
+  // timeout. (With more ranks a closed connection can also be a peer that
+  // finished its last call and left while this rank still exchanges with the
+  // others, so only the operations Gloo fails itself fail.)
   void publish_progress_until_stopped() {
     for (;;) {
       reports.publish_progress(progress_text());
+      fail_on_lost_connection();
       MutexLock lock(progress_mu);
       if (progress_cv.wait_until(progress_mu, Clock::now() + options.progress_interval,
                                  [this]() STRATA_REQUIRES(progress_mu) { return stopping; }))
         return;
     }
+  }
+  void fail_on_lost_connection() {
+    std::shared_ptr<MeshContext> ctx;
+    {
+      MutexLock lock(mu);
+      ctx = context;
+    }
+    std::string why;
+    if (size != 2 || ctx == nullptr || !ctx->connection_lost(&why)) return;
+    ctx->lose(internal::with_host_order_ports(why));
   }
   void stop_progress() {
     {
@@ -261,7 +280,7 @@ struct internal::GlooState {
       // Published before the mesh forms, so a rank whose own connections fail
       // still leaves its number for the others' checks.
       const uint64_t check = publish_mesh_check(adapter);
-      ctx->connect(adapter, device, options.timeout);
+      ctx->connect(adapter, device, options.timeout, gloo::Slot::build(kWatchSlotPrefix, 0));
       check_mesh(*ctx, adapter, check, deadline);
     } catch (const Error& err) {
       if (err.code() == ErrorCode::DEADLINE_EXCEEDED) {

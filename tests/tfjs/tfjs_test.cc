@@ -33,6 +33,7 @@
 #include <nlohmann/json.hpp>
 
 #include "strata/base/file.h"
+#include "strata/core/random.h"
 #include "strata/keras/keras.h"
 #include "strata/ops/random_ops.h"
 #include "strata/testing/files.h"
@@ -133,6 +134,11 @@ class TensorFlowJsTest : public ::testing::Test {
     const Tensor want = const_cast<Model&>(model).predict(x);
     EXPECT_EQ(got["shape"], nlohmann::json(want.shape().dims()));
     const std::vector<float> w = want.to_vector<float>();
+    for (const auto& v : got["values"]) {
+      // JSON.stringify writes NaN and infinities as null.
+      ASSERT_TRUE(v.is_number()) << "TensorFlow.js predicted a non-finite value: " << got.dump()
+                                 << "\nStrata: " << want;
+    }
     const std::vector<double> g = got["values"].get<std::vector<double>>();
     ASSERT_EQ(g.size(), w.size());
     double worst = 0;
@@ -176,6 +182,9 @@ TEST_F(TensorFlowJsTest, TrainedFunctionalModelPredictsTheSameInTensorFlowJs) {
   // c = Conv2D(4, 3, padding="same", activation="relu")(inputs)
   // p = MaxPooling2D(2)(BatchNormalization()(c)); f = Flatten()(Dropout(0.5)(p))
   // out = Dense(2)(Activation("relu")(Dense(8)(f)))
+  // tf.random.set_seed(5): the initial weights are the same every run (with
+  // some unseeded draws, SGD with momentum on this tiny model diverges).
+  strata::random::set_seed(5);
   KerasTensor inputs = Input({6, 6, 1});
   KerasTensor c = (*layers::Conv2D(4, {3, 3}, {.padding = "same", .activation = "relu"}))(inputs);
   KerasTensor p = (*layers::MaxPooling2D({2, 2}))((*layers::BatchNormalization())(c));
@@ -183,7 +192,7 @@ TEST_F(TensorFlowJsTest, TrainedFunctionalModelPredictsTheSameInTensorFlowJs) {
   KerasTensor h = (*layers::Activation("relu"))((*layers::Dense(8))(f));
   auto model = models::Model(inputs, (*layers::Dense(2))(h));
   model->compile(
-      {.optimizer = optimizers::SGD({.learning_rate = 0.05, .momentum = 0.9}), .loss = "mse"});
+      {.optimizer = optimizers::SGD({.learning_rate = 0.02, .momentum = 0.9}), .loss = "mse"});
   const Tensor x = strata::random::uniform({24, 6, 6, 1}, {.seed = 31});
   const Tensor y = strata::random::uniform({24, 2}, {.seed = 32});
   model->fit(x, y, {.batch_size = 6, .epochs = 3, .verbose = 0});

@@ -38,25 +38,41 @@ bool wait_through_late_errors(Wait&& wait, Milliseconds timeout) {
     return true;
   }
 }
+
+// A wait that lost its peer (AbortRegistry::lose) still returns an operation
+// that completed before the connection broke; else it fails with the loss.
+// The short wait that looks for that completion fails the context's pairs
+// when there is none, which no longer matters: the connection is gone.
+template <typename Wait>
+bool wait_after_loss(AbortRegistry& registry, Wait&& wait) {
+  try {
+    if (wait(Milliseconds(1))) return true;
+  } catch (const gloo::Exception&) {
+  }
+  registry.throw_lost();
+}
+
 }  // namespace
 
 bool AbortableBuffer::waitRecv(int* rank, Milliseconds timeout) {
   // Gloo's algorithms ignore the return value, so an aborted wait throws.
-  if (registry_->aborted() ||
-      !wait_through_late_errors([&](Milliseconds t) { return inner_->waitRecv(rank, t); },
-                                timeout)) {
-    registry_->throw_aborted();
-  }
-  return true;
+  const auto wait = [&](Milliseconds t) { return inner_->waitRecv(rank, t); };
+  if (registry_->aborted()) registry_->throw_aborted();
+  if (registry_->lost()) return wait_after_loss(*registry_, wait);
+  if (wait_through_late_errors(wait, timeout)) return true;
+  if (registry_->aborted()) registry_->throw_aborted();
+  if (registry_->lost()) return wait_after_loss(*registry_, wait);
+  registry_->throw_aborted();
 }
 
 bool AbortableBuffer::waitSend(int* rank, Milliseconds timeout) {
-  if (registry_->aborted() ||
-      !wait_through_late_errors([&](Milliseconds t) { return inner_->waitSend(rank, t); },
-                                timeout)) {
-    registry_->throw_aborted();
-  }
-  return true;
+  const auto wait = [&](Milliseconds t) { return inner_->waitSend(rank, t); };
+  if (registry_->aborted()) registry_->throw_aborted();
+  if (registry_->lost()) return wait_after_loss(*registry_, wait);
+  if (wait_through_late_errors(wait, timeout)) return true;
+  if (registry_->aborted()) registry_->throw_aborted();
+  if (registry_->lost()) return wait_after_loss(*registry_, wait);
+  registry_->throw_aborted();
 }
 
 }  // namespace strata::collective::internal

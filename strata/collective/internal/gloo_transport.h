@@ -138,12 +138,35 @@ class AbortRegistry {
     MutexLock lock(mu_);
     return aborted_;
   }
+  // The connection to the only peer broke (MeshContext::lose): wakes every
+  // wait; a wait whose operation already completed still returns it, the
+  // others throw `message` (throw_lost).
+  void lose(const std::string& message) {
+    MutexLock lock(mu_);
+    if (lost_) return;
+    lost_ = true;
+    lost_message_ = message;
+    for (AbortableBuffer* b : live_) {
+      b->abortWaitRecv();
+      b->abortWaitSend();
+    }
+  }
+  bool lost() {
+    MutexLock lock(mu_);
+    return lost_;
+  }
+  [[noreturn]] void throw_lost() {
+    MutexLock lock(mu_);
+    throw gloo::IoException(lost_message_);
+  }
 
  private:
   Mutex mu_;
   std::vector<AbortableBuffer*> live_ STRATA_GUARDED_BY(mu_);
   bool aborted_ STRATA_GUARDED_BY(mu_) = false;
   std::string message_ STRATA_GUARDED_BY(mu_);
+  bool lost_ STRATA_GUARDED_BY(mu_) = false;
+  std::string lost_message_ STRATA_GUARDED_BY(mu_);
 };
 
 class AbortableTransport final : public gloo::transport::Context {
@@ -178,19 +201,53 @@ class MeshContext final : public gloo::rendezvous::Context {
   MeshContext(int this_rank, int num_ranks) : gloo::rendezvous::Context(this_rank, num_ranks) {}
 
   // Connects with this context's current timeout (Gloo waits five times it
-  // for each pair), then sets `timeout` as the default of every later wait.
+  // for each pair), then sets `timeout` as the default of every later wait
+  // and posts the connection watch on `watch_slot` (see connection_lost).
   void connect(gloo::rendezvous::Store& store, std::shared_ptr<gloo::transport::Device>& device,
-               Milliseconds timeout) {
+               Milliseconds timeout, uint64_t watch_slot) {
     connectFullMesh(store, device);
     setTimeout(timeout);
     transportContext_->setTimeout(timeout);
+    {
+      MutexLock lock(watch_mu_);
+      watch_ = transportContext_->createUnboundBuffer(&watch_byte_, 1);
+      for (int r = 0; r < size; ++r) {
+        if (r != rank) watch_->recv(r, watch_slot, 0, 1);
+      }
+    }
     transportContext_ = std::make_shared<AbortableTransport>(transportContext_, registry_);
+  }
+
+  // Whether a connection of this context has failed, and Gloo's message for
+  // it. Gloo's TCP pair, when its connection breaks, fails the operations it
+  // has queued but not the send or receive it is in the middle of (nor a send
+  // whose write the reset cut short), so a rank whose peer died during a
+  // large transfer would wait out its timeout. The watch is a receive posted on every connection at
+  // connect time that no peer ever sends to: it stays queued, so a broken connection always fails
+  // it. Looking costs nothing and disturbs nothing (the wait is interrupted before it starts; it
+  // throws only when the watch has failed).
+  bool connection_lost(std::string* why) {
+    MutexLock lock(watch_mu_);
+    if (watch_ == nullptr) return false;
+    watch_->abortWaitRecv();
+    try {
+      watch_->waitRecv(nullptr, Milliseconds(1));
+    } catch (const gloo::Exception& e) {
+      *why = e.what();
+      return true;
+    }
+    return false;
   }
 
   void abort(const std::string& message) {
     registry_->abort(message);
     close_pairs();
   }
+
+  // The connection to the peer of a two-rank context broke (connection_lost):
+  // nothing more can arrive, so every wait that has not completed fails with
+  // `message` instead of waiting out its timeout.
+  void lose(const std::string& message) { registry_->lose(message); }
 
   // Resets every connection (Gloo's hard close: SO_LINGER 0), so peers fail at
   // once. Only for abort(): a reset discards what this rank wrote but the
@@ -206,6 +263,10 @@ class MeshContext final : public gloo::rendezvous::Context {
 
  private:
   const std::shared_ptr<AbortRegistry> registry_ = std::make_shared<AbortRegistry>();
+  Mutex watch_mu_;
+  char watch_byte_ = 0;
+  // Destroyed before the transport context (a base-class member) it uses.
+  std::unique_ptr<gloo::transport::UnboundBuffer> watch_ STRATA_GUARDED_BY(watch_mu_);
 };
 
 }  // namespace strata::collective::internal
