@@ -75,8 +75,13 @@ struct alignas(64) SegmentHeader {
 
 // Text that one rank writes while others may read it (a failure report
 // reading a late rank's call description or progress): stored and loaded in
-// relaxed atomic words, so a reader racing a writer gets torn text at worst,
-// which the reader detects (see CallHeader and RankControl) and drops.
+// atomic words, so a reader racing a writer gets torn text at worst, which the
+// reader detects (see CallHeader and RankControl) and drops. The writer stores
+// with release order, so whatever it stored before (the odd sequence number,
+// the new call number) is seen by a reader that sees any of the new words; the
+// reader loads with acquire order, so its check of the sequence number or the
+// call number afterwards cannot move before the copy. (Fences would do the
+// same with relaxed words, but ThreadSanitizer does not model fences.)
 template <size_t kBytes>
 struct SharedText {
   std::atomic<uint32_t> length;
@@ -87,16 +92,16 @@ struct SharedText {
     for (size_t w = 0; w * 8 < n; ++w) {
       uint64_t word = 0;
       std::memcpy(&word, text.data() + w * 8, std::min<size_t>(8, n - w * 8));
-      std::atomic_ref<uint64_t>(words[w]).store(word, std::memory_order_relaxed);
+      std::atomic_ref<uint64_t>(words[w]).store(word, std::memory_order_release);
     }
-    length.store(static_cast<uint32_t>(n), std::memory_order_relaxed);
+    length.store(static_cast<uint32_t>(n), std::memory_order_release);
   }
   std::string load() const {
-    const size_t n = std::min<size_t>(length.load(std::memory_order_relaxed), kBytes);
+    const size_t n = std::min<size_t>(length.load(std::memory_order_acquire), kBytes);
     std::string out(n, '\0');
     for (size_t w = 0; w * 8 < n; ++w) {
       const uint64_t word = std::atomic_ref<uint64_t>(const_cast<uint64_t&>(words[w]))
-                                .load(std::memory_order_relaxed);
+                                .load(std::memory_order_acquire);
       std::memcpy(out.data() + w * 8, &word, std::min<size_t>(8, n - w * 8));
     }
     return out;
@@ -271,8 +276,7 @@ struct internal::ShmState {
     RankControl& mine = m->controls[rank];
     const uint64_t seq = mine.progress_seq.load(std::memory_order_relaxed);
     mine.progress_seq.store(seq + 1, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
-    mine.progress_ns.store(steady_ns(), std::memory_order_relaxed);
+    mine.progress_ns.store(steady_ns(), std::memory_order_release);
     mine.progress.store(text);
     mine.progress_seq.store(seq + 2, std::memory_order_release);
   }
@@ -306,9 +310,8 @@ struct internal::ShmState {
         std::this_thread::yield();
         continue;
       }
-      const int64_t stamp = c.progress_ns.load(std::memory_order_relaxed);
+      const int64_t stamp = c.progress_ns.load(std::memory_order_acquire);
       const std::string activity_text = c.progress.load();
-      std::atomic_thread_fence(std::memory_order_acquire);
       if (c.progress_seq.load(std::memory_order_relaxed) != seq) continue;
       if (seq == 0) return "";
       char ago[32];
@@ -329,7 +332,6 @@ struct internal::ShmState {
     for (const CallHeader& h : c.header) {
       if (h.ready.load(std::memory_order_acquire) != done) continue;
       std::string d = h.description.load();
-      std::atomic_thread_fence(std::memory_order_acquire);
       if (h.call.load(std::memory_order_relaxed) == done) {
         return str_cat("completed collective #", done, " ", d);
       }
@@ -603,8 +605,9 @@ struct internal::ShmState {
     const uint64_t s = ++step;
     CallHeader& mine = m.controls[rank].header[s & 1];
     const uint64_t hash = sig.hash();
+    // Before the description's words, which are stored with release order (a
+    // failure report that sees new words sees the new call number too).
     mine.call.store(call, std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_release);
     mine.hash = hash;
     mine.dim0 = dim0;
     if (mine.description_hash != hash || mine.description.length.load() == 0) {
