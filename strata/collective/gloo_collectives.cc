@@ -974,12 +974,14 @@ void GlooCollectives::reset() {
 // device thread signals a connection error to a buffer (it holds the weak
 // reference locked while it takes the buffer's mutex) as ~AbortableBuffer
 // frees Gloo's buffer: the free shows up with only ~AbortableBuffer on the
-// stack. The suppressions match only reports with Gloo's ~UnboundBuffer or
+// stack. The connection watch's buffer (~ConnectionWatch) is freed the same
+// way. The suppressions match only reports with Gloo's ~UnboundBuffer,
 // ~AbortableBuffer (which frees nothing but Gloo's buffer; the registry it
-// leaves is mutex-guarded) on a stack; races on Strata's payload memory are
-// still reported.
+// leaves is mutex-guarded) or ~ConnectionWatch (which frees nothing else) on a
+// stack; races on Strata's payload memory are still reported.
 extern "C" __attribute__((weak)) const char* __tsan_default_suppressions() {
   return "race:gloo::transport::tcp::UnboundBuffer::~UnboundBuffer\n"
-         "race:~AbortableBuffer\n";
+         "race:~AbortableBuffer\n"
+         "race:~ConnectionWatch\n";
 }
 #endif

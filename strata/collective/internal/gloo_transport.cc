@@ -14,6 +14,8 @@ AbortableBuffer::AbortableBuffer(std::unique_ptr<gloo::transport::UnboundBuffer>
 
 AbortableBuffer::~AbortableBuffer() { registry_->remove(this); }
 
+ConnectionWatch::~ConnectionWatch() { buffer_.reset(); }
+
 namespace {
 // Runs Gloo's wait(timeout). A connection error signalled to the buffer (a
 // peer that closed after its last message, with a receive still pending on

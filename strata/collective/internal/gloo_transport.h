@@ -195,6 +195,22 @@ class AbortableTransport final : public gloo::transport::Context {
   const std::shared_ptr<AbortRegistry> registry_;
 };
 
+// The buffer of MeshContext's connection watch, in a type of its own so that
+// the ThreadSanitizer suppressions of Gloo's buffer teardown
+// (gloo_collectives.cc) can name its destructor.
+class ConnectionWatch {
+ public:
+  explicit ConnectionWatch(std::unique_ptr<gloo::transport::UnboundBuffer> buffer)
+      : buffer_(std::move(buffer)) {}
+  ~ConnectionWatch();
+  ConnectionWatch(const ConnectionWatch&) = delete;
+  ConnectionWatch& operator=(const ConnectionWatch&) = delete;
+  gloo::transport::UnboundBuffer& buffer() { return *buffer_; }
+
+ private:
+  std::unique_ptr<gloo::transport::UnboundBuffer> buffer_;
+};
+
 // A full-mesh context whose operations abort() can interrupt.
 class MeshContext final : public gloo::rendezvous::Context {
  public:
@@ -210,9 +226,10 @@ class MeshContext final : public gloo::rendezvous::Context {
     transportContext_->setTimeout(timeout);
     {
       MutexLock lock(watch_mu_);
-      watch_ = transportContext_->createUnboundBuffer(&watch_byte_, 1);
+      watch_ = std::make_unique<ConnectionWatch>(
+          transportContext_->createUnboundBuffer(&watch_byte_, 1));
       for (int r = 0; r < size; ++r) {
-        if (r != rank) watch_->recv(r, watch_slot, 0, 1);
+        if (r != rank) watch_->buffer().recv(r, watch_slot, 0, 1);
       }
     }
     transportContext_ = std::make_shared<AbortableTransport>(transportContext_, registry_);
@@ -229,9 +246,9 @@ class MeshContext final : public gloo::rendezvous::Context {
   bool connection_lost(std::string* why) {
     MutexLock lock(watch_mu_);
     if (watch_ == nullptr) return false;
-    watch_->abortWaitRecv();
+    watch_->buffer().abortWaitRecv();
     try {
-      watch_->waitRecv(nullptr, Milliseconds(1));
+      watch_->buffer().waitRecv(nullptr, Milliseconds(1));
     } catch (const gloo::Exception& e) {
       *why = e.what();
       return true;
@@ -266,7 +283,7 @@ class MeshContext final : public gloo::rendezvous::Context {
   Mutex watch_mu_;
   char watch_byte_ = 0;
   // Destroyed before the transport context (a base-class member) it uses.
-  std::unique_ptr<gloo::transport::UnboundBuffer> watch_ STRATA_GUARDED_BY(watch_mu_);
+  std::unique_ptr<ConnectionWatch> watch_ STRATA_GUARDED_BY(watch_mu_);
 };
 
 }  // namespace strata::collective::internal
