@@ -876,6 +876,7 @@ TEST(ParameterServerStrategyTest, RunInsideAScheduledFunctionRunsOneReplicaOnThe
   sd::ParameterServerStrategy strategy(cluster.chief);
   sd::ClusterCoordinator coordinator(strategy);
   std::vector<sd::RemoteValue<Tensor>> seen;
+  seen.reserve(6);
   for (int i = 0; i < 6; ++i) seen.push_back(coordinator.schedule("replica_context_in_run"));
   coordinator.join();
   std::set<int64_t> workers;
