@@ -294,6 +294,10 @@ WorkerCopy worker_copy(const sps::FunctionArgs& args, size_t num_variables, bool
 // @tf.function
 // def step_fn(iterator):
 std::vector<tf::Tensor> step_fn(const sps::FunctionArgs& args) {
+  // (The guide's global `strategy`: a closure runs on its worker in the scope
+  // of the worker's ParameterServerStrategy, so get_strategy() is that
+  // strategy, in every process of the cluster.)
+  sd::Strategy& strategy = sd::get_strategy();
   const size_t num_variables = args.size() - 1;
   tf::data::Iterator& iterator = args.iterator(num_variables);
   WorkerCopy w = worker_copy(args, num_variables, /*with_optimizer=*/true);
@@ -341,8 +345,8 @@ std::vector<tf::Tensor> step_fn(const sps::FunctionArgs& args) {
   tf::data::Element next = iterator.get_next();
   const tf::Tensor& batch_data = next[0];
   const tf::Tensor& labels = next[1];
-  tf::Tensor losses = replica_fn(batch_data, labels);
-  return {losses};
+  auto losses = strategy.run(replica_fn, batch_data, labels);
+  return {strategy.reduce(sd::ReduceOp::SUM, losses, /*axis=*/std::nullopt)};
 }
 STRATA_REGISTER_FUNCTION(step_fn, step_fn);
 
@@ -370,6 +374,7 @@ STRATA_REGISTER_DATASET_FUNCTION(eval_dataset_fn, eval_dataset_fn);
 // @tf.function
 // def eval_step(iterator):
 std::vector<tf::Tensor> eval_step(const sps::FunctionArgs& args) {
+  sd::Strategy& strategy = sd::get_strategy();  // the guide's `strategy`, as in step_fn
   const size_t num_variables = args.size() - 1;
   WorkerCopy w = worker_copy(args, num_variables, /*with_optimizer=*/false);
   //   def replica_fn(batch_data, labels):
@@ -384,7 +389,9 @@ std::vector<tf::Tensor> eval_step(const sps::FunctionArgs& args) {
   //   batch_data, labels = next(iterator)
   //   strategy.run(replica_fn, args=(batch_data, labels))
   tf::data::Element next = args.iterator(num_variables).get_next();
-  replica_fn(next[0], next[1]);
+  const tf::Tensor& batch_data = next[0];
+  const tf::Tensor& labels = next[1];
+  strategy.run(replica_fn, batch_data, labels);
   return {};
 }
 STRATA_REGISTER_FUNCTION(eval_step, eval_step);

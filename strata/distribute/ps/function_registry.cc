@@ -64,6 +64,8 @@ int current_worker_index() {
   return t_worker_index;
 }
 
+bool internal::in_closure() noexcept { return t_worker_index >= 0; }
+
 internal::CurrentWorkerScope::CurrentWorkerScope(int index) : outer_(t_worker_index) {
   t_worker_index = index;
 }

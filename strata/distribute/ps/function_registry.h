@@ -91,6 +91,9 @@ class FunctionRegistry {
 int current_worker_index();
 
 namespace internal {
+// True while this thread runs a closure (inside a CurrentWorkerScope).
+bool in_closure() noexcept;
+
 // RAII: marks this thread as running a closure on worker `index`.
 class CurrentWorkerScope {
  public:

@@ -5,6 +5,7 @@
 #include "strata/cluster/multi_worker_util.h"
 #include "strata/distribute/partitioners.h"
 #include "strata/distribute/ps/cluster_coordinator.h"
+#include "strata/distribute/ps/function_registry.h"
 #include "strata/distribute/ps/internal/remote_variable.h"
 #include "strata/distribute/sharded_variable.h"
 
@@ -36,6 +37,32 @@ class ParameterServerExtended final : public StrategyExtended {
 
  private:
   int num_ps_;
+};
+
+// run() of a ParameterServerStrategy: inside a closure, body(0) on this
+// thread in a replica context of one replica (TF runs one replica per worker
+// there); outside, FailedPreconditionError.
+void run_in_closure(Strategy& strategy, const std::function<void(int)>& body) {
+  if (!ps::internal::in_closure()) {
+    throw FailedPreconditionError(
+        "ParameterServerStrategy.run: use it inside a function scheduled with "
+        "ClusterCoordinator.schedule (the strategy must be used with a ClusterCoordinator)");
+  }
+  ReplicaContext context(strategy, /*replica_id_in_sync_group=*/0, /*local_replica_id=*/0);
+  internal::ReplicaModeGuard guard(context);
+  body(0);
+}
+
+// The strategy closures see on a worker (ps::internal::worker_strategy).
+class WorkerSideStrategy final : public Strategy {
+ public:
+  std::string name() const override { return "ParameterServerStrategy"; }
+  int num_replicas_in_sync() const override { return 1; }
+
+ protected:
+  void run_on_replicas(const std::function<void(int)>& body) override {
+    run_in_closure(*this, body);
+  }
 };
 
 std::vector<std::string> job_targets(const train::ClusterSpec& spec, const std::string& job) {
@@ -130,10 +157,14 @@ Variable ParameterServerStrategy::create_on_next_ps(const Tensor& initial_value,
   return ps::internal::make_remote_variable(std::move(info), options_.rpc_timeout);
 }
 
-void ParameterServerStrategy::run_on_replicas(const std::function<void(int)>&) {
-  throw FailedPreconditionError(
-      "ParameterServerStrategy.run: use it inside a function scheduled with "
-      "ClusterCoordinator.schedule (the strategy must be used with a ClusterCoordinator)");
+void ParameterServerStrategy::run_on_replicas(const std::function<void(int)>& body) {
+  run_in_closure(*this, body);
+}
+
+Strategy& ps::internal::worker_strategy() {
+  // Never destroyed: closures may still run while the process exits.
+  static WorkerSideStrategy* strategy = new WorkerSideStrategy;
+  return *strategy;
 }
 
 }  // namespace strata::distribute

@@ -43,8 +43,29 @@
 // InvalidArgumentError. A synchronization ON_READ variable (a metric's state)
 // is one ps variable too, shared by every worker (one replica per worker: its
 // reads need no aggregation), as TF's strategy places it. num_replicas_in_sync() is 1 (one CPU
-// replica per worker; workers with accelerators are not modelled). run() outside a scheduled
-// function is FailedPreconditionError, as TF's.
+// replica per worker; workers with accelerators are not modelled).
+//
+// Inside a scheduled function, TF's pattern:
+//
+//   std::vector<strata::Tensor> step_fn(const sd::ps::FunctionArgs& args) {
+//     sd::Strategy& strategy = sd::get_strategy();   // the worker's ParameterServerStrategy
+//     auto replica_fn = [&](const strata::Tensor& x) { ...; return loss; };
+//     auto losses = strategy.run(replica_fn, x);     // one replica: replica_id 0 of 1
+//     return {strategy.reduce(sd::ReduceOp::SUM, losses, std::nullopt)};
+//   }
+//
+// A worker runs every closure in the scope of its worker-side strategy
+// (ps::internal::worker_strategy(): named "ParameterServerStrategy", one
+// replica), so get_strategy() there is that strategy, as TF's closures see the
+// strategy they were traced under; the chief's object is not needed (a worker
+// process has none). run() executes fn on the closure's thread in a replica
+// context of one replica (replica_id_in_sync_group 0, num_replicas_in_sync 1)
+// and reduce() of its result is the value, reduced along `axis` when one is
+// given. The chief's ParameterServerStrategy object, where a closure can reach
+// it (the same process), runs the same way. run() outside a scheduled function
+// is FailedPreconditionError: TF raises NotImplementedError before a
+// ClusterCoordinator exists and only warns after (then running fn on the
+// coordinator); Strata never runs a replica function on the coordinator.
 //
 // Thread-safety: as every strategy, driven by one thread at a time; the
 // variables it made are thread-safe.
@@ -106,5 +127,14 @@ class ParameterServerStrategy : public Strategy {
 
   int64_t variables_created_ = 0;
 };
+
+namespace ps::internal {
+// The strategy every closure on a worker runs under (the server enters its
+// scope around the registered function): one process-wide object, named
+// "ParameterServerStrategy", one replica per worker. Its run() is
+// FailedPreconditionError outside a closure; variables created in its scope
+// are plain local variables (the closures' own creators hand out the chief's).
+Strategy& worker_strategy();
+}  // namespace ps::internal
 
 }  // namespace strata::distribute

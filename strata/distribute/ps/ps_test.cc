@@ -16,6 +16,7 @@
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "strata/autodiff/gradient_tape.h"
@@ -36,6 +37,7 @@
 #include "strata/distribute/ps/ps_variable.h"
 #include "strata/distribute/ps/server.h"
 #include "strata/distribute/sharded_variable.h"
+#include "strata/distribute/strategy.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
@@ -219,6 +221,66 @@ std::vector<Tensor> hold_on_worker_1(const sps::FunctionArgs& args) {
   return linear_step(args);
 }
 STRATA_REGISTER_FUNCTION(hold_on_worker_1, hold_on_worker_1);
+
+// TF's closure pattern: `strategy.run(replica_fn, args=...)` inside a
+// scheduled function, with the strategy the closure sees,
+// tf.distribute.get_strategy(). Returns what replica_fn saw: its replica id,
+// the replica count, whether it ran in a replica context of that strategy,
+// the worker index, and whether a nested strategy.run raised
+// FailedPreconditionError (TF: run needs the cross-replica context); then what
+// the closure saw outside replica_fn: the strategy's name is
+// ParameterServerStrategy, it is current (has_strategy) in cross-replica
+// context, and its one replica.
+std::vector<Tensor> replica_context_in_run(const sps::FunctionArgs&) {
+  sd::Strategy& strategy = sd::get_strategy();
+  auto replica_fn = [&] {
+    sd::ReplicaContext* ctx = sd::get_replica_context();
+    if (ctx == nullptr) return std::vector<int64_t>{-1};
+    bool nested_refused = false;
+    try {
+      strategy.run([] { return 0; });
+    } catch (const strata::FailedPreconditionError&) {
+      nested_refused = true;
+    }
+    return std::vector<int64_t>{ctx->replica_id_in_sync_group(), ctx->num_replicas_in_sync(),
+                                &ctx->strategy() == &strategy && &sd::get_strategy() == &strategy,
+                                sps::current_worker_index(), nested_refused};
+  };
+  std::vector<int64_t> seen = strategy.run(replica_fn);
+  seen.push_back(strategy.name() == "ParameterServerStrategy");
+  seen.push_back(sd::has_strategy() && sd::in_cross_replica_context());
+  seen.push_back(strategy.num_replicas_in_sync());
+  return {strata::constant(seen, {static_cast<int64_t>(seen.size())})};
+}
+STRATA_REGISTER_FUNCTION(replica_context_in_run, replica_context_in_run);
+
+// TF's step_fn: losses = strategy.run(replica_fn, args=(x,)), then
+// strategy.reduce(SUM/MEAN, losses, axis=...) of the one replica's result.
+std::vector<Tensor> reduce_in_closure(const sps::FunctionArgs& args) {
+  sd::Strategy& strategy = sd::get_strategy();
+  auto replica_fn = [](const Tensor& x) { return x * strata::constant(2.f); };
+  auto losses = strategy.run(replica_fn, args.tensor(0));
+  return {strategy.reduce(sd::ReduceOp::SUM, losses, std::nullopt),
+          strategy.reduce(sd::ReduceOp::MEAN, losses, std::nullopt),
+          strategy.reduce(sd::ReduceOp::SUM, losses, 0),
+          strategy.reduce(sd::ReduceOp::MEAN, losses, 1),
+          strategy.reduce("SUM", losses, {0, 1}),
+          strategy.reduce(sd::ReduceOp::MEAN, args.tensor(0), 0)};
+}
+STRATA_REGISTER_FUNCTION(reduce_in_closure, reduce_in_closure);
+
+// The chief's own ParameterServerStrategy object, where a closure can reach
+// it (the same process): its run works in the closure as the worker's does.
+sd::ParameterServerStrategy* chief_strategy = nullptr;
+std::vector<Tensor> run_with_chief_object(const sps::FunctionArgs&) {
+  Tensor replicas = chief_strategy->run([&] {
+    sd::ReplicaContext* ctx = sd::get_replica_context();
+    const bool ours = ctx != nullptr && &ctx->strategy() == chief_strategy;
+    return strata::constant(static_cast<int64_t>(ours ? ctx->num_replicas_in_sync() : -1));
+  });
+  return {replicas};
+}
+STRATA_REGISTER_FUNCTION(run_with_chief_object, run_with_chief_object);
 
 std::shared_ptr<cr::SimpleClusterResolver> task_resolver(const std::string& type, int index,
                                                          const std::string& address) {
@@ -792,8 +854,72 @@ TEST(ParameterServerStrategyTest, AnInvalidPartitionIsInvalidArgument) {
 TEST(ParameterServerStrategyTest, RunOutsideAScheduledFunctionIsFailedPrecondition) {
   LocalCluster cluster(1, 1);
   sd::ParameterServerStrategy strategy(cluster.chief);
+  // TF: NotImplementedError without a ClusterCoordinator, a warning (and fn run
+  // on the coordinator) with one; Strata refuses both (porting.md).
   EXPECT_THROW(strategy.run([] { return 1; }), strata::FailedPreconditionError);
+  {
+    auto scope = strategy.scope();
+    EXPECT_THROW(strategy.run([] { return 1; }), strata::FailedPreconditionError);
+  }
+  sd::ClusterCoordinator coordinator(strategy);
+  EXPECT_THROW(strategy.run([] { return 1; }), strata::FailedPreconditionError);
+  // The worker-side strategy refuses it outside a closure too, and the chief
+  // is not in its scope.
+  EXPECT_THROW(sps::internal::worker_strategy().run([] { return 1; }),
+               strata::FailedPreconditionError);
+  EXPECT_FALSE(sd::has_strategy());
   EXPECT_THROW(sps::current_worker_index(), strata::FailedPreconditionError);
+}
+
+TEST(ParameterServerStrategyTest, RunInsideAScheduledFunctionRunsOneReplicaOnTheWorker) {
+  LocalCluster cluster(2, 1);
+  sd::ParameterServerStrategy strategy(cluster.chief);
+  sd::ClusterCoordinator coordinator(strategy);
+  std::vector<sd::RemoteValue<Tensor>> seen;
+  seen.reserve(6);
+  for (int i = 0; i < 6; ++i) seen.push_back(coordinator.schedule("replica_context_in_run"));
+  coordinator.join();
+  std::set<int64_t> workers;
+  for (const auto& r : seen) {
+    const std::vector<int64_t> v = r.fetch().to_vector<int64_t>();
+    ASSERT_EQ(v.size(), 8u);
+    EXPECT_EQ(v[0], 0);  // replica_id_in_sync_group
+    EXPECT_EQ(v[1], 1);  // num_replicas_in_sync
+    EXPECT_EQ(v[2], 1);  // the replica context is the closure's strategy's
+    EXPECT_TRUE(v[3] == 0 || v[3] == 1) << v[3];
+    workers.insert(v[3]);
+    EXPECT_EQ(v[4], 1);  // a nested strategy.run: FailedPreconditionError
+    EXPECT_EQ(v[5], 1);  // named ParameterServerStrategy
+    EXPECT_EQ(v[6], 1);  // current, in cross-replica context, outside replica_fn
+    EXPECT_EQ(v[7], 1);  // strategy.num_replicas_in_sync
+  }
+  EXPECT_FALSE(workers.empty());
+
+  // The chief's object run from a closure in the same process.
+  chief_strategy = &strategy;
+  EXPECT_EQ(coordinator.schedule("run_with_chief_object").fetch().at(0).item<int64_t>(), 1);
+  chief_strategy = nullptr;
+}
+
+TEST(ParameterServerStrategyTest, ReduceOfTheOneReplicaInAScheduledFunction) {
+  LocalCluster cluster(1, 1);
+  sd::ParameterServerStrategy strategy(cluster.chief);
+  sd::ClusterCoordinator coordinator(strategy);
+  // x = [[1, 2, 3], [4, 5, 6]]; replica_fn doubles it: [[2, 4, 6], [8, 10, 12]].
+  const Tensor x = strata::constant(std::vector<float>{1, 2, 3, 4, 5, 6}, {2, 3});
+  const std::vector<Tensor> r = coordinator.schedule("reduce_in_closure", {x}).get();
+  ASSERT_EQ(r.size(), 6u);
+  const std::vector<float> doubled{2, 4, 6, 8, 10, 12};
+  // axis=None with one replica: the value itself, for SUM and MEAN.
+  EXPECT_EQ(r[0].shape(), strata::TensorShape({2, 3}));
+  EXPECT_EQ(r[0].to_vector<float>(), doubled);
+  EXPECT_EQ(r[1].to_vector<float>(), doubled);
+  // axis=0: SUM over the rows; axis=1: MEAN over the columns; both axes: the total.
+  EXPECT_EQ(r[2].to_vector<float>(), (std::vector<float>{10, 14, 18}));
+  EXPECT_EQ(r[3].to_vector<float>(), (std::vector<float>{4, 10}));
+  EXPECT_EQ(r[4].item<float>(), 42.f);
+  // A non-distributed value: reduced along the axis (MEAN over rows of x).
+  EXPECT_EQ(r[5].to_vector<float>(), (std::vector<float>{2.5f, 3.5f, 4.5f}));
 }
 
 TEST(ServerTest, AStopRpcEndsJoin) {

@@ -18,6 +18,7 @@
 #include "strata/distribute/ps/function_registry.h"
 #include "strata/distribute/ps/internal/remote_variable.h"
 #include "strata/distribute/ps/internal/wire.h"
+#include "strata/distribute/ps/parameter_server_strategy.h"
 #include "strata/distribute/ps/ps.grpc.pb.h"
 #include "strata/distribute/sharded_variable.h"
 #include "strata/ops/math_ops.h"
@@ -280,6 +281,8 @@ struct Server::State final : pp::StrataTask::Service {
         }
         ps::FunctionArgs args(request->function(), std::move(values));
         ps::internal::CurrentWorkerScope worker(task_id);
+        // get_strategy() in the function: the worker's ParameterServerStrategy.
+        auto strategy_scope = ps::internal::worker_strategy().scope();
         for (const Tensor& t : (*fn)(args)) pi::to_proto(t, reply->add_results());
       } catch (const Error& e) {
         reply->clear_results();
