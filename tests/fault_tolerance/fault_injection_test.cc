@@ -497,9 +497,10 @@ void run_with_gloo_strays(bool garbage) {
       strata::cluster::TcpStoreClient spy(
           "127.0.0.1:" + std::to_string(ports[0]),
           {.connect_timeout = 20s, .timeout = 30s, .token = std::string(kToken)});
-      // The worker is held once it told the store its replica count: the chief
-      // goes on into the mesh, listens for its pair and waits for the worker.
-      spy.wait({"strata/mwms/local_replicas/1"}, 20s);
+      // The worker is held once it told the store its host (the last thing it
+      // publishes before the mesh): the chief goes on into the mesh, listens
+      // for its pair and waits for the worker.
+      spy.wait({"strata/mwms/host/1"}, 20s);
       ASSERT_EQ(::kill(worker.pid(), SIGSTOP), 0);
       const auto until = Clock::now() + 5s;
       bool listening = false;
