@@ -121,6 +121,34 @@ Tensor flat_block(const Tensor& t, const Block& b) {
   return t.reshaped(TensorShape({t.num_elements()})).slice_rows(b.begin, b.end);
 }
 
+// Gives this replica's copies the blocks the other replicas updated: block r
+// of every copy is packed into one row per dtype, the rows are all-gathered,
+// and every other replica's block is written into the copies. The rows are
+// packed before any copy is written, and no view of a copy outlives the
+// packing (a live view would make the writes copy the whole buffer).
+void all_gather_blocks(distribute::ReplicaContext& ctx, const std::vector<Variable>& copies) {
+  const int shards = ctx.num_replicas_in_sync();
+  const int r = ctx.replica_id_in_sync_group();
+  const std::vector<RowLayout> layouts = row_layouts(copies, shards);
+  std::vector<Tensor> rows;
+  rows.reserve(layouts.size());
+  for (const RowLayout& layout : layouts) {
+    std::vector<Tensor> blocks(copies.size());
+    for (size_t i : layout.members) {
+      blocks[i] = flat_block(copies[i].impl().read(),
+                             block_of(copies[i].shape().num_elements(), shards, r));
+    }
+    rows.push_back(pack_row(layout, blocks));
+  }
+  for (size_t l = 0; l < layouts.size(); ++l) {
+    const Tensor gathered = distribute::all_gather_rows(ctx, rows[l]);
+    for (size_t k = 0; k < layouts[l].members.size(); ++k) {
+      const size_t i = layouts[l].members[k];
+      unpack_into(copies[i], gathered, layouts[l].columns[k], shards, /*skip=*/r);
+    }
+  }
+}
+
 // Elements [begin, end) of a variable's copy, flattened, as a variable of
 // their own (made without the variable-creator stack, which would mirror
 // it): reads are views of the copy's buffer and writes land in it, so
@@ -545,56 +573,18 @@ void Optimizer::apply_sharded(distribute::ReplicaContext& ctx, const std::vector
     sharded_strategy_ = &ctx.strategy();
     replicas_holding_blocks_.insert(ctx.local_replica_id());
   }
-  // One all-gather per dtype of every variable's new block. The rows are
-  // packed before any copy is written, and no view of a copy outlives the
-  // packing (a live view would make the writes copy the whole buffer).
-  const std::vector<RowLayout> layouts = row_layouts(vars, shards);
-  std::vector<Tensor> rows;
-  rows.reserve(layouts.size());
-  for (const RowLayout& layout : layouts) {
-    std::vector<Tensor> blocks(vars.size());
-    for (size_t i : layout.members) {
-      blocks[i] =
-          flat_block(copies[i].impl().read(), block_of(vars[i].shape().num_elements(), shards, r));
-    }
-    rows.push_back(pack_row(layout, blocks));
-  }
-  for (size_t l = 0; l < layouts.size(); ++l) {
-    const Tensor gathered = distribute::all_gather_rows(ctx, rows[l]);
-    for (size_t k = 0; k < layouts[l].members.size(); ++k) {
-      const size_t i = layouts[l].members[k];
-      unpack_into(copies[i], gathered, layouts[l].columns[k], shards, /*skip=*/r);
-    }
-  }
+  // One all-gather per dtype of every variable's new block.
+  all_gather_blocks(ctx, copies);
 }
 
 void Optimizer::gather_slot_blocks(distribute::ReplicaContext& ctx) const {
-  const int shards = ctx.num_replicas_in_sync();
-  const int r = ctx.replica_id_in_sync_group();
   const auto local = static_cast<size_t>(ctx.local_replica_id());
   std::vector<Variable> copies;
   copies.reserve(slot_records_.size());
   for (const SlotVariable& s : slot_records_) {
     copies.push_back(distribute::distributed_components(s.slot).at(local));
   }
-  const std::vector<RowLayout> layouts = row_layouts(copies, shards);
-  std::vector<Tensor> rows;
-  rows.reserve(layouts.size());
-  for (const RowLayout& layout : layouts) {
-    std::vector<Tensor> blocks(copies.size());
-    for (size_t i : layout.members) {
-      blocks[i] = flat_block(copies[i].impl().read(),
-                             block_of(copies[i].shape().num_elements(), shards, r));
-    }
-    rows.push_back(pack_row(layout, blocks));
-  }
-  for (size_t l = 0; l < layouts.size(); ++l) {
-    const Tensor gathered = distribute::all_gather_rows(ctx, rows[l]);
-    for (size_t k = 0; k < layouts[l].members.size(); ++k) {
-      const size_t i = layouts[l].members[k];
-      unpack_into(copies[i], gathered, layouts[l].columns[k], shards, /*skip=*/r);
-    }
-  }
+  all_gather_blocks(ctx, copies);
   MutexLock lock(shard_mu_);
   replicas_holding_blocks_.erase(ctx.local_replica_id());
 }

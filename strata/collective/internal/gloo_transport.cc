@@ -56,25 +56,31 @@ bool wait_after_loss(AbortRegistry& registry, Wait&& wait) {
 
 }  // namespace
 
-bool AbortableBuffer::waitRecv(int* rank, Milliseconds timeout) {
-  // Gloo's algorithms ignore the return value, so an aborted wait throws.
-  const auto wait = [&](Milliseconds t) { return inner_->waitRecv(rank, t); };
-  if (registry_->aborted()) registry_->throw_aborted();
-  if (registry_->lost()) return wait_after_loss(*registry_, wait);
+namespace {
+
+// The wait of an AbortableBuffer: Gloo's algorithms ignore the return value,
+// so an aborted wait throws; after a lost connection a wait still returns an
+// operation that completed before it broke.
+template <typename Wait>
+bool abortable_wait(AbortRegistry& registry, Wait&& wait, Milliseconds timeout) {
+  if (registry.aborted()) registry.throw_aborted();
+  if (registry.lost()) return wait_after_loss(registry, wait);
   if (wait_through_late_errors(wait, timeout)) return true;
-  if (registry_->aborted()) registry_->throw_aborted();
-  if (registry_->lost()) return wait_after_loss(*registry_, wait);
-  registry_->throw_aborted();
+  if (registry.aborted()) registry.throw_aborted();
+  if (registry.lost()) return wait_after_loss(registry, wait);
+  registry.throw_aborted();
+}
+
+}  // namespace
+
+bool AbortableBuffer::waitRecv(int* rank, Milliseconds timeout) {
+  return abortable_wait(
+      *registry_, [&](Milliseconds t) { return inner_->waitRecv(rank, t); }, timeout);
 }
 
 bool AbortableBuffer::waitSend(int* rank, Milliseconds timeout) {
-  const auto wait = [&](Milliseconds t) { return inner_->waitSend(rank, t); };
-  if (registry_->aborted()) registry_->throw_aborted();
-  if (registry_->lost()) return wait_after_loss(*registry_, wait);
-  if (wait_through_late_errors(wait, timeout)) return true;
-  if (registry_->aborted()) registry_->throw_aborted();
-  if (registry_->lost()) return wait_after_loss(*registry_, wait);
-  registry_->throw_aborted();
+  return abortable_wait(
+      *registry_, [&](Milliseconds t) { return inner_->waitSend(rank, t); }, timeout);
 }
 
 }  // namespace strata::collective::internal
