@@ -224,13 +224,7 @@ Tensor HostHierarchicalCollectives::all_gather(int rank, const Tensor& tensor) {
 }
 
 Tensor HostHierarchicalCollectives::reduce_scatter(int rank, const Tensor& tensor, ReduceOp op) {
-  Tensor full = all_reduce(rank, tensor, op);
-  // Every rank reaches this check with the same (already matched) shape.
-  STRATA_CHECK_ARG(full.rank() >= 1 && full.shape().dim(0) % size() == 0, kWho,
-                   ": reduce_scatter: expected dimension 0 divisible by the group size ", size(),
-                   ", got shape ", full.shape());
-  const int64_t rows = full.shape().dim(0) / size();
-  return full.slice_rows(rank * rows, (rank + 1) * rows);
+  return internal::block_of_rank(all_reduce(rank, tensor, op), rank, size(), kWho);
 }
 
 Tensor HostHierarchicalCollectives::broadcast(int rank, const Tensor& tensor, int root) {

@@ -161,4 +161,12 @@ void divide_in_place(DType dtype, void* data, int64_t n, int64_t divisor) {
   });
 }
 
+Tensor block_of_rank(const Tensor& full, int rank, int size, const char* who) {
+  STRATA_CHECK_ARG(full.rank() >= 1 && full.shape().dim(0) % size == 0, who,
+                   ": reduce_scatter: expected dimension 0 divisible by the group size ", size,
+                   ", got shape ", full.shape());
+  const int64_t rows = full.shape().dim(0) / size;
+  return full.slice_rows(rank * rows, (rank + 1) * rows);
+}
+
 }  // namespace strata::collective::internal

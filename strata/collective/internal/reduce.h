@@ -16,6 +16,7 @@
 
 #include "strata/collective/collectives.h"
 #include "strata/core/dtype.h"
+#include "strata/core/tensor.h"
 
 namespace strata::collective::internal {
 
@@ -33,5 +34,11 @@ void reduce_pair(DType dtype, ReduceOp op, void* out, const void* a, const void*
 
 // data[i] /= divisor in place (finishing a MEAN computed as a SUM).
 void divide_in_place(DType dtype, void* data, int64_t n, int64_t divisor);
+
+// reduce_scatter by way of an all-reduce: rank `rank`'s block of dimension 0
+// of the all-reduced `full` (InvalidArgumentError naming `who` when dimension
+// 0 does not divide by `size`; every rank reaches the check with the same,
+// already matched, shape).
+Tensor block_of_rank(const Tensor& full, int rank, int size, const char* who);
 
 }  // namespace strata::collective::internal
