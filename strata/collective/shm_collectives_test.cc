@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include <fcntl.h>
+#include <atomic>
 #include <chrono>
 #include <csignal>
 #include <filesystem>
@@ -234,9 +235,19 @@ TEST(ShmCollectives, ATimeoutNamesTheLateTaskAndWhatItWasLastDoing) {
                               .rendezvous_timeout = 30s,
                               .rank_names = {"/job:chief/task:0", "/job:worker/task:0"},
                               .progress_interval = 20ms});
-  group[1]->set_activity([] { return std::string("step 3, phase input"); });
+  // The progress thread asks for the activity, then publishes it: once it has
+  // asked twice, the first answer is in the segment.
+  std::atomic<int> asked{0};
+  group[1]->set_activity([&asked] {
+    asked.fetch_add(1);
+    return std::string("step 3, phase input");
+  });
   run_ranks_ok(2, [&](int r) { group[r]->all_reduce(r, constant<float>({1, 2}), ReduceOp::SUM); });
-  std::this_thread::sleep_for(100ms);  // rank 1 publishes its progress a few times
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (asked.load() < 2 && std::chrono::steady_clock::now() < until) {
+    std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_GE(asked.load(), 2) << "rank 1 never published its progress";
   const auto c = caught(run_ranks(1, [&](int) { group[0]->barrier(0); })[0]);
   EXPECT_EQ(c.code, ErrorCode::DEADLINE_EXCEEDED) << c.message;
   EXPECT_THAT(c.message,

@@ -601,7 +601,11 @@ TEST(FaultInjection, AKilledWorkerOnSharedMemoryIsNamedAndLeavesNoSegment) {
   Task worker(args, tf_config(ports, "worker"), dir.file("worker.out"));
   ASSERT_TRUE(chief.wait_for_output("ready (shared_memory)", 30s)) << chief.output();
   ASSERT_TRUE(worker.wait_for_output("ready (shared_memory)", 30s)) << worker.output();
-  std::this_thread::sleep_for(1s);
+  // The segment's name goes once every rank has mapped it.
+  const auto unlinked_by = Clock::now() + 10s;
+  while (!segments_of(chief.pid()).empty() && Clock::now() < unlinked_by) {
+    std::this_thread::sleep_for(10ms);
+  }
   EXPECT_THAT(segments_of(chief.pid()), ::testing::IsEmpty());
   ASSERT_EQ(::kill(worker.pid(), SIGKILL), 0);
   const auto killed = Clock::now();
