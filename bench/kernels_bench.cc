@@ -9,7 +9,12 @@
 //   - the processor's price of denormal arithmetic: Adam's moment decay
 //     m = 0.999 m + 0.001 g^2 over 64 Ki floats, with denormal or normal
 //     moments, with denormals flushed (ScopedFlushDenormal) or not: what the
-//     runtime's flushing saves on this machine.
+//     runtime's flushing saves on this machine;
+//   - where splitting work over a device's 2 threads starts to pay: an
+//     element-wise add of n floats and a [128, k] x [k, k] GEMM, each run
+//     whole on the calling thread or cut in two halves handed to the pool as
+//     the kernels do (the crossovers set kElementwiseGrain and matmul's
+//     threshold in strata/kernels).
 // The last argument of every benchmark is the intra-op thread count.
 //
 //   ninja -C build kernels_bench
@@ -27,6 +32,7 @@
 
 #include "strata/base/denormal.h"
 #include "strata/core/config.h"
+#include "strata/core/device.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
@@ -100,6 +106,51 @@ void gemm_args(benchmark::internal::Benchmark* b) {
 }
 BENCHMARK(BM_StrataMatMul)->Apply(gemm_args)->UseRealTime();
 BENCHMARK(BM_CblasSgemm)->Apply(gemm_args)->UseRealTime();
+
+// --- splitting crossover: args kind (0: add, 1: GEMM), size, split ---
+//
+// kind 0: c = a + b over `size` floats; kind 1: C[128, size] = A[128, size] x
+// B[size, size] (128 * size^2 multiply-adds), cut by columns as matmul does.
+// split 0 runs the whole on the calling thread, split 1 hands two halves to
+// the device pool's parallel_for (the caller takes one, a worker the other).
+
+void BM_SplitCrossover(benchmark::State& state) {
+  const bool gemm = state.range(0) == 1;
+  const int64_t size = state.range(1);
+  const bool split = state.range(2) == 1;
+  use_threads(2);
+  const int64_t m = 128;
+  const int64_t a_len = gemm ? m * size : size;
+  const int64_t b_len = gemm ? size * size : size;
+  std::vector<float> a(static_cast<size_t>(a_len), 0.5f), b(static_cast<size_t>(b_len), 0.25f);
+  std::vector<float> c(static_cast<size_t>(gemm ? m * size : size));
+  const auto part = [&](int64_t s, int64_t e) {
+    if (gemm) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, e - s, size, 1.f, a.data(), size,
+                  b.data() + s, size, 0.f, c.data() + s, size);
+    } else {
+      for (int64_t i = s; i < e; ++i) c[i] = a[i] + b[i];
+    }
+  };
+  openblas_set_num_threads(1);
+  ThreadPool& pool = current_device().thread_pool();
+  for (auto _ : state) {
+    if (split) {
+      pool.parallel_for(2, 1, [&](int64_t h0, int64_t h1) {
+        for (int64_t h = h0; h < h1; ++h) part(size * h / 2, size * (h + 1) / 2);
+      });
+    } else {
+      part(0, size);
+    }
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_SplitCrossover)
+    ->ArgNames({"gemm", "size", "split"})
+    ->ArgsProduct({{0}, {1024, 2048, 4096, 8192, 16384, 32768, 65536, 262144}, {0, 1}})
+    ->ArgsProduct({{1}, {16, 32, 48, 64, 96, 128, 192}, {0, 1}})
+    ->UseRealTime();
 
 // --- element-wise: 64 MiB float32 operands ---
 //

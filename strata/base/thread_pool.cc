@@ -2,14 +2,53 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 
+#include "strata/base/cpu_relax.h"
 #include "strata/base/denormal.h"
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 
 namespace strata {
+
+namespace {
+
+// How long an idle worker, and a parallel_for caller whose helpers are still
+// running chunks, poll before they sleep on a condition variable. A training
+// step issues its ops back to back, a few to a few hundred microseconds apart:
+// a worker that is still polling when the next parallel_for queues its chunks
+// starts them at once, where a sleeping one costs a futex wake-up (tens of
+// microseconds on a virtual machine) per op. Eigen's pool, which TensorFlow
+// uses, spins before it blocks for the same reason. STRATA_POOL_SPIN_US
+// overrides the default (thread_pool.h); a bad value fails the pool's constructor.
+std::chrono::nanoseconds idle_spin() {
+  const char* v = std::getenv("STRATA_POOL_SPIN_US");
+  if (v == nullptr || *v == '\0') return std::chrono::nanoseconds(50'000);
+  char* end = nullptr;
+  const long long us = std::strtoll(v, &end, 10);
+  STRATA_CHECK_ARG(*end == '\0' && us >= 0 && us <= 1'000'000,
+                   "STRATA_POOL_SPIN_US: expected microseconds in [0, 1000000], got '", v, "'");
+  return std::chrono::nanoseconds(us * 1000);
+}
+
+// Polls `ready` until it returns true or `budget` has passed; returns its last answer.
+template <typename Ready>
+bool spin_until(Ready ready, std::chrono::nanoseconds budget) {
+  if (ready()) return true;
+  if (budget.count() <= 0) return false;
+  const auto deadline = std::chrono::steady_clock::now() + budget;
+  for (;;) {
+    for (int i = 0; i < 32; ++i) {
+      if (ready()) return true;
+      cpu_relax();
+    }
+    if (std::chrono::steady_clock::now() >= deadline) return ready();
+  }
+}
+
+}  // namespace
 
 // One submitted task. Whoever first claims it (a pool thread popping one of its
 // queue entries, or the thread waiting on its handle) runs it; everyone else
@@ -73,7 +112,7 @@ void TaskHandle::wait() {
   if (state->error) std::rethrow_exception(state->error);
 }
 
-ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads) {
+ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads), spin_(idle_spin()) {
   STRATA_CHECK_ARG(num_threads >= 1, "ThreadPool: expected num_threads >= 1, got ", num_threads);
   workers_.reserve(num_threads - 1);
   for (int i = 1; i < num_threads; ++i) {
@@ -100,6 +139,9 @@ void ThreadPool::serve(bool task_thread) {
   CondVar& available = task_thread ? task_available_ : work_available_;
   for (;;) {
     std::function<void()> entry;
+    if (!task_thread) {
+      spin_until([this] { return queued_.load(std::memory_order_acquire) > 0; }, spin_);
+    }
     {
       MutexLock lock(mu_);
       std::deque<std::function<void()>>& queue = task_thread ? task_queue_ : queue_;
@@ -108,6 +150,7 @@ void ThreadPool::serve(bool task_thread) {
       if (queue.empty()) return;  // stopping and drained
       entry = std::move(queue.front());
       queue.pop_front();
+      if (!task_thread) queued_.fetch_sub(1, std::memory_order_relaxed);
     }
     entry();
   }
@@ -173,6 +216,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
   {
     MutexLock lock(mu_);
     for (int64_t i = 0; i < helpers; ++i) queue_.emplace_back([state] { state->run_chunks(); });
+    queued_.fetch_add(helpers, std::memory_order_release);
   }
   if (helpers == 1) {
     work_available_.notify_one();
@@ -180,6 +224,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
     work_available_.notify_all();
   }
   state->run_chunks();
+  spin_until([&] { return state->done.load(std::memory_order_acquire) == chunks; }, spin_);
   // Intra-op chunks cannot block on anything outside this pool, so this wait is
   // bounded by the chunks' own run time.
   MutexLock lock(state->mu);
@@ -196,7 +241,10 @@ TaskHandle ThreadPool::submit(std::function<void()> fn) {
       task_thread_ = std::jthread([this] { serve(/*task_thread=*/true); });
     }
     task_queue_.emplace_back([state] { state->try_run(); });
-    if (!workers_.empty()) queue_.emplace_back([state] { state->try_run(); });
+    if (!workers_.empty()) {
+      queue_.emplace_back([state] { state->try_run(); });
+      queued_.fetch_add(1, std::memory_order_release);
+    }
   }
   task_available_.notify_one();
   if (!workers_.empty()) work_available_.notify_one();

@@ -34,10 +34,22 @@
 //   strata::TaskHandle task = pool.submit([&] { side = k(x); });
 //   task.wait();
 //
+// Idle workers poll for new chunks for a moment (50 µs by default) before they
+// sleep, and so does a parallel_for caller waiting for its helpers' chunks: a
+// training step issues kernels microseconds apart, and a worker still polling
+// takes the next kernel's chunks without a futex wake-up. That moved the MLP at
+// 2 threads from 0.70 to 0.81 of its GEMM floor (docs/PERFORMANCE.md). The
+// environment variable STRATA_POOL_SPIN_US sets the time in microseconds (0:
+// sleep at once, for machines whose cores are shared with other busy work), as
+// OMP_WAIT_POLICY does for OpenMP runtimes; each pool reads it when it is made
+// (a bad value: InvalidArgumentError from the constructor).
+//
 // Thread-safe: several threads may call parallel_for, run_all and submit on the
 // same pool at once (their work shares the threads). Destruction runs the
 // tasks still queued, then joins the threads.
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
 #include <functional>
@@ -114,11 +126,15 @@ class ThreadPool {
   void serve(bool task_thread);
 
   const int num_threads_;
+  const std::chrono::nanoseconds spin_;  // how long idle threads poll before they sleep
   Mutex mu_;
   CondVar work_available_;
   CondVar task_available_;
   // The workers' queue: parallel_for's helpers and submitted tasks.
   std::deque<std::function<void()>> queue_ STRATA_GUARDED_BY(mu_);
+  // queue_.size(), readable without mu_: idle workers poll it for a moment
+  // before they sleep (see serve()).
+  std::atomic<int64_t> queued_{0};
   // The task thread's queue: submitted tasks only. A task sits in both queues;
   // the entry taken second finds it claimed and does nothing.
   std::deque<std::function<void()>> task_queue_ STRATA_GUARDED_BY(mu_);

@@ -4,10 +4,13 @@
 
 #include <atomic>
 #include <chrono>
+#include <cstdlib>
 #include <functional>
 #include <future>
 #include <numeric>
+#include <optional>
 #include <stdexcept>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -81,6 +84,52 @@ TEST(ThreadPool, ConcurrentCallersShareThePool) {
 }
 
 TEST(ThreadPool, RejectsZeroThreads) { EXPECT_THROW(ThreadPool(0), InvalidArgumentError); }
+
+// Sets STRATA_POOL_SPIN_US for one scope and restores what was there.
+class ScopedSpinSetting {
+ public:
+  explicit ScopedSpinSetting(const char* value) {
+    if (const char* old = std::getenv("STRATA_POOL_SPIN_US")) old_ = old;
+    ::setenv("STRATA_POOL_SPIN_US", value, 1);
+  }
+  ~ScopedSpinSetting() {
+    if (old_) {
+      ::setenv("STRATA_POOL_SPIN_US", old_->c_str(), 1);
+    } else {
+      ::unsetenv("STRATA_POOL_SPIN_US");
+    }
+  }
+  ScopedSpinSetting(const ScopedSpinSetting&) = delete;
+  ScopedSpinSetting& operator=(const ScopedSpinSetting&) = delete;
+
+ private:
+  std::optional<std::string> old_;
+};
+
+TEST(ThreadPool, TheSpinTimeComesFromTheEnvironmentAndABadOneIsNamed) {
+  for (const char* bad : {"fast", "-5", "10us", "2000000"}) {
+    const ScopedSpinSetting setting(bad);
+    try {
+      ThreadPool pool(2);
+      ADD_FAILURE() << "STRATA_POOL_SPIN_US=" << bad << " was accepted";
+    } catch (const InvalidArgumentError& e) {
+      EXPECT_NE(std::string(e.what()).find(std::string("'") + bad + "'"), std::string::npos)
+          << e.what();
+    }
+  }
+  // Sleeping at once and polling long both give every index exactly once.
+  for (const char* good : {"0", "1000"}) {
+    const ScopedSpinSetting setting(good);
+    ThreadPool pool(2);
+    for (int round = 0; round < 50; ++round) {
+      std::vector<std::atomic<int>> hits(10000);
+      pool.parallel_for(10000, 16, [&](int64_t b, int64_t e) {
+        for (int64_t i = b; i < e; ++i) hits[i].fetch_add(1);
+      });
+      for (const auto& h : hits) ASSERT_EQ(h.load(), 1) << "STRATA_POOL_SPIN_US=" << good;
+    }
+  }
+}
 
 // The tasks of run_all / submit below stand for what tf.distribute's TPU
 // executor does per logical device: each shard of an op is an independent task

@@ -7,6 +7,7 @@
 #include <optional>
 #include <thread>
 
+#include "strata/base/cpu_relax.h"
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/collective/internal/buffer_pool.h"
@@ -33,14 +34,6 @@ using Clock = std::chrono::steady_clock;
 // scheduler pushes a yielding task's deadline back) and tripled the median
 // 1 MiB all-reduce (bench/collective_bench.cc, docs/PERFORMANCE.md).
 constexpr int kSpinPolls = 256;
-
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#else
-  std::this_thread::yield();
-#endif
-}
 
 // Output slices start on 64-byte boundaries so that no two rank threads write
 // the same cache line.

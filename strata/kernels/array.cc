@@ -321,9 +321,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
       return;
     }
     const int threads = internal::num_threads();
-    // Below ~1M multiply-adds (~10 µs on one core) handing half of a GEMM to
-    // another thread costs about what it saves.
-    if (batch >= threads || m * n * k < (int64_t{1} << 20)) {
+    // Below ~128K multiply-adds (~2 µs on one core) handing half of a GEMM to
+    // another thread costs about what it saves; from there the split pays
+    // 1.25x, from 512K 1.6x (kernels_bench BM_SplitCrossover, docs/PERFORMANCE.md).
+    if (batch >= threads || m * n * k < (int64_t{1} << 17)) {
       parallel_for(batch, 1, [&](int64_t s, int64_t e) {
         for (int64_t i = s; i < e; ++i)
           gemm<T>(transpose_a, transpose_b, m, n, k, pa + a_offset(i), lda, pb + b_offset(i), ldb,
@@ -335,7 +336,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool transpose_a, bool transpose
       const T* A = pa + a_offset(i);
       const T* B = pb + b_offset(i);
       T* C = pc + i * m * n;
-      if (m >= n || m >= 64 * threads) {
+      // Split the longer side of C, so that each thread packs the smaller
+      // share of the operands (a dense layer's [128, 784] x [784, 512] splits
+      // its 512 columns: 10-15% faster at 2 threads than splitting rows).
+      if (m >= n) {
         // Split rows of C: each part is an independent single-threaded GEMM.
         const int64_t parts = std::min<int64_t>(threads, (m + 15) / 16);
         parallel_for(parts, 1, [&](int64_t s, int64_t e) {

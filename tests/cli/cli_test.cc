@@ -425,7 +425,7 @@ TEST(Bench, ParsesBenchmarkJsonPairsPeersAndChecksTargets) {
   EXPECT_EQ(
       table_line(r.output, "MLP training, 1 thread(s)"),
       (std::vector<std::string>{"MLP training, 1 thread(s)", "16k ex/s", "PyTorch (torch_train.py)",
-                                skipped, "-", "≥ 1.0×", "skipped (no peer)"}))
+                                skipped, "-", "≥ 2×", "skipped (no peer)"}))
       << r.output;
   const std::string args = read_file(bench / "fake_bench.args");
   EXPECT_NE(args.find("--benchmark_out_format=json"), std::string::npos) << args;
@@ -472,7 +472,7 @@ TEST(Bench, RunsPythonPeersAndReportsMissingModulesAsSkipped) {
   EXPECT_EQ(
       table_line(r.output, "MLP training, 1 thread(s)"),
       (std::vector<std::string>{"MLP training, 1 thread(s)", "1.5k ex/s",
-                                "PyTorch (torch_train.py)", "1k ex/s", "1.50×", "≥ 1.0×", "pass"}))
+                                "PyTorch (torch_train.py)", "1k ex/s", "1.50×", "≥ 2×", "miss"}))
       << r.output;
   EXPECT_NE(r.output.find("torch_ddp.py --processes 2 --threads 1: skipped (not installed for "
                           "/usr/bin/python3: strata_no_such_module)"),
