@@ -2,7 +2,6 @@
 
 #include <fcntl.h>
 #include <linux/futex.h>
-#include <sched.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -52,13 +51,16 @@ constexpr size_t kFailureBytes = 2048;
 constexpr size_t kProgressBytes = 512;
 // How often a sleeping rank checks whether the ranks it waits for still exist.
 constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
-// Pause instructions a waiting rank spins before it starts yielding (a pause
-// takes 10 to 140 cycles depending on the processor: about 1 to 10 us).
+// Pause instructions a waiting rank spins at least (a pause takes 10 to 140
+// cycles depending on the processor: 128 took 3.1 us on the benchmark machine).
 constexpr int kPauses = 128;
-// A yield that returns later than this ran another thread on the core.
-constexpr auto kYieldTook = std::chrono::microseconds(20);
-// How long a rank that found its core wanted sleeps at once instead of spinning.
-constexpr auto kContendedFor = std::chrono::milliseconds(100);
+// A spinning rank reads the clock every this many pauses ...
+constexpr int kPausesPerCheck = 8;
+// ... and takes a gap longer than this between two readings for the scheduler
+// having run another thread on its core.
+constexpr auto kPreempted = std::chrono::microseconds(30);
+// How long a rank that lost its core while spinning spins the short burst alone.
+constexpr auto kContendedFor = std::chrono::milliseconds(250);
 
 // Lock-free atomics are address-free, so they work between processes mapping the
 // same memory at different addresses.
@@ -430,8 +432,9 @@ struct internal::ShmState {
     return out;
   }
 
-  // Adaptive spinning (wait_all): how long the next wait may spin yielding its
-  // core, and until when it does not (its core was wanted by another thread).
+  // Adaptive spinning (wait_all): how long the next wait may spin past the
+  // burst, and until when it spins the burst alone (it lost its core while
+  // spinning).
   std::chrono::nanoseconds spin_budget STRATA_GUARDED_BY(call_mu) = options.spin;
   Clock::time_point contended_until STRATA_GUARDED_BY(call_mu){};
 
@@ -439,47 +442,48 @@ struct internal::ShmState {
   // call for the verdicts ("collective #3 barrier()"), `entering` whether the
   // missing ranks have not entered the call yet.
   //
-  // Three stages. A burst of pause instructions (about a microsecond or two)
-  // catches a peer that is about to post. Then, within the spin budget, the
-  // rank yields its core between checks: on an idle machine a yield returns at
-  // once and the peer's post is seen within a microsecond; a yield that took
-  // long means another thread ran on this core, i.e. every core is taken and
-  // spinning would only steal from the others (the peer among them), so the
-  // rank stops and sleeps, and skips this stage for kContendedFor. Last, it
-  // sleeps on the futex until a post, a failure, the next liveness check or
-  // the deadline. The budget adapts: halved (down to a quarter of
-  // ShmOptions::spin) after a wait that spun it out and slept anyway, doubled
-  // (up to ShmOptions::spin) after one that the spinning caught.
+  // Two stages. First the rank spins on pause instructions, reading the clock
+  // every few of them: at least kPauses (about 3 us, long enough to catch a
+  // peer that is about to post), then up to the spin budget. A gap in the
+  // clock readings means the rank lost its core to another thread for that
+  // long: every core is taken, and spinning only steals time from the others
+  // (the peer among them). The rank then stops spinning, and for
+  // kContendedFor spins the short burst alone. (It never yields: under load a
+  // yield can put it behind every runnable thread for milliseconds, while a
+  // thread woken from a futex is scheduled promptly.) Then it sleeps on the
+  // futex until a post, a failure, the next liveness check or the deadline.
+  // The budget adapts: halved (down to a quarter of ShmOptions::spin) after a
+  // wait that spun it out and slept anyway, doubled (up to ShmOptions::spin)
+  // after one that spinning past the burst caught.
   void wait_all(const Mapping& m, std::atomic<uint64_t> RankControl::*counter, uint64_t s,
                 Clock::time_point deadline, const std::function<std::string()>& what, bool entering)
       STRATA_REQUIRES(call_mu) {
     if (all_at(m, counter, s)) return;
     if (options.spin.count() > 0) {
-      for (int i = 0; i < kPauses; ++i) {
-        cpu_relax();
-        if (all_at(m, counter, s)) return;
-      }
-      check_failure(m);
       auto now = Clock::now();
-      if (now >= contended_until) {
-        const auto spin_until = now + spin_budget;
-        for (;;) {
-          ::sched_yield();
-          const auto after = Clock::now();
-          if (all_at(m, counter, s)) {
+      const bool contended = now < contended_until;
+      const auto spin_until = now + (contended ? std::chrono::nanoseconds(0) : spin_budget);
+      for (int i = 1;; ++i) {
+        cpu_relax();
+        if (all_at(m, counter, s)) {
+          if (i > kPauses) {
             spin_budget = std::min<std::chrono::nanoseconds>(options.spin, spin_budget * 2);
-            return;
           }
-          check_failure(m);
-          if (after - now > kYieldTook) {
-            contended_until = after + kContendedFor;
-            break;
-          }
-          if (after >= spin_until) {
+          return;
+        }
+        if (i % kPausesPerCheck != 0) continue;
+        check_failure(m);
+        const auto t = Clock::now();
+        if (t - now > kPreempted) {
+          contended_until = t + kContendedFor;
+          break;
+        }
+        now = t;
+        if (i >= kPauses && t >= spin_until) {
+          if (!contended) {
             spin_budget = std::max<std::chrono::nanoseconds>(options.spin / 4, spin_budget / 2);
-            break;
           }
-          now = after;
+          break;
         }
       }
     }

@@ -45,13 +45,14 @@
 // 0, issued collective #3 all_reduce(SUM, [float32[2]]) but rank 1 issued
 // collective #3 all_reduce(SUM, [float32[3]])"; the group stays usable.
 //
-// Waiting: a rank polls the peers' counters for a burst of pause instructions,
-// then for up to ShmOptions::spin yielding its core between polls, then sleeps
-// on a futex in the segment (shared between processes) that a post wakes. The
-// spinning adapts to the machine: a yield that ran another thread (every core
-// is taken) ends it at once and skips it for the next 100 ms, and a wait that
-// spun its budget out and slept anyway halves the budget for the next one
-// (down to a quarter of `spin`; a wait that the spinning caught doubles it
+// Waiting: a rank polls the peers' counters spinning on pause instructions (a
+// short burst, then up to ShmOptions::spin), then sleeps on a futex in the
+// segment (shared between processes) that a post wakes; it never yields its
+// core. The spinning adapts to the machine: a rank that finds it lost its
+// core while spinning (every core is taken, and spinning would steal time
+// from the peer) spins the short burst alone for the next 250 ms, and a wait
+// that spun its budget out and slept anyway halves the budget for the next
+// one (down to a quarter of `spin`; a wait that spinning caught doubles it
 // back). Every wait is bounded by the call's timeout.
 //
 // Errors: see collectives.h. Failures are shared through the segment, so every
@@ -112,9 +113,8 @@ struct ShmOptions {
   // All-reduces up to this many bytes are reduced in full by every rank in one
   // pass (one synchronisation instead of two).
   size_t one_pass_bytes = size_t{64} << 10;
-  // The longest a waiting rank polls yielding its core (after a short burst of
-  // pause instructions) before it sleeps on the futex; adapted per wait (see
-  // "Waiting" above). 0: no polling, sleep at once.
+  // The longest a waiting rank spins polling before it sleeps on the futex;
+  // adapted per wait (see "Waiting" above). 0: no polling, sleep at once.
   std::chrono::microseconds spin{50};
   // Names of the ranks for error messages ("/job:worker/task:1"); empty, or one per rank.
   std::vector<std::string> rank_names = {};
