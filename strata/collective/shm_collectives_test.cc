@@ -15,10 +15,10 @@
 
 #include <fcntl.h>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <csignal>
-#include <cstring>
 #include <filesystem>
 #include <memory>
 #include <thread>
@@ -173,8 +173,10 @@ TEST(ShmCollectives, EveryRankGetsTheBitsOfTheSumInRankOrder) {
       });
       for (int r = 0; r < n; ++r) {
         ASSERT_EQ(out[r].size(), size_t(count));
-        EXPECT_EQ(std::memcmp(out[r].data(), in_order.data(), count * sizeof(float)), 0)
-            << "rank " << r;
+        for (int64_t i = 0; i < count; ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(out[r][i]), std::bit_cast<uint32_t>(in_order[i]))
+              << "rank " << r << ", element " << i;
+        }
       }
     }
   }
