@@ -23,6 +23,9 @@
 //   <= 20 us per call at 4 B - 64 KiB).
 // BM_ShmAllReduceProcesses/<bytes>: the same with rank 1 in a forked process
 //   (the two ranks meet through a TCP store served by the benchmark process).
+//   From 1 MiB on also traffic (4 * bytes / time: each rank reads its input
+//   and writes its result once), stream (BM_StreamAdd's 2-thread rate at that
+//   size, measured after the calls) and of_stream = traffic / stream.
 #include <benchmark/benchmark.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -329,9 +332,18 @@ void BM_ShmAllReduceProcesses(benchmark::State& state) {
   int status = 0;
   ::waitpid(child, &status, 0);
   if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) state.SkipWithError("rank 1 failed");
+  const double iters = static_cast<double>(state.iterations());
   using C = benchmark::Counter;
-  state.counters["algbw"] =
-      C(bytes * static_cast<double>(state.iterations()), C::kIsRate, C::kIs1024);
+  state.counters["algbw"] = C(bytes * iters, C::kIsRate, C::kIs1024);
+  if (bytes >= kMiB) {
+    // The least memory traffic of the call: each of the 2 ranks reads its
+    // input and writes its result once (what moves through the segment can
+    // stay in the cache), against a 2-thread add over the same size.
+    const double stream = stream_add_rate(2, bytes, 5);
+    state.counters["traffic"] = C(4 * bytes * iters, C::kIsRate, C::kIs1024);
+    state.counters["stream"] = C(stream, C::kDefaults, C::kIs1024);
+    state.counters["of_stream"] = C(4 * bytes * iters / stream, C::kIsRate);
+  }
 }
 BENCHMARK(BM_ShmAllReduceProcesses)->Apply(shm_sizes)->UseRealTime();
 

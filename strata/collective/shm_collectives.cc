@@ -51,8 +51,16 @@ constexpr size_t kFailureBytes = 2048;
 constexpr size_t kProgressBytes = 512;
 // How often a sleeping rank checks whether the ranks it waits for still exist.
 constexpr auto kLivenessInterval = std::chrono::milliseconds(100);
-// Pause instructions a waiting rank spins before it starts yielding.
-constexpr int kPauses = 256;
+// Pause instructions a waiting rank spins at least (a pause takes 10 to 140
+// cycles depending on the processor: 128 took 3.1 us on the benchmark machine).
+constexpr int kPauses = 128;
+// A spinning rank reads the clock every this many pauses ...
+constexpr int kPausesPerCheck = 8;
+// ... and takes a gap longer than this between two readings for the scheduler
+// having run another thread on its core.
+constexpr auto kPreempted = std::chrono::microseconds(30);
+// How long a rank that lost its core while spinning spins the short burst alone.
+constexpr auto kContendedFor = std::chrono::milliseconds(250);
 
 // Lock-free atomics are address-free, so they work between processes mapping the
 // same memory at different addresses.
@@ -146,7 +154,7 @@ struct Layout {
   Layout(int size, size_t slot) {
     controls = round_up(sizeof(SegmentHeader), 64);
     data = round_up(controls + size * sizeof(RankControl), 4096);
-    total = data + (2 * size_t(size) + 1) * slot;
+    total = data + 2 * size_t(size) * slot;
   }
 };
 
@@ -192,7 +200,6 @@ struct Mapping {
   std::byte* slot_of(int rank, uint64_t step) const {
     return data + (2 * size_t(rank) + (step & 1)) * slot;
   }
-  std::byte* result(int size) const { return data + 2 * size_t(size) * slot; }
   ~Mapping() {
     if (base != nullptr) ::munmap(base, length);
   }
@@ -390,9 +397,17 @@ struct internal::ShmState {
 
   // ---- posting and waiting ----
 
+  // Wakes the ranks sleeping on the futex, if any. Every change a sleeper
+  // waits for (a counter, the failure) is stored with sequential consistency
+  // before this reads `sleepers`, and a sleeper counts itself in `sleepers`
+  // before it reads them (sequentially consistent too): either this sees the
+  // sleeper and bumps the word, which makes its FUTEX_WAIT return at once or
+  // wakes it, or the sleeper sees the change and does not sleep. A post
+  // nobody sleeps on costs no write to the shared header.
   static void wake_all(const Mapping& m) {
+    if (m.header->sleepers.load() == 0) return;
     m.header->wake.fetch_add(1);
-    if (m.header->sleepers.load() > 0) futex(&m.header->wake, FUTEX_WAKE, INT_MAX, nullptr);
+    futex(&m.header->wake, FUTEX_WAKE, INT_MAX, nullptr);
   }
 
   void post(const Mapping& m, std::atomic<uint64_t> RankControl::*counter, uint64_t s) const {
@@ -400,9 +415,10 @@ struct internal::ShmState {
     wake_all(m);
   }
 
-  bool all_at(const Mapping& m, std::atomic<uint64_t> RankControl::*counter, uint64_t s) const {
+  bool all_at(const Mapping& m, std::atomic<uint64_t> RankControl::*counter, uint64_t s,
+              std::memory_order order = std::memory_order_acquire) const {
     for (int p = 0; p < size; ++p) {
-      if ((m.controls[p].*counter).load(std::memory_order_acquire) < s) return false;
+      if ((m.controls[p].*counter).load(order) < s) return false;
     }
     return true;
   }
@@ -416,27 +432,59 @@ struct internal::ShmState {
     return out;
   }
 
+  // Adaptive spinning (wait_all): how long the next wait may spin past the
+  // burst, and until when it spins the burst alone (it lost its core while
+  // spinning).
+  std::chrono::nanoseconds spin_budget STRATA_GUARDED_BY(call_mu) = options.spin;
+  Clock::time_point contended_until STRATA_GUARDED_BY(call_mu){};
+
   // Waits until every rank's `counter` reached step `s`; `what` describes the
   // call for the verdicts ("collective #3 barrier()"), `entering` whether the
   // missing ranks have not entered the call yet.
+  //
+  // Two stages. First the rank spins on pause instructions, reading the clock
+  // every few of them: at least kPauses (about 3 us, long enough to catch a
+  // peer that is about to post), then up to the spin budget. A gap in the
+  // clock readings means the rank lost its core to another thread for that
+  // long: every core is taken, and spinning only steals time from the others
+  // (the peer among them). The rank then stops spinning, and for
+  // kContendedFor spins the short burst alone. (It never yields: under load a
+  // yield can put it behind every runnable thread for milliseconds, while a
+  // thread woken from a futex is scheduled promptly.) Then it sleeps on the
+  // futex until a post, a failure, the next liveness check or the deadline.
+  // The budget adapts: halved (down to a quarter of ShmOptions::spin) after a
+  // wait that spun it out and slept anyway, doubled (up to ShmOptions::spin)
+  // after one that spinning past the burst caught.
   void wait_all(const Mapping& m, std::atomic<uint64_t> RankControl::*counter, uint64_t s,
-                Clock::time_point deadline, const std::function<std::string()>& what,
-                bool entering) const {
+                Clock::time_point deadline, const std::function<std::string()>& what, bool entering)
+      STRATA_REQUIRES(call_mu) {
     if (all_at(m, counter, s)) return;
-    const auto spin_until = Clock::now() + options.spin;
-    // A short burst of pause instructions catches a peer running on another
-    // core; then yielding lets a peer that shares this core (a loaded machine)
-    // run instead of spinning it out of its time slice.
-    for (int i = 0;; ++i) {
-      if (i < kPauses) {
+    if (options.spin.count() > 0) {
+      auto now = Clock::now();
+      const bool contended = now < contended_until;
+      const auto spin_until = now + (contended ? std::chrono::nanoseconds(0) : spin_budget);
+      for (int i = 1;; ++i) {
         cpu_relax();
-      } else {
-        std::this_thread::yield();
-      }
-      if (all_at(m, counter, s)) return;
-      if ((i & 15) == 15) {
+        if (all_at(m, counter, s)) {
+          if (i > kPauses) {
+            spin_budget = std::min<std::chrono::nanoseconds>(options.spin, spin_budget * 2);
+          }
+          return;
+        }
+        if (i % kPausesPerCheck != 0) continue;
         check_failure(m);
-        if (Clock::now() >= spin_until) break;
+        const auto t = Clock::now();
+        if (t - now > kPreempted) {
+          contended_until = t + kContendedFor;
+          break;
+        }
+        now = t;
+        if (i >= kPauses && t >= spin_until) {
+          if (!contended) {
+            spin_budget = std::max<std::chrono::nanoseconds>(options.spin / 4, spin_budget / 2);
+          }
+          break;
+        }
       }
     }
     auto next_liveness = Clock::now() + kLivenessInterval;
@@ -444,7 +492,7 @@ struct internal::ShmState {
       SegmentHeader& h = *m.header;
       h.sleepers.fetch_add(1);
       const uint32_t word = h.wake.load();
-      const bool ready = all_at(m, counter, s);
+      const bool ready = all_at(m, counter, s, std::memory_order_seq_cst);
       const bool failed = h.failure_state.load() != 0;
       const auto now = Clock::now();
       if (!ready && !failed && now < deadline) {
@@ -772,6 +820,47 @@ auto run_call(internal::ShmState& s, int rank, Body&& body) {
 
 namespace {
 
+// Bytes reduced at a time before the block is copied on (stays in the L1/L2
+// cache between the two).
+constexpr size_t kReduceChunk = size_t{32} << 10;
+// Calls whose data exceeds this write their results with streaming stores:
+// the results would not stay in the cache anyway, and writing around it
+// spares reading every output line from memory before it is overwritten.
+constexpr size_t kStreamingBytes = size_t{8} << 20;
+
+// memcpy, with streaming (non-temporal) stores for `streaming`. Call
+// stream_fence() before the stored bytes are handed on.
+void copy_out(std::byte* dst, const std::byte* src, size_t n, bool streaming) {
+#if defined(__x86_64__)
+  if (streaming && n >= 256) {
+    const size_t head = (16 - reinterpret_cast<uintptr_t>(dst) % 16) % 16;
+    std::memcpy(dst, src, head);
+    dst += head, src += head, n -= head;
+    size_t i = 0;
+    for (; i + 64 <= n; i += 64) {
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 16));
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 32));
+      const __m128i d = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i + 48));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i), a);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 16), b);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 32), c);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(dst + i + 48), d);
+    }
+    std::memcpy(dst + i, src + i, n - i);
+    return;
+  }
+#endif
+  (void)streaming;
+  std::memcpy(dst, src, n);
+}
+
+void stream_fence() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+}
+
 // all_reduce and reduce_scatter (whose result holds every block): the packed
 // list moves in rounds of one slot.
 std::vector<Tensor> reduce_call(internal::ShmState& s, int rank, const CallSignature& sig,
@@ -783,23 +872,44 @@ std::vector<Tensor> reduce_call(internal::ShmState& s, int rank, const CallSigna
     const auto what = [&] { return str_cat("collective #", call, " ", sig.to_string()); };
     const size_t rounds = std::max<size_t>(1, (p.bytes + s.slot - 1) / s.slot);
     const bool one_pass = p.bytes <= s.options.one_pass_bytes;
+    const bool streaming = p.bytes > kStreamingBytes;
     for (PackGroup& g : p.groups) g.buffer = internal::BufferPool::get(s.pool, g.dtype, g.total);
     std::vector<const CallHeader*> headers;
     std::vector<const void*> ins(s.size);
+    // Calls fn(group, x, input, n) for the bytes [x, x + n) of the packed
+    // stream inside [a, b) that tensor data covers, `input` pointing at this
+    // rank's bytes of them (in its tensors; the padding between groups is skipped).
+    auto each_piece = [&](size_t a, size_t b, auto&& fn) {
+      for (size_t t = 0; t < tensors.size(); ++t) {
+        PackGroup& g = p.groups[p.where[t].first];
+        const size_t start = g.offset + p.where[t].second * dtype_size(g.dtype);
+        overlap(start, tensors[t].size_bytes(), a, b, [&](size_t x, size_t n) {
+          fn(g, x, static_cast<const std::byte*>(tensors[t].raw_data()) + (x - start), n);
+        });
+      }
+    };
+    auto output = [](PackGroup& g, size_t x) {
+      return static_cast<std::byte*>(g.buffer->data()) + (x - g.offset);
+    };
     for (size_t k = 0; k < rounds; ++k) {
       const size_t lo = k * s.slot, hi = std::min(p.bytes, lo + s.slot);
       const uint64_t step = k == 0 ? s.enter(m, sig, 0, call) : ++s.step;
       std::byte* mine = m.slot_of(s.rank, step);
-      for (size_t t = 0; t < tensors.size(); ++t) {
-        const PackGroup& g = p.groups[p.where[t].first];
-        const size_t esize = dtype_size(g.dtype);
-        overlap(g.offset + p.where[t].second * esize, tensors[t].size_bytes(), lo, hi,
-                [&](size_t b, size_t n) {
-                  std::memcpy(mine + (b - lo),
-                              static_cast<const std::byte*>(tensors[t].raw_data()) +
-                                  (b - g.offset - p.where[t].second * esize),
-                              n);
-                });
+      // Blocks of the round: rank r reduces [block(r), block(r + 1)).
+      const size_t part = one_pass ? hi - lo : round_up((hi - lo + s.size - 1) / s.size, 64);
+      auto block = [&](int r) { return std::min(hi, lo + r * part); };
+      auto copy_in = [&](size_t a, size_t b) {
+        each_piece(a, b, [&](PackGroup&, size_t x, const std::byte* in, size_t n) {
+          std::memcpy(mine + (x - lo), in, n);
+        });
+      };
+      if (one_pass) {
+        copy_in(lo, hi);
+      } else {
+        // The other ranks' blocks only: this rank reduces its own block from
+        // its tensors and writes the result where its input would have been.
+        copy_in(lo, block(s.rank));
+        copy_in(block(s.rank + 1), hi);
       }
       s.post(m, &RankControl::posted, step);
       s.wait_all(m, &RankControl::posted, step, deadline, what, k == 0);
@@ -807,36 +917,49 @@ std::vector<Tensor> reduce_call(internal::ShmState& s, int rank, const CallSigna
         s.check_headers(m, step, call, headers);
         sig.validate(kWho, s.size);
       }
-      // Reduces [a, b) of the window into `out(group, offset)`.
-      auto reduce = [&](size_t a, size_t b, auto&& out) {
+      // Every element is reduced over the ranks in rank order (reduce_n), by
+      // exactly one rank, so every rank holds the same bits.
+      if (one_pass) {
+        // Small data: every rank reduces all of it straight from the slots.
         for (PackGroup& g : p.groups) {
-          overlap(g.offset, g.bytes, a, b, [&](size_t x, size_t n) {
+          overlap(g.offset, g.bytes, lo, hi, [&](size_t x, size_t n) {
             for (int r = 0; r < s.size; ++r) ins[r] = m.slot_of(r, step) + (x - lo);
             const size_t esize = dtype_size(g.dtype);
-            internal::reduce_n(g.dtype, op, out(g, x), ins, static_cast<int64_t>(n / esize),
+            internal::reduce_n(g.dtype, op, output(g, x), ins, static_cast<int64_t>(n / esize),
                                s.size);
           });
         }
-      };
-      if (one_pass) {
-        reduce(lo, hi, [](PackGroup& g, size_t x) {
-          return static_cast<std::byte*>(g.buffer->data()) + (x - g.offset);
-        });
         continue;
       }
-      const size_t part = round_up((hi - lo + s.size - 1) / s.size, 64);
-      const size_t a = std::min(hi, lo + s.rank * part), b = std::min(hi, a + part);
-      std::byte* result = m.result(s.size);
-      reduce(a, b, [&](PackGroup&, size_t x) { return result + (x - lo); });
+      // Reduce-scatter: this rank's block, from its own tensors and the other
+      // ranks' slots, into its slot (for them) and its result.
+      each_piece(block(s.rank), block(s.rank + 1),
+                 [&](PackGroup& g, size_t x, const std::byte* in, size_t n) {
+                   const size_t esize = dtype_size(g.dtype);
+                   for (size_t c = 0; c < n; c += kReduceChunk) {
+                     const size_t len = std::min(kReduceChunk, n - c);
+                     for (int r = 0; r < s.size; ++r) {
+                       ins[r] = r == s.rank ? in + c : m.slot_of(r, step) + (x + c - lo);
+                     }
+                     internal::reduce_n(g.dtype, op, mine + (x + c - lo), ins,
+                                        static_cast<int64_t>(len / esize), s.size);
+                     copy_out(output(g, x + c), mine + (x + c - lo), len, streaming);
+                   }
+                 });
       s.post(m, &RankControl::reduced, step);
       s.wait_all(m, &RankControl::reduced, step, deadline, what, false);
-      for (PackGroup& g : p.groups) {
-        overlap(g.offset, g.bytes, lo, hi, [&](size_t x, size_t n) {
-          std::memcpy(static_cast<std::byte*>(g.buffer->data()) + (x - g.offset), result + (x - lo),
-                      n);
-        });
+      // All-gather: the other ranks' reduced blocks from their slots.
+      for (int r = 0; r < s.size; ++r) {
+        if (r == s.rank) continue;
+        const std::byte* theirs = m.slot_of(r, step);
+        for (PackGroup& g : p.groups) {
+          overlap(g.offset, g.bytes, block(r), block(r + 1), [&](size_t x, size_t n) {
+            copy_out(output(g, x), theirs + (x - lo), n, streaming);
+          });
+        }
       }
     }
+    if (streaming) stream_fence();
     std::vector<Tensor> out;
     out.reserve(tensors.size());
     for (size_t t = 0; t < tensors.size(); ++t) {

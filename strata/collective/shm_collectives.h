@@ -22,15 +22,19 @@
 // the step it has reduced, and the header of its current call: call number,
 // fingerprint and description of the call, dimension 0) and a data slot per
 // rank (two halves, alternating between consecutive steps, of
-// ShmOptions::slot_bytes each) plus one result area. A call moves its data in
-// rounds of at most slot_bytes:
+// ShmOptions::slot_bytes each). A call moves its data in rounds of at most
+// slot_bytes:
 //   * all_reduce (and reduce_scatter, which keeps its block of the result):
-//     every rank copies its (packed) input into its slot and posts. Small data
-//     (up to ShmOptions::one_pass_bytes) is then reduced in full by every rank
-//     straight from the slots; larger data is reduced 1/size per rank into the
-//     result area (reduce-scatter style, so the work divides among the ranks),
-//     each rank posts that it reduced, and every rank copies the whole result.
-//     Reductions run over the ranks in rank order: every rank gets the same bits.
+//     small data (up to ShmOptions::one_pass_bytes): every rank copies its
+//     (packed) input into its slot and posts, then reduces all of it straight
+//     from the slots (one synchronisation). Larger data, reduce-scatter then
+//     all-gather, the work divided among the ranks: every rank copies into its
+//     slot only the blocks the other ranks reduce and posts; each rank reduces
+//     its 1/size block from its own tensors and the others' slots into its
+//     result and into its slot where its input would have been, posts that it
+//     reduced, and copies the others' reduced blocks out of their slots.
+//     Every element is reduced by one rank over the ranks in rank order: every
+//     rank gets the same bits.
 //   * all_gather and broadcast: the ranks (the root) copy their data into their
 //     slots, post, and every rank copies what it needs out of the slots.
 //   * barrier: a post and the wait for everyone's.
@@ -41,11 +45,15 @@
 // 0, issued collective #3 all_reduce(SUM, [float32[2]]) but rank 1 issued
 // collective #3 all_reduce(SUM, [float32[3]])"; the group stays usable.
 //
-// Waiting: a rank polls the peers' counters for ShmOptions::spin (a burst of
-// pause instructions, then yielding its core, which lets a peer that shares the
-// core run on a loaded machine), then sleeps on a futex in the segment (shared
-// between processes) that every post wakes. Every wait is bounded by the call's
-// timeout.
+// Waiting: a rank polls the peers' counters spinning on pause instructions (a
+// short burst, then up to ShmOptions::spin), then sleeps on a futex in the
+// segment (shared between processes) that a post wakes; it never yields its
+// core. The spinning adapts to the machine: a rank that finds it lost its
+// core while spinning (every core is taken, and spinning would steal time
+// from the peer) spins the short burst alone for the next 250 ms, and a wait
+// that spun its budget out and slept anyway halves the budget for the next
+// one (down to a quarter of `spin`; a wait that spinning caught doubles it
+// back). Every wait is bounded by the call's timeout.
 //
 // Errors: see collectives.h. Failures are shared through the segment, so every
 // rank of the group (those waiting, and those that come later) gets the same one:
@@ -98,15 +106,15 @@ struct ShmOptions {
   // Namespace of this group's keys in the store (several groups may share one store).
   std::string prefix = "strata/shm";
   // Bytes one rank moves per round (each rank's slot holds two such halves; the
-  // segment is about (2 * size + 1) * slot_bytes). Rounded up to 4 KiB. Rounds
-  // small enough for the slots and the result area to stay in the shared cache
-  // are the fastest for large tensors (measured: 1 MiB beat 256 KiB and 4 MiB).
+  // segment is about 2 * size * slot_bytes). Rounded up to 4 KiB. Rounds small
+  // enough for the slots to stay in the shared cache are the fastest for large
+  // tensors (measured: 1 MiB beat 256 KiB and 4 MiB).
   size_t slot_bytes = size_t{1} << 20;
   // All-reduces up to this many bytes are reduced in full by every rank in one
   // pass (one synchronisation instead of two).
   size_t one_pass_bytes = size_t{64} << 10;
-  // How long a waiting rank polls (a short burst of pause instructions, then
-  // yielding the core) before it sleeps on the futex.
+  // The longest a waiting rank spins polling before it sleeps on the futex;
+  // adapted per wait (see "Waiting" above). 0: no polling, sleep at once.
   std::chrono::microseconds spin{50};
   // Names of the ranks for error messages ("/job:worker/task:1"); empty, or one per rank.
   std::vector<std::string> rank_names = {};

@@ -15,7 +15,9 @@
 
 #include <fcntl.h>
 #include <atomic>
+#include <bit>
 #include <chrono>
+#include <cmath>
 #include <csignal>
 #include <filesystem>
 #include <memory>
@@ -129,6 +131,55 @@ TEST(ShmCollectives, FloatMeanMatchesHandComputedValues) {
   });
   EXPECT_EQ(mean[0], (std::vector<float>{2.5, 3.5, 5}));
   EXPECT_EQ(mean[1], mean[0]);
+}
+
+// Floats whose sum depends on the order of the additions: magnitudes from
+// 1e-3 to 1e3 and both signs.
+float order_sensitive(int r, int64_t i) {
+  const uint32_t h = static_cast<uint32_t>(i) * 2654435761u + static_cast<uint32_t>(r) * 40503u;
+  const float mantissa = static_cast<float>(h % 100003) / 100003.f - 0.5f;
+  return mantissa * std::pow(10.f, static_cast<float>(int((h >> 17) % 7) - 3));
+}
+
+// tf.distribute's all-reduce gives every replica the same value; here every
+// rank gets the bits of ((x0 + x1) + x2) + ..., the sum in rank order, whatever
+// rank reduced the element (one pass, or reduce-scatter in rounds).
+TEST(ShmCollectives, EveryRankGetsTheBitsOfTheSumInRankOrder) {
+  const int64_t count = 5000;  // 20000 bytes: five rounds of a 4 KiB slot
+  for (int n : {2, 3, 4}) {
+    std::vector<float> in_order(count), reversed(count);
+    for (int64_t i = 0; i < count; ++i) {
+      float forward = order_sensitive(0, i), backward = order_sensitive(n - 1, i);
+      for (int r = 1; r < n; ++r) {
+        forward += order_sensitive(r, i);
+        backward += order_sensitive(n - 1 - r, i);
+      }
+      in_order[i] = forward;
+      reversed[i] = backward;
+    }
+    // The data tells the orders apart (with 3 or more ranks), so a rank that
+    // summed in another order would fail below.
+    if (n > 2) {
+      ASSERT_NE(in_order, reversed);
+    }
+    for (size_t one_pass : {size_t{0}, size_t{64} << 10}) {
+      SCOPED_TRACE(::testing::Message() << n << " ranks, one pass <= " << one_pass);
+      auto group = make_group(n, {.timeout = 30s, .slot_bytes = 4096, .one_pass_bytes = one_pass});
+      std::vector<std::vector<float>> out(n);
+      run_ranks_ok(n, [&](int r) {
+        std::vector<float> mine(count);
+        for (int64_t i = 0; i < count; ++i) mine[i] = order_sensitive(r, i);
+        out[r] = group[r]->all_reduce(r, constant(mine), ReduceOp::SUM).to_vector<float>();
+      });
+      for (int r = 0; r < n; ++r) {
+        ASSERT_EQ(out[r].size(), size_t(count));
+        for (int64_t i = 0; i < count; ++i) {
+          ASSERT_EQ(std::bit_cast<uint32_t>(out[r][i]), std::bit_cast<uint32_t>(in_order[i]))
+              << "rank " << r << ", element " << i;
+        }
+      }
+    }
+  }
 }
 
 // tf.raw_ops.CollectiveGatherV2: concatenation along axis 0 in rank order.
