@@ -445,10 +445,12 @@ struct internal::GlooState {
     return *buffers;
   }
 
-  // Posts every receive of both sets that is not pending: those the last call
-  // took (its areas are free again, and its set serves the call after this
-  // one). A peer can send on a set only once it has this call's header, which
-  // follows these receives' readiness notices on the same connection.
+  // Posts every receive of both sets that is not pending: those the last
+  // exchange took (its set serves the call after next: a peer can send on it
+  // only once it has the next call's header, which follows these receives'
+  // readiness notices on the same connection, and which this rank sends only
+  // once it is done with the areas). Called at the end of every exchange, and
+  // at the start of one for the first call.
   void post_receives(CallBuffers& b) STRATA_REQUIRES(call_mu) {
     for (int set = 0; set < 2; ++set) {
       for (int p = 0; p < size; ++p) {
@@ -586,6 +588,9 @@ struct internal::GlooState {
       check_schedules(mine, ex.headers);
       throw;
     }
+    // The next call's receives now, off the path of its first message: no
+    // peer can send on this set again before it has the next call's header.
+    post_receives(b);
     return ex;
   }
 
