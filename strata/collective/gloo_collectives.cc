@@ -590,7 +590,12 @@ struct internal::GlooState {
     }
     // The next call's receives now, off the path of its first message: no
     // peer can send on this set again before it has the next call's header.
-    post_receives(b);
+    // A peer that left after its last call has closed its connection: that
+    // fails the next call (which posts again), not this one.
+    try {
+      post_receives(b);
+    } catch (const gloo::Exception&) {
+    }
     return ex;
   }
 
