@@ -86,6 +86,7 @@ int main(int argc, char** argv) {
     // peer's barrier still waits, and Gloo then reports the close instead.
     store.set("done/" + std::to_string(rank), {'1'});
     std::vector<std::string> all;
+    all.reserve(size);
     for (int r = 0; r < size; ++r) all.push_back("done/" + std::to_string(r));
     store.wait(all, std::chrono::seconds(120));
   } catch (const std::exception& e) {

@@ -153,9 +153,9 @@ struct internal::GlooState {
   }
   std::string progress_text() {
     MutexLock lock(progress_mu);
-    const std::string done =
-        last_call == 0 ? std::string("completed no collective yet")
-                       : str_cat("completed collective #", last_call, " ", last_description);
+    std::string done = last_call == 0
+                           ? std::string("completed no collective yet")
+                           : str_cat("completed collective #", last_call, " ", last_description);
     if (!activity) return done;
     return str_cat(done, "; ", activity());
   }
