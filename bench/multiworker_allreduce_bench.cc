@@ -5,13 +5,17 @@
 // AllreduceRing in bench/peers/gloo_allreduce_ring.cc and
 // torch.distributed.all_reduce with the gloo backend).
 //
-//   multiworker_allreduce_bench --rank R --size N --store 127.0.0.1:PORT --mib M --iters K
-//                               [--warmup W]
+//   multiworker_allreduce_bench --rank R --size N --store 127.0.0.1:PORT
+//                               (--mib M | --bytes B) --iters K [--warmup W]
+//                               [--collective all_reduce|reduce_scatter]
 //
 // Rank 0 serves the store at PORT. Every rank all-reduces (SUM) a float32
-// tensor of M MiB K times after W untimed calls; the timed loop is between two
-// barriers, and rank 0 prints one JSON line:
-//   {"impl": "strata", "mib": M, "seconds_per_call": ..., "algbw_mib_s": ...}
+// tensor of M MiB (or B bytes, at least one element) K times after W untimed
+// calls, or reduce-scatters it (each rank receives its 1/N of the sum); the
+// timed loop is between two barriers, and rank 0 prints one JSON line:
+//   {"impl": "strata", "collective": "all_reduce", "bytes": B, "mib": M,
+//    "seconds_per_call": ..., "algbw_mib_s": ...}
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -46,7 +50,15 @@ int main(int argc, char** argv) {
   const int rank = std::stoi(arg(argc, argv, "--rank", nullptr));
   const int size = std::stoi(arg(argc, argv, "--size", nullptr));
   const std::string address = arg(argc, argv, "--store", nullptr);
-  const double mib = std::stod(arg(argc, argv, "--mib", nullptr));
+  const std::string bytes_arg = arg(argc, argv, "--bytes", "");
+  const double mib = bytes_arg.empty() ? std::stod(arg(argc, argv, "--mib", nullptr))
+                                       : std::stod(bytes_arg) / (1024 * 1024);
+  const std::string collective = arg(argc, argv, "--collective", "all_reduce");
+  if (collective != "all_reduce" && collective != "reduce_scatter") {
+    std::cerr << "multiworker_allreduce_bench: unknown --collective " << collective << "\n";
+    return 2;
+  }
+  const bool scatter = collective == "reduce_scatter";
   const int iters = std::stoi(arg(argc, argv, "--iters", nullptr));
   const int warmup = std::stoi(arg(argc, argv, "--warmup", "2"));
   try {
@@ -56,15 +68,21 @@ int main(int argc, char** argv) {
         address, cl::TcpStoreClientOptions{.connect_timeout = std::chrono::seconds(60)});
     sc::GlooCollectives group(rank, size, client,
                               sc::GlooOptions{.timeout = std::chrono::seconds(120)});
-    const auto count = static_cast<int64_t>(mib * 1024 * 1024 / 4);
+    // At least one element, and for reduce_scatter a multiple of the group size.
+    int64_t count = std::max<int64_t>(1, static_cast<int64_t>(mib * 1024 * 1024 / 4));
+    if (scatter) count = std::max<int64_t>(size, count / size * size);
     const strata::Tensor x = strata::constant(std::vector<float>(count, 1.f + rank));
-    for (int i = 0; i < warmup; ++i) group.all_reduce(rank, x, sc::ReduceOp::SUM);
+    auto call = [&] {
+      return scatter ? group.reduce_scatter(rank, x, sc::ReduceOp::SUM)
+                     : group.all_reduce(rank, x, sc::ReduceOp::SUM);
+    };
+    for (int i = 0; i < warmup; ++i) call();
     group.barrier(rank);
     const auto start = std::chrono::steady_clock::now();
     float check = 0;
     for (int i = 0; i < iters; ++i) {
-      const strata::Tensor s = group.all_reduce(rank, x, sc::ReduceOp::SUM);
-      check += s.data<float>()[count - 1];
+      const strata::Tensor s = call();
+      check += s.data<float>()[s.num_elements() - 1];
     }
     group.barrier(rank);
     const double seconds =
@@ -74,10 +92,12 @@ int main(int argc, char** argv) {
       return 1;
     }
     if (rank == 0) {
+      const double bytes = static_cast<double>(count) * 4;
       std::printf(
-          "{\"impl\": \"strata\", \"mib\": %g, \"seconds_per_call\": %.6f, "
-          "\"algbw_mib_s\": %.1f}\n",
-          mib, seconds, mib / seconds);
+          "{\"impl\": \"strata\", \"collective\": \"%s\", \"bytes\": %.0f, \"mib\": %g, "
+          "\"seconds_per_call\": %.9f, \"algbw_mib_s\": %.1f}\n",
+          collective.c_str(), bytes, bytes / (1024 * 1024), seconds,
+          bytes / (1024 * 1024) / seconds);
     }
     // Keep the store up until every rank has finished with it.
     group.barrier(rank);

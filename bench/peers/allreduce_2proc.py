@@ -1,16 +1,21 @@
 #!/usr/bin/env python3
-"""All-reduce between 2 processes on loopback, three implementations in one run.
+"""All-reduce between 2 processes on loopback: Strata against raw Gloo (and torch), one run.
 
   strata               build/bench/multiworker_allreduce_bench (GlooCollectives over the TCP store)
   gloo_allreduce_ring  build/bench/gloo_allreduce_ring (raw gloo::AllreduceRing<float>, standalone)
-  torch                torch.distributed.all_reduce, gloo backend (this script as the worker)
+  strata_reduce_scatter  the same Strata program with --collective reduce_scatter (--reduce-scatter)
+  torch                torch.distributed.all_reduce, gloo backend (--torch; this script as the worker)
 
-For every repetition, size (MiB of float32) and implementation in turn, two worker processes
-are started, each all-reduces (SUM) --iters times after 2 warm-up calls between two barriers,
-and rank 0 reports seconds per call. Prints one JSON line per measurement, then medians and
-the ratios peer time / strata time (>= 1 means strata is at least as fast):
+For every repetition and size (bytes of float32; 4 = one element) the implementations run in
+turn, the order reversed every other repetition. Each measurement starts two worker processes;
+each calls the collective (SUM) --iters times after 2 warm-up calls, between two barriers, and
+rank 0 reports seconds per call. Prints one JSON line per measurement, then per size the medians
+and the median over repetitions of each repetition's ratio peer time / Strata time (>= 1 means
+Strata is at least as fast), and with --reduce-scatter the median ratio reduce-scatter time /
+all-reduce time:
 
   flock /work/bench.lock /usr/bin/python3 bench/peers/allreduce_2proc.py [--build build]
+      [--sizes 4,4096,65536,1048576,16777216,67108864] [--repetitions 5] [--reduce-scatter]
 """
 import os
 
@@ -25,6 +30,8 @@ import sys
 import tempfile
 import time
 
+MIB = 1024 * 1024
+
 
 def free_port():
     with socket.socket() as s:
@@ -32,14 +39,37 @@ def free_port():
         return s.getsockname()[1]
 
 
-def torch_worker(rank, size, port, mib, iters, warmup):
+def label(nbytes):
+    if nbytes <= 4:
+        return "1 element"
+    if nbytes >= MIB:
+        return f"{nbytes / MIB:g} MiB"
+    if nbytes >= 1024:
+        return f"{nbytes / 1024:g} KiB"
+    return f"{nbytes} B"
+
+
+def iterations(nbytes):
+    # About 0.1-0.5 s of calls per measurement on an idle machine.
+    if nbytes <= 4096:
+        return 2000
+    if nbytes <= 65536:
+        return 500
+    if nbytes <= MIB:
+        return 40
+    if nbytes <= 16 * MIB:
+        return 8
+    return 3
+
+
+def torch_worker(rank, size, port, nbytes, iters, warmup):
     import torch
     import torch.distributed as dist
 
     torch.set_num_threads(1)
     dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{port}", rank=rank,
                             world_size=size)
-    x = torch.full((int(mib * 1024 * 1024 / 4),), 1.0 + rank)
+    x = torch.full((max(1, nbytes // 4),), 1.0 + rank)
     for _ in range(warmup):
         y = x.clone()
         dist.all_reduce(y)
@@ -51,13 +81,13 @@ def torch_worker(rank, size, port, mib, iters, warmup):
     dist.barrier()
     seconds = (time.perf_counter() - start) / iters
     if rank == 0:
-        print(json.dumps({"impl": "torch", "mib": mib, "seconds_per_call": seconds,
-                          "algbw_mib_s": mib / seconds}), flush=True)
+        print(json.dumps({"impl": "torch", "bytes": nbytes, "seconds_per_call": seconds}),
+              flush=True)
     dist.barrier()
     dist.destroy_process_group()
 
 
-def run_pair(cmd_for_rank, timeout=120):
+def run_pair(cmd_for_rank, timeout=300):
     procs = [subprocess.Popen(cmd_for_rank(r), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True) for r in range(2)]
     outs = []
@@ -74,56 +104,96 @@ def run_pair(cmd_for_rank, timeout=120):
     return json.loads(outs[0][0].strip().splitlines()[-1])
 
 
+def measure(impl, nbytes, args):
+    iters = str(iterations(nbytes))
+    port = free_port()
+    if impl in ("strata", "strata_reduce_scatter"):
+        collective = "reduce_scatter" if impl == "strata_reduce_scatter" else "all_reduce"
+
+        def cmd(r):
+            return [os.path.join(args.build, "bench", "multiworker_allreduce_bench"),
+                    "--rank", str(r), "--size", "2", "--store", f"127.0.0.1:{port}",
+                    "--bytes", str(nbytes), "--iters", iters, "--collective", collective]
+        return run_pair(cmd)
+    if impl == "gloo_allreduce_ring":
+        with tempfile.TemporaryDirectory() as d:
+            def cmd(r):
+                return [os.path.join(args.build, "bench", "gloo_allreduce_ring"),
+                        "--rank", str(r), "--size", "2", "--store", d,
+                        "--bytes", str(nbytes), "--iters", iters]
+            return run_pair(cmd)
+
+    def cmd(r):
+        return [sys.executable, os.path.abspath(__file__), "--torch-worker",
+                str(r), str(port), str(nbytes), iters, "2"]
+    return run_pair(cmd)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--build", default="build")
-    ap.add_argument("--repetitions", type=int, default=3)
-    ap.add_argument("--sizes", default="1,16,64")
-    ap.add_argument("--torch-worker", nargs=5, type=float, metavar=("RANK", "PORT", "MIB",
+    ap.add_argument("--repetitions", type=int, default=5)
+    ap.add_argument("--sizes", default="4,4096,65536,1048576,16777216,67108864",
+                    help="comma-separated sizes in bytes")
+    ap.add_argument("--reduce-scatter", action="store_true",
+                    help="also time Strata's reduce_scatter of the same tensor")
+    ap.add_argument("--torch", action="store_true", help="also time torch.distributed (gloo)")
+    ap.add_argument("--torch-worker", nargs=5, type=float, metavar=("RANK", "PORT", "BYTES",
                                                                     "ITERS", "WARMUP"))
     args = ap.parse_args()
     if args.torch_worker:
-        rank, port, mib, iters, warmup = args.torch_worker
-        torch_worker(int(rank), 2, int(port), mib, int(iters), int(warmup))
+        rank, port, nbytes, iters, warmup = args.torch_worker
+        torch_worker(int(rank), 2, int(port), int(nbytes), int(iters), int(warmup))
         return
-    iters_for = {1: 40, 16: 8, 64: 3}
-    results = {}
+    sizes = [int(s) for s in args.sizes.split(",")]
+    impls = ["strata", "gloo_allreduce_ring"]
+    if args.reduce_scatter:
+        impls.append("strata_reduce_scatter")
+    if args.torch:
+        impls.append("torch")
+    times = {}  # (size, impl) -> seconds per call, one per repetition
+    loads = []
     for rep in range(args.repetitions):
-        for mib in [int(s) for s in args.sizes.split(",")]:
-            iters = str(iters_for.get(mib, 4))
-            for impl in ("strata", "gloo_allreduce_ring", "torch"):
-                port = free_port()
-                if impl == "strata":
-                    def cmd(r, port=port):
-                        return [os.path.join(args.build, "bench", "multiworker_allreduce_bench"),
-                                "--rank", str(r), "--size", "2", "--store",
-                                f"127.0.0.1:{port}", "--mib", str(mib), "--iters", iters]
-                    row = run_pair(cmd)
-                elif impl == "gloo_allreduce_ring":
-                    with tempfile.TemporaryDirectory() as d:
-                        def cmd(r, d=d):
-                            return [os.path.join(args.build, "bench", "gloo_allreduce_ring"),
-                                    "--rank", str(r), "--size", "2", "--store", d,
-                                    "--mib", str(mib), "--iters", iters]
-                        row = run_pair(cmd)
-                else:
-                    def cmd(r, port=port):
-                        return [sys.executable, os.path.abspath(__file__), "--torch-worker",
-                                str(r), str(port), str(mib), iters, "2"]
-                    row = run_pair(cmd)
+        loads.append(os.getloadavg()[0])
+        for nbytes in sizes:
+            for impl in (impls if rep % 2 == 0 else list(reversed(impls))):
+                row = measure(impl, nbytes, args)
+                row["impl"] = impl
                 row["repetition"] = rep
                 print(json.dumps(row), flush=True)
-                results.setdefault((mib, impl), []).append(row["seconds_per_call"])
-    print(f"load average: {os.getloadavg()}")
-    print("| size | strata | raw gloo AllreduceRing | torch gloo | ring/strata | torch/strata |")
-    print("| --- | --- | --- | --- | --- | --- |")
-    for mib in [int(s) for s in args.sizes.split(",")]:
-        med = {impl: statistics.median(results[(mib, impl)])
-               for impl in ("strata", "gloo_allreduce_ring", "torch")}
-        print(f"| {mib} MiB | {med['strata'] * 1e3:.2f} ms | "
-              f"{med['gloo_allreduce_ring'] * 1e3:.2f} ms | {med['torch'] * 1e3:.2f} ms | "
-              f"{med['gloo_allreduce_ring'] / med['strata']:.2f} | "
-              f"{med['torch'] / med['strata']:.2f} |")
+                times.setdefault((nbytes, impl), []).append(row["seconds_per_call"])
+    loads.append(os.getloadavg()[0])
+    print(f"load average (1 min) over the run: {min(loads):.1f}-{max(loads):.1f}")
+
+    def fmt(seconds):
+        if seconds < 1e-3:
+            return f"{seconds * 1e6:.1f} µs"
+        return f"{seconds * 1e3:.2f} ms"
+
+    def ratio(num, den):
+        return statistics.median(a / b for a, b in zip(times[num], times[den]))
+
+    head = "| size | Strata all_reduce | raw Gloo AllreduceRing | raw/Strata (median of runs) |"
+    rule = "| --- | --- | --- | --- |"
+    if args.reduce_scatter:
+        head += " Strata reduce_scatter | reduce_scatter/all_reduce |"
+        rule += " --- | --- |"
+    if args.torch:
+        head += " torch gloo | torch/Strata |"
+        rule += " --- | --- |"
+    print(head)
+    print(rule)
+    for nbytes in sizes:
+        med = {impl: statistics.median(times[(nbytes, impl)]) for impl in impls}
+        line = (f"| {label(nbytes)} | {fmt(med['strata'])} | {fmt(med['gloo_allreduce_ring'])} | "
+                f"{ratio((nbytes, 'gloo_allreduce_ring'), (nbytes, 'strata')):.2f} |")
+        if args.reduce_scatter:
+            line += (f" {fmt(med['strata_reduce_scatter'])} | "
+                     f"{ratio((nbytes, 'strata_reduce_scatter'), (nbytes, 'strata')):.2f} |")
+        if args.torch:
+            line += (f" {fmt(med['torch'])} | "
+                     f"{ratio((nbytes, 'torch'), (nbytes, 'strata')):.2f} |")
+        print(line)
 
 
 if __name__ == "__main__":

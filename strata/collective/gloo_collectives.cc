@@ -3,7 +3,6 @@
 #include "strata/collective/gloo_collectives.h"
 
 #include <gloo/allgatherv.h>
-#include <gloo/allreduce.h>
 #include <gloo/broadcast.h>
 #include <gloo/common/error.h>
 #include <gloo/common/logging.h>
@@ -51,11 +50,21 @@ constexpr uint8_t kHeaderSlotPrefix = 0x53;
 constexpr uint8_t kMeshCheckSlotPrefix = 0x54;
 // The connection watch's receive (MeshContext::connection_lost): never sent to.
 constexpr uint8_t kWatchSlotPrefix = 0x55;
+// The blocks of exchange_reduce (reduce_scatter and large all_reduce calls).
+constexpr uint8_t kBlockSlotPrefix = 0x56;
+// The pieces a block moves in, so that reducing one overlaps receiving the next.
+constexpr size_t kSegmentBytes = size_t{512} << 10;
 
-// What a call sends along with its header (nothing when data == nullptr).
+// What a call sends along with its header (nothing when data == nullptr):
+// `bytes` to every peer, from `data`; with per_peer, `data` holds one block
+// of `bytes` per rank and peer p receives block p (reduce_scatter).
 struct Payload {
   const void* data = nullptr;
   size_t bytes = 0;
+  bool per_peer = false;
+  const std::byte* block(int p) const {
+    return static_cast<const std::byte*>(data) + (per_peer ? p * bytes : 0);
+  }
 };
 
 Milliseconds remaining(Clock::time_point deadline) {
@@ -95,17 +104,29 @@ struct internal::GlooState {
   uint64_t calls STRATA_GUARDED_BY(call_mu) = 0;
 
   // The buffers every call of the current context reuses (made by the first
-  // call after connect(), dropped before the context goes).
+  // call after connect(), dropped before the context goes). Two sets of
+  // receives alternate between calls (set call % 2): the receives of the next
+  // call are posted while this one runs, so the peers' messages for it never
+  // wait for a readiness notice, and the next call's messages cannot land in
+  // the areas this call is still reading.
   struct CallBuffers {
-    std::vector<char> header_out;             // kHeaderBytes
-    std::vector<char> header_in;              // kHeaderBytes per rank
-    std::unique_ptr<std::byte[]> payload_in;  // payload_capacity(size) per rank
-    char dummy[kDummyBytes] = {};
-    std::unique_ptr<gloo::transport::UnboundBuffer> send_header, recv_header, recv_payload,
-        send_dummy;
+    size_t inline_bytes = 0;      // inline_capacity(size)
+    size_t slot_bytes = 0;        // kHeaderBytes + inline_bytes: one header message
+    std::unique_ptr<char[]> out;  // slot_bytes per rank (a message per peer when payloads differ)
+    std::unique_ptr<char[]> header_in[2];        // slot_bytes per rank
+    std::unique_ptr<std::byte[]> payload_in[2];  // payload_capacity(size) per rank
+    std::unique_ptr<gloo::transport::UnboundBuffer> send_header;
+    std::unique_ptr<gloo::transport::UnboundBuffer> recv_header[2], recv_payload[2];
+    std::vector<char> header_posted[2], payload_posted[2];  // per rank: a receive is pending
   };
   std::unique_ptr<CallBuffers> buffers STRATA_GUARDED_BY(call_mu);
   const size_t capacity = payload_capacity(size);
+
+  // The description of the last call (a training loop repeats the same few
+  // calls): keyed by the fingerprint and dimension 0.
+  uint64_t described_hash STRATA_GUARDED_BY(call_mu) = 0;
+  int64_t described_dim0 STRATA_GUARDED_BY(call_mu) = -1;
+  std::string described STRATA_GUARDED_BY(call_mu);
 
   // The headers of one call, in rank order, and where each rank's payload is
   // (null where a rank attached none; this rank's own is the caller's data).
@@ -119,19 +140,24 @@ struct internal::GlooState {
 
   // Progress published for the peers' timeout reports (publish_progress).
   Mutex progress_mu;
-  std::string last_completed STRATA_GUARDED_BY(progress_mu) = "completed no collective yet";
+  uint64_t last_call STRATA_GUARDED_BY(progress_mu) = 0;  // 0: none completed yet
+  std::string last_description STRATA_GUARDED_BY(progress_mu);
   std::function<std::string()> activity STRATA_GUARDED_BY(progress_mu);
   bool stopping STRATA_GUARDED_BY(progress_mu) = false;
   CondVar progress_cv;
 
   void note_completed(uint64_t call, const std::string& description) {
     MutexLock lock(progress_mu);
-    last_completed = str_cat("completed collective #", call, " ", description);
+    last_call = call;
+    last_description = description;  // reuses its capacity: no allocation per call
   }
   std::string progress_text() {
     MutexLock lock(progress_mu);
-    if (!activity) return last_completed;
-    return str_cat(last_completed, "; ", activity());
+    std::string done = last_call == 0
+                           ? std::string("completed no collective yet")
+                           : str_cat("completed collective #", last_call, " ", last_description);
+    if (!activity) return done;
+    return str_cat(done, "; ", activity());
   }
   // The progress thread's loop: publishes every progress_interval until
   // stopped, and, in a group of two, looks at the connection watch: once the
@@ -384,30 +410,61 @@ struct internal::GlooState {
     if (context != nullptr) context->abort(str_cat("aborted: ", failure));
   }
 
+  static uint64_t header_slot(int set) { return gloo::Slot::build(kHeaderSlotPrefix, set); }
+  static uint64_t payload_slot(int set) { return gloo::Slot::build(kHeaderSlotPrefix, 2 + set); }
+
   CallBuffers& call_buffers(const std::shared_ptr<gloo::Context>& ctx) STRATA_REQUIRES(call_mu) {
     if (buffers == nullptr) {
       auto b = std::make_unique<CallBuffers>();
-      b->header_out.resize(kHeaderBytes);
-      b->header_in.resize(kHeaderBytes * size);
-      b->payload_in = std::make_unique_for_overwrite<std::byte[]>(capacity * size);
-      b->send_header = ctx->createUnboundBuffer(b->header_out.data(), kHeaderBytes);
-      b->recv_header = ctx->createUnboundBuffer(b->header_in.data(), b->header_in.size());
-      b->recv_payload = ctx->createUnboundBuffer(b->payload_in.get(), capacity * size);
-      b->send_dummy = ctx->createUnboundBuffer(b->dummy, kDummyBytes);
+      b->inline_bytes = internal::inline_capacity(size);
+      b->slot_bytes = kHeaderBytes + b->inline_bytes;
+      b->out = std::make_unique_for_overwrite<char[]>(b->slot_bytes * size);
+      b->send_header = ctx->createUnboundBuffer(b->out.get(), b->slot_bytes * size);
       // Gloo's TCP pair fails the pending operations of a connection that
       // breaks, but not the receive it is in the middle of: a peer that dies
       // while sending a payload would leave this rank waiting out its timeout.
-      // A receive that never completes (no rank sends on its slot) keeps both
-      // receiving buffers on every connection's pending list, so they are failed.
-      const uint64_t sentinel = gloo::Slot::build(kHeaderSlotPrefix, 1);
-      for (int p = 0; p < size; ++p) {
-        if (p == rank) continue;
-        b->recv_header->recv(p, sentinel, p * kHeaderBytes, 1);
-        b->recv_payload->recv(p, sentinel, p * capacity, 1);
+      // A receive that never completes (no rank sends on its slot) keeps every
+      // receiving buffer on every connection's pending list, so they are failed.
+      const uint64_t sentinel = gloo::Slot::build(kHeaderSlotPrefix, 4);
+      for (int set = 0; set < 2; ++set) {
+        b->header_in[set] = std::make_unique_for_overwrite<char[]>(b->slot_bytes * size);
+        b->payload_in[set] = std::make_unique_for_overwrite<std::byte[]>(capacity * size);
+        b->recv_header[set] =
+            ctx->createUnboundBuffer(b->header_in[set].get(), b->slot_bytes * size);
+        b->recv_payload[set] = ctx->createUnboundBuffer(b->payload_in[set].get(), capacity * size);
+        b->header_posted[set].assign(size, 0);
+        b->payload_posted[set].assign(size, 0);
+        for (int p = 0; p < size; ++p) {
+          if (p == rank) continue;
+          b->recv_header[set]->recv(p, sentinel, p * b->slot_bytes, 1);
+          b->recv_payload[set]->recv(p, sentinel, p * capacity, 1);
+        }
       }
       buffers = std::move(b);
     }
     return *buffers;
+  }
+
+  // Posts every receive of both sets that is not pending: those the last
+  // exchange took (its set serves the call after next: a peer can send on it
+  // only once it has the next call's header, which follows these receives'
+  // readiness notices on the same connection, and which this rank sends only
+  // once it is done with the areas). Called at the end of every exchange, and
+  // at the start of one for the first call.
+  void post_receives(CallBuffers& b) STRATA_REQUIRES(call_mu) {
+    for (int set = 0; set < 2; ++set) {
+      for (int p = 0; p < size; ++p) {
+        if (p == rank) continue;
+        if (!b.header_posted[set][p]) {
+          b.recv_header[set]->recv(p, header_slot(set), p * b.slot_bytes, b.slot_bytes);
+          b.header_posted[set][p] = 1;
+        }
+        if (!b.payload_posted[set][p]) {
+          b.recv_payload[set]->recv(p, payload_slot(set), p * capacity, capacity);
+          b.payload_posted[set][p] = 1;
+        }
+      }
+    }
   }
 
   // Sends this rank's header (and payload, when attached) to every peer and
@@ -416,36 +473,44 @@ struct internal::GlooState {
                     const Payload& payload, Clock::time_point deadline) STRATA_REQUIRES(call_mu) {
     Exchange ex;
     ex.payloads.assign(size, nullptr);
-    if (mine.attached) ex.payloads[rank] = static_cast<const std::byte*>(payload.data);
+    if (mine.attached) ex.payloads[rank] = payload.block(rank);
     if (size == 1) {
       ex.headers.push_back(mine);
       return ex;
     }
     CallBuffers& b = call_buffers(ctx);
-    internal::encode_call_header(mine, b.header_out.data());
+    const int set = static_cast<int>(mine.call % 2);
+    post_receives(b);
+    const bool inline_payload = mine.attached && mine.payload_bytes <= b.inline_bytes;
+    const size_t message_bytes = kHeaderBytes + (inline_payload ? mine.payload_bytes : 0);
+    // One message for every peer, or one per peer when their inline payloads differ.
+    const bool distinct = payload.per_peer && inline_payload;
+    auto message_at = [&](int p) { return distinct ? p * b.slot_bytes : 0; };
+    for (int p = 0; p < size; ++p) {
+      if (distinct ? p == rank : p > 0) continue;
+      char* m = b.out.get() + message_at(p);
+      internal::encode_call_header(mine, m);
+      if (inline_payload) std::memcpy(m + kHeaderBytes, payload.block(p), mine.payload_bytes);
+    }
     std::unique_ptr<gloo::transport::UnboundBuffer> send_payload;
-    if (mine.attached) {
-      send_payload = ctx->createUnboundBuffer(const_cast<void*>(payload.data), payload.bytes);
-    }
-    gloo::transport::UnboundBuffer* second =
-        mine.attached ? send_payload.get() : b.send_dummy.get();
-    const uint64_t slot = gloo::Slot::build(kHeaderSlotPrefix, 0);
-    for (int p = 0; p < size; ++p) {
-      if (p == rank) continue;
-      b.recv_header->recv(p, slot, p * kHeaderBytes, kHeaderBytes);
-      b.recv_payload->recv(p, slot, p * capacity, capacity);
+    if (mine.attached && !inline_payload) {
+      send_payload = ctx->createUnboundBuffer(const_cast<void*>(payload.data),
+                                              payload.bytes * (payload.per_peer ? size : 1));
     }
     for (int p = 0; p < size; ++p) {
       if (p == rank) continue;
-      b.send_header->send(p, slot);
-      second->send(p, slot);
+      b.send_header->send(p, header_slot(set), message_at(p), message_bytes);
+      if (send_payload) {
+        send_payload->send(p, payload_slot(set), payload.per_peer ? p * payload.bytes : 0,
+                           payload.bytes);
+      }
     }
     std::vector<char> arrived(size, 0);
     arrived[rank] = 1;
     for (int k = 0; k < size - 1; ++k) {
       int src = -1;
       try {
-        b.recv_header->waitRecv(&src, remaining(deadline));
+        b.recv_header[set]->waitRecv(&src, remaining(deadline));
       } catch (const gloo::Exception& err) {
         {
           MutexLock lock(mu);
@@ -482,34 +547,54 @@ struct internal::GlooState {
             str_cat(collective, ": ", reports.name(rank), " lost its connection while waiting for ",
                     reports.names(missing), " to enter it: ", internal::with_host_order_ports(m)));
       }
+      // (Gloo reports the rank of the latest completion, not of the one this
+      // wait took: good enough to name the missing ranks, not to count.)
       if (src >= 0 && src < size) arrived[src] = 1;
     }
-    std::memcpy(b.header_in.data() + rank * kHeaderBytes, b.header_out.data(), kHeaderBytes);
-    ex.headers.reserve(size);
-    for (int r = 0; r < size; ++r)
-      ex.headers.push_back(internal::decode_call_header(b.header_in.data() + r * kHeaderBytes, r));
-    // Each peer's second message follows its header on the same connection. A
-    // peer that found a difference may fail (resetting its connections) before
-    // its second message arrives: every header is here, so report the difference.
+    std::fill(b.header_posted[set].begin(), b.header_posted[set].end(), 0);
+    ex.headers.resize(size);
+    ex.headers[rank] = mine;
+    int separate = 0;  // peers whose payload follows on the payload slot
+    for (int r = 0; r < size; ++r) {
+      if (r == rank) continue;
+      const char* m = b.header_in[set].get() + r * b.slot_bytes;
+      ex.headers[r] = internal::decode_call_header(m, r);
+      const CallHeader& h = ex.headers[r];
+      if (!h.attached) continue;
+      STRATA_CHECK(DATA_LOSS, h.payload_bytes <= capacity, kWho, ": corrupt call header from rank ",
+                   r, " (payload of ", h.payload_bytes, " bytes)");
+      if (h.payload_bytes <= b.inline_bytes) {
+        ex.payloads[r] = reinterpret_cast<const std::byte*>(m + kHeaderBytes);
+      } else {
+        ex.payloads[r] = b.payload_in[set].get() + r * capacity;
+        ++separate;
+      }
+    }
+    // A payload too large for the header message follows it on the same
+    // connection. A peer that found a difference may fail (resetting its
+    // connections) before it arrives: every header is here, so report the difference.
     try {
-      for (int k = 0; k < size - 1; ++k) {
-        int src = -1;
-        b.recv_payload->waitRecv(&src, remaining(deadline));
+      for (int k = 0; k < separate; ++k)
+        b.recv_payload[set]->waitRecv(nullptr, remaining(deadline));
+      for (int r = 0; r < size; ++r) {
+        if (ex.payloads[r] != nullptr && r != rank && ex.headers[r].payload_bytes > b.inline_bytes)
+          b.payload_posted[set][r] = 0;
       }
       for (int k = 0; k < size - 1; ++k) {
         b.send_header->waitSend(remaining(deadline));
-        second->waitSend(remaining(deadline));
+        if (send_payload) send_payload->waitSend(remaining(deadline));
       }
     } catch (const gloo::Exception&) {
       check_schedules(mine, ex.headers);
       throw;
     }
-    for (int r = 0; r < size; ++r) {
-      const CallHeader& h = ex.headers[r];
-      if (r == rank || !h.attached) continue;
-      STRATA_CHECK(DATA_LOSS, h.payload_bytes <= capacity, kWho, ": corrupt call header from rank ",
-                   r, " (payload of ", h.payload_bytes, " bytes)");
-      ex.payloads[r] = b.payload_in.get() + r * capacity;
+    // The next call's receives now, off the path of its first message: no
+    // peer can send on this set again before it has the next call's header.
+    // A peer that left after its last call has closed its connection: that
+    // fails the next call (which posts again), not this one.
+    try {
+      post_receives(b);
+    } catch (const gloo::Exception&) {
     }
     return ex;
   }
@@ -530,13 +615,19 @@ struct internal::GlooState {
       ctx = context;
     }
     const uint64_t call = ++calls;
-    const std::string description = str_cat(sig.to_string(), " on ", reports.group());
+    const uint64_t hash = fingerprint(sig);
+    if (described.empty() || hash != described_hash || dim0 != described_dim0) {
+      described = str_cat(sig.to_string(), " on ", reports.group());
+      described_hash = hash;
+      described_dim0 = dim0;
+    }
+    const std::string& description = described;
     try {
       const bool attach = payload.data != nullptr && payload.bytes > 0 &&
                           payload.bytes <= capacity && !options.before_data_for_testing;
       CallHeader mine{.kind = sig.kind,
                       .call = call,
-                      .hash = fingerprint(sig),
+                      .hash = hash,
                       .dim0 = dim0,
                       .attached = attach,
                       .payload_bytes = attach ? payload.bytes : 0,
@@ -569,26 +660,132 @@ struct internal::GlooState {
   // joined by stop_progress before anything it reads goes).
   std::thread progress_thread;
 
-  // Element-wise all-reduce of `n` elements from `in` into `out` (which may equal in).
+  // Element i of a call of n elements over `size` ranks belongs to block p
+  // when block_begin(p) <= i < block_begin(p + 1) (equal blocks when size divides n).
+  int64_t block_begin(int64_t n, int p) const {
+    return n / size * p + std::min<int64_t>(n % size, p);
+  }
+
+  // Reduce-scatter by direct exchange (size > 1): every rank sends block p of
+  // its `n` input elements to rank p and reduces its own block from all
+  // ranks' blocks in rank order (the same order as the small calls' local
+  // reduction), segment by segment as they arrive, into `out`, which holds
+  // this rank's block. With `gather` (all_reduce), `out` holds all n elements:
+  // this rank's block goes to its place, each reduced segment goes on to
+  // every peer, and the peers' reduced blocks land in their places. Every
+  // rank sends and receives (size - 1) / size of the data per phase, as in a
+  // ring, and every receive is posted before the data is sent, so nothing
+  // waits for a readiness notice after the first segment. Waits end by the
+  // deadline; buffers come from the context, so abort() interrupts them.
+  void exchange_reduce(const std::shared_ptr<gloo::Context>& ctx, DType dtype, ReduceOp op,
+                       const void* in, void* out, int64_t n, bool gather,
+                       Clock::time_point deadline) {
+    const size_t esize = dtype_size(dtype);
+    const int64_t mine = block_begin(n, rank);
+    const int64_t len = block_begin(n, rank + 1) - mine;
+    auto* own = static_cast<std::byte*>(out) + (gather ? mine * esize : 0);
+    const int64_t seg = std::max<int64_t>(1, static_cast<int64_t>(kSegmentBytes / esize));
+    auto segments = [seg](int64_t elements) { return (elements + seg - 1) / seg; };
+    const uint64_t reduce_slot = gloo::Slot::build(kBlockSlotPrefix, 0);
+    const uint64_t gather_slot = gloo::Slot::build(kBlockSlotPrefix, 1);
+    // Two ranks reduce in place in `own`; more receive into a scratch block per peer.
+    std::shared_ptr<Buffer> scratch;
+    if (size > 2 && len > 0) {
+      scratch = internal::BufferPool::get(pool, dtype, len * (size - 1));
+    }
+    auto landing = [&](int p) {
+      if (size == 2) return own;
+      const int index = p < rank ? p : p - 1;
+      return static_cast<std::byte*>(scratch->data()) + index * len * esize;
+    };
+    std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> from(size), gathered(size);
+    for (int p = 0; p < size; ++p) {
+      if (p == rank) continue;
+      if (len > 0) {
+        from[p] = ctx->createUnboundBuffer(landing(p), len * esize);
+        for (int64_t j = 0; j < segments(len); ++j) {
+          from[p]->recv(p, reduce_slot, j * seg * esize, std::min(seg, len - j * seg) * esize);
+        }
+      }
+      const int64_t theirs = block_begin(n, p + 1) - block_begin(n, p);
+      if (gather && theirs > 0) {
+        gathered[p] = ctx->createUnboundBuffer(
+            static_cast<std::byte*>(out) + block_begin(n, p) * esize, theirs * esize);
+        for (int64_t j = 0; j < segments(theirs); ++j) {
+          gathered[p]->recv(p, gather_slot, j * seg * esize,
+                            std::min(seg, theirs - j * seg) * esize);
+        }
+      }
+    }
+    auto input = ctx->createUnboundBuffer(const_cast<void*>(in), n * esize);
+    int64_t input_sends = 0;
+    for (int64_t j = 0;; ++j) {
+      bool any = false;
+      for (int k = 1; k < size; ++k) {
+        const int p = (rank + k) % size;
+        const int64_t begin = block_begin(n, p), theirs = block_begin(n, p + 1) - begin;
+        if (j * seg >= theirs) continue;
+        any = true;
+        input->send(p, reduce_slot, (begin + j * seg) * esize,
+                    std::min(seg, theirs - j * seg) * esize);
+        ++input_sends;
+      }
+      if (!any) break;
+    }
+    std::unique_ptr<gloo::transport::UnboundBuffer> result;
+    if (gather && len > 0) result = ctx->createUnboundBuffer(own, len * esize);
+    const auto* my_input = static_cast<const std::byte*>(in) + mine * esize;
+    std::vector<const void*> ins(size);
+    for (int64_t j = 0; j < segments(len); ++j) {
+      const int64_t at = j * seg, count = std::min(seg, len - at);
+      for (int p = 0; p < size; ++p) {
+        if (p != rank) from[p]->waitRecv(nullptr, remaining(deadline));
+      }
+      std::byte* o = own + at * esize;
+      if (size == 2) {
+        // In place, in rank order: the peer's segment is already in `o`.
+        if (rank == 0) {
+          internal::reduce_pair(dtype, op, o, my_input + at * esize, o, count);
+        } else {
+          internal::reduce_pair(dtype, op, o, o, my_input + at * esize, count);
+        }
+        if (op == ReduceOp::MEAN) internal::divide_in_place(dtype, o, count, size);
+      } else {
+        for (int p = 0; p < size; ++p) {
+          ins[p] = p == rank ? my_input + at * esize : landing(p) + at * esize;
+        }
+        internal::reduce_n(dtype, op, o, ins, count, size);
+      }
+      if (result) {
+        for (int k = 1; k < size; ++k) {
+          result->send((rank + k) % size, gather_slot, at * esize, count * esize);
+        }
+      }
+    }
+    for (int p = 0; p < size; ++p) {
+      if (gathered[p] == nullptr) continue;
+      const int64_t theirs = block_begin(n, p + 1) - block_begin(n, p);
+      for (int64_t j = 0; j < segments(theirs); ++j) {
+        gathered[p]->waitRecv(nullptr, remaining(deadline));
+      }
+    }
+    for (int64_t k = 0; k < input_sends; ++k) input->waitSend(nullptr, remaining(deadline));
+    if (result) {
+      for (int64_t k = 0; k < segments(len) * (size - 1); ++k) {
+        result->waitSend(nullptr, remaining(deadline));
+      }
+    }
+  }
+
+  // Element-wise all-reduce of `n` elements from `in` into `out` (distinct buffers).
   void allreduce_buffer(const std::shared_ptr<gloo::Context>& ctx, DType dtype, ReduceOp op,
                         const void* in, void* out, int64_t n, Clock::time_point deadline) {
     if (n == 0) return;
     if (size == 1) {
-      if (in != out) std::memcpy(out, in, n * dtype_size(dtype));
+      std::memcpy(out, in, n * dtype_size(dtype));
       return;
     }
-    with_type(dtype, [&](auto* typed) {
-      using T = std::remove_pointer_t<decltype(typed)>;
-      gloo::AllreduceOptions opts(ctx);
-      if (in != out) opts.setInput(const_cast<T*>(static_cast<const T*>(in)), n);
-      opts.setOutput(static_cast<T*>(out), n);
-      opts.setReduceFunction([dtype, op](void* c, const void* a, const void* b, size_t count) {
-        internal::reduce_pair(dtype, op, c, a, b, static_cast<int64_t>(count));
-      });
-      opts.setTimeout(remaining(deadline));
-      gloo::allreduce(opts);
-    });
-    if (op == ReduceOp::MEAN) internal::divide_in_place(dtype, out, n, size);
+    exchange_reduce(ctx, dtype, op, in, out, n, /*gather=*/true, deadline);
   }
 };
 
@@ -764,12 +961,14 @@ std::vector<Tensor> GlooCollectives::all_reduce(int rank, const std::vector<Tens
               continue;
             }
             const size_t esize = dtype_size(g.dtype);
+            auto packed = internal::BufferPool::get(s.pool, g.dtype, g.total);
+            auto* in = reinterpret_cast<std::byte*>(packed->data());
             for (size_t t : g.members) {
               const Tensor& x = tensors[t];
               if (x.size_bytes() > 0)
-                std::memcpy(out + where[t].second * esize, x.raw_data(), x.size_bytes());
+                std::memcpy(in + where[t].second * esize, x.raw_data(), x.size_bytes());
             }
-            s.allreduce_buffer(ctx, g.dtype, op, out, out, g.total, deadline);
+            s.allreduce_buffer(ctx, g.dtype, op, in, out, g.total, deadline);
           }
         }
         std::vector<Tensor> result;
@@ -836,33 +1035,33 @@ Tensor GlooCollectives::all_gather(int rank, const Tensor& tensor) {
 Tensor GlooCollectives::reduce_scatter(int rank, const Tensor& tensor, ReduceOp op) {
   internal::GlooState& s = *state_;
   const auto sig = CallSignature::of(CollectiveKind::reduce_scatter, op, -1, {&tensor, 1});
+  // Peer p receives only block p of this rank's input: with the header when
+  // the block fits the receive area, else by exchange_reduce after the headers.
+  const bool valid = all_defined({&tensor, 1}, internal::is_reducible) && tensor.rank() >= 1 &&
+                     tensor.shape().dim(0) % s.size == 0;
   Payload payload;
-  if (s.size > 1 && all_defined({&tensor, 1}, internal::is_reducible)) {
-    payload = {tensor.raw_data(), tensor.size_bytes()};
+  if (s.size > 1 && valid && tensor.num_elements() > 0) {
+    payload = {.data = tensor.raw_data(), .bytes = tensor.size_bytes() / s.size, .per_peer = true};
   }
-  // A full ring all-reduce, of which this rank keeps its block: the same bytes
-  // on the wire as Gloo's reduce-scatter followed by the all-gather it skips
-  // cost only the second half of the ring. A small call reduces just its block
-  // from the payloads.
   return s.run(rank, sig, 0, payload,
                [&](const std::shared_ptr<gloo::Context>& ctx, const GlooExchange& ex,
                    Clock::time_point deadline) {
                  const int64_t rows = tensor.shape().dim(0) / s.size;
                  const int64_t block = tensor.num_elements() / s.size;
                  const TensorShape shape = tensor.shape().with_dim(0, rows);
-                 if (ex.all_attached()) {
-                   auto buffer = internal::BufferPool::get(s.pool, tensor.dtype(), block);
-                   std::vector<const void*> ins(s.size);
-                   const size_t offset = s.rank * block * dtype_size(tensor.dtype());
-                   for (int r = 0; r < s.size; ++r) ins[r] = ex.payloads[r] + offset;
+                 auto buffer = internal::BufferPool::get(s.pool, tensor.dtype(), block);
+                 if (block == 0) return Tensor::from_buffer(buffer, shape, 0, &tensor.placement());
+                 if (s.size == 1) {
+                   std::memcpy(buffer->data(), tensor.raw_data(), tensor.size_bytes());
+                 } else if (ex.all_attached()) {
+                   // Every rank's block of this rank arrived with the headers.
+                   std::vector<const void*> ins(ex.payloads.begin(), ex.payloads.end());
                    internal::reduce_n(tensor.dtype(), op, buffer->data(), ins, block, s.size);
-                   return Tensor::from_buffer(buffer, shape, 0, &tensor.placement());
+                 } else {
+                   s.exchange_reduce(ctx, tensor.dtype(), op, tensor.raw_data(), buffer->data(),
+                                     tensor.num_elements(), /*gather=*/false, deadline);
                  }
-                 auto buffer =
-                     internal::BufferPool::get(s.pool, tensor.dtype(), tensor.num_elements());
-                 s.allreduce_buffer(ctx, tensor.dtype(), op, tensor.raw_data(), buffer->data(),
-                                    tensor.num_elements(), deadline);
-                 return Tensor::from_buffer(buffer, shape, s.rank * block, &tensor.placement());
+                 return Tensor::from_buffer(buffer, shape, 0, &tensor.placement());
                });
 }
 

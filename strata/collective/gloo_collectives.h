@@ -26,12 +26,17 @@
 //    strata/gloo of 2 ranks but rank 1 issued collective #3 all_reduce(SUM,
 //    [float32[3]]) on group strata/gloo of 2 ranks"
 // (the group stays usable). A call whose data fits the receive area every rank
-// keeps for each peer (4 MiB / (size - 1), at least 256 KiB: all_reduce and
-// reduce_scatter inputs, the root's broadcast tensor, each rank's all_gather
-// part) sends that data right behind its header, in the same round trip; the
-// header is still checked before the data is used, and every rank then reduces
-// (or assembles) locally in rank order, so all ranks get the same bits. The
-// receive buffers are registered once per connection and reused by every call.
+// keeps for each peer (4 MiB / (size - 1), at least 256 KiB: all_reduce inputs,
+// the block of a reduce_scatter input that goes to that peer, the root's
+// broadcast tensor, each rank's all_gather part) sends that data with its
+// header: up to 64 KiB inside the header's own message, more as a second
+// message right behind it. Each rank posts its receives for the next call
+// while the current one runs (two alternating sets of receive areas,
+// registered once per connection), so a call's messages go out at once
+// instead of waiting for the receiver's readiness notice: one one-way trip
+// per call. The header is still checked before the data is used, and every
+// rank then reduces (or assembles) locally in rank order, so all ranks get the
+// same bits.
 // On a timeout it gives every rank that waited the
 // same verdict, "collective #3 <what>: rank 2 never entered it within 500ms"
 // (then "reported by rank 0"), followed by what each missing rank last
@@ -40,8 +45,12 @@
 // phase times out instead, the ranks that timed out record it in the store and wait briefly for
 // each other (a tenth of the timeout, 0.1-2 s): every one of them then reports the same "rank 2
 // never finished it" for the ranks that did not. The header exchange is the whole of barrier().
-// Larger data moves with Gloo's ring all-reduce, allgatherv and broadcast; a list of tensors is
-// packed into one buffer per dtype.
+// Larger data moves after the headers: all_reduce and reduce_scatter by direct exchange in 512 KiB
+// segments (every rank sends block p of its input to rank p and reduces its own block from all
+// ranks' blocks in rank order as the segments arrive; all_reduce then sends each reduced segment
+// on to every peer), so a reduce_scatter rank receives only its block, about half the traffic of
+// an all_reduce; all_gather and broadcast use Gloo's allgatherv and broadcast. A list of tensors
+// is packed into one buffer per dtype.
 //
 // Errors: see collectives.h. A transport failure (a peer died, a connection
 // closed) is UnavailableError naming the peer's rank where Gloo reports its

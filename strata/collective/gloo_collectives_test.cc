@@ -122,24 +122,39 @@ TEST(GlooCollectives, IntegerMeanTruncatesTowardZero) {
   EXPECT_THAT(out[1], ElementsAre(-1, 2, 0));
 }
 
+// Too large to travel with the headers (over 4 MiB at 2 ranks, 2 MiB at 3): the
+// direct exchange, with blocks of unequal length (the first rank's block is one
+// element longer) and segment counts that do not divide them.
 TEST(GlooCollectives, LargeOddSizedAllReduceMatchesTheReference) {
-  auto groups = make_groups(3, quick());
-  const int64_t n = 300001;
-  std::vector<Tensor> out(3);
-  std::vector<Tensor> in(3);
-  for (int r = 0; r < 3; ++r) {
-    std::vector<float> v(n);
-    for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>((i % 11) * (r + 1));
-    in[r] = constant(v);
-  }
-  run_ranks_ok(3, [&](int r) { out[r] = groups[r]->all_reduce(r, in[r], ReduceOp::SUM); });
-  for (int r = 0; r < 3; ++r) {
-    const float* p = out[r].data<float>();
-    int64_t wrong = 0;
-    for (int64_t i = 0; i < n; ++i) wrong += p[i] != static_cast<float>((i % 11) * 6);
-    EXPECT_EQ(wrong, 0);
-    EXPECT_NE(out[r].buffer(), in[r].buffer());
-    EXPECT_EQ(in[r].data<float>()[1], static_cast<float>(r + 1));  // inputs untouched
+  for (const int ranks : {2, 3}) {
+    SCOPED_TRACE(str_cat(ranks, " ranks"));
+    auto groups = make_groups(ranks, quick());
+    const int64_t n = ranks == 2 ? 1048577 : 600001;
+    std::vector<Tensor> out(ranks), mean(ranks), max(ranks);
+    std::vector<Tensor> in(ranks);
+    for (int r = 0; r < ranks; ++r) {
+      std::vector<float> v(n);
+      for (int64_t i = 0; i < n; ++i) v[i] = static_cast<float>((i % 11) * (r + 1));
+      in[r] = constant(v);
+    }
+    run_ranks_ok(ranks, [&](int r) {
+      out[r] = groups[r]->all_reduce(r, in[r], ReduceOp::SUM);
+      mean[r] = groups[r]->all_reduce(r, in[r], ReduceOp::MEAN);
+      max[r] = groups[r]->all_reduce(r, in[r], ReduceOp::MAX);
+    });
+    const float sum = ranks * (ranks + 1) / 2.f;  // of (r + 1) over the ranks
+    for (int r = 0; r < ranks; ++r) {
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const auto base = static_cast<float>(i % 11);
+        wrong += out[r].data<float>()[i] != base * sum;
+        wrong += mean[r].data<float>()[i] != base * sum / ranks;
+        wrong += max[r].data<float>()[i] != base * ranks;
+      }
+      EXPECT_EQ(wrong, 0);
+      EXPECT_NE(out[r].buffer(), in[r].buffer());
+      EXPECT_EQ(in[r].data<float>()[1], static_cast<float>(r + 1));  // inputs untouched
+    }
   }
 }
 
@@ -217,6 +232,141 @@ TEST(GlooCollectives, ReduceScatterAndBroadcastFromEachRoot) {
     for (int r = 0; r < 2; ++r)
       EXPECT_THAT(out[r].to_vector<double>(), ElementsAre(10 + root, 20 + root));
   }
+}
+
+// tf.distribute's cross-replica reduce-scatter (the building block of
+// CollectiveAllReduce's "reduce_scatter + all_gather" strategy): the sum over
+// ranks, of which rank r keeps rows [r * d0 / n, (r + 1) * d0 / n). Values by hand.
+TEST(GlooCollectives, ReduceScatterKeepsEachRanksBlockOfTheReduction) {
+  {
+    // 2 ranks, shape [4, 3]: rank 0 keeps rows 0-1, rank 1 rows 2-3.
+    auto groups = make_groups(2, quick());
+    std::vector<Tensor> sum(2), mean(2), max(2);
+    run_ranks_ok(2, [&](int r) {
+      // rank 0: 0 1 2 ... 11; rank 1: 10 times that.
+      std::vector<float> v(12);
+      for (int i = 0; i < 12; ++i) v[i] = static_cast<float>(i * (r == 0 ? 1 : 10));
+      const Tensor x = constant(v, {4, 3});
+      sum[r] = groups[r]->reduce_scatter(r, x, ReduceOp::SUM);
+      mean[r] = groups[r]->reduce_scatter(r, x, ReduceOp::MEAN);
+      max[r] = groups[r]->reduce_scatter(
+          r, constant(std::vector<int32_t>{r == 0 ? 5 : -1, r == 0 ? -7 : 2, 3 * r, 9 - r}, {4}),
+          ReduceOp::MAX);
+    });
+    EXPECT_EQ(sum[0].shape(), (TensorShape{2, 3}));
+    EXPECT_THAT(sum[0].to_vector<float>(), ElementsAre(0, 11, 22, 33, 44, 55));
+    EXPECT_THAT(sum[1].to_vector<float>(), ElementsAre(66, 77, 88, 99, 110, 121));
+    EXPECT_THAT(mean[0].to_vector<float>(), ElementsAre(0, 5.5, 11, 16.5, 22, 27.5));
+    EXPECT_THAT(mean[1].to_vector<float>(), ElementsAre(33, 38.5, 44, 49.5, 55, 60.5));
+    EXPECT_THAT(max[0].to_vector<int32_t>(), ElementsAre(5, 2));
+    EXPECT_THAT(max[1].to_vector<int32_t>(), ElementsAre(3, 9));
+  }
+  {
+    // 3 ranks, shape [3, 2] (one row each) and int64 [6] with MIN and MEAN
+    // (integer MEAN truncates toward zero).
+    auto groups = make_groups(3, quick());
+    std::vector<Tensor> sum(3), min(3), mean(3);
+    run_ranks_ok(3, [&](int r) {
+      // rank r: (r + 1) * [1 2 3 4 5 6]
+      std::vector<double> v(6);
+      for (int i = 0; i < 6; ++i) v[i] = (r + 1) * (i + 1);
+      sum[r] = groups[r]->reduce_scatter(r, constant(v, {3, 2}), ReduceOp::SUM);
+      const std::vector<int64_t> w = {r - 1, 4 * r, -r, 7, 2 - r, 10 * r};
+      min[r] = groups[r]->reduce_scatter(r, constant(w), ReduceOp::MIN);
+      mean[r] = groups[r]->reduce_scatter(r, constant(w), ReduceOp::MEAN);
+    });
+    // Sums: 6 * [1 .. 6]; rank r keeps row r.
+    EXPECT_THAT(sum[0].to_vector<double>(), ElementsAre(6, 12));
+    EXPECT_THAT(sum[1].to_vector<double>(), ElementsAre(18, 24));
+    EXPECT_THAT(sum[2].to_vector<double>(), ElementsAre(30, 36));
+    EXPECT_EQ(sum[2].shape(), (TensorShape{1, 2}));
+    // Columns over r = 0, 1, 2: {-1,0,1}, {0,4,8}, {0,-1,-2}, {7,7,7}, {2,1,0}, {0,10,20}.
+    EXPECT_THAT(min[0].to_vector<int64_t>(), ElementsAre(-1, 0));
+    EXPECT_THAT(min[1].to_vector<int64_t>(), ElementsAre(-2, 7));
+    EXPECT_THAT(min[2].to_vector<int64_t>(), ElementsAre(0, 0));
+    // Sums 0, 12, -3, 21, 3, 30 divided by 3.
+    EXPECT_THAT(mean[0].to_vector<int64_t>(), ElementsAre(0, 4));
+    EXPECT_THAT(mean[1].to_vector<int64_t>(), ElementsAre(-1, 7));
+    EXPECT_THAT(mean[2].to_vector<int64_t>(), ElementsAre(1, 10));
+  }
+}
+
+// Blocks too large to travel with the headers (here 1.5 MiB per rank at 3
+// ranks, 4 MiB + 12 bytes at 2) move by direct exchange in segments after the
+// headers; the segment counts do not divide the blocks evenly.
+TEST(GlooCollectives, LargeReduceScatterMatchesTheReference) {
+  for (const int n : {2, 3}) {
+    SCOPED_TRACE(str_cat(n, " ranks"));
+    auto groups = make_groups(n, quick());
+    const int64_t row = 7;
+    const int64_t rows = n == 2 ? (int64_t{4} << 20) / 4 / row + 1 : 393217;  // per rank
+    const int64_t total = rows * n * row;
+    std::vector<Tensor> out(n), mean(n);
+    run_ranks_ok(n, [&](int r) {
+      std::vector<float> v(total);
+      for (int64_t i = 0; i < total; ++i) v[i] = static_cast<float>((i % 13) * (r + 1));
+      const Tensor x = constant(v, {rows * n, row});
+      out[r] = groups[r]->reduce_scatter(r, x, ReduceOp::SUM);
+      mean[r] = groups[r]->reduce_scatter(r, x, ReduceOp::MEAN);
+    });
+    const float ranks_sum = n * (n + 1) / 2.f;
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(out[r].shape(), (TensorShape{rows, row}));
+      int64_t wrong = 0;
+      for (int64_t i = 0; i < rows * row; ++i) {
+        const auto base = static_cast<float>((r * rows * row + i) % 13);
+        wrong += out[r].data<float>()[i] != base * ranks_sum;
+        wrong += mean[r].data<float>()[i] != base * ranks_sum / n;
+      }
+      EXPECT_EQ(wrong, 0) << "rank " << r;
+    }
+  }
+}
+
+// Calls alternate between payloads carried in the header message (up to 64
+// KiB), payloads that follow it as a second message, and Gloo-sized calls,
+// with a mismatch between an inline and a separate payload in the middle: the
+// receives each call leaves posted for the next stay in step.
+TEST(GlooCollectives, PayloadsOnEitherSideOfTheInlineLimitStayInStep) {
+  auto groups = make_groups(2, quick());
+  const std::vector<int64_t> sizes = {16384, 16385, 1, 300000, 16383, 2000000, 16385, 16384};
+  std::atomic<int> wrong{0};
+  run_ranks_ok(2, [&](int r) {
+    for (int round = 0; round < 3; ++round) {
+      for (const int64_t m : sizes) {
+        std::vector<float> v(2 * m);
+        for (int64_t i = 0; i < 2 * m; ++i) v[i] = static_cast<float>(i % 5 + r);
+        const Tensor x = constant(v);
+        const Tensor sum = groups[r]->all_reduce(r, x, ReduceOp::SUM);
+        const Tensor block = groups[r]->reduce_scatter(r, x, ReduceOp::SUM);
+        const Tensor root = groups[r]->broadcast(r, x, 1 - round % 2);
+        for (int64_t i = 0; i < 2 * m; ++i) {
+          wrong += sum.data<float>()[i] != static_cast<float>(2 * (i % 5) + 1);
+          wrong += root.data<float>()[i] != static_cast<float>(i % 5 + 1 - round % 2);
+        }
+        for (int64_t i = 0; i < m; ++i) {
+          wrong += block.data<float>()[i] != static_cast<float>(2 * ((r * m + i) % 5) + 1);
+        }
+      }
+    }
+  });
+  EXPECT_EQ(wrong.load(), 0);
+  auto errors = run_ranks(2, [&](int r) {
+    groups[r]->all_reduce(r, constant(std::vector<float>(r == 0 ? 10 : 20000, 1.f)), ReduceOp::SUM);
+  });
+  for (auto& e : errors) {
+    EXPECT_EQ(caught(e).code, ErrorCode::FAILED_PRECONDITION) << caught(e).message;
+    EXPECT_THAT(caught(e).message, HasSubstr("float32[20000]"));
+  }
+  std::vector<float> out(2);
+  run_ranks_ok(2, [&](int r) {
+    for (const int64_t m : {int64_t{20000}, int64_t{1}, int64_t{20000}}) {
+      out[r] = groups[r]
+                   ->all_reduce(r, constant(std::vector<float>(m, 1.f + r)), ReduceOp::SUM)
+                   .data<float>()[0];
+    }
+  });
+  EXPECT_THAT(out, ElementsAre(3.f, 3.f));
 }
 
 TEST(GlooCollectives, MismatchesFailOnEveryRankAndLeaveTheGroupUsable) {
@@ -326,30 +476,40 @@ TEST(GlooCollectives, TimeoutNamesTheMissingRankAndResetReconnects) {
 }
 
 TEST(GlooCollectives, ADataPhaseTimeoutNamesTheRankThatNeverFinished) {
-  // Rank 2 enters all_reduce #1 (the headers agree) but stalls before its data
+  // Rank 2 enters collective #1 (the headers agree) but stalls before its data
   // moves, past the timeout: ranks 0 and 1 time out in the data phase and agree
-  // that rank 2 never finished it.
-  auto store = std::make_shared<InMemoryStore>();
-  std::vector<std::unique_ptr<GlooCollectives>> groups(3);
-  run_ranks_ok(3, [&](int r) {
-    GlooOptions options{.timeout = 1s};
-    if (r == 2)
-      options.before_data_for_testing = [](uint64_t) { std::this_thread::sleep_for(2500ms); };
-    groups[r] = std::make_unique<GlooCollectives>(r, 3, store, options);
-  });
-  auto errors = run_ranks(3, [&](int r) {
-    groups[r]->all_reduce(r, constant(std::vector<float>(1000, 1.f)), ReduceOp::SUM);
-  });
-  const std::string verdict =
-      "GlooCollectives: collective #1 all_reduce(SUM, [float32[1000]]) on group strata/gloo of 3 "
-      "ranks: rank 2 never finished it within 1000ms (rank 0 and rank 1 timed out waiting; "
-      "reported by rank ";
-  for (int r = 0; r < 2; ++r) {
-    const auto c = caught(errors[r]);
-    EXPECT_EQ(c.code, ErrorCode::DEADLINE_EXCEEDED) << c.message;
-    EXPECT_THAT(c.message, StartsWith(str_cat(verdict, r, "); rank 2 was last heard from ")));
+  // that rank 2 never finished it. The same for Gloo's all-reduce and for the
+  // exchange of reduce_scatter.
+  for (const bool scatter : {false, true}) {
+    SCOPED_TRACE(scatter ? "reduce_scatter" : "all_reduce");
+    auto store = std::make_shared<InMemoryStore>();
+    std::vector<std::unique_ptr<GlooCollectives>> groups(3);
+    run_ranks_ok(3, [&](int r) {
+      GlooOptions options{.timeout = 1s};
+      if (r == 2)
+        options.before_data_for_testing = [](uint64_t) { std::this_thread::sleep_for(2500ms); };
+      groups[r] = std::make_unique<GlooCollectives>(r, 3, store, options);
+    });
+    auto errors = run_ranks(3, [&](int r) {
+      const Tensor x = constant(std::vector<float>(999, 1.f));
+      if (scatter) {
+        groups[r]->reduce_scatter(r, x, ReduceOp::SUM);
+      } else {
+        groups[r]->all_reduce(r, x, ReduceOp::SUM);
+      }
+    });
+    const std::string verdict = str_cat(
+        "GlooCollectives: collective #1 ",
+        scatter ? "reduce_scatter(SUM, float32[999])" : "all_reduce(SUM, [float32[999]])",
+        " on group strata/gloo of 3 ranks: rank 2 never finished it within 1000ms (rank 0 and "
+        "rank 1 timed out waiting; reported by rank ");
+    for (int r = 0; r < 2; ++r) {
+      const auto c = caught(errors[r]);
+      EXPECT_EQ(c.code, ErrorCode::DEADLINE_EXCEEDED) << c.message;
+      EXPECT_THAT(c.message, StartsWith(str_cat(verdict, r, "); rank 2 was last heard from ")));
+    }
+    EXPECT_NE(errors[2], nullptr);  // the stalled rank fails too
   }
-  EXPECT_NE(errors[2], nullptr);  // the stalled rank fails too
 }
 
 // A rank publishes its progress (last completed collective and activity)
@@ -439,6 +599,23 @@ TEST(GlooCollectives, AbortDuringLargeTransfersReturnsEveryRank) {
   EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
   EXPECT_EQ(caught(errors[1]).code, ErrorCode::ABORTED);
   EXPECT_EQ(caught(errors[0]).code, ErrorCode::UNAVAILABLE) << caught(errors[0]).message;
+}
+
+TEST(GlooCollectives, AbortDuringALargeReduceScatterReturnsEveryRank) {
+  auto groups = make_groups(2, quick(60s));
+  const auto start = std::chrono::steady_clock::now();
+  std::jthread aborter([&] {
+    std::this_thread::sleep_for(100ms);
+    groups[0]->abort("stop");
+  });
+  auto errors = run_ranks(2, [&](int r) {
+    Tensor t = constant(std::vector<float>(4 << 20, 1.f));
+    for (int i = 0; i < 10000; ++i) groups[r]->reduce_scatter(r, t, ReduceOp::SUM);
+  });
+  aborter.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 30s);
+  EXPECT_EQ(caught(errors[0]).code, ErrorCode::ABORTED);
+  EXPECT_EQ(caught(errors[1]).code, ErrorCode::UNAVAILABLE) << caught(errors[1]).message;
 }
 
 TEST(GlooCollectives, ManyBackToBackCallsStayInStep) {

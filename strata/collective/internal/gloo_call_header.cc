@@ -13,6 +13,8 @@ size_t payload_capacity(int size) {
   return std::max<size_t>(size_t{256} << 10, per_peer / 64 * 64);
 }
 
+size_t inline_capacity(int size) { return std::min(kInlinePayloadBytes, payload_capacity(size)); }
+
 void encode_call_header(const CallHeader& h, char* out) {
   std::memset(out, 0, kHeaderBytes);
   char* p = out;

@@ -28,26 +28,34 @@ inline constexpr size_t kHeaderFixed = 4 + 1 + 8 + 8 + 8 + 1 + 8 + 2;
 // The longest description a header carries; longer ones are truncated.
 inline constexpr size_t kMaxHeaderDescription = kHeaderBytes - kHeaderFixed;
 
-// Every call sends each peer two messages on the header slot: the header, then
-// either this rank's data for the call ("the payload", when it fits in the
-// peer's receive area) or a few dummy bytes. Each rank posts both receives
-// before it sends, so the payload travels in the same round trip as the
-// header instead of a second one after the headers agree. The receive area is
-// the same size on every rank (it depends only on the group size), so no
-// message can exceed what its receiver posted, whatever the peers' calls are.
+// Every call sends each peer one message on the header slot: the header,
+// followed, when this rank's data for the call ("the payload") is at most
+// inline_capacity() bytes, by that payload. A larger payload that still fits
+// the peer's receive area (payload_capacity()) follows as a second message on
+// the payload slot. Each rank keeps its receives for the next call posted
+// before the peers can send (GlooCollectives posts them at the start of the
+// call before, in two alternating sets), so a message goes out as soon as it
+// is sent, without waiting for the receiver's readiness notice: the data
+// travels in the same one-way trip as the header. The receive areas are the
+// same size on every rank (they depend only on the group size), so no message
+// can exceed what its receiver posted, whatever the peers' calls are.
 inline constexpr size_t kPayloadAreaBytes = size_t{4} << 20;  // across all peers
-inline constexpr size_t kDummyBytes = 8;
+inline constexpr size_t kInlinePayloadBytes = size_t{64} << 10;
 
 // The bytes of one peer's payload that fit its share of the receive area: 4 MiB
 // / (size - 1), rounded down to 64 bytes, and at least 256 KiB.
 size_t payload_capacity(int size);
+
+// The bytes of payload the header message itself carries: 64 KiB, at most
+// payload_capacity(size).
+size_t inline_capacity(int size);
 
 struct CallHeader {
   CollectiveKind kind = CollectiveKind::barrier;
   uint64_t call = 0;
   uint64_t hash = 0;
   int64_t dim0 = 0;
-  bool attached = false;       // the second message carries the payload
+  bool attached = false;       // the payload travels with the header (inline or after it)
   uint64_t payload_bytes = 0;  // its length when attached
   std::string description;
 };

@@ -79,5 +79,10 @@ TEST(GlooCallHeader, PayloadCapacitySplitsTheAreaAmongPeers) {
   EXPECT_EQ(payload_capacity(64), size_t{256} << 10);  // the floor
 }
 
+TEST(GlooCallHeader, TheHeaderMessageCarriesUpTo64KiBOfPayload) {
+  EXPECT_EQ(inline_capacity(2), size_t{64} << 10);
+  EXPECT_EQ(inline_capacity(64), size_t{64} << 10);  // still below the 256 KiB floor
+}
+
 }  // namespace
 }  // namespace strata::collective::internal
