@@ -9,7 +9,7 @@
 //   multiworker_training_bench [--workers 2] [--steps 200] [--warmup 10] [--repetitions 3]
 //                              [--profile 0|1] [--shared-memory 1]
 //                              [--shard-weight-update 0|1] [--overlap 0|1]
-//                              [--bucket-kib 1024] [--model mlp|cnn]
+//                              [--bucket-kib 256] [--model mlp|cnn]
 //
 // Without TF_CONFIG the program is the launcher: it picks free loopback ports,
 // starts itself once per worker with TF_CONFIG set (worker i = task i), waits
@@ -29,9 +29,10 @@
 // barrier before each cross-worker all-reduce), to measure what it costs;
 // the JSON line then carries "profile": 1. `--shard-weight-update 1` sets
 // CommunicationOptions.shard_weight_update (the sharded weight update).
-// `--overlap 1` sets CommunicationOptions.overlap_gradient_reduction (the
-// all-reduce in buckets of --bucket-kib KiB during the backward pass); the
-// JSON line then counts the buckets and the all-reduces they answered.
+// `--overlap 0|1` sets CommunicationOptions.overlap_gradient_reduction (the
+// all-reduce in buckets of --bucket-kib KiB during the backward pass; the
+// library's defaults: on, 256 KiB); the JSON line counts the buckets per step
+// and the all-reduces they answered.
 // `--model cnn` trains training_bench's CNN (Conv 32 3x3, MaxPool 2, Conv 64
 // 3x3, MaxPool 2, Dense 128, Dense 10) on 28x28x1 inputs instead of the MLP.
 #include <signal.h>
@@ -74,8 +75,8 @@ struct Args {
   // so shared memory), 0 OFF (Gloo over TCP).
   int shared_memory = 1;
   bool shard_weight_update = false;
-  bool overlap = false;
-  int bucket_kib = 1024;
+  bool overlap = true;
+  int bucket_kib = 256;
   bool cnn = false;
 };
 

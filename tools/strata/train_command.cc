@@ -845,8 +845,8 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
       ->check(CLI::IsMember({"auto", "off"}));
   train
       ->add_option("--overlap-gradient-reduction", o.overlap_gradient_reduction,
-                   "multi_worker: on (all-reduce the gradients in buckets while the backward "
-                   "pass runs, docs/PERFORMANCE.md) or off; "
+                   "multi_worker: on (default: all-reduce the gradients in buckets while the "
+                   "backward pass runs, docs/PERFORMANCE.md) or off; "
                    "CommunicationOptions.overlap_gradient_reduction")
       ->check(CLI::IsMember({"on", "off"}));
   train->add_option("--save-weights", o.save_weights,
