@@ -259,6 +259,11 @@ Variable ReplicatedStrategy::create_variable(const NextVariableCreator&, Variabl
         },
         args);
   }
+  // A multi-worker strategy broadcasts the new variable through the group:
+  // the replica's queued gradient reductions go first.
+  if (ctx != nullptr && &ctx->strategy() == this && !overlaps_.empty()) {
+    overlaps_.at(size_t(ctx->local_replica_id()))->drain();
+  }
   Variable v = internal::make_distributed_variable(*this, args);
   initialize_distributed_variable(v);
   if (is_mirrored_variable(v)) {
