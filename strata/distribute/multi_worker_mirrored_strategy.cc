@@ -515,6 +515,12 @@ MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() {
   // The groups may outlive this strategy (a distributed dataset holds them).
   if (gloo_) gloo_->set_activity(nullptr);
   if (shm_) shm_->set_activity(nullptr);
+  const GradientOverlapCounts c = gradient_overlap_counts();
+  if (c.buckets > 0) {
+    STRATA_LOG(INFO, "MultiWorkerMirroredStrategy: worker ", worker_index_, ": ", c.buckets,
+               " gradient buckets all-reduced during backward passes; ", c.used,
+               " all-reduces took their sums, ", c.discarded, " backward passes' sums went unused");
+  }
 }
 
 namespace {
