@@ -281,7 +281,9 @@ TEST_F(Train, TwoWorkersGiveTheSameWeightsWithTheAllReduceOverlappedWithTheBackw
   for (const std::string model : {"mlp", "cnn"}) {
     std::map<std::string, std::string> weights;  // --overlap-gradient-reduction -> bytes
     for (const std::string mode : {"off", "on"}) {
-      const std::string path = out.str() + "/" + model + "_" + mode;
+      std::string path = out.str();
+      path += "/" + model;
+      path += "_" + mode;
       std::string launch = "launch --nproc 2 --devices-per-worker 2 -- ";
       launch += STRATA_CLI_PATH;
       launch += " ";
