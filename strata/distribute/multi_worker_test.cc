@@ -32,7 +32,7 @@ int free_port() { return cluster::pick_free_ports(1).front(); }
 
 class MultiWorkerTest : public ::testing::Test {
  public:
-  // on_workers for helpers outside the fixture, on a fresh two-worker cluster.
+  // on_workers for functions outside the fixture, on a fresh two-worker cluster.
   template <typename R>
   static std::vector<R> on_workers_public(
       const std::function<R(MultiWorkerMirroredStrategy&)>& body, CommunicationOptions comm) {
