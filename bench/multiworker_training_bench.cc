@@ -1,5 +1,5 @@
-// MLP training under MultiWorkerMirroredStrategy over 2 real processes x 1
-// thread on 127.0.0.1 (Gloo), the multi-worker training figure. Same model, optimizer,
+// MLP (or CNN) training under MultiWorkerMirroredStrategy over 2 real processes x 1
+// thread on 127.0.0.1, the multi-worker training figure. Same model, optimizer,
 // loss and global batch as training_bench's BM_MirroredTrainMLP (the MLP
 // 784-512-256-10, ReLU, Adam 1e-3, sparse CCE from logits, global batch 128 =
 // 64 per worker, one synthetic batch in memory per worker fed through a
@@ -8,7 +8,8 @@
 //
 //   multiworker_training_bench [--workers 2] [--steps 200] [--warmup 10] [--repetitions 3]
 //                              [--profile 0|1] [--shared-memory 1]
-//                              [--shard-weight-update 0|1]
+//                              [--shard-weight-update 0|1] [--overlap 0|1]
+//                              [--bucket-kib 256] [--model mlp|cnn]
 //
 // Without TF_CONFIG the program is the launcher: it picks free loopback ports,
 // starts itself once per worker with TF_CONFIG set (worker i = task i), waits
@@ -28,6 +29,12 @@
 // barrier before each cross-worker all-reduce), to measure what it costs;
 // the JSON line then carries "profile": 1. `--shard-weight-update 1` sets
 // CommunicationOptions.shard_weight_update (the sharded weight update).
+// `--overlap 0|1` sets CommunicationOptions.overlap_gradient_reduction (the
+// all-reduce in buckets of --bucket-kib KiB during the backward pass; the
+// library's defaults: on, 256 KiB); the JSON line counts the buckets per step
+// and the all-reduces they answered.
+// `--model cnn` trains training_bench's CNN (Conv 32 3x3, MaxPool 2, Conv 64
+// 3x3, MaxPool 2, Dense 128, Dense 10) on 28x28x1 inputs instead of the MLP.
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -68,6 +75,9 @@ struct Args {
   // so shared memory), 0 OFF (Gloo over TCP).
   int shared_memory = 1;
   bool shard_weight_update = false;
+  bool overlap = true;
+  int bucket_kib = 256;
+  bool cnn = false;
 };
 
 Args parse(int argc, char** argv) {
@@ -75,6 +85,13 @@ Args parse(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string name = argv[i];
     STRATA_CHECK_ARG(i + 1 < argc, "multiworker_training_bench: ", name, " needs a value");
+    if (name == "--model") {
+      const std::string model = argv[++i];
+      STRATA_CHECK_ARG(model == "mlp" || model == "cnn",
+                       "multiworker_training_bench: --model must be mlp or cnn, got ", model);
+      a.cnn = model == "cnn";
+      continue;
+    }
     const int value = std::stoi(argv[++i]);
     STRATA_CHECK_ARG(value >= 0, "multiworker_training_bench: ", name, " must be >= 0, got ",
                      value);
@@ -94,6 +111,10 @@ Args parse(int argc, char** argv) {
       a.shared_memory = value;
     } else if (name == "--shard-weight-update") {
       a.shard_weight_update = value != 0;
+    } else if (name == "--overlap") {
+      a.overlap = value != 0;
+    } else if (name == "--bucket-kib") {
+      a.bucket_kib = value;
     } else {
       STRATA_CHECK_ARG(false, "multiworker_training_bench: unknown flag ", name);
     }
@@ -169,8 +190,15 @@ int launch(const Args& args, char** argv) {
 
 // --- worker ------------------------------------------------------------------
 
-std::shared_ptr<keras::SequentialModel> make_model() {
+std::shared_ptr<keras::SequentialModel> make_model(bool cnn) {
   namespace L = keras::layers;
+  if (cnn) {
+    return keras::Sequential(
+        {L::Conv2D(32, {3, 3}, {.activation = "relu", .input_shape = {28, 28, 1}}),
+         L::MaxPooling2D({2, 2}), L::Conv2D(64, {3, 3}, {.activation = "relu"}),
+         L::MaxPooling2D({2, 2}), L::Flatten(), L::Dense(128, {.activation = "relu"}),
+         L::Dense(10)});
+  }
   return keras::Sequential({L::Dense(512, {.activation = "relu", .input_shape = {784}}),
                             L::Dense(256, {.activation = "relu"}), L::Dense(10)});
 }
@@ -181,14 +209,16 @@ int work(const Args& args) {
       {.communication_options = {.timeout_seconds = 120,
                                  .shared_memory = args.shared_memory != 0 ? sd::SharedMemory::AUTO
                                                                           : sd::SharedMemory::OFF,
-                                 .shard_weight_update = args.shard_weight_update}});
+                                 .shard_weight_update = args.shard_weight_update,
+                                 .overlap_gradient_reduction = args.overlap,
+                                 .gradient_bucket_bytes = int64_t{args.bucket_kib} << 10}});
   if (args.profile) strategy.enable_step_profile();
   const int worker = strategy.input_pipeline_id();
   std::shared_ptr<keras::SequentialModel> model;
   std::shared_ptr<keras::optimizers::AdamOptimizer> optimizer;
   {
     auto scope = strategy.scope();
-    model = make_model();
+    model = make_model(args.cnn);
     optimizer = keras::optimizers::Adam({.learning_rate = 1e-3});
     optimizer->build(model->trainable_variables());
   }
@@ -196,7 +226,8 @@ int work(const Args& args) {
   sd::DistributedDataset dd =
       strategy.experimental_distribute_datasets_from_function([&](const sd::InputContext& ctx) {
         const int64_t b = ctx.get_per_replica_batch_size(kGlobalBatch);
-        const Tensor x = random::uniform({b, 784}, {.seed = 1 + ctx.input_pipeline_id()});
+        const TensorShape shape = args.cnn ? TensorShape{b, 28, 28, 1} : TensorShape{b, 784};
+        const Tensor x = random::uniform(shape, {.seed = 1 + ctx.input_pipeline_id()});
         const Tensor y = cast(
             random::uniform_int({b}, 0, 10, {.seed = 2 + ctx.input_pipeline_id()}), DType::int64);
         return data::Dataset::from_tensors({x, y}).repeat();
@@ -248,6 +279,8 @@ int work(const Args& args) {
   }
   if (worker == 0) {
     const double steps = static_cast<double>(args.steps) * args.repetitions;
+    const sd::GradientOverlapCounts counts = strategy.gradient_overlap_counts();
+    const int64_t steps_run = int64_t{args.warmup} + int64_t{args.steps} * args.repetitions;
     std::string runs;
     for (double r : rates) runs += str_cat(runs.empty() ? "" : ", ", static_cast<int64_t>(r));
     double load[1] = {0.0};
@@ -258,11 +291,15 @@ int work(const Args& args) {
         "\"batch_size\": %lld, "
         "\"examples_per_second\": %.1f, \"seconds_per_step\": %.6f, "
         "\"process_cpu_ms_per_step\": %.3f, \"runs\": [%s], \"forward_ms\": %.3f, "
-        "\"gradient_ms\": %.3f, \"apply_ms\": %.3f, \"profile\": %d, \"load1\": %.2f}\n",
+        "\"gradient_ms\": %.3f, \"apply_ms\": %.3f, \"profile\": %d, \"model\": \"%s\", "
+        "\"overlap\": %d, \"bucket_kib\": %d, \"buckets_per_step\": %.2f, "
+        "\"early_reductions_used\": %lld, \"load1\": %.2f}\n",
         strategy.cross_worker_transport().c_str(), args.workers,
         static_cast<long long>(kGlobalBatch), median(rates), median(step_seconds), median(cpu_ms),
         runs.c_str(), 1e3 * phase[0] / steps, 1e3 * phase[1] / steps, 1e3 * phase[2] / steps,
-        args.profile ? 1 : 0, load[0]);
+        args.profile ? 1 : 0, args.cnn ? "cnn" : "mlp", args.overlap ? 1 : 0, args.bucket_kib,
+        static_cast<double>(counts.buckets) / static_cast<double>(steps_run),
+        static_cast<long long>(counts.used), load[0]);
     std::fflush(stdout);
   }
   sum_over_workers(0);  // keep the chief's store up until every worker is done

@@ -5,6 +5,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/ops/array_ops.h"
+#include "strata/ops/collective_ops.h"
 #include "strata/ops/math_ops.h"
 
 namespace strata {
@@ -156,7 +157,7 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
                      "GradientTape.gradient: expected defined source tensors, got an empty handle");
     srcs.push_back({{s.id()}, s.shape(), s.dtype()});
   }
-  return compute(target, srcs, options);
+  return compute(target, srcs, options, nullptr);
 }
 
 std::vector<Tensor> GradientTape::gradient(const Tensor& target,
@@ -172,7 +173,13 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target,
     if (it != variable_index_.end()) s.ids = variables_[it->second].read_ids;
     srcs.push_back(std::move(s));
   }
-  return compute(target, srcs, options);
+  // Gradients of variables on a replica thread: the replica's collectives
+  // may start reducing each one as soon as it is final.
+  std::unique_ptr<GradientSink> sink;
+  if (ReplicaCollectives* collectives = current_replica_collectives()) {
+    sink = collectives->gradient_sink(srcs.size());
+  }
+  return compute(target, srcs, options, sink.get());
 }
 
 Tensor GradientTape::gradient(const Tensor& target, const Tensor& source,
@@ -186,7 +193,7 @@ Tensor GradientTape::gradient(const Tensor& target, const Variable& source,
 }
 
 std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vector<Source>& sources,
-                                          const GradientOptions& options) {
+                                          const GradientOptions& options, GradientSink* sink) {
   STRATA_CHECK(
       FAILED_PRECONDITION, !used_,
       "GradientTape.gradient: A non-persistent GradientTape can only be used to compute one "
@@ -202,18 +209,39 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
   if (!options_.persistent) used_ = true;
 
   // Ops that depend on a source (forward pass over the records, which are in
-  // execution order and therefore topologically sorted).
-  std::unordered_set<uint64_t> depends;
-  for (const Source& s : sources) depends.insert(s.ids.begin(), s.ids.end());
+  // execution order and therefore topologically sorted), and the first op
+  // that reads each source id: once the backward walk has passed it, nothing
+  // adds to that id's gradient any more.
+  std::unordered_set<uint64_t> source_ids;
+  for (const Source& s : sources) source_ids.insert(s.ids.begin(), s.ids.end());
+  std::unordered_set<uint64_t> depends(source_ids);
+  std::unordered_map<uint64_t, size_t> first_use;
   std::vector<bool> relevant(records_.size(), false);
   for (size_t i = 0; i < records_.size(); ++i) {
     const auto& r = records_[i];
-    if (std::any_of(r.in.begin(), r.in.end(),
-                    [&](const autodiff::TensorRecord& t) { return depends.contains(t.id); })) {
+    for (const autodiff::TensorRecord& t : r.in) {
+      if (!depends.contains(t.id)) continue;
       relevant[i] = true;
+      if (source_ids.contains(t.id)) first_use.try_emplace(t.id, i);
+    }
+    if (relevant[i]) {
       for (const auto& t : r.out) depends.insert(t.id);
     }
   }
+  // finish[s]: the record after whose backward step source s's gradient is
+  // final (records_.size(): before the walk, no op reads it). The sources in
+  // the order they become final; ties in source order.
+  std::vector<size_t> finish(sources.size(), records_.size());
+  for (size_t s = 0; s < sources.size(); ++s) {
+    for (uint64_t id : sources[s].ids) {
+      auto it = first_use.find(id);
+      if (it != first_use.end()) finish[s] = std::min(finish[s], it->second);
+    }
+  }
+  std::vector<size_t> order(sources.size());
+  for (size_t s = 0; s < order.size(); ++s) order[s] = s;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return finish[a] > finish[b]; });
 
   std::unordered_map<uint64_t, std::vector<Tensor>> pending;
   std::vector<Tensor> results(sources.size());
@@ -224,17 +252,45 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
                                                                         : ones_like(target));
     }
     std::unordered_map<uint64_t, Tensor> final_grads;  // summed gradients of source ids
-    std::unordered_set<uint64_t> source_ids;
-    for (const Source& s : sources) source_ids.insert(s.ids.begin(), s.ids.end());
-    auto take = [&](uint64_t id) -> Tensor {
+    // The summed gradient of `id`; a source id stays pending (as its sum)
+    // for the op that produced it, if any, to propagate further.
+    auto sum_pending = [&](uint64_t id) -> Tensor {
       auto it = pending.find(id);
       if (it == pending.end()) return Tensor();
       Tensor g = sum_all(std::move(it->second));
-      pending.erase(it);
+      it->second = {g};
       if (source_ids.contains(id)) final_grads[id] = g;
       return g;
     };
+    auto take = [&](uint64_t id) -> Tensor {
+      Tensor g = sum_pending(id);
+      pending.erase(id);
+      return g;
+    };
+    size_t next_final = 0;
+    // Computes the result of every source not yet done whose last
+    // contribution came from a record after `index` (-1: every source) and
+    // hands it to the sink.
+    auto finish_after = [&](int64_t index) {
+      for (; next_final < order.size() && static_cast<int64_t>(finish[order[next_final]]) > index;
+           ++next_final) {
+        const size_t s = order[next_final];
+        std::vector<Tensor> parts;
+        for (uint64_t id : sources[s].ids) {
+          auto it = final_grads.find(id);
+          Tensor g = it != final_grads.end() ? it->second : sum_pending(id);
+          if (g.defined()) parts.push_back(g);
+        }
+        if (!parts.empty() && is_floating(sources[s].dtype)) {
+          results[s] = sum_all(std::move(parts));
+        } else if (options.unconnected_gradients == UnconnectedGradients::ZERO) {
+          results[s] = zeros(sources[s].shape, sources[s].dtype);
+        }
+        if (sink != nullptr) sink->gradient_final(s, results[s]);
+      }
+    };
     for (size_t i = records_.size(); i-- > 0;) {
+      finish_after(static_cast<int64_t>(i));
       if (!relevant[i]) continue;
       const auto& r = records_[i];
       std::vector<Tensor> out_grads;
@@ -261,22 +317,7 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
         }
       }
     }
-    // Sources never consumed by a relevant op (e.g. the target itself).
-    for (uint64_t id : source_ids) {
-      if (pending.contains(id)) take(id);
-    }
-    for (size_t s = 0; s < sources.size(); ++s) {
-      std::vector<Tensor> parts;
-      for (uint64_t id : sources[s].ids) {
-        auto it = final_grads.find(id);
-        if (it != final_grads.end()) parts.push_back(it->second);
-      }
-      if (!parts.empty() && is_floating(sources[s].dtype)) {
-        results[s] = sum_all(std::move(parts));
-      } else if (options.unconnected_gradients == UnconnectedGradients::ZERO) {
-        results[s] = zeros(sources[s].shape, sources[s].dtype);
-      }
-    }
+    finish_after(-1);  // the sources the first record reads
   }
   if (!options_.persistent) {
     // Release everything the backward pass held.

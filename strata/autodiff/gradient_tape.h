@@ -25,6 +25,12 @@
 // still recording, so an outer tape records the gradient computation of an
 // inner one (higher-order gradients).
 //
+// Early reduction: gradient() of variables on a replica thread whose
+// collectives ask for it (ReplicaCollectives::gradient_sink, installed by a
+// strategy that overlaps the gradients' all-reduce with the backward pass)
+// reports each variable's gradient the moment it is final, with the tensor
+// gradient() then returns; the results themselves do not change.
+//
 // Memory: a record keeps only the tensors ops.def declares its gradient needs
 // (Add keeps only shapes, Exp keeps its output, MatMul its inputs); a
 // non-persistent tape drops all records after gradient().
@@ -45,6 +51,8 @@
 #include "strata/ops/recorder.h"
 
 namespace strata {
+
+class GradientSink;
 
 // tf.UnconnectedGradients: what gradient() returns for a source the target
 // does not depend on: an empty Tensor handle (NONE, TF's None) or zeros.
@@ -140,8 +148,10 @@ class GradientTape final : public OpRecorder, public VariableAccessObserver {
     TensorShape shape;
     DType dtype;
   };
+  // The backward pass; tells `sink` (when not null) each source's result as
+  // soon as it is final (strata/ops/collective_ops.h).
   std::vector<Tensor> compute(const Tensor& target, const std::vector<Source>& sources,
-                              const GradientOptions& options);
+                              const GradientOptions& options, GradientSink* sink);
   bool recording() const noexcept { return !used_; }
 
   GradientTapeOptions options_;

@@ -7,6 +7,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/ops/array_ops.h"
+#include "strata/ops/collective_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
 
@@ -271,6 +272,103 @@ TEST(GradientTapeTest, GradientOfAVariableThroughAMatmulTrainingStep) {
   EXPECT_EQ(g.to_vector<float>(), (std::vector<float>{1.f, 1.f, 1.f, 1.f}));
   w.assign_sub(g * 0.5f);
   EXPECT_EQ(w.value().to_vector<float>(), (std::vector<float>{0.5f, 1.5f, 2.5f, 3.5f}));
+}
+
+// A replica's collectives that hand the tape a sink recording what it is
+// told, and when: the gradients already reported at each report.
+class RecordingCollectives final : public ReplicaCollectives {
+ public:
+  struct Report {
+    size_t source;
+    Tensor gradient;
+  };
+  int replica_id() const override { return 0; }
+  std::vector<Tensor> all_reduce(bool, const std::vector<Tensor>& values) override {
+    return values;
+  }
+  std::vector<Tensor> all_gather(const std::vector<Tensor>& values, int64_t) override {
+    return values;
+  }
+  std::unique_ptr<GradientSink> gradient_sink(size_t num_sources) override {
+    sources = num_sources;
+    class Sink final : public GradientSink {
+     public:
+      explicit Sink(std::vector<Report>& reports) : reports_(&reports) {}
+      void gradient_final(size_t source, const Tensor& gradient) override {
+        reports_->push_back({source, gradient});
+      }
+
+     private:
+      std::vector<Report>* reports_;
+    };
+    return std::make_unique<Sink>(reports);
+  }
+  size_t sources = 0;
+  std::vector<Report> reports;
+};
+
+// The hook the overlapped all-reduce uses: the gradient of each variable is
+// reported once, as soon as the backward pass cannot add to it any more
+// (the last layer's first), and it is the very tensor gradient() returns.
+TEST(GradientTapeTest, EachVariablesGradientIsReportedOnceAsSoonAsItIsFinal) {
+  const Tensor x = constant(std::vector<float>{1, -2, 3, 4, -5, 6}, {2, 3});
+  Variable w1(constant(std::vector<float>{0.5f, -1, 2, 0.25f, -0.5f, 1}, {3, 2}), {.name = "w1"});
+  Variable w2(constant(std::vector<float>{1.5f, -2}, {2, 1}), {.name = "w2"});
+  Variable unused(constant(1.f), {.name = "unused"});
+  // w1 is read twice (two paths); w2 once, after both reads of w1.
+  auto loss_of = [&] {
+    const Tensor h = relu(matmul(x, w1.value())) + matmul(x, w1.value()) * 0.5f;
+    return reduce_sum(square(matmul(h, w2.value())));
+  };
+  std::vector<Tensor> plain;
+  {
+    GradientTape tape;
+    plain = tape.gradient(loss_of(), std::vector<Variable>{w1, unused, w2});
+  }
+  RecordingCollectives collectives;
+  std::vector<Tensor> grads;
+  {
+    ReplicaCollectivesScope scope(collectives);
+    GradientTape tape;
+    grads = tape.gradient(loss_of(), std::vector<Variable>{w1, unused, w2});
+  }
+  ASSERT_EQ(collectives.sources, 3u);
+  // `unused` has no op reading it: final before the walk; then w2 (read by
+  // the last matmul), then w1 once the walk passed its first read.
+  ASSERT_EQ(collectives.reports.size(), 3u);
+  EXPECT_EQ(collectives.reports[0].source, 1u);
+  EXPECT_FALSE(collectives.reports[0].gradient.defined());
+  EXPECT_EQ(collectives.reports[1].source, 2u);
+  EXPECT_EQ(collectives.reports[2].source, 0u);
+  EXPECT_EQ(collectives.reports[1].gradient.id(), grads[2].id());
+  EXPECT_EQ(collectives.reports[2].gradient.id(), grads[0].id());
+  // The sink changes nothing in the results: the same bits as without it.
+  for (size_t i : {size_t{0}, size_t{2}}) {
+    ASSERT_TRUE(grads[i].defined() && plain[i].defined());
+    EXPECT_EQ(grads[i].to_vector<float>(), plain[i].to_vector<float>()) << "source " << i;
+  }
+  EXPECT_FALSE(grads[1].defined());
+  // d/dw2 of sum((h w2)^2) = h^T (2 h w2), computed here without a tape.
+  const Tensor xw = matmul(x, w1.value());
+  const Tensor h = relu(xw) + xw * 0.5f;
+  const std::vector<float> expected_w2 =
+      matmul(transpose(h), matmul(h, w2.value()) * 2.f).to_vector<float>();
+  const std::vector<float> got_w2 = grads[2].to_vector<float>();
+  ASSERT_EQ(got_w2.size(), expected_w2.size());
+  for (size_t i = 0; i < got_w2.size(); ++i) EXPECT_NEAR(got_w2[i], expected_w2[i], 1e-4f);
+}
+
+// Gradients of tensors (not variables) and tapes outside a replica's
+// collectives report to nobody.
+TEST(GradientTapeTest, TensorSourcesAskForNoSink) {
+  RecordingCollectives collectives;
+  ReplicaCollectivesScope scope(collectives);
+  const Tensor x = constant(2.f);
+  GradientTape tape;
+  tape.watch(x);
+  EXPECT_FLOAT_EQ(tape.gradient(x * x, x).item<float>(), 4.f);
+  EXPECT_EQ(collectives.sources, 0u);
+  EXPECT_TRUE(collectives.reports.empty());
 }
 
 }  // namespace

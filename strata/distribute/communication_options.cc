@@ -33,6 +33,9 @@ void validate(const CommunicationOptions& options) {
                    "CommunicationOptions: check_divergence_every_n_steps must be non-negative "
                    "(0 = never), got ",
                    options.check_divergence_every_n_steps);
+  STRATA_CHECK_ARG(options.gradient_bucket_bytes > 0,
+                   "CommunicationOptions: gradient_bucket_bytes must be positive, got ",
+                   options.gradient_bucket_bytes);
   if (options.implementation == CommunicationImplementation::NCCL) {
     throw UnimplementedError(
         "CommunicationOptions: implementation NCCL needs GPUs; Strata's devices use RING (or "

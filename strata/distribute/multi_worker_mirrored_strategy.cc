@@ -438,6 +438,15 @@ MultiWorkerMirroredStrategy::MultiWorkerMirroredStrategy(std::unique_ptr<Setup> 
   };
   if (gloo_) gloo_->set_activity(activity);
   if (shm_) shm_->set_activity(activity);
+  // Across processes the all-reduce leaves the replica's cores idle (waiting
+  // for the other workers, or for the kernel's TCP copies): that is what the
+  // overlap hides. deterministic_reduction reduces in its own order.
+  if (comm.overlap_gradient_reduction && !comm.deterministic_reduction) {
+    enable_gradient_overlap();
+    STRATA_LOG(INFO, "MultiWorkerMirroredStrategy: ", me,
+               ": gradients are all-reduced during the backward pass, in buckets of ",
+               comm.gradient_bucket_bytes, " bytes (overlap_gradient_reduction)");
+  }
 }
 
 std::shared_ptr<collective::GlooCollectives> MultiWorkerMirroredStrategy::connect_gloo(
@@ -506,6 +515,12 @@ MultiWorkerMirroredStrategy::~MultiWorkerMirroredStrategy() {
   // The groups may outlive this strategy (a distributed dataset holds them).
   if (gloo_) gloo_->set_activity(nullptr);
   if (shm_) shm_->set_activity(nullptr);
+  const GradientOverlapCounts c = gradient_overlap_counts();
+  if (c.buckets > 0) {
+    STRATA_LOG(INFO, "MultiWorkerMirroredStrategy: worker ", worker_index_, ": ", c.buckets,
+               " gradient buckets all-reduced during backward passes; ", c.used,
+               " all-reduces took their sums, ", c.discarded, " backward passes' sums went unused");
+  }
 }
 
 namespace {

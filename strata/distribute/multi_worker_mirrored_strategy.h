@@ -42,6 +42,11 @@
 //   4. All-reduces are hierarchical: in-process reduce -> one all-reduce
 //      across workers per process -> local hand-out
 //      (collective/hierarchical_collectives.h).
+//   5. With communication_options.overlap_gradient_reduction, each local
+//      replica gets a communication thread that all-reduces the gradients in
+//      buckets while tape.gradient is still running (communication_options.h,
+//      internal/gradient_overlap.h). The destructor logs at INFO how many
+//      buckets were reduced and how many all-reduces took their sums.
 // Worker w's replicas are global replicas [w*L, (w+1)*L) and its input
 // pipeline id is w (multi_worker_util::id_in_cluster), so
 // experimental_distribute_dataset shards the input across workers by the

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdio>
 #include <functional>
 #include <future>
@@ -12,11 +13,13 @@
 #include <tuple>
 #include <type_traits>
 
+#include "strata/autodiff/gradient_tape.h"
 #include "strata/base/errors.h"
 #include "strata/cluster/socket.h"
 #include "strata/core/config.h"
 #include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/step_profile.h"
+#include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
 
@@ -28,6 +31,14 @@ namespace cr = cluster_resolver;
 int free_port() { return cluster::pick_free_ports(1).front(); }
 
 class MultiWorkerTest : public ::testing::Test {
+ public:
+  // on_workers for functions outside the fixture, on a fresh two-worker cluster.
+  template <typename R>
+  static std::vector<R> on_workers_public(
+      const std::function<R(MultiWorkerMirroredStrategy&)>& body, CommunicationOptions comm) {
+    return on_workers<R>(two_workers(), body, 30, comm);
+  }
+
  protected:
   void SetUp() override {
     strata::internal::reset_runtime_for_testing();
@@ -42,22 +53,24 @@ class MultiWorkerTest : public ::testing::Test {
 
   static MultiWorkerMirroredStrategyOptions options_for(const train::ClusterSpec& spec,
                                                         const std::string& type, int id,
-                                                        double timeout_seconds = 30) {
+                                                        double timeout_seconds = 30,
+                                                        CommunicationOptions comm = {}) {
+    comm.timeout_seconds = timeout_seconds;
     return {.cluster_resolver = std::make_shared<cr::SimpleClusterResolver>(
                 spec, cr::SimpleClusterResolverOptions{.task_type = type, .task_id = id}),
-            .communication_options = {.timeout_seconds = timeout_seconds}};
+            .communication_options = comm};
   }
 
   // Runs body(strategy) on one thread per worker and returns each worker's result.
   template <typename R>
   static std::vector<R> on_workers(const train::ClusterSpec& spec,
                                    const std::function<R(MultiWorkerMirroredStrategy&)>& body,
-                                   double timeout_seconds = 30) {
+                                   double timeout_seconds = 30, CommunicationOptions comm = {}) {
     std::vector<std::future<R>> futures;
     futures.reserve(2);
     for (int w = 0; w < 2; ++w) {
-      futures.push_back(std::async(std::launch::async, [&spec, &body, w, timeout_seconds] {
-        MultiWorkerMirroredStrategy strategy(options_for(spec, "worker", w, timeout_seconds));
+      futures.push_back(std::async(std::launch::async, [&spec, &body, w, timeout_seconds, comm] {
+        MultiWorkerMirroredStrategy strategy(options_for(spec, "worker", w, timeout_seconds, comm));
         return body(strategy);
       }));
     }
@@ -575,6 +588,183 @@ TEST_F(MultiWorkerTest, DivergedCopyOnOneWorkerFailsTheCheckOnEveryWorker) {
     EXPECT_NE(reports[w].find("replica [3] holds fingerprint"), std::string::npos) << reports[w];
   }
   EXPECT_EQ(reports[0], reports[1]);
+}
+
+// --- overlap_gradient_reduction -----------------------------------------------
+
+// How a training step treats the gradients between tape.gradient and the
+// all-reduce that apply_gradients would run.
+enum class GradientUse {
+  kUnchanged,         // all-reduced as the tape returned them
+  kScaledEverywhere,  // every worker halves them first (as clipping would)
+  kScaledOnWorker1,   // only worker 1 halves them (a worker-dependent choice)
+  kLossReducedFirst,  // an all-reduce of the loss comes first, then the gradients
+};
+
+struct TrainResult {
+  std::vector<float> weights;  // every variable of replica 0, flattened
+  GradientOverlapCounts counts;
+};
+
+// Two workers x 2 replicas train a 8-16-4 ReLU network for 3 steps of plain
+// SGD written out (the gradients' SUM all-reduce, then each replica updates
+// its copies), each replica on its own 4 rows.
+std::vector<TrainResult> train_with(bool overlap, GradientUse use, int64_t bucket_bytes) {
+  CommunicationOptions comm;
+  comm.overlap_gradient_reduction = overlap;
+  comm.gradient_bucket_bytes = bucket_bytes;
+  auto fill = [](int64_t n, float scale, float phase) {
+    std::vector<float> v(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) v[size_t(i)] = scale * std::sin(0.7f * float(i) + phase);
+    return v;
+  };
+  return MultiWorkerTest::on_workers_public<TrainResult>(
+      [&](MultiWorkerMirroredStrategy& s) {
+        std::vector<Variable> vars;
+        {
+          auto scope = s.scope();
+          vars.emplace_back(constant(fill(8 * 16, 0.5f, 0.f), {8, 16}),
+                            VariableOptions{.name = "w1"});
+          vars.emplace_back(constant(fill(16, 0.1f, 1.f), {16}), VariableOptions{.name = "b1"});
+          vars.emplace_back(constant(fill(16 * 4, 0.5f, 2.f), {16, 4}),
+                            VariableOptions{.name = "w2"});
+        }
+        const int worker = s.worker_index();
+        for (int step = 0; step < 3; ++step) {
+          s.run([&] {
+            ReplicaContext& ctx = *get_replica_context();
+            const float id = float(ctx.replica_id_in_sync_group());
+            const Tensor x = constant(fill(4 * 8, 1.f, id + float(step)), {4, 8});
+            const Tensor target = constant(fill(4 * 4, 1.f, 3.f * id), {4, 4});
+            std::vector<Tensor> grads;
+            Tensor loss;
+            {
+              GradientTape tape;
+              const Tensor h = relu(matmul(x, vars[0].value()) + vars[1].value());
+              loss = reduce_sum(square(matmul(h, vars[2].value()) - target)) * (1.f / 16.f);
+              grads = tape.gradient(loss, vars);
+            }
+            const bool scale = use == GradientUse::kScaledEverywhere ||
+                               (use == GradientUse::kScaledOnWorker1 && worker == 1);
+            if (scale) {
+              for (Tensor& g : grads) g = g * 0.5f;
+            }
+            if (use == GradientUse::kLossReducedFirst) ctx.all_reduce(ReduceOp::SUM, loss);
+            const std::vector<Tensor> sums = ctx.all_reduce(ReduceOp::SUM, grads);
+            for (size_t i = 0; i < vars.size(); ++i) {
+              distributed_components(vars[i])
+                  .at(size_t(ctx.local_replica_id()))
+                  .assign_sub(sums[i] * 0.05f);
+            }
+          });
+        }
+        TrainResult r;
+        for (const Variable& v : vars) {
+          for (float f : distributed_components(v).at(0).value().to_vector<float>())
+            r.weights.push_back(f);
+        }
+        r.counts = s.gradient_overlap_counts();
+        return r;
+      },
+      comm);
+}
+
+// The gradients' all-reduce starts during the backward pass and
+// apply_gradients' all-reduce takes its sums: the same bits as reducing
+// after the pass. 300-byte buckets: the pass's w2 and b1 gradients (256 + 64
+// bytes) fill the first, w1's 512 bytes the second.
+TEST_F(MultiWorkerTest, OverlappedGradientReductionGivesTheSameWeightsAsWithout) {
+  const std::vector<TrainResult> off = train_with(false, GradientUse::kUnchanged, 300);
+  const std::vector<TrainResult> on = train_with(true, GradientUse::kUnchanged, 300);
+  for (int w = 0; w < 2; ++w) {
+    SCOPED_TRACE(str_cat("worker ", w));
+    EXPECT_EQ(on[w].weights, off[w].weights);
+    EXPECT_EQ(on[w].weights, on[0].weights);
+    // 3 steps x 2 local replicas, 2 buckets each, every pass's sums used.
+    EXPECT_EQ(on[w].counts.buckets, 12);
+    EXPECT_EQ(on[w].counts.used, 6);
+    EXPECT_EQ(on[w].counts.discarded, 0);
+    EXPECT_EQ(off[w].counts.buckets, 0);
+  }
+  // The weights moved: the test compares trained values, not the initial ones.
+  const std::vector<TrainResult> once = train_with(true, GradientUse::kScaledEverywhere, 300);
+  EXPECT_NE(once[0].weights, on[0].weights);
+}
+
+// Gradients changed between the tape and the all-reduce (here halved, as
+// clipping or loss scaling would) are reduced as they are: the early sums
+// are dropped, also when only one worker changed its gradients.
+TEST_F(MultiWorkerTest, ChangedGradientsFallBackToTheirOwnAllReduce) {
+  for (GradientUse use : {GradientUse::kScaledEverywhere, GradientUse::kScaledOnWorker1}) {
+    SCOPED_TRACE(use == GradientUse::kScaledEverywhere ? "every worker" : "worker 1 only");
+    const std::vector<TrainResult> off = train_with(false, use, 300);
+    const std::vector<TrainResult> on = train_with(true, use, 300);
+    for (int w = 0; w < 2; ++w) {
+      EXPECT_EQ(on[w].weights, off[w].weights) << "worker " << w;
+      EXPECT_EQ(on[w].counts.used, 0) << "worker " << w;
+      EXPECT_EQ(on[w].counts.discarded, 6) << "worker " << w;
+    }
+  }
+  // An all-reduce of other values first (the loss) keeps the pass for the
+  // gradients' all-reduce that follows.
+  const std::vector<TrainResult> off = train_with(false, GradientUse::kLossReducedFirst, 300);
+  const std::vector<TrainResult> on = train_with(true, GradientUse::kLossReducedFirst, 300);
+  for (int w = 0; w < 2; ++w) {
+    EXPECT_EQ(on[w].weights, off[w].weights) << "worker " << w;
+    EXPECT_EQ(on[w].counts.used, 6) << "worker " << w;
+  }
+}
+
+// Worker 1 never enters the first bucket's all-reduce: worker 0's step fails
+// with the group's own error, naming the task that never came, after the
+// 1 s collective timeout (not after the communication thread's much longer
+// stall bound), and nothing hangs.
+TEST_F(MultiWorkerTest, AWorkerMissingFromAnOverlappedReductionIsNamedWithinTheTimeout) {
+  CommunicationOptions comm;
+  comm.overlap_gradient_reduction = true;
+  comm.gradient_bucket_bytes = 64;
+  std::promise<void> worker0_done;
+  std::shared_future<void> done = worker0_done.get_future().share();
+  double seconds = 0;
+  auto outcome = on_workers<std::string>(
+      two_workers(),
+      [&](MultiWorkerMirroredStrategy& s) -> std::string {
+        Variable w;
+        {
+          auto scope = s.scope();
+          w = Variable(constant(std::vector<float>(256, 0.5f), {16, 16}), {.name = "w"});
+        }
+        if (s.worker_index() == 1) {
+          done.wait_for(std::chrono::seconds(30));
+          return "skipped";
+        }
+        std::string o = "no error";
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          s.run([&] {
+            std::vector<Tensor> grads;
+            {
+              GradientTape tape;
+              const Tensor x = constant(std::vector<float>(32, 1.f), {2, 16});
+              grads =
+                  tape.gradient(reduce_sum(square(matmul(x, w.value()))), std::vector<Variable>{w});
+            }
+            get_replica_context()->all_reduce(ReduceOp::SUM, grads);
+          });
+        } catch (const Error& e) {
+          o = str_cat(error_code_name(e.code()), ": ", e.what());
+        }
+        seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+        worker0_done.set_value();
+        return o;
+      },
+      /*timeout_seconds=*/1, comm);
+  EXPECT_EQ(outcome[0].rfind("DEADLINE_EXCEEDED: ", 0), 0u) << outcome[0];
+  EXPECT_NE(outcome[0].find("all_reduce(SUM, [float32[16, 16]])"), std::string::npos) << outcome[0];
+  EXPECT_NE(outcome[0].find("rank 1 (/job:worker/task:1) never entered it within 1000ms"),
+            std::string::npos)
+      << outcome[0];
+  EXPECT_LT(seconds, 8.0) << outcome[0];
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "strata/collective/local_collectives.h"
 #include "strata/core/config.h"
 #include "strata/distribute/distributed_variable.h"
+#include "strata/distribute/internal/gradient_overlap.h"
 #include "strata/distribute/internal/merge_barrier.h"
 #include "strata/distribute/internal/replica_threads.h"
 #include "strata/ops/array_ops.h"
@@ -76,6 +77,40 @@ void ReplicatedStrategy::set_collectives(std::shared_ptr<collective::Collectives
   collectives_ = std::move(collectives);
 }
 
+void ReplicatedStrategy::enable_gradient_overlap() {
+  STRATA_INTERNAL_CHECK(collectives_ != nullptr && overlaps_.empty());
+  // A local replica of a multi-worker group may wait twice the cross-worker
+  // timeout inside one call (multi_worker_mirrored_strategy.cc), so a
+  // communication thread that finished nothing for longer than that and a
+  // margin is stuck.
+  const std::chrono::milliseconds timeout(collective_timeout_ms(communication_options_));
+  for (int i = 0; i < num_local_replicas(); ++i) {
+    overlaps_.push_back(std::make_unique<internal::GradientOverlap>(
+        collectives_, global_replica_id(i), *devices_[size_t(i)],
+        internal::GradientOverlapOptions{
+            .bucket_bytes = communication_options_.gradient_bucket_bytes,
+            .stall_timeout = 2 * timeout + std::chrono::seconds(10),
+            .owner = str_cat(name(), " replica ", global_replica_id(i))}));
+  }
+}
+
+std::unique_ptr<GradientSink> ReplicatedStrategy::gradient_sink_in_replica(ReplicaContext& ctx,
+                                                                           size_t num_sources) {
+  if (overlaps_.empty() || &ctx.strategy() != this) return nullptr;
+  return overlaps_.at(size_t(ctx.local_replica_id()))->sink(num_sources);
+}
+
+GradientOverlapCounts ReplicatedStrategy::gradient_overlap_counts() const {
+  GradientOverlapCounts total;
+  for (const auto& o : overlaps_) {
+    const GradientOverlapCounts c = o->counts();
+    total.buckets += c.buckets;
+    total.used += c.used;
+    total.discarded += c.discarded;
+  }
+  return total;
+}
+
 void ReplicatedStrategy::on_replica_failure(int local_replica, const std::exception_ptr&) {
   const std::string reason = str_cat("replica ", global_replica_id(local_replica), " failed");
   merge_barrier_->abort(std::make_exception_ptr(AbortedError(reason)));
@@ -110,18 +145,28 @@ void ReplicatedStrategy::run_on_replicas(const std::function<void(int)>& body) {
     collectives_->reset();
     collectives_need_reset_ = false;
   }
-  threads_->run_all([&](int local) {
-    internal::ReplicaModeGuard guard(*contexts_[local]);
-    // Layers built lazily inside `run` create their variables here.
-    VariableCreatorScope creator([this](const NextVariableCreator& next, VariableArgs args) {
-      Variable v = create_variable(next, std::move(args));
-      internal::note_variable_created(*this, v);
-      return v;
+  try {
+    threads_->run_all([&](int local) {
+      internal::ReplicaModeGuard guard(*contexts_[local]);
+      // Layers built lazily inside `run` create their variables here.
+      VariableCreatorScope creator([this](const NextVariableCreator& next, VariableArgs args) {
+        Variable v = create_variable(next, std::move(args));
+        internal::note_variable_created(*this, v);
+        return v;
+      });
+      body(local);
+      // The gradient reductions still queued run before anything else uses
+      // the group (the fingerprints, the next step's input agreement).
+      if (!overlaps_.empty()) overlaps_[size_t(local)]->finish_step();
+      if (check) tables[local] = gather_fingerprints(local, checked);
+      merge_barrier_->replica_finished(local);
     });
-    body(local);
-    if (check) tables[local] = gather_fingerprints(local, checked);
-    merge_barrier_->replica_finished(local);
-  });
+  } catch (...) {
+    // The failed replica aborted the group, so the communication threads'
+    // queued collectives end at once; the next run resets the group.
+    for (const auto& o : overlaps_) o->recover();
+    throw;
+  }
   steps_completed_ = step;
   if (check) raise_if_diverged(tables.front(), checked, step);
 }
@@ -214,6 +259,11 @@ Variable ReplicatedStrategy::create_variable(const NextVariableCreator&, Variabl
         },
         args);
   }
+  // A multi-worker strategy broadcasts the new variable through the group:
+  // the replica's queued gradient reductions go first.
+  if (ctx != nullptr && &ctx->strategy() == this && !overlaps_.empty()) {
+    overlaps_.at(size_t(ctx->local_replica_id()))->drain();
+  }
   Variable v = internal::make_distributed_variable(*this, args);
   initialize_distributed_variable(v);
   if (is_mirrored_variable(v)) {
@@ -228,6 +278,14 @@ std::vector<Tensor> ReplicatedStrategy::all_reduce_in_replica(ReplicaContext& ct
   if (num_replicas_in_sync_ == 1) return values;
   if (!collectives_) return Strategy::all_reduce_in_replica(ctx, op, values);
   const int rank = ctx.replica_id_in_sync_group();
+  if (!overlaps_.empty()) {
+    internal::GradientOverlap& overlap = *overlaps_.at(size_t(ctx.local_replica_id()));
+    const ScopedStepPhase wait(StepPhase::kCollectiveWait);
+    if (std::optional<std::vector<Tensor>> early = overlap.take(values, op == ReduceOp::SUM)) {
+      return *std::move(early);
+    }
+    overlap.drain();
+  }
   {
     // Under a step profile the barrier's time is this replica's wait for the
     // slowest peer; what follows, every peer present, is the transfer.
@@ -266,6 +324,7 @@ Tensor ReplicatedStrategy::all_gather_rows_in_replica(ReplicaContext& ctx, const
                    row.shape());
   if (num_replicas_in_sync_ == 1) return row;
   if (!collectives_) return ctx.all_gather(row, 0);
+  if (!overlaps_.empty()) overlaps_.at(size_t(ctx.local_replica_id()))->drain();
   const ScopedStepPhase transfer(StepPhase::kCollectiveTransfer);
   return collectives_->all_gather(ctx.replica_id_in_sync_group(), row);
 }
@@ -314,6 +373,9 @@ std::vector<Tensor> ReplicatedStrategy::deterministic_all_reduce(
 
 std::shared_ptr<void> ReplicatedStrategy::merge_replicas(int local_replica, const void* payload,
                                                          const MergeFn& merge) {
+  // The merge function may use the group (a new variable's broadcast): no
+  // replica's gradient reduction may still be queued then.
+  if (!overlaps_.empty()) overlaps_.at(size_t(local_replica))->drain();
   return merge_barrier_->arrive(local_replica, payload, merge);
 }
 

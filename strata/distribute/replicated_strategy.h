@@ -18,6 +18,7 @@
 #include "strata/base/mutex.h"
 #include "strata/distribute/communication_options.h"
 #include "strata/distribute/strategy.h"
+#include "strata/ops/collective_ops.h"
 
 namespace strata::collective {
 class Collectives;
@@ -26,6 +27,7 @@ class Collectives;
 namespace strata::distribute {
 
 namespace internal {
+class GradientOverlap;
 class MergeBarrier;
 class ReplicaThreads;
 }  // namespace internal
@@ -49,6 +51,14 @@ class ReplicatedStrategy : public Strategy {
   // multi-worker strategy), in packs of communication_options().bytes_per_pack.
   std::vector<Tensor> all_reduce_in_replica(ReplicaContext& ctx, ReduceOp op,
                                             const std::vector<Tensor>& values) override;
+  // The sink of CommunicationOptions.overlap_gradient_reduction on a strategy
+  // that enabled it (a multi-worker strategy with two or more workers), else
+  // nullptr.
+  std::unique_ptr<GradientSink> gradient_sink_in_replica(ReplicaContext& ctx,
+                                                         size_t num_sources) override;
+  // What overlap_gradient_reduction did so far, summed over the local
+  // replicas (all zero when it is off). Between steps only.
+  GradientOverlapCounts gradient_overlap_counts() const;
   const CommunicationOptions& communication_options() const noexcept {
     return communication_options_;
   }
@@ -75,6 +85,9 @@ class ReplicatedStrategy : public Strategy {
   // installs a hierarchical group). The default is a LocalCollectives over the
   // local replicas, used only when they are all the replicas.
   void set_collectives(std::shared_ptr<collective::Collectives> collectives);
+  // Starts overlap_gradient_reduction on the current collectives (after
+  // set_collectives): one communication thread per local replica.
+  void enable_gradient_overlap();
   // Called once per new distributed variable, after its components were made
   // from replica 0's initial value (a multi-worker strategy broadcasts the
   // chief's value here). Runs on one thread while the others wait.
@@ -113,7 +126,9 @@ class ReplicatedStrategy : public Strategy {
   CommunicationOptions communication_options_;
   std::shared_ptr<collective::Collectives> collectives_;
   std::atomic<bool> collectives_need_reset_{false};  // set by failing replica threads
-  int64_t steps_completed_ = 0;                      // by the driving thread only
+  // One per local replica when overlap_gradient_reduction is on, else empty.
+  std::vector<std::unique_ptr<internal::GradientOverlap>> overlaps_;
+  int64_t steps_completed_ = 0;  // by the driving thread only
   Mutex mirrored_mu_;
   std::vector<std::weak_ptr<VariableImpl>> mirrored_ STRATA_GUARDED_BY(mirrored_mu_);
 };

@@ -214,6 +214,10 @@ Variable Strategy::create_variable(const NextVariableCreator& next, VariableArgs
   return next(std::move(args));
 }
 
+std::unique_ptr<GradientSink> Strategy::gradient_sink_in_replica(ReplicaContext&, size_t) {
+  return nullptr;
+}
+
 std::vector<Tensor> Strategy::all_reduce_in_replica(ReplicaContext& ctx, ReduceOp op,
                                                     const std::vector<Tensor>& values) {
   if (num_replicas_in_sync() == 1) return values;
@@ -444,6 +448,9 @@ class ContextCollectives final : public ReplicaCollectives {
   std::vector<Tensor> all_gather(const std::vector<Tensor>& values, int64_t axis) override {
     RecordingPause pause;
     return ctx_->all_gather(values, axis);
+  }
+  std::unique_ptr<GradientSink> gradient_sink(size_t num_sources) override {
+    return ctx_->strategy().gradient_sink_in_replica(*ctx_, num_sources);
   }
 
  private:

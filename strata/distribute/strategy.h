@@ -458,6 +458,12 @@ class Strategy {
   // collectives override it.
   virtual std::vector<Tensor> all_reduce_in_replica(ReplicaContext& ctx, ReduceOp op,
                                                     const std::vector<Tensor>& values);
+  // The sink a GradientTape computing the gradients of `num_sources`
+  // variables on `ctx`'s replica thread reports them to as its backward pass
+  // finishes each (CommunicationOptions.overlap_gradient_reduction), or
+  // nullptr: the default, no early reduction.
+  virtual std::unique_ptr<GradientSink> gradient_sink_in_replica(ReplicaContext& ctx,
+                                                                 size_t num_sources);
 
  protected:
   explicit Strategy(std::unique_ptr<StrategyExtended> extended = nullptr);

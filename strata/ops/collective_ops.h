@@ -18,12 +18,31 @@
 // Thread-safety: the installed collectives are thread-local (one per replica
 // thread), set and restored by the RAII scope.
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "strata/core/tensor.h"
 
 namespace strata {
+
+// What a GradientTape tells the replica's collectives while its backward pass
+// runs, so they can start reducing gradients before the pass ends (the
+// distribute layer's CommunicationOptions.overlap_gradient_reduction). The
+// tape calls gradient_final once per source, as soon as no later step of the
+// walk can add to that source's gradient, with the very tensor gradient()
+// will return for it (undefined for an unconnected source under
+// UnconnectedGradients::NONE). The order is the backward walk's (the
+// sources whose last use in the forward pass came last come first), the same
+// on every replica that ran the same ops. A tape whose backward pass throws
+// destroys its sink without reporting every source.
+// Thread-safety: used by the one thread that runs the tape.
+class GradientSink {
+ public:
+  virtual ~GradientSink() = default;
+  virtual void gradient_final(size_t source, const Tensor& gradient) = 0;
+};
 
 // The replicas' collectives as ops see them; implemented by the distribute
 // layer over its strategy. Every replica makes the same calls in the same order.
@@ -37,6 +56,13 @@ class ReplicaCollectives {
   // Each value concatenated along `axis` over the replicas, in replica order
   // (sizes along `axis` may differ between replicas).
   virtual std::vector<Tensor> all_gather(const std::vector<Tensor>& values, int64_t axis) = 0;
+  // A sink for the gradients of `num_sources` variables a GradientTape is
+  // about to compute on this thread, or nullptr (the default): no early
+  // reduction. The tape reports to it as its backward pass runs.
+  virtual std::unique_ptr<GradientSink> gradient_sink(size_t num_sources) {
+    (void)num_sources;
+    return nullptr;
+  }
 };
 
 // The collectives installed on this thread, or nullptr (one replica).

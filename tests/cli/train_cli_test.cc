@@ -271,6 +271,53 @@ TEST_F(Train, TwoWorkersGiveTheSameWeightsOverSharedMemoryAsOverGloo) {
   EXPECT_TRUE(weights["auto"] == weights["off"]) << "shared memory and Gloo gave other weights";
 }
 
+// --overlap-gradient-reduction (CommunicationOptions.overlap_gradient_reduction):
+// 2 launched workers x 2 replicas train the MLP and the CNN to the same bytes
+// of final weights with the gradients' all-reduce overlapped with the
+// backward pass as without: the bucket sums are the same two-term sums
+// (each replica's, then each worker's) the all-reduce after the pass makes.
+TEST_F(Train, TwoWorkersGiveTheSameWeightsWithTheAllReduceOverlappedWithTheBackwardPass) {
+  TempDir out;
+  for (const std::string model : {"mlp", "cnn"}) {
+    std::map<std::string, std::string> weights;  // --overlap-gradient-reduction -> bytes
+    for (const std::string mode : {"off", "on"}) {
+      std::string path = out.str();
+      path += "/" + model;
+      path += "_" + mode;
+      std::string launch = "launch --nproc 2 --devices-per-worker 2 -- ";
+      launch += STRATA_CLI_PATH;
+      launch += " ";
+      std::string args = "--strategy multi_worker --model " + model +
+                         " --epochs 1 --steps-per-epoch 4 --limit-examples 512 --json "
+                         "--overlap-gradient-reduction ";
+      args += mode;
+      args += " --save-weights ";
+      args += path;
+      launch += quick(args);
+      Result r = run(launch);
+      ASSERT_EQ(r.status, 0) << r.output;
+      EXPECT_EQ(
+          r.output.find("gradients are all-reduced during the backward pass") != std::string::npos,
+          mode == "on")
+          << r.output;
+      if (mode == "on") {
+        // fit's apply_gradients took the sums of every step's buckets: 2
+        // replicas x 4 steps per worker, 2 buckets per backward pass (256 KiB:
+        // the MLP's last two kernels, then its first; the CNN's Dense
+        // kernels, then the rest).
+        EXPECT_NE(r.output.find("16 gradient buckets all-reduced during backward passes; 8 "
+                                "all-reduces took their sums, 0 backward passes' sums went unused"),
+                  std::string::npos)
+            << r.output;
+      }
+      weights[mode] = read_file(path);
+    }
+    ASSERT_GT(weights["off"].size(), 1000u) << model;
+    EXPECT_TRUE(weights["on"] == weights["off"])
+        << model << ": the overlapped all-reduce gave other weights";
+  }
+}
+
 // --check-divergence-every: a clean run passes every check; the option is
 // refused where there are no mirrored copies.
 TEST_F(Train, DivergenceCheckPassesOnACleanRunAndNeedsAMirroredStrategy) {

@@ -624,6 +624,59 @@ TEST(FaultInjection, AKilledWorkerOnSharedMemoryIsNamedAndLeavesNoSegment) {
   EXPECT_THAT(segments_of(worker.pid()), ::testing::IsEmpty());
 }
 
+// Training steps whose gradients are all-reduced in buckets during the
+// backward pass (fault_worker --train 1, the default CommunicationOptions):
+// the worker is stopped (SIGSTOP) or killed (SIGKILL, over shared memory)
+// while the chief keeps stepping. The chief's replica, waiting for its
+// communication thread's reduction, fails with the group's own error naming
+// the worker, within the collective timeout, as without the overlap.
+void overlapped_reduction_case(const Transport& transport, bool kill_it) {
+  const strata::TempDir dir("fault_injection");
+  const std::vector<int> ports = strata::cluster::pick_free_ports(2);
+  const std::vector<std::string> args =
+      with({"--timeout", "2", "--steps", "100000", "--train", "1"}, transport);
+  Task chief(args, tf_config(ports, "chief"), dir.file("chief.out"));
+  Task worker(args, tf_config(ports, "worker"), dir.file("worker.out"));
+  // The first step's sums came from the buckets (two: 256 KiB of the second
+  // kernel's gradient, then the first kernel's 32 KiB).
+  ASSERT_TRUE(chief.wait_for_output("overlapped (2)", 30s)) << chief.output();
+  ASSERT_TRUE(worker.wait_for_output("overlapped (2)", 30s)) << worker.output();
+  std::this_thread::sleep_for(500ms);  // some more steps
+  ASSERT_EQ(::kill(worker.pid(), kill_it ? SIGKILL : SIGSTOP), 0);
+  const auto failed = Clock::now();
+  const std::optional<int> status = chief.wait_exit(2s + 2s + 3s);
+  const double detected = seconds_since(failed);
+  if (!kill_it) ::kill(worker.pid(), SIGCONT);
+  ASSERT_TRUE(status.has_value()) << chief.output();
+  std::printf(
+      "a %s worker during overlapped reductions over %s: detected in %.2f s "
+      "(collective timeout 2 s)\n",
+      kill_it ? "killed" : "stopped", transport.name.c_str(), detected);
+  EXPECT_EQ(*status, 1) << chief.output();
+  const std::string out = chief.output();
+  if (kill_it) {
+    EXPECT_THAT(out, HasSubstr("error (UNAVAILABLE)"));
+    EXPECT_THAT(out, ::testing::ContainsRegex("rank 1 \\(/job:worker/task:0, pid [0-9]+\\) exited "
+                                              "before it (entered|finished) it"));
+  } else {
+    EXPECT_THAT(out, HasSubstr("error (DEADLINE_EXCEEDED)"));
+    EXPECT_THAT(out,
+                ::testing::ContainsRegex(
+                    "rank 1 \\(/job:worker/task:0\\) never (entered|finished) it within 2000ms"));
+  }
+}
+
+TEST(FaultInjection, AWorkerStoppedDuringOverlappedGradientReductionsIsNamedWithinTheTimeout) {
+  for (const Transport& transport : kTransports) {
+    SCOPED_TRACE(transport.name);
+    overlapped_reduction_case(transport, /*kill_it=*/false);
+  }
+}
+
+TEST(FaultInjection, AWorkerKilledDuringOverlappedGradientReductionsIsNamed) {
+  overlapped_reduction_case(kTransports.front(), /*kill_it=*/true);
+}
+
 // TF_CONFIG of task `type`:`index` in a job of one chief and two workers at `ports`.
 std::string tf_config3(const std::vector<int>& ports, const std::string& type, int index) {
   return "{\"cluster\": {\"chief\": [\"127.0.0.1:" + std::to_string(ports[0]) +

@@ -486,6 +486,7 @@ std::unique_ptr<sd::Strategy> make_strategy(const TrainOptions& o) {
   if (o.strategy == "multi_worker") {
     if (o.collective_timeout > 0) comm.timeout_seconds = o.collective_timeout;
     comm.shared_memory = o.shared_memory == "off" ? sd::SharedMemory::OFF : sd::SharedMemory::AUTO;
+    comm.overlap_gradient_reduction = o.overlap_gradient_reduction == "on";
     return std::make_unique<sd::MultiWorkerMirroredStrategy>(
         sd::MultiWorkerMirroredStrategyOptions{.communication_options = comm});
   }
@@ -558,6 +559,8 @@ void check_workers_agree(sd::Strategy& strategy, const TrainOptions& o, const st
       {"--profile", o.profile ? 1 : 0, o.profile ? "on" : "off"},
       {"--deterministic", o.deterministic ? 1 : 0, o.deterministic ? "on" : "off"},
       {"--check-divergence-every", o.check_divergence_every, ""},
+      {"--overlap-gradient-reduction", o.overlap_gradient_reduction == "on" ? 1 : 0,
+       o.overlap_gradient_reduction},
       {"--tfrecord", static_cast<int64_t>(std::hash<std::string>{}(o.tfrecord)),
        "'" + o.tfrecord + "'"},
   };
@@ -587,7 +590,10 @@ void check_workers_agree(sd::Strategy& strategy, const TrainOptions& o, const st
       chief_text = str_cat(d);
     }
     if (std::string_view(f.flag) == "--tfrecord") chief_text = "another glob";
-    if (std::string_view(f.flag) == "--profile") chief_text = chief_value == 1 ? "on" : "off";
+    if (std::string_view(f.flag) == "--profile" ||
+        std::string_view(f.flag) == "--overlap-gradient-reduction") {
+      chief_text = chief_value == 1 ? "on" : "off";
+    }
     differences += str_cat(differences.empty() ? "" : "; ", f.flag, ": the chief has ", chief_text,
                            ", this worker ", f.text.empty() ? str_cat(f.value) : f.text);
   }
@@ -837,6 +843,12 @@ CLI::App* add_train_command(CLI::App& app, TrainOptions& o) {
                    "docs/PERFORMANCE.md) or off (Gloo over TCP only); "
                    "CommunicationOptions.shared_memory")
       ->check(CLI::IsMember({"auto", "off"}));
+  train
+      ->add_option("--overlap-gradient-reduction", o.overlap_gradient_reduction,
+                   "multi_worker: on (default: all-reduce the gradients in buckets while the "
+                   "backward pass runs, docs/PERFORMANCE.md) or off; "
+                   "CommunicationOptions.overlap_gradient_reduction")
+      ->check(CLI::IsMember({"on", "off"}));
   train->add_option("--save-weights", o.save_weights,
                     "Write the final weights to this file (keras save_weights; the chief only)");
   return train;

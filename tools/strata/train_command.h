@@ -67,6 +67,9 @@ struct TrainOptions {
   int64_t check_divergence_every = 0;
   // multi_worker: CommunicationOptions.shared_memory, "auto" or "off".
   std::string shared_memory = "auto";
+  // multi_worker: CommunicationOptions.overlap_gradient_reduction, "on" (the
+  // library's default) or "off".
+  std::string overlap_gradient_reduction = "on";
   // Write the final weights here (Model::save_weights; the chief only); "" = none.
   std::string save_weights = "";
 };
