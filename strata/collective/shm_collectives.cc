@@ -28,6 +28,7 @@
 #include <immintrin.h>
 #endif
 
+#include "strata/base/cpu_relax.h"
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/base/thread_annotations.h"
@@ -160,14 +161,6 @@ struct Layout {
 
 long futex(std::atomic<uint32_t>* word, int op, uint32_t value, const timespec* timeout) {
   return ::syscall(SYS_futex, reinterpret_cast<uint32_t*>(word), op, value, timeout, nullptr, 0);
-}
-
-void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  _mm_pause();
-#else
-  std::this_thread::yield();
-#endif
 }
 
 // True when process `pid` has exited (gone, or a zombie its parent has not reaped).
