@@ -12,11 +12,13 @@
 //                roof for this access pattern on this machine);
 //     of_stream  traffic / stream (target >= 0.5).
 // BM_StreamAdd/<ranks>/<MiB>: that reference kernel as its own row.
-// BM_GlooAllReduce/<MiB> and BM_RawGlooAllReduce/<MiB>: 2 ranks on threads over
-//   loopback TCP; GlooCollectives versus gloo::allreduce called directly with the
-//   same input/output buffers (ratio target ~1.0). Raw Gloo is included here
+// BM_GlooAllReduceBytes/<bytes> and BM_RawGlooAllReduceBytes/<bytes>: 2 ranks on
+//   threads over loopback TCP, 4 B (one element) .. 64 MiB; GlooCollectives
+//   versus gloo::allreduce called directly with separate input and output
+//   buffers (target: >= 1.0x raw Gloo at every size). Raw Gloo is included here
 //   only to be the peer; the library keeps Gloo private to one file.
-// BM_ShmAllReduce/<bytes> and BM_RawGlooAllReduceBytes/<bytes>: 2 ranks on
+//   bench/peers/allreduce_2proc.py measures the same with the ranks in 2 processes.
+// BM_ShmAllReduce/<bytes> (against BM_RawGlooAllReduceBytes/<bytes>): 2 ranks on
 //   threads (each with its own object, exchanging through the shared-memory
 //   segment exactly as two processes would), ShmCollectives versus raw Gloo over
 //   loopback TCP at 4 B .. 64 MiB (targets: >= 2x raw Gloo at 16-64 MiB;
@@ -162,8 +164,8 @@ BENCHMARK(BM_LocalAllReduce)
     ->MeasureProcessCPUTime();
 
 // Two GlooCollectives on threads over loopback; the benchmark thread is rank 0.
-void BM_GlooAllReduce(benchmark::State& state) {
-  const int64_t bytes = state.range(0) * kMiB;
+void BM_GlooAllReduceBytes(benchmark::State& state) {
+  const int64_t bytes = state.range(0);
   auto store = std::make_shared<strata::InMemoryStore>();
   std::unique_ptr<sc::GlooCollectives> peer;
   std::jthread connect([&] { peer = std::make_unique<sc::GlooCollectives>(1, 2, store); });
@@ -187,26 +189,6 @@ void BM_GlooAllReduce(benchmark::State& state) {
   state.counters["algbw"] =
       C(bytes * static_cast<double>(state.iterations()), C::kIsRate, C::kIs1024);
 }
-BENCHMARK(BM_GlooAllReduce)->Arg(1)->Arg(64)->UseRealTime()->MeasureProcessCPUTime();
-
-// The fixed cost of a call: all_reduce of one float (header exchange + a tiny ring).
-void BM_GlooAllReduceScalar(benchmark::State& state) {
-  auto store = std::make_shared<strata::InMemoryStore>();
-  std::unique_ptr<sc::GlooCollectives> peer;
-  std::jthread connect([&] { peer = std::make_unique<sc::GlooCollectives>(1, 2, store); });
-  sc::GlooCollectives group(0, 2, store);
-  connect.join();
-  std::jthread helper([&] {
-    const Tensor zero = strata::constant(0.f);
-    while (peer->all_reduce(1, zero, sc::ReduceOp::SUM).item<float>() == 0.f) {
-    }
-  });
-  const Tensor zero = strata::constant(0.f);
-  for (auto _ : state) benchmark::DoNotOptimize(group.all_reduce(0, zero, sc::ReduceOp::SUM));
-  group.all_reduce(0, strata::constant(1.f), sc::ReduceOp::SUM);
-  helper.join();
-}
-BENCHMARK(BM_GlooAllReduceScalar)->UseRealTime()->MeasureProcessCPUTime();
 
 // The peer: gloo::allreduce with a separate input and output (as
 // GlooCollectives uses it), on contexts connected through Gloo's HashStore.
@@ -255,14 +237,8 @@ void raw_gloo_all_reduce(benchmark::State& state, int64_t count) {
       C(count * 4.0 * static_cast<double>(state.iterations()), C::kIsRate, C::kIs1024);
 }
 
-void BM_RawGlooAllReduce(benchmark::State& state) {
-  // Arg 0 = a single element (latency).
-  raw_gloo_all_reduce(state, std::max<int64_t>(1, state.range(0) * kMiB / 4));
-}
-BENCHMARK(BM_RawGlooAllReduce)->Arg(0)->Arg(1)->Arg(64)->UseRealTime()->MeasureProcessCPUTime();
-
-// The sizes of the shared-memory comparison, in bytes.
-void shm_sizes(benchmark::internal::Benchmark* b) {
+// The sizes of the TCP and shared-memory comparisons, in bytes.
+void all_reduce_sizes(benchmark::internal::Benchmark* b) {
   for (int64_t bytes :
        {int64_t{4}, int64_t{4} << 10, int64_t{64} << 10, kMiB, 16 * kMiB, 64 * kMiB})
     b->Arg(bytes);
@@ -271,7 +247,8 @@ void shm_sizes(benchmark::internal::Benchmark* b) {
 void BM_RawGlooAllReduceBytes(benchmark::State& state) {
   raw_gloo_all_reduce(state, state.range(0) / 4);
 }
-BENCHMARK(BM_RawGlooAllReduceBytes)->Apply(shm_sizes)->UseRealTime();
+BENCHMARK(BM_RawGlooAllReduceBytes)->Apply(all_reduce_sizes)->UseRealTime();
+BENCHMARK(BM_GlooAllReduceBytes)->Apply(all_reduce_sizes)->UseRealTime();
 
 // Two ShmCollectives objects on threads; the benchmark thread is rank 0.
 void BM_ShmAllReduce(benchmark::State& state) {
@@ -299,7 +276,7 @@ void BM_ShmAllReduce(benchmark::State& state) {
   state.counters["algbw"] =
       C(bytes * static_cast<double>(state.iterations()), C::kIsRate, C::kIs1024);
 }
-BENCHMARK(BM_ShmAllReduce)->Apply(shm_sizes)->UseRealTime();
+BENCHMARK(BM_ShmAllReduce)->Apply(all_reduce_sizes)->UseRealTime();
 
 // Rank 1 in a forked process that all-reduces until element 0 of the sum is non-zero.
 void BM_ShmAllReduceProcesses(benchmark::State& state) {
@@ -345,7 +322,7 @@ void BM_ShmAllReduceProcesses(benchmark::State& state) {
     state.counters["of_stream"] = C(4 * bytes * iters / stream, C::kIsRate);
   }
 }
-BENCHMARK(BM_ShmAllReduceProcesses)->Apply(shm_sizes)->UseRealTime();
+BENCHMARK(BM_ShmAllReduceProcesses)->Apply(all_reduce_sizes)->UseRealTime();
 
 }  // namespace
 
