@@ -17,11 +17,11 @@ namespace {
 class PauseOnly {
  public:
   explicit PauseOnly(const OpRecorder* self) {
-    std::vector<OpRecorder*> others;
+    PooledVector<OpRecorder*> others;
     for (OpRecorder* r : active_recorders()) {
       if (r != self) others.push_back(r);
     }
-    pause_ = std::make_unique<RecordingPause>();
+    pause_.emplace();
     for (OpRecorder* r : others) scopes_.push_back(std::make_unique<RecorderScope>(*r));
   }
   ~PauseOnly() {
@@ -30,13 +30,13 @@ class PauseOnly {
   }
 
  private:
-  std::unique_ptr<RecordingPause> pause_;
+  std::optional<RecordingPause> pause_;
   std::vector<std::unique_ptr<RecorderScope>> scopes_;
 };
 
-Tensor sum_all(std::vector<Tensor> grads) {
+Tensor sum_all(const PooledVector<Tensor>& grads) {
   if (grads.size() == 1) return grads[0];
-  return add_n(grads);
+  return add_n(std::vector<Tensor>(grads.begin(), grads.end()));
 }
 
 }  // namespace
@@ -79,8 +79,8 @@ const Tensor& OpRecord::output(size_t k) const {
 }  // namespace autodiff
 
 GradientTape::GradientTape(GradientTapeOptions options) : options_(options) {
-  recorder_scope_ = std::make_unique<RecorderScope>(*this);
-  observer_scope_ = std::make_unique<VariableAccessObserverScope>(*this);
+  recorder_scope_.emplace(*this);
+  observer_scope_.emplace(*this);
 }
 
 GradientTape::~GradientTape() {
@@ -150,7 +150,7 @@ void GradientTape::record(OpKind kind, std::span<const Tensor> inputs,
 
 std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
                                            const GradientOptions& options) {
-  std::vector<Source> srcs;
+  PooledVector<Source> srcs;
   for (const Tensor& s : sources) {
     STRATA_CHECK_ARG(s.defined(),
                      "GradientTape.gradient: expected defined source tensors, got an empty handle");
@@ -162,7 +162,7 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
 std::vector<Tensor> GradientTape::gradient(const Tensor& target,
                                            const std::vector<Variable>& sources,
                                            const GradientOptions& options) {
-  std::vector<Source> srcs;
+  PooledVector<Source> srcs;
   for (const Variable& v : sources) {
     STRATA_CHECK_ARG(
         v.defined(),
@@ -185,7 +185,7 @@ Tensor GradientTape::gradient(const Tensor& target, const Variable& source,
   return gradient(target, std::vector<Variable>{source}, options)[0];
 }
 
-std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vector<Source>& sources,
+std::vector<Tensor> GradientTape::compute(const Tensor& target, const PooledVector<Source>& sources,
                                           const GradientOptions& options) {
   STRATA_CHECK(
       FAILED_PRECONDITION, !used_,
@@ -203,9 +203,9 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
 
   // Ops that depend on a source (forward pass over the records, which are in
   // execution order and therefore topologically sorted).
-  std::unordered_set<uint64_t> depends;
+  autodiff::PooledSet<uint64_t> depends;
   for (const Source& s : sources) depends.insert(s.ids.begin(), s.ids.end());
-  std::vector<bool> relevant(records_.size(), false);
+  PooledVector<bool> relevant(records_.size(), false);
   for (size_t i = 0; i < records_.size(); ++i) {
     const auto& r = records_[i];
     if (std::any_of(r.in.begin(), r.in.end(),
@@ -215,7 +215,7 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
     }
   }
 
-  std::unordered_map<uint64_t, std::vector<Tensor>> pending;
+  autodiff::PooledMap<uint64_t, PooledVector<Tensor>> pending;
   std::vector<Tensor> results(sources.size());
   {
     PauseOnly pause(this);
@@ -223,13 +223,13 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
       pending[target.id()].push_back(options.output_gradients.defined() ? options.output_gradients
                                                                         : ones_like(target));
     }
-    std::unordered_map<uint64_t, Tensor> final_grads;  // summed gradients of source ids
-    std::unordered_set<uint64_t> source_ids;
+    autodiff::PooledMap<uint64_t, Tensor> final_grads;  // summed gradients of source ids
+    autodiff::PooledSet<uint64_t> source_ids;
     for (const Source& s : sources) source_ids.insert(s.ids.begin(), s.ids.end());
     auto take = [&](uint64_t id) -> Tensor {
       auto it = pending.find(id);
       if (it == pending.end()) return Tensor();
-      Tensor g = sum_all(std::move(it->second));
+      Tensor g = sum_all(it->second);
       pending.erase(it);
       if (source_ids.contains(id)) final_grads[id] = g;
       return g;
@@ -237,7 +237,7 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
     for (size_t i = records_.size(); i-- > 0;) {
       if (!relevant[i]) continue;
       const auto& r = records_[i];
-      std::vector<Tensor> out_grads;
+      PooledVector<Tensor> out_grads;
       bool any = false;
       for (const auto& t : r.out) {
         out_grads.push_back(take(t.id));
@@ -247,11 +247,11 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
       for (size_t k = 0; k < out_grads.size(); ++k) {
         if (!out_grads[k].defined()) out_grads[k] = zeros(r.out[k].shape, r.out[k].dtype);
       }
-      std::vector<bool> needed(r.in.size());
+      PooledVector<bool> needed(r.in.size());
       for (size_t k = 0; k < r.in.size(); ++k) {
         needed[k] = depends.contains(r.in[k].id) && is_floating(r.in[k].dtype);
       }
-      std::vector<Tensor> in_grads = autodiff::op_gradient(r, out_grads, needed);
+      PooledVector<Tensor> in_grads = autodiff::op_gradient(r, out_grads, needed);
       STRATA_INTERNAL_CHECK(in_grads.size() == r.in.size(), "gradient of ", op_name(r.kind),
                             " returned ", in_grads.size(), " gradients for ", r.in.size(),
                             " inputs");
@@ -266,13 +266,13 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
       if (pending.contains(id)) take(id);
     }
     for (size_t s = 0; s < sources.size(); ++s) {
-      std::vector<Tensor> parts;
+      PooledVector<Tensor> parts;
       for (uint64_t id : sources[s].ids) {
         auto it = final_grads.find(id);
         if (it != final_grads.end()) parts.push_back(it->second);
       }
       if (!parts.empty() && is_floating(sources[s].dtype)) {
-        results[s] = sum_all(std::move(parts));
+        results[s] = sum_all(parts);
       } else if (options.unconnected_gradients == UnconnectedGradients::ZERO) {
         results[s] = zeros(sources[s].shape, sources[s].dtype);
       }
