@@ -124,8 +124,8 @@ TEST(TensorShape, KeepsHighRanksAndViewsItsDimensions) {
   // Ranks up to kInlineDims live inside the object, higher ones on the heap:
   // both behave the same.
   for (int rank : {0, 1, TensorShape::kInlineDims, TensorShape::kInlineDims + 1, 9}) {
-    std::vector<int64_t> dims;
-    for (int i = 0; i < rank; ++i) dims.push_back(i + 2);
+    std::vector<int64_t> dims(rank);
+    for (int i = 0; i < rank; ++i) dims[i] = i + 2;
     const TensorShape s(dims);
     EXPECT_EQ(s.rank(), rank);
     const std::vector<int64_t> back = s.dims();  // converts to a vector
