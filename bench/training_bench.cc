@@ -31,10 +31,12 @@
 // `floor_ratio` = examples_per_second / floor_examples_per_second.
 //
 // Allocations: `allocs_per_step` counts every heap allocation of the process
-// (the malloc family, which operator new calls too, on every thread) per step
+// (the malloc family, which operator new calls too, on every thread:
+// strata/testing/heap_allocation_counter.h, compiled in) per step
 // of the timed loop, i.e. from step kWarmupSteps + 1 on; `buffer_allocs_per_step`
-// the tensor buffers among them (blocks CachingAllocator::global() took from
-// the system rather than from its cache).
+// the blocks among them that CachingAllocator::global() took from the system
+// rather than from its cache (tensor buffers, and through PoolAllocator tensor
+// handles, control blocks and the tape's records).
 //
 //   ninja -C build training_bench
 //   build/bench/training_bench --benchmark_repetitions=3 --benchmark_report_aggregates_only=true
@@ -45,7 +47,6 @@
 
 #include <time.h>
 
-#include <cerrno>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -55,70 +56,8 @@
 #include "strata/core/allocator.h"
 #include "strata/keras/keras.h"
 #include "strata/strata.h"
+#include "strata/testing/heap_allocation_counter.h"
 #include "tools/strata/gemm_floor.h"
-
-// ---- counting the process's heap allocations --------------------------------
-// The program defines the malloc family itself (glibc lets an executable
-// interpose them) and forwards to glibc's implementations, counting each
-// allocation. operator new, std::aligned_alloc and the libraries' mallocs all
-// arrive here.
-#if defined(__GLIBC__)
-#include <atomic>
-
-extern "C" {
-void* __libc_malloc(size_t size);                      // NOLINT(bugprone-reserved-identifier)
-void* __libc_calloc(size_t n, size_t size);            // NOLINT(bugprone-reserved-identifier)
-void* __libc_realloc(void* p, size_t size);            // NOLINT(bugprone-reserved-identifier)
-void* __libc_memalign(size_t alignment, size_t size);  // NOLINT(bugprone-reserved-identifier)
-void __libc_free(void* p);                             // NOLINT(bugprone-reserved-identifier)
-}
-
-namespace {
-std::atomic<int64_t> g_heap_allocations{0};
-void count_allocation() { g_heap_allocations.fetch_add(1, std::memory_order_relaxed); }
-}  // namespace
-
-// NOLINTBEGIN(cppcoreguidelines-no-malloc,readability-inconsistent-declaration-parameter-name)
-extern "C" {
-void* malloc(size_t size) {
-  count_allocation();
-  return __libc_malloc(size);
-}
-void* calloc(size_t n, size_t size) {
-  count_allocation();
-  return __libc_calloc(n, size);
-}
-void* realloc(void* p, size_t size) {
-  count_allocation();
-  return __libc_realloc(p, size);
-}
-void* memalign(size_t alignment, size_t size) {
-  count_allocation();
-  return __libc_memalign(alignment, size);
-}
-void* aligned_alloc(size_t alignment, size_t size) {
-  count_allocation();
-  return __libc_memalign(alignment, size);
-}
-int posix_memalign(void** out, size_t alignment, size_t size) {
-  count_allocation();
-  void* p = __libc_memalign(alignment, size);
-  if (p == nullptr) return ENOMEM;
-  *out = p;
-  return 0;
-}
-void free(void* p) { __libc_free(p); }
-}
-// NOLINTEND(cppcoreguidelines-no-malloc,readability-inconsistent-declaration-parameter-name)
-
-namespace {
-int64_t heap_allocations() { return g_heap_allocations.load(std::memory_order_relaxed); }
-}  // namespace
-#else
-namespace {
-int64_t heap_allocations() { return -1; }  // not counted off glibc
-}  // namespace
-#endif
 
 namespace strata {
 namespace {
@@ -230,7 +169,7 @@ struct ProcessStart {
   double cpu = 0, wall = 0;
   int64_t faults = 0, allocations = 0, buffer_allocations = 0;
   static ProcessStart now() {
-    return {process_cpu_seconds(), wall_seconds(), minor_faults(), heap_allocations(),
+    return {process_cpu_seconds(), wall_seconds(), minor_faults(), testing::heap_allocations(),
             CachingAllocator::global().stats().system_allocations};
   }
 };
@@ -246,7 +185,7 @@ void report(benchmark::State& state, int64_t examples_per_iteration, const Proce
                      static_cast<double>(examples_per_iteration) / static_cast<double>(kBatch);
   if (start.allocations >= 0) {
     state.counters["allocs_per_step"] =
-        static_cast<double>(heap_allocations() - start.allocations) / steps;
+        static_cast<double>(testing::heap_allocations() - start.allocations) / steps;
   }
   state.counters["buffer_allocs_per_step"] =
       static_cast<double>(CachingAllocator::global().stats().system_allocations -

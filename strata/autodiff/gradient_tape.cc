@@ -18,11 +18,11 @@ namespace {
 class PauseOnly {
  public:
   explicit PauseOnly(const OpRecorder* self) {
-    std::vector<OpRecorder*> others;
+    PooledVector<OpRecorder*> others;
     for (OpRecorder* r : active_recorders()) {
       if (r != self) others.push_back(r);
     }
-    pause_ = std::make_unique<RecordingPause>();
+    pause_.emplace();
     for (OpRecorder* r : others) scopes_.push_back(std::make_unique<RecorderScope>(*r));
   }
   ~PauseOnly() {
@@ -31,13 +31,13 @@ class PauseOnly {
   }
 
  private:
-  std::unique_ptr<RecordingPause> pause_;
+  std::optional<RecordingPause> pause_;
   std::vector<std::unique_ptr<RecorderScope>> scopes_;
 };
 
-Tensor sum_all(std::vector<Tensor> grads) {
+Tensor sum_all(const PooledVector<Tensor>& grads) {
   if (grads.size() == 1) return grads[0];
-  return add_n(grads);
+  return add_n(std::vector<Tensor>(grads.begin(), grads.end()));
 }
 
 }  // namespace
@@ -80,8 +80,8 @@ const Tensor& OpRecord::output(size_t k) const {
 }  // namespace autodiff
 
 GradientTape::GradientTape(GradientTapeOptions options) : options_(options) {
-  recorder_scope_ = std::make_unique<RecorderScope>(*this);
-  observer_scope_ = std::make_unique<VariableAccessObserverScope>(*this);
+  recorder_scope_.emplace(*this);
+  observer_scope_.emplace(*this);
 }
 
 GradientTape::~GradientTape() {
@@ -151,7 +151,7 @@ void GradientTape::record(OpKind kind, std::span<const Tensor> inputs,
 
 std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vector<Tensor>& sources,
                                            const GradientOptions& options) {
-  std::vector<Source> srcs;
+  PooledVector<Source> srcs;
   for (const Tensor& s : sources) {
     STRATA_CHECK_ARG(s.defined(),
                      "GradientTape.gradient: expected defined source tensors, got an empty handle");
@@ -163,7 +163,7 @@ std::vector<Tensor> GradientTape::gradient(const Tensor& target, const std::vect
 std::vector<Tensor> GradientTape::gradient(const Tensor& target,
                                            const std::vector<Variable>& sources,
                                            const GradientOptions& options) {
-  std::vector<Source> srcs;
+  PooledVector<Source> srcs;
   for (const Variable& v : sources) {
     STRATA_CHECK_ARG(
         v.defined(),
@@ -192,7 +192,7 @@ Tensor GradientTape::gradient(const Tensor& target, const Variable& source,
   return gradient(target, std::vector<Variable>{source}, options)[0];
 }
 
-std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vector<Source>& sources,
+std::vector<Tensor> GradientTape::compute(const Tensor& target, const PooledVector<Source>& sources,
                                           const GradientOptions& options, GradientSink* sink) {
   STRATA_CHECK(
       FAILED_PRECONDITION, !used_,
@@ -212,11 +212,11 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
   // execution order and therefore topologically sorted), and the first op
   // that reads each source id: once the backward walk has passed it, nothing
   // adds to that id's gradient any more.
-  std::unordered_set<uint64_t> source_ids;
+  autodiff::PooledSet<uint64_t> source_ids;
   for (const Source& s : sources) source_ids.insert(s.ids.begin(), s.ids.end());
-  std::unordered_set<uint64_t> depends(source_ids);
-  std::unordered_map<uint64_t, size_t> first_use;
-  std::vector<bool> relevant(records_.size(), false);
+  autodiff::PooledSet<uint64_t> depends(source_ids);
+  autodiff::PooledMap<uint64_t, size_t> first_use;
+  PooledVector<bool> relevant(records_.size(), false);
   for (size_t i = 0; i < records_.size(); ++i) {
     const auto& r = records_[i];
     for (const autodiff::TensorRecord& t : r.in) {
@@ -231,19 +231,19 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
   // finish[s]: the record after whose backward step source s's gradient is
   // final (records_.size(): before the walk, no op reads it). The sources in
   // the order they become final; ties in source order.
-  std::vector<size_t> finish(sources.size(), records_.size());
+  PooledVector<size_t> finish(sources.size(), records_.size());
   for (size_t s = 0; s < sources.size(); ++s) {
     for (uint64_t id : sources[s].ids) {
       auto it = first_use.find(id);
       if (it != first_use.end()) finish[s] = std::min(finish[s], it->second);
     }
   }
-  std::vector<size_t> order(sources.size());
+  PooledVector<size_t> order(sources.size());
   for (size_t s = 0; s < order.size(); ++s) order[s] = s;
   std::stable_sort(order.begin(), order.end(),
                    [&](size_t a, size_t b) { return finish[a] > finish[b]; });
 
-  std::unordered_map<uint64_t, std::vector<Tensor>> pending;
+  autodiff::PooledMap<uint64_t, PooledVector<Tensor>> pending;
   std::vector<Tensor> results(sources.size());
   {
     PauseOnly pause(this);
@@ -251,14 +251,14 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
       pending[target.id()].push_back(options.output_gradients.defined() ? options.output_gradients
                                                                         : ones_like(target));
     }
-    std::unordered_map<uint64_t, Tensor> final_grads;  // summed gradients of source ids
+    autodiff::PooledMap<uint64_t, Tensor> final_grads;  // summed gradients of source ids
     // The summed gradient of `id`; a source id stays pending (as its sum)
     // for the op that produced it, if any, to propagate further.
     auto sum_pending = [&](uint64_t id) -> Tensor {
       auto it = pending.find(id);
       if (it == pending.end()) return Tensor();
-      Tensor g = sum_all(std::move(it->second));
-      it->second = {g};
+      Tensor g = sum_all(it->second);
+      it->second.assign(1, g);
       if (source_ids.contains(id)) final_grads[id] = g;
       return g;
     };
@@ -275,14 +275,14 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
       for (; next_final < order.size() && static_cast<int64_t>(finish[order[next_final]]) > index;
            ++next_final) {
         const size_t s = order[next_final];
-        std::vector<Tensor> parts;
+        PooledVector<Tensor> parts;
         for (uint64_t id : sources[s].ids) {
           auto it = final_grads.find(id);
           Tensor g = it != final_grads.end() ? it->second : sum_pending(id);
           if (g.defined()) parts.push_back(g);
         }
         if (!parts.empty() && is_floating(sources[s].dtype)) {
-          results[s] = sum_all(std::move(parts));
+          results[s] = sum_all(parts);
         } else if (options.unconnected_gradients == UnconnectedGradients::ZERO) {
           results[s] = zeros(sources[s].shape, sources[s].dtype);
         }
@@ -293,7 +293,7 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
       finish_after(static_cast<int64_t>(i));
       if (!relevant[i]) continue;
       const auto& r = records_[i];
-      std::vector<Tensor> out_grads;
+      PooledVector<Tensor> out_grads;
       bool any = false;
       for (const auto& t : r.out) {
         out_grads.push_back(take(t.id));
@@ -303,11 +303,11 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const std::vecto
       for (size_t k = 0; k < out_grads.size(); ++k) {
         if (!out_grads[k].defined()) out_grads[k] = zeros(r.out[k].shape, r.out[k].dtype);
       }
-      std::vector<bool> needed(r.in.size());
+      PooledVector<bool> needed(r.in.size());
       for (size_t k = 0; k < r.in.size(); ++k) {
         needed[k] = depends.contains(r.in[k].id) && is_floating(r.in[k].dtype);
       }
-      std::vector<Tensor> in_grads = autodiff::op_gradient(r, out_grads, needed);
+      PooledVector<Tensor> in_grads = autodiff::op_gradient(r, out_grads, needed);
       STRATA_INTERNAL_CHECK(in_grads.size() == r.in.size(), "gradient of ", op_name(r.kind),
                             " returned ", in_grads.size(), " gradients for ", r.in.size(),
                             " inputs");

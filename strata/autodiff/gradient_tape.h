@@ -33,17 +33,24 @@
 //
 // Memory: a record keeps only the tensors ops.def declares its gradient needs
 // (Add keeps only shapes, Exp keeps its output, MatMul its inputs); a
-// non-persistent tape drops all records after gradient().
+// non-persistent tape drops all records after gradient(). The records and the
+// backward pass's containers take their blocks from the buffer cache
+// (PoolAllocator, strata/core/allocator.h): a training step records the same
+// ops every step, so from the second step on they reuse the blocks of the one
+// before instead of calling into the C heap.
 //
 // Thread-safety: one thread at a time (the thread that created it).
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
+#include "strata/core/allocator.h"
 #include "strata/core/tensor.h"
 #include "strata/core/variable.h"
 #include "strata/ops/op_attrs.h"
@@ -70,6 +77,13 @@ struct GradientOptions {
 };
 
 namespace autodiff {
+// Hash containers whose nodes and buckets live in PoolAllocator blocks.
+template <typename K>
+using PooledSet = std::unordered_set<K, std::hash<K>, std::equal_to<K>, PoolAllocator<K>>;
+template <typename K, typename V>
+using PooledMap =
+    std::unordered_map<K, V, std::hash<K>, std::equal_to<K>, PoolAllocator<std::pair<const K, V>>>;
+
 // Shape, dtype and id of one input or output of a recorded op: always kept.
 struct TensorRecord {
   TensorShape shape = {};
@@ -96,12 +110,12 @@ class OpRecord {
 
   OpKind kind;
   OpAttrs attrs;
-  std::vector<TensorRecord> in;
-  std::vector<TensorRecord> out;
+  PooledVector<TensorRecord> in;
+  PooledVector<TensorRecord> out;
 
  private:
-  std::vector<Tensor> in_values_;   // empty unless op_gradient_needs_inputs(kind)
-  std::vector<Tensor> out_values_;  // empty unless op_gradient_needs_outputs(kind)
+  PooledVector<Tensor> in_values_;   // empty unless op_gradient_needs_inputs(kind)
+  PooledVector<Tensor> out_values_;  // empty unless op_gradient_needs_outputs(kind)
 };
 }  // namespace autodiff
 
@@ -144,29 +158,29 @@ class GradientTape final : public OpRecorder, public VariableAccessObserver {
 
  private:
   struct Source {
-    std::vector<uint64_t> ids;  // one tensor id, or every read of a variable
+    PooledVector<uint64_t> ids;  // one tensor id, or every read of a variable
     TensorShape shape;
     DType dtype;
   };
   // The backward pass; tells `sink` (when not null) each source's result as
   // soon as it is final (strata/ops/collective_ops.h).
-  std::vector<Tensor> compute(const Tensor& target, const std::vector<Source>& sources,
+  std::vector<Tensor> compute(const Tensor& target, const PooledVector<Source>& sources,
                               const GradientOptions& options, GradientSink* sink);
   bool recording() const noexcept { return !used_; }
 
   GradientTapeOptions options_;
   bool used_ = false;  // a non-persistent tape after gradient()
-  std::unordered_set<uint64_t> tracked_;
-  std::vector<autodiff::OpRecord> records_;
+  autodiff::PooledSet<uint64_t> tracked_;
+  PooledVector<autodiff::OpRecord> records_;
   struct WatchedVariable {
     Variable variable;
-    std::vector<uint64_t> read_ids;
+    PooledVector<uint64_t> read_ids;
   };
-  std::vector<WatchedVariable> variables_;
-  std::unordered_map<const VariableImpl*, size_t> variable_index_;
-  std::unordered_set<const VariableImpl*> explicitly_watched_;
-  std::unique_ptr<RecorderScope> recorder_scope_;
-  std::unique_ptr<VariableAccessObserverScope> observer_scope_;
+  PooledVector<WatchedVariable> variables_;
+  autodiff::PooledMap<const VariableImpl*, size_t> variable_index_;
+  autodiff::PooledSet<const VariableImpl*> explicitly_watched_;
+  std::optional<RecorderScope> recorder_scope_;
+  std::optional<VariableAccessObserverScope> observer_scope_;
 };
 
 namespace autodiff {
@@ -176,8 +190,8 @@ namespace autodiff {
 // says the caller discards input k's gradient, so an op whose input
 // gradients are separate kernels (Conv2D's two backprops) may skip it, as
 // TF's eager gradient functions do with skip_input_indices.
-std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& output_grads,
-                                const std::vector<bool>& needed = {});
+PooledVector<Tensor> op_gradient(const OpRecord& op, const PooledVector<Tensor>& output_grads,
+                                 const PooledVector<bool>& needed = {});
 }  // namespace autodiff
 
 }  // namespace strata

@@ -23,7 +23,7 @@ namespace strata::autodiff {
 
 namespace {
 
-using Grads = std::vector<Tensor>;
+using Grads = PooledVector<Tensor>;
 
 // Sums `g` over the dimensions that broadcasting added or stretched, back to `shape`.
 Tensor unbroadcast(const Tensor& g, const TensorShape& shape) {
@@ -267,8 +267,8 @@ Tensor tile_grad(const OpRecord& op, const Tensor& g) {
 
 }  // namespace
 
-std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& output_grads,
-                                const std::vector<bool>& needed) {
+PooledVector<Tensor> op_gradient(const OpRecord& op, const PooledVector<Tensor>& output_grads,
+                                 const PooledVector<bool>& needed) {
   auto need = [&](size_t k) { return needed.empty() || needed[k]; };
   const Tensor& g = output_grads[0];
   // Values only through the record's checked accessors: a gradient reading
@@ -392,7 +392,8 @@ std::vector<Tensor> op_gradient(const OpRecord& op, const std::vector<Tensor>& o
       const int64_t axis = op.attrs.axis < 0 ? op.attrs.axis + rank : op.attrs.axis;
       std::vector<int64_t> sizes;
       for (const TensorRecord& r : op.in) sizes.push_back(r.shape.dim(static_cast<int>(axis)));
-      return split(g, sizes, axis);
+      const std::vector<Tensor> parts = split(g, sizes, axis);
+      return Grads(parts.begin(), parts.end());
     }
     case OpKind::Slice: {
       const TensorShape& s = op.in[0].shape;

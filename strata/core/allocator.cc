@@ -115,15 +115,22 @@ void CachingAllocator::unlink_locked(FreeList& list, FreeBlock* b) {
   --stats_.cached_blocks;
 }
 
+CachingAllocator::FreeList* CachingAllocator::free_list_locked(size_t block, bool create) {
+  if (block < kSmallBlockBytes) return &small_free_[block / kAlignment];
+  if (create) return &large_free_[block];
+  auto it = large_free_.find(block);
+  return it == large_free_.end() ? nullptr : &it->second;
+}
+
 void* CachingAllocator::allocate(size_t bytes) {
   const size_t block = reserved_size(bytes);
   if (cacheable(block)) {
     MutexLock lock(mu_);
-    auto it = free_.find(block);
-    if (it != free_.end() && it->second.newest != nullptr) {
+    FreeList* list = free_list_locked(block, /*create=*/false);
+    if (list != nullptr && list->newest != nullptr) {
       // Most recently freed first: its pages are the likeliest to be cached.
-      FreeBlock* b = it->second.newest;
-      unlink_locked(it->second, b);
+      FreeBlock* b = list->newest;
+      unlink_locked(*list, b);
       ++stats_.hits;
       // The links were readable while cached; the caller gets exactly `bytes`.
       STRATA_POISON(b, block);
@@ -161,7 +168,7 @@ void CachingAllocator::deallocate(void* p, size_t bytes) noexcept {
     if (!shut_down_) {
       FreeList* list = nullptr;
       try {
-        list = &free_[block];  // a map node the first time this class is freed, never after
+        list = free_list_locked(block, /*create=*/true);
       } catch (const std::bad_alloc&) {
         // No memory for the bookkeeping: free the block instead of caching it.
         std::free(p);  // NOLINT(cppcoreguidelines-no-malloc): see allocate()
@@ -197,7 +204,7 @@ void CachingAllocator::evict_oldest_locked() {
   STRATA_INTERNAL_CHECK(oldest_ != nullptr, "CachingAllocator: eviction from an empty cache");
   FreeBlock* b = oldest_;
   const size_t block = b->block;
-  unlink_locked(free_.at(block), b);
+  unlink_locked(*free_list_locked(block, /*create=*/false), b);
   ++stats_.evictions;
   STRATA_UNPOISON(b, block);
   std::free(b);  // NOLINT(cppcoreguidelines-no-malloc): see allocate()
@@ -207,7 +214,7 @@ void CachingAllocator::free_all_locked() {
   while (oldest_ != nullptr) {
     FreeBlock* b = oldest_;
     const size_t block = b->block;
-    unlink_locked(free_.at(block), b);
+    unlink_locked(*free_list_locked(block, /*create=*/false), b);
     STRATA_UNPOISON(b, block);
     std::free(b);  // NOLINT(cppcoreguidelines-no-malloc): see allocate()
   }

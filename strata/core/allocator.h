@@ -39,10 +39,19 @@
 //
 // Thread-safe: any thread may allocate and free, including a block allocated
 // on another thread.
+//
+// PoolAllocator<T> (below) puts the small objects of a step in the same cache:
+// the control blocks and handles of tensors and buffers (std::allocate_shared),
+// the gradient tape's records and the backward pass's containers. They are
+// made and freed again every step, so that from the second step on they too
+// are reused blocks instead of calls into the C heap.
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <new>
+#include <vector>
 
 #include "strata/base/mutex.h"
 
@@ -129,15 +138,54 @@ class CachingAllocator {
   void evict_oldest_locked() STRATA_REQUIRES(mu_);
   void free_all_locked() STRATA_REQUIRES(mu_);
 
+  // The free list of class `block` (a cacheable size class), created on
+  // first use: the small classes are an array indexed by block / kAlignment,
+  // the large ones nodes of large_free_ kept when they empty, so that the
+  // steady state allocates no map nodes. nullptr when absent and !create;
+  // throws std::bad_alloc when a map node cannot be made.
+  FreeList* free_list_locked(size_t block, bool create) STRATA_REQUIRES(mu_);
+
   const size_t max_cached_bytes_;
   mutable Mutex mu_;
-  // The free list of every class used so far (kept when it empties, so that
-  // the steady state allocates no map nodes).
-  std::map<size_t, FreeList> free_ STRATA_GUARDED_BY(mu_);
+  std::array<FreeList, kSmallBlockBytes / kAlignment> small_free_ STRATA_GUARDED_BY(mu_);
+  std::map<size_t, FreeList> large_free_ STRATA_GUARDED_BY(mu_);
   FreeBlock* oldest_ STRATA_GUARDED_BY(mu_) = nullptr;  // the cache-wide list's ends
   FreeBlock* newest_ STRATA_GUARDED_BY(mu_) = nullptr;
   bool shut_down_ STRATA_GUARDED_BY(mu_) = false;
   AllocatorStats stats_ STRATA_GUARDED_BY(mu_);
 };
+
+// A standard allocator over CachingAllocator::global() (see above), for
+// std::allocate_shared and containers whose blocks a training step makes and
+// frees every step. Every block is 64-byte aligned and at least 64 bytes, so
+// it suits objects and arrays of a few cache lines and more, not single bytes.
+// Stateless: all instances are equal and any may free what another allocated.
+template <typename T>
+struct PoolAllocator {
+  using value_type = T;
+  static_assert(alignof(T) <= CachingAllocator::kAlignment);
+
+  PoolAllocator() noexcept = default;
+  template <typename U>
+  PoolAllocator(const PoolAllocator<U>& /*other*/) noexcept {
+  }  // NOLINT(google-explicit-constructor)
+
+  T* allocate(size_t n) {
+    if (n > SIZE_MAX / sizeof(T)) throw std::bad_array_new_length();
+    return static_cast<T*>(CachingAllocator::global().allocate(n * sizeof(T)));
+  }
+  void deallocate(T* p, size_t n) noexcept {
+    CachingAllocator::global().deallocate(p, n * sizeof(T));
+  }
+
+  template <typename U>
+  bool operator==(const PoolAllocator<U>& /*other*/) const noexcept {
+    return true;
+  }
+};
+
+// A std::vector whose elements live in PoolAllocator blocks.
+template <typename T>
+using PooledVector = std::vector<T, PoolAllocator<T>>;
 
 }  // namespace strata

@@ -27,7 +27,9 @@ std::shared_ptr<Buffer> Buffer::allocate(DType dtype, int64_t num_elements) {
     auto* s = reinterpret_cast<std::string*>(data);
     for (int64_t i = 0; i < num_elements; ++i) new (s + i) std::string();
   }
-  return std::make_shared<Buffer>(PrivateTag{}, dtype, num_elements, data);
+  // The control block from the same cache (see PoolAllocator).
+  return std::allocate_shared<Buffer>(PoolAllocator<Buffer>(), PrivateTag{}, dtype, num_elements,
+                                      data);
 }
 
 Buffer::~Buffer() {

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <sstream>
 
+#include "strata/core/allocator.h"
 #include "strata/core/device.h"
 #include "strata/core/tensor_spec.h"
 
@@ -24,7 +25,9 @@ std::shared_ptr<Tensor::Impl> Tensor::make_impl(std::shared_ptr<Buffer> buffer,
                                                 const TensorShape& shape, int64_t offset,
                                                 DType dtype, const Device* device) {
   STRATA_CHECK_ARG(shape.is_fully_defined(), "Tensor: expected a fully defined shape, got ", shape);
-  auto impl = std::make_shared<Impl>();
+  // From the buffer cache like the elements: a step makes and frees a handle
+  // per op output, and reuses the blocks of the step before.
+  auto impl = std::allocate_shared<Impl>(PoolAllocator<Impl>());
   impl->buffer = std::move(buffer);
   impl->offset = offset;
   impl->shape = shape;
@@ -119,7 +122,7 @@ Tensor Tensor::on_device(const Device& device) const {
 
 Tensor Tensor::with_extension(std::shared_ptr<const TensorExtension> ext) const {
   const Impl& i = impl();
-  auto impl = std::make_shared<Impl>(i);
+  auto impl = std::allocate_shared<Impl>(PoolAllocator<Impl>(), i);
   impl->extension = std::move(ext);  // same id: the same value, annotated
   return Tensor(std::move(impl));
 }

@@ -158,18 +158,27 @@ template <typename T>
 Tensor constant(std::initializer_list<T> values) {
   return constant(std::vector<T>(values));
 }
-// Scalars: constant(1.f), constant(int64_t{3}), constant(true), constant("text").
-template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
-Tensor constant(T value) {
-  return constant(std::vector<T>{value}, TensorShape{});
-}
-Tensor constant(const char* value);
-Tensor constant(const std::string& value);
-
 namespace internal {
 Tensor constant_from_bytes(DType dtype, const void* data, int64_t count, const TensorShape& shape);
 Tensor constant_from_strings(const std::vector<std::string>& values, const TensorShape& shape);
 }  // namespace internal
+
+// Scalars: constant(1.f), constant(int64_t{3}), constant(true), constant("text").
+// A numeric scalar is copied straight into its tensor (no temporary vector:
+// optimizers make a few every step).
+template <typename T, typename = std::enable_if_t<std::is_arithmetic_v<T>>>
+Tensor constant(T value) {
+  if constexpr (std::is_same_v<T, bool>) {
+    const uint8_t byte = value ? 1 : 0;
+    return internal::constant_from_bytes(DType::bool_, &byte, 1, TensorShape{});
+  } else if constexpr (std::is_same_v<T, int> && !std::is_same_v<int, int32_t>) {
+    static_assert(sizeof(T) == 0, "unsupported element type");
+  } else {
+    return internal::constant_from_bytes(dtype_of<T>(), &value, 1, TensorShape{});
+  }
+}
+Tensor constant(const char* value);
+Tensor constant(const std::string& value);
 
 template <typename T>
 Tensor constant(const std::vector<T>& values, const TensorShape& shape) {

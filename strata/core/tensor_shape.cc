@@ -1,13 +1,26 @@
 #include "strata/core/tensor_shape.h"
 
+#include <algorithm>
+
 #include "strata/base/errors.h"
 
 namespace strata {
 
-void TensorShape::validate() const {
-  for (int64_t d : dims_) {
+bool operator==(DimsView a, DimsView b) noexcept {
+  return std::equal(a.begin(), a.end(), b.begin(), b.end());
+}
+
+void TensorShape::assign(std::span<const int64_t> dims) {
+  for (int64_t d : dims) {
     STRATA_CHECK_ARG(d >= -1, "TensorShape: expected dimensions >= 0 (or -1 for unknown), got ",
-                     dims_);
+                     std::vector<int64_t>(dims.begin(), dims.end()));
+  }
+  rank_ = dims.size();
+  if (rank_ <= kInlineDims) {
+    std::copy(dims.begin(), dims.end(), inline_.begin());
+    heap_.clear();
+  } else {
+    heap_.assign(dims.begin(), dims.end());
   }
 }
 
@@ -17,11 +30,11 @@ TensorShape TensorShape::unknown_rank() {
   return s;
 }
 
-int64_t TensorShape::dim(int i) const { return dims_[canonical_axis(i, "TensorShape::dim")]; }
+int64_t TensorShape::dim(int i) const { return data()[canonical_axis(i, "TensorShape::dim")]; }
 
 bool TensorShape::is_fully_defined() const noexcept {
   if (!known_rank_) return false;
-  for (int64_t d : dims_)
+  for (int64_t d : dims())
     if (d < 0) return false;
   return true;
 }
@@ -29,15 +42,16 @@ bool TensorShape::is_fully_defined() const noexcept {
 int64_t TensorShape::num_elements() const noexcept {
   if (!is_fully_defined()) return -1;
   int64_t n = 1;
-  for (int64_t d : dims_) n *= d;
+  for (int64_t d : dims()) n *= d;
   return n;
 }
 
 bool TensorShape::is_compatible_with(const TensorShape& other) const noexcept {
   if (!known_rank_ || !other.known_rank_) return true;
   if (rank() != other.rank()) return false;
-  for (int i = 0; i < rank(); ++i) {
-    if (dims_[i] >= 0 && other.dims_[i] >= 0 && dims_[i] != other.dims_[i]) return false;
+  const DimsView a = dims(), b = other.dims();
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] >= 0 && b[i] >= 0 && a[i] != b[i]) return false;
   }
   return true;
 }
@@ -47,42 +61,62 @@ TensorShape TensorShape::merge_with(const TensorShape& other) const {
                    other, " are not compatible");
   if (!known_rank_) return other;
   if (!other.known_rank_) return *this;
-  std::vector<int64_t> d(dims_);
+  TensorShape merged = *this;
+  int64_t* d = merged.data();
   for (int i = 0; i < rank(); ++i)
-    if (d[i] < 0) d[i] = other.dims_[i];
-  return TensorShape(std::move(d));
+    if (d[i] < 0) d[i] = other.data()[i];
+  return merged;
 }
 
 TensorShape TensorShape::with_dim(int i, int64_t d) const {
-  std::vector<int64_t> v(dims_);
-  v[canonical_axis(i, "TensorShape::with_dim")] = d;
-  return TensorShape(std::move(v));
+  const int axis = canonical_axis(i, "TensorShape::with_dim");
+  STRATA_CHECK_ARG(d >= -1, "TensorShape: expected dimensions >= 0 (or -1 for unknown), got ", d);
+  TensorShape s = *this;
+  s.data()[axis] = d;
+  return s;
 }
 
 TensorShape TensorShape::inserted(int i, int64_t d) const {
   STRATA_CHECK_ARG(i >= 0 && i <= rank(), "TensorShape::inserted: expected position in [0, ",
                    rank(), "], got ", i);
-  std::vector<int64_t> v(dims_);
-  v.insert(v.begin() + i, d);
-  return TensorShape(std::move(v));
+  STRATA_CHECK_ARG(d >= -1, "TensorShape: expected dimensions >= 0 (or -1 for unknown), got ", d);
+  TensorShape s;
+  s.set_rank(rank_ + 1);
+  std::copy(data(), data() + i, s.data());
+  s.data()[i] = d;
+  std::copy(data() + i, data() + rank_, s.data() + i + 1);
+  return s;
 }
 
 TensorShape TensorShape::removed(int i) const {
-  std::vector<int64_t> v(dims_);
-  v.erase(v.begin() + canonical_axis(i, "TensorShape::removed"));
-  return TensorShape(std::move(v));
+  const int axis = canonical_axis(i, "TensorShape::removed");
+  TensorShape s;
+  s.set_rank(rank_ - 1);
+  std::copy(data(), data() + axis, s.data());
+  std::copy(data() + axis + 1, data() + rank_, s.data() + axis);
+  return s;
 }
 
 TensorShape TensorShape::sub_shape(int begin, int end) const {
   STRATA_CHECK_ARG(0 <= begin && begin <= end && end <= rank(), "TensorShape::sub_shape: range [",
                    begin, ", ", end, ") outside rank ", rank());
-  return TensorShape(std::vector<int64_t>(dims_.begin() + begin, dims_.begin() + end));
+  return TensorShape(std::span<const int64_t>(data() + begin, data() + end));
 }
 
 TensorShape TensorShape::concatenate(const TensorShape& other) const {
-  std::vector<int64_t> v(dims_);
-  v.insert(v.end(), other.dims_.begin(), other.dims_.end());
-  return TensorShape(std::move(v));
+  TensorShape s;
+  s.set_rank(rank_ + other.rank_);
+  std::copy(other.data(), other.data() + other.rank_, std::copy(data(), data() + rank_, s.data()));
+  return s;
+}
+
+void TensorShape::set_rank(size_t rank) {
+  rank_ = rank;
+  if (rank > kInlineDims) {
+    heap_.assign(rank, 0);
+  } else {
+    heap_.clear();
+  }
 }
 
 int TensorShape::canonical_axis(int64_t axis, const char* who) const {
@@ -95,9 +129,10 @@ int TensorShape::canonical_axis(int64_t axis, const char* who) const {
 std::string TensorShape::to_string() const {
   if (!known_rank_) return "<unknown>";
   std::string s = "[";
-  for (size_t i = 0; i < dims_.size(); ++i) {
+  const DimsView d = dims();
+  for (size_t i = 0; i < d.size(); ++i) {
     if (i) s += ", ";
-    s += dims_[i] < 0 ? std::string("None") : std::to_string(dims_[i]);
+    s += d[i] < 0 ? std::string("None") : std::to_string(d[i]);
   }
   return s + "]";
 }

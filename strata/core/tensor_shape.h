@@ -6,35 +6,84 @@
 //   strata::TensorShape s{2, 3};
 //   s.rank();            // 2
 //   s.num_elements();    // 6
+//   s.dims()[1];         // 3
 //   s.to_string();       // "[2, 3]"  (unknown dims print as "None", like TF)
 //   TensorShape{-1, 784}.is_compatible_with({128, 784});   // true
 //
+// Up to kInlineDims dimensions are stored inside the object, so that making,
+// copying and destroying the shape of an ordinary tensor touches no heap
+// (every tensor handle holds one); higher ranks keep theirs on the heap.
+//
 // Immutable-style value type; thread-compatible.
 
+#include <array>
+#include <cstddef>
 #include <cstdint>
 #include <initializer_list>
 #include <ostream>
+#include <ranges>
 #include <span>
 #include <string>
 #include <vector>
 
 namespace strata {
 
+// The dimensions of a TensorShape: a read-only view, valid while the shape it
+// came from lives, that indexes and iterates like a const std::vector<int64_t>
+// and converts to one (a copy) or to std::span<const int64_t> (no copy).
+class DimsView {
+ public:
+  using value_type = int64_t;
+  using size_type = size_t;
+  using difference_type = std::ptrdiff_t;
+  using const_iterator = const int64_t*;
+  using iterator = const_iterator;
+  using const_reference = const int64_t&;
+  using reference = const_reference;
+
+  constexpr DimsView(const int64_t* data, size_t size) noexcept : data_(data), size_(size) {}
+
+  const int64_t* begin() const noexcept { return data_; }
+  const int64_t* end() const noexcept { return data_ + size_; }
+  const int64_t* data() const noexcept { return data_; }
+  size_t size() const noexcept { return size_; }
+  bool empty() const noexcept { return size_ == 0; }
+  // Unchecked, like std::vector's.
+  const int64_t& operator[](size_t i) const noexcept { return data_[i]; }
+  const int64_t& front() const noexcept { return data_[0]; }
+  const int64_t& back() const noexcept { return data_[size_ - 1]; }
+
+  // NOLINTNEXTLINE(google-explicit-constructor): used where a vector was
+  operator std::vector<int64_t>() const { return {begin(), end()}; }
+
+  friend bool operator==(DimsView a, DimsView b) noexcept;
+
+ private:
+  const int64_t* data_;
+  size_t size_;
+};
+
 class TensorShape {
  public:
+  // Ranks up to this keep their dimensions inside the object.
+  static constexpr int kInlineDims = 6;
+
   TensorShape() = default;  // scalar: rank 0
-  TensorShape(std::initializer_list<int64_t> dims) : dims_(dims) { validate(); }
-  explicit TensorShape(std::vector<int64_t> dims) : dims_(std::move(dims)) { validate(); }
-  explicit TensorShape(std::span<const int64_t> dims) : dims_(dims.begin(), dims.end()) {
-    validate();
+  TensorShape(std::initializer_list<int64_t> dims) {
+    assign(std::span<const int64_t>(dims.begin(), dims.size()));
+  }
+  explicit TensorShape(const std::vector<int64_t>& dims) { assign(dims); }
+  explicit TensorShape(std::span<const int64_t> dims) { assign(dims); }
+  explicit TensorShape(DimsView dims) {
+    assign(std::span<const int64_t>(dims.data(), dims.size()));
   }
   static TensorShape unknown_rank();
 
   bool has_known_rank() const noexcept { return known_rank_; }
-  int rank() const noexcept { return static_cast<int>(dims_.size()); }
+  int rank() const noexcept { return static_cast<int>(rank_); }
   int64_t dim(int i) const;  // i may be negative (from the end)
   int64_t operator[](int i) const { return dim(i); }
-  const std::vector<int64_t>& dims() const noexcept { return dims_; }
+  DimsView dims() const noexcept { return {data(), rank_}; }
   // True when the rank and every dimension are known.
   bool is_fully_defined() const noexcept;
   // Product of the dimensions (1 for a scalar); -1 if any is unknown.
@@ -59,15 +108,29 @@ class TensorShape {
 
   std::string to_string() const;
   bool operator==(const TensorShape& other) const noexcept {
-    return known_rank_ == other.known_rank_ && dims_ == other.dims_;
+    return known_rank_ == other.known_rank_ && dims() == other.dims();
   }
 
  private:
-  void validate() const;
-  std::vector<int64_t> dims_;
+  // Stores `dims` (InvalidArgumentError unless every one is >= -1).
+  void assign(std::span<const int64_t> dims);
+  // Makes the rank `rank`, with dimensions to be written through data().
+  void set_rank(size_t rank);
+  const int64_t* data() const noexcept {
+    return rank_ <= kInlineDims ? inline_.data() : heap_.data();
+  }
+  int64_t* data() noexcept { return rank_ <= kInlineDims ? inline_.data() : heap_.data(); }
+
+  std::array<int64_t, kInlineDims> inline_ = {};  // dims [0, rank) when rank <= kInlineDims
+  std::vector<int64_t> heap_;                     // the dims when rank > kInlineDims
+  size_t rank_ = 0;
   bool known_rank_ = true;
 };
 
 std::ostream& operator<<(std::ostream& os, const TensorShape& s);
 
 }  // namespace strata
+
+// A DimsView does not own its elements: std::span may be made from a temporary one.
+template <>
+inline constexpr bool std::ranges::enable_borrowed_range<strata::DimsView> = true;

@@ -2,6 +2,9 @@
 
 #include <gtest/gtest.h>
 
+#include <span>
+#include <vector>
+
 #include "strata/core/device.h"
 #include "strata/core/tensor_spec.h"
 
@@ -115,6 +118,36 @@ TEST(TensorShape, HandlesUnknownDimensionsAndAxes) {
   EXPECT_THROW(TensorShape({2, 3}).canonical_axis(2, "reduce_sum"), InvalidArgumentError);
   EXPECT_TRUE(TensorShape::unknown_rank().is_compatible_with({1, 2, 3}));
   EXPECT_EQ(TensorShape{}.num_elements(), 1);
+}
+
+TEST(TensorShape, KeepsHighRanksAndViewsItsDimensions) {
+  // Ranks up to kInlineDims live inside the object, higher ones on the heap:
+  // both behave the same.
+  for (int rank : {0, 1, TensorShape::kInlineDims, TensorShape::kInlineDims + 1, 9}) {
+    std::vector<int64_t> dims(rank);
+    for (int i = 0; i < rank; ++i) dims[i] = i + 2;
+    const TensorShape s(dims);
+    EXPECT_EQ(s.rank(), rank);
+    const std::vector<int64_t> back = s.dims();  // converts to a vector
+    EXPECT_EQ(back, dims);
+    const TensorShape copy = s;  // NOLINT(performance-unnecessary-copy-initialization)
+    EXPECT_EQ(copy, s);
+    EXPECT_EQ(TensorShape(std::span<const int64_t>(s.dims())), s);
+    if (rank == 0) continue;
+    EXPECT_EQ(s.dims().back(), rank + 1);
+    EXPECT_EQ(s.with_dim(0, 7).dim(0), 7);
+    EXPECT_EQ(s.dim(0), 2);  // with_dim made a copy
+    EXPECT_EQ(s.inserted(rank, 5).rank(), rank + 1);
+    EXPECT_EQ(s.inserted(0, 5).dims()[1], 2);
+    EXPECT_EQ(s.removed(0).rank(), rank - 1);
+    EXPECT_EQ(s.concatenate(s).rank(), 2 * rank);
+    EXPECT_EQ(s.concatenate(s).dims()[rank], 2);
+    EXPECT_EQ(s.sub_shape(1, rank), s.removed(0));
+  }
+  EXPECT_NE((TensorShape{2, 3}), (TensorShape{2, 3, 1}));
+  EXPECT_NE((TensorShape{}), TensorShape::unknown_rank());
+  EXPECT_THROW(TensorShape({1, 2, 3, 4, 5, 6, -2}), InvalidArgumentError);
+  EXPECT_THROW(TensorShape({2}).inserted(0, -5), InvalidArgumentError);
 }
 
 TEST(TensorSpec, PrintsAndMatchesTensors) {

@@ -6,6 +6,8 @@
 #include <utility>
 #include <vector>
 
+#include "strata/core/allocator.h"
+
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/base/str_cat.h"
@@ -220,7 +222,8 @@ Tensor Variable::value() const {
   Tensor v = impl().read();
   // Iterate over a copy: an observer may register or unregister others.
   if (!t_observers.empty()) {
-    const std::vector<VariableAccessObserver*> observers = t_observers;
+    // (From the buffer cache: a tape reads every variable once per step.)
+    const PooledVector<VariableAccessObserver*> observers(t_observers.begin(), t_observers.end());
     for (VariableAccessObserver* o : observers) o->variable_accessed(*this, v);
   }
   return v;

@@ -464,6 +464,8 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
   // Drop unconnected variables (Keras's filter_empty_gradients).
   std::vector<Tensor> kept_grads;
   std::vector<Variable> kept_vars;
+  kept_grads.reserve(vars.size());
+  kept_vars.reserve(vars.size());
   for (size_t i = 0; i < vars.size(); ++i) {
     if (!grads[i].defined()) continue;
     kept_grads.push_back(grads[i]);

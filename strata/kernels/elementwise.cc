@@ -464,18 +464,19 @@ void reduce3(ReduceOp op, const T* x, int64_t outer, int64_t red, int64_t inner,
 template <typename T>
 Tensor reduce_typed(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
   const int rank = x.rank();
-  std::vector<bool> reduced(rank, false);
+  // Scratch from the buffer cache (PoolAllocator): a step reduces the same shapes every step.
+  PooledVector<bool> reduced(rank, false);
   for (int64_t a : axes) reduced[a] = true;
-  std::vector<int64_t> out_dims;
+  PooledVector<int64_t> out_dims;
   for (int i = 0; i < rank; ++i) {
     if (!reduced[i])
       out_dims.push_back(x.shape().dims()[i]);
     else if (keepdims)
       out_dims.push_back(1);
   }
-  const TensorShape out_shape(out_dims);
+  const TensorShape out_shape(std::span<const int64_t>(out_dims.data(), out_dims.size()));
   // Groups of adjacent dims (size-1 dims dropped) with the same reduced flag.
-  std::vector<std::pair<int64_t, bool>> groups;
+  PooledVector<std::pair<int64_t, bool>> groups;
   int64_t red_count = 1;
   for (int i = 0; i < rank; ++i) {
     const int64_t d = x.shape().dims()[i];
@@ -566,7 +567,7 @@ Tensor arg_reduce_typed(bool is_max, const Tensor& x, int axis) {
 TensorShape broadcast_shape(const TensorShape& a, const TensorShape& b, const char* who) {
   if (a == b) return a;
   const int r = std::max(a.rank(), b.rank());
-  std::vector<int64_t> out(r);
+  PooledVector<int64_t> out(r);
   for (int i = 0; i < r; ++i) {
     const int ia = a.rank() - r + i, ib = b.rank() - r + i;
     const int64_t da = ia >= 0 ? a.dims()[ia] : 1;
@@ -575,7 +576,7 @@ TensorShape broadcast_shape(const TensorShape& a, const TensorShape& b, const ch
                      ": expected broadcast-compatible shapes, got ", a, " and ", b);
     out[i] = da == 1 ? db : da;
   }
-  return TensorShape(out);
+  return TensorShape(std::span<const int64_t>(out.data(), out.size()));
 }
 
 Tensor binary(BinaryOp op, const Tensor& a, const Tensor& b, const char* who) {

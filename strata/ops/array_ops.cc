@@ -31,30 +31,33 @@ Tensor range(int64_t start, int64_t limit, int64_t delta) {
 Tensor range(int64_t limit) { return range(0, limit, 1); }
 
 Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape) {
-  OpAttrs requested;
-  requested.size = shape;  // for the dispatcher: the requested shape, -1 included
-  if (auto out =
-          internal::dispatch(OpKind::Reshape, "reshape", {x}, requested,
-                             [=](std::span<const Tensor> in) { return reshape(in[0], shape); }))
-    return *out;
-  std::vector<int64_t> dims = shape;
+  // The attrs only when a dispatcher may look at them (copying the shape is a
+  // heap allocation, and reshape runs several times a training step).
+  if (internal::g_op_dispatcher.load(std::memory_order_relaxed) != nullptr) {
+    OpAttrs requested;
+    requested.size = shape;  // for the dispatcher: the requested shape, -1 included
+    if (auto out =
+            internal::dispatch(OpKind::Reshape, "reshape", {x}, requested,
+                               [&](std::span<const Tensor> in) { return reshape(in[0], shape); }))
+      return *out;
+  }
   int64_t known = 1;
   int unknown = -1;
-  for (size_t i = 0; i < dims.size(); ++i) {
-    if (dims[i] == -1) {
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (shape[i] == -1) {
       STRATA_CHECK_ARG(unknown < 0, "reshape: expected at most one -1, got ", shape);
       unknown = static_cast<int>(i);
     } else {
-      STRATA_CHECK_ARG(dims[i] >= 0, "reshape: expected dimensions >= 0 or -1, got ", shape);
-      known *= dims[i];
+      STRATA_CHECK_ARG(shape[i] >= 0, "reshape: expected dimensions >= 0 or -1, got ", shape);
+      known *= shape[i];
     }
   }
+  TensorShape target(shape);
   if (unknown >= 0) {
     STRATA_CHECK_ARG(known > 0 && x.num_elements() % known == 0,
                      "reshape: cannot reshape a tensor of shape ", x.shape(), " into ", shape);
-    dims[unknown] = x.num_elements() / known;
+    target = target.with_dim(unknown, x.num_elements() / known);
   }
-  const TensorShape target(dims);
   STRATA_CHECK_ARG(target.num_elements() == x.num_elements(), "reshape: expected ",
                    x.num_elements(), " elements (shape ", x.shape(), "), got target shape ", shape);
   Tensor out = x.reshaped(target);

@@ -71,7 +71,9 @@ Tensor reduce_op(const Tensor& x, const ReduceOptions& o, const char* who) {
   OpAttrs attrs;
   attrs.axes = normalise_axes(x, o.axis, who);
   attrs.keepdims = o.keepdims;
-  if (auto out = internal::dispatch(kKind, who, {x}, attrs, [=](std::span<const Tensor> in) {
+  // By reference: the dispatcher runs the op only within this call, and a
+  // copy of `o` would copy its axis vector on every reduction.
+  if (auto out = internal::dispatch(kKind, who, {x}, attrs, [&o, who](std::span<const Tensor> in) {
         return reduce_op<kKind>(in[0], o, who);
       }))
     return *out;

@@ -1,5 +1,7 @@
 #include "strata/ops/training_ops.h"
 
+#include <functional>
+
 #include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 #include "strata/kernels/training.h"
@@ -34,18 +36,32 @@ void apply_adam(const Variable& var, const Variable& m, const Variable& v, const
   if (vhat != nullptr) check_like(var, *vhat, "vhat");
   const int64_t n = var.shape().num_elements();
   const void* g = grad.raw_data();
-  var.update_in_place([&](void* w) {
-    m.update_in_place([&](void* mp) {
-      v.update_in_place([&](void* vp) {
-        if (vhat == nullptr) {
-          kernels::apply_adam(var.dtype(), n, w, mp, vp, nullptr, g, coefficients);
-          return;
-        }
-        vhat->update_in_place(
-            [&](void* hp) { kernels::apply_adam(var.dtype(), n, w, mp, vp, hp, g, coefficients); });
-      });
-    });
-  });
+  // The nested updates pass their lambdas by std::ref: a std::function holds a
+  // reference_wrapper inline, where a copy of a capturing lambda would take a
+  // heap allocation per variable and step.
+  void* w = nullptr;
+  void* mp = nullptr;
+  void* vp = nullptr;
+  const auto update_vhat = [&](void* hp) {
+    kernels::apply_adam(var.dtype(), n, w, mp, vp, hp, g, coefficients);
+  };
+  const auto update_v = [&](void* p) {
+    vp = p;
+    if (vhat == nullptr) {
+      kernels::apply_adam(var.dtype(), n, w, mp, vp, nullptr, g, coefficients);
+      return;
+    }
+    vhat->update_in_place(std::ref(update_vhat));
+  };
+  const auto update_m = [&](void* p) {
+    mp = p;
+    v.update_in_place(std::ref(update_v));
+  };
+  const auto update_var = [&](void* p) {
+    w = p;
+    m.update_in_place(std::ref(update_m));
+  };
+  var.update_in_place(std::ref(update_var));
 }
 
 }  // namespace strata

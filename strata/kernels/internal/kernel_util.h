@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <type_traits>
@@ -51,7 +52,7 @@ void parallel_for(int64_t n, int64_t min_chunk, Fn&& fn) {
     if (pool.num_threads() == 1 || chunks == 1) {
       run(0, chunks);
     } else {
-      pool.parallel_for(chunks, 1, run);
+      pool.parallel_for(chunks, 1, std::ref(run));
     }
     return;
   }
@@ -59,7 +60,9 @@ void parallel_for(int64_t n, int64_t min_chunk, Fn&& fn) {
     fn(int64_t{0}, n);
     return;
   }
-  pool.parallel_for(n, min_chunk, fn);
+  // By reference: a std::function holds a reference_wrapper inline, where a
+  // copy of a capturing lambda would cost a heap allocation per call.
+  pool.parallel_for(n, min_chunk, std::ref(fn));
 }
 
 // The threads a kernel splits its work for: the device's, or under
