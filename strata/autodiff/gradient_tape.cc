@@ -240,8 +240,10 @@ std::vector<Tensor> GradientTape::compute(const Tensor& target, const PooledVect
   }
   PooledVector<size_t> order(sources.size());
   for (size_t s = 0; s < order.size(); ++s) order[s] = s;
-  std::stable_sort(order.begin(), order.end(),
-                   [&](size_t a, size_t b) { return finish[a] > finish[b]; });
+  // (std::sort with the tie broken by index: stable_sort would take a heap buffer.)
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return finish[a] != finish[b] ? finish[a] > finish[b] : a < b;
+  });
 
   autodiff::PooledMap<uint64_t, PooledVector<Tensor>> pending;
   std::vector<Tensor> results(sources.size());

@@ -55,8 +55,8 @@ command_of() {
 }
 
 # Prints the arguments of the command $1 that matter for parsing (include paths,
-# definitions, the language standard), one per line; the compiler, -o/-c and
-# the GCC warning flags are dropped.
+# definitions, the language standard), one per line; the compiler, -o/-c, the
+# GCC warning flags and a precompiled header are dropped.
 parse_flags() {
   local -a words
   eval "words=($1)"
@@ -65,7 +65,12 @@ parse_flags() {
     case "${words[i]}" in
       -o|-c) i=$((i + 2)); continue ;;
       -W*|-O*|-f*) ;;
-      -isystem|-I|-D|-include) printf '%s\n%s\n' "${words[i]}" "${words[i + 1]}"; i=$((i + 2)); continue ;;
+      # CMake's precompiled header is GCC's (.gch), which clang cannot read; the
+      # unit includes what it uses itself.
+      -include) [[ "${words[i + 1]}" == */cmake_pch.hxx ]] ||
+                  printf '%s\n%s\n' "${words[i]}" "${words[i + 1]}"
+                i=$((i + 2)); continue ;;
+      -isystem|-I|-D) printf '%s\n%s\n' "${words[i]}" "${words[i + 1]}"; i=$((i + 2)); continue ;;
       -I*|-D*|-U*|-std=*) printf '%s\n' "${words[i]}" ;;
     esac
     i=$((i + 1))
