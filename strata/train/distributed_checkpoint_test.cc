@@ -188,6 +188,9 @@ TEST_F(DistributedCheckpointTest, ShardedSlotsAreSavedWholeAndRestoreAcrossTheSw
     }
     resumed.checkpoint().read(path).assert_consumed();
     for (int n = 3; n < 5; ++n) resumed.step(n);
+    // A sharded run stores only its block of each slot again (m and v of w's
+    // 40 elements: 32 on replica 0 and 8 on replica 1; b's on replica 0).
+    EXPECT_EQ(resumed.adam->slot_bytes(1), shard ? 2 * 8 * 4 : 2 * 41 * 4);
     EXPECT_EQ(resumed.copies(), expected)
         << (shard ? "unsharded -> sharded" : "sharded -> unsharded");
   }
