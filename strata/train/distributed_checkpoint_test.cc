@@ -196,6 +196,26 @@ TEST_F(DistributedCheckpointTest, ShardedSlotsAreSavedWholeAndRestoreAcrossTheSw
   }
 }
 
+TEST_F(DistributedCheckpointTest, ADeferredRestoreScattersTheSavedSlotsIntoTheBlocks) {
+  // Restored before the optimizer is built, the saved (whole) slots are
+  // assigned when the first apply_gradients builds the sharded slots: each
+  // replica's copy keeps its block of the saved value, and training goes on
+  // with the bits of the run that never stopped.
+  TempDir dir("sharded_deferred");
+  AdamRun first(true);
+  for (int n = 0; n < 3; ++n) first.step(n);
+  const std::string path = first.checkpoint().write(dir.file("ckpt"));
+  for (int n = 3; n < 5; ++n) first.step(n);
+  AdamRun resumed(true);
+  resumed.checkpoint().read(path);  // the slots do not exist yet
+  EXPECT_FALSE(resumed.adam->built());
+  for (int n = 3; n < 5; ++n) resumed.step(n);
+  // m and v of w's 40 elements: 32 on replica 0 (with b's scalar), 8 on replica 1.
+  EXPECT_EQ(resumed.adam->slot_bytes(0), 2 * 33 * 4);
+  EXPECT_EQ(resumed.adam->slot_bytes(1), 2 * 8 * 4);
+  EXPECT_EQ(resumed.copies(), first.copies());
+}
+
 TEST_F(DistributedCheckpointTest, AShardedVariableSavesOneFullTensorAndRestoresIntoAnyShardCount) {
   // A partitioned variable as ParameterServerStrategy makes it
   // (variable_partitioner=FixedShardsPartitioner(3)): one full [13, 2] tensor.
