@@ -64,16 +64,24 @@ std::vector<RowLayout> row_layouts(const std::vector<T>& vars, int shards) {
 
 // Replica `r`'s row of `layout`: block r of each of `blocks` (already cut to
 // the block, flat) in its columns, zeros in the padding.
+// Copies `count` elements of `esize` bytes from `src` to the member's
+// columns [column, column + width) at `dst` and zeroes the rest of them (the
+// padding), so a row is written once.
+void put_block(std::byte* dst, const void* src, int64_t count, int64_t width, size_t esize) {
+  if (count > 0) std::memcpy(dst, src, size_t(count) * esize);
+  if (width > count) std::memset(dst + count * int64_t(esize), 0, size_t(width - count) * esize);
+}
+
 Tensor pack_row(const RowLayout& layout, const std::vector<Tensor>& blocks) {
   const size_t esize = dtype_size(layout.dtype);
   Tensor row = Tensor::allocate(layout.dtype, TensorShape({1, layout.width}));
   auto* out = static_cast<std::byte*>(row.mutable_raw_data());
-  std::memset(out, 0, size_t(layout.width) * esize);
   for (size_t k = 0; k < layout.members.size(); ++k) {
     const Tensor& b = blocks[layout.members[k]];
-    if (b.num_elements() > 0) {
-      std::memcpy(out + layout.columns[k] * int64_t(esize), b.raw_data(), b.size_bytes());
-    }
+    const int64_t end = k + 1 < layout.members.size() ? layout.columns[k + 1] : layout.width;
+    put_block(out + layout.columns[k] * int64_t(esize),
+              b.num_elements() > 0 ? b.raw_data() : nullptr, b.num_elements(),
+              end - layout.columns[k], esize);
   }
   return row;
 }
@@ -147,15 +155,15 @@ std::vector<Tensor> reduce_scatter_blocks(distribute::ReplicaContext& ctx,
     const size_t esize = dtype_size(layout.dtype);
     Tensor rows = Tensor::allocate(layout.dtype, TensorShape({shards, layout.width}));
     auto* dst = static_cast<std::byte*>(rows.mutable_raw_data());
-    std::memset(dst, 0, size_t(shards * layout.width) * esize);
     for (size_t k = 0; k < layout.members.size(); ++k) {
       const Tensor& v = values[layout.members[k]];
       const auto* src = static_cast<const std::byte*>(v.raw_data());
+      const int64_t width = update_block(v.num_elements(), shards, 0).width;
       for (int q = 0; q < shards; ++q) {
         const UpdateBlock b = update_block(v.num_elements(), shards, q);
-        if (b.end <= b.begin) continue;
-        std::memcpy(dst + (q * layout.width + layout.columns[k]) * int64_t(esize),
-                    src + b.begin * int64_t(esize), size_t(b.end - b.begin) * esize);
+        put_block(dst + (q * layout.width + layout.columns[k]) * int64_t(esize),
+                  b.end > b.begin ? src + b.begin * int64_t(esize) : nullptr, b.end - b.begin,
+                  width, esize);
       }
     }
     const Tensor mine =

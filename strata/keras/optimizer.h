@@ -52,9 +52,10 @@
 // most 16 elements, a scalar say, belongs to replica 0). A sharded step:
 //   1. reduce-scatters the gradients instead of step 1's all-reduce: one
 //      collective per dtype, after which replica r holds block r of every
-//      summed gradient only (distribute::reduce_scatter_rows; the in-process
-//      group reduces 1/R per rank and hands each rank its block, the
-//      multi-worker groups do the same across processes). Each element is
+//      summed gradient only (distribute::reduce_scatter_rows: the strategy's
+//      Collectives::reduce_scatter, whose cost is the group's: the in-process
+//      group reduces 1/R per rank; the multi-worker hierarchical group
+//      answers with its all-reduce, sliced). Each element is
 //      summed across the replicas in the all-reduce's order, so the blocks
 //      are bit-identical to the all-reduce's (deterministic_reduction keeps
 //      its fixed-tree all-reduce and each replica keeps its block);
