@@ -174,6 +174,25 @@ TEST(ShardedWeightUpdate, EveryCopyIsBitIdenticalToTheUnshardedUpdate) {
   }
 }
 
+// Under deterministic_reduction the gradients are summed in the fixed
+// pairwise tree of the all-reduce (each replica keeping its block rather than
+// reduce-scattering), so the sharded update still matches the unsharded one
+// bit for bit.
+TEST(ShardedWeightUpdate, DeterministicReductionKeepsItsTreeAndTheBits) {
+  for (int replicas : {2, 4}) {
+    use_cpus(replicas);
+    const MakeOptimizer adam = [] { return opt::Adam({.learning_rate = 0.01}); };
+    sd::MirroredStrategy plain(cpus(replicas), {.deterministic_reduction = true});
+    const State expected = train(plain, adam, 3);
+    sd::MirroredStrategy sharded(cpus(replicas),
+                                 {.deterministic_reduction = true, .shard_weight_update = true});
+    bool was_sharded = false;
+    const State got = train(sharded, adam, 3, &was_sharded);
+    EXPECT_TRUE(was_sharded) << replicas;
+    expect_same(got, expected, str_cat("Adam, deterministic_reduction, ", replicas, " replicas"));
+  }
+}
+
 // The sharded update must change the values at all: a run with zero
 // gradients would pass the comparison above trivially.
 TEST(ShardedWeightUpdate, TheUpdateMovesEveryElement) {
