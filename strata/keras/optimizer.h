@@ -82,8 +82,12 @@
 // checkpoint save: the saved slot is whole, as TensorFlow's) and before a
 // step that takes the unsharded path; the next sharded step drops every
 // element outside the replica's block again. Assigning a whole value to a
-// copy that stores its block keeps the block (a checkpoint restore scatters).
-// Reading a copy that stores only its block is FailedPreconditionError.
+// copy that stores its block keeps the block: a checkpoint restored before
+// the optimizer is built (deferred restoration) is scattered straight into
+// the blocks; one restored into a built optimizer lists its slots first
+// (slot_variables(), a gather), so the copies take the whole saved value
+// until the next sharded step. Reading a copy that stores only its block is
+// FailedPreconditionError.
 // A step takes the unsharded path (the all-reduce, every replica updating its
 // whole copy) when:
 //   - the update is not element-wise: a subclass that does not override
