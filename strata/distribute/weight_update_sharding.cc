@@ -206,6 +206,7 @@ Variable make_sharded_slot_variable(Strategy& strategy, const VariableArgs& args
   const int64_t n = args.initial_value.num_elements();
   const int replicas = strategy.num_replicas_in_sync();
   std::vector<Variable> components;
+  components.reserve(size_t(strategy.num_local_replicas()));
   for (int i = 0; i < strategy.num_local_replicas(); ++i) {
     components.emplace_back(std::make_shared<ShardedSlotCopyImpl>(
         i == 0 ? o.name : str_cat(o.name, "/replica_", i), args.initial_value,
