@@ -299,7 +299,9 @@ TEST(ShardedWeightUpdate, AnUnshardedStepAfterShardedOnesSeesWholeSlots) {
 TEST(ShardedWeightUpdate, EachReplicaStoresOnlyItsBlockOfEverySlot) {
   const std::vector<std::pair<int, std::vector<int64_t>>> expected = {{2, {1216, 696}},
                                                                       {4, {704, 640, 536, 32}}};
-  for (const auto& [replicas, blocks] : expected) {
+  for (const auto& entry : expected) {
+    const int replicas = entry.first;
+    const std::vector<int64_t>& blocks = entry.second;
     use_cpus(replicas);
     for (bool shard : {false, true}) {
       sd::MirroredStrategy strategy(cpus(replicas), {.shard_weight_update = shard});
