@@ -340,6 +340,8 @@ Tensor ReplicatedStrategy::reduce_scatter_rows_in_replica(ReplicaContext& ctx, c
     const Tensor sum = all_reduce_in_replica(ctx, ReduceOp::SUM, {rows}).front();
     return sum.slice_rows(rank, rank + 1);
   }
+  // The group serves one call at a time: queued gradient reductions go first.
+  if (!overlaps_.empty()) overlaps_.at(size_t(ctx.local_replica_id()))->drain();
   {
     const ScopedStepPhase wait(StepPhase::kCollectiveWait);
     if (wait.active()) collectives_->barrier(rank);
