@@ -267,6 +267,10 @@ void custom_loop(benchmark::State& state, Net net, bool mirrored,
     const ProcessStart start = ProcessStart::now();
     for (auto _ : state) strategy->run(step, it.get_next());
     report(state, kBatch, start, net, 2);
+    // What each replica's copies of Adam's slots store after the steps
+    // (whole, or its block under shard_weight_update).
+    state.counters["slot_bytes_replica0"] = double(optimizer->slot_bytes(0));
+    state.counters["slot_bytes_replica1"] = double(optimizer->slot_bytes(1));
   } else {
     data::Iterator it = synthetic_batches(net).iter();
     for (int i = 0; i < kWarmupSteps; ++i) step(it.get_next());

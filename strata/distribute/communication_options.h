@@ -51,11 +51,14 @@
 // ignores it. multi_worker_mirrored_strategy.h says which transport was chosen.
 // shard_weight_update: the Keras optimizers' apply_gradients shards the
 // weight update across the replicas (XLA's "Automatic Cross-Replica Sharding
-// of Weight Update in Data-Parallel Training"): replica r applies the update
-// to its 1/R of every variable and of its slots, and the new values are
-// all-gathered into every copy; the result is bit-identical to the unsharded
-// update (keras/optimizer.h). Off by default: in one process it
-// measured slower (docs/PERFORMANCE.md).
+// of Weight Update in Data-Parallel Training"): the gradients are
+// reduce-scattered, replica r applies the update to its 1/R of every
+// variable and of its slots, and the new values are all-gathered into every
+// copy; the result is bit-identical to the unsharded update. Each replica's
+// copy of a slot stores only its 1/R (keras/optimizer.h). Off by default:
+// every configuration measured (one process, 2 workers over TCP or shared
+// memory) spent more CPU per step sharded and none was faster; what it buys
+// is slot memory (docs/PERFORMANCE.md).
 // overlap_gradient_reduction (MultiWorkerMirroredStrategy with two or more
 // workers; every other strategy ignores it): the gradients' all-reduce runs
 // during the backward pass, as PyTorch DDP's buckets. While tape.gradient of

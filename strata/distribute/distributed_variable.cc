@@ -348,5 +348,16 @@ Variable make_distributed_variable(Strategy& strategy, const VariableArgs& args)
   return Variable(std::move(impl));
 }
 
+Variable make_mirrored_variable(Strategy& strategy, std::vector<Variable> components) {
+  STRATA_INTERNAL_CHECK(static_cast<int>(components.size()) == strategy.num_local_replicas(),
+                        "make_mirrored_variable: ", components.size(), " components for ",
+                        strategy.num_local_replicas(), " local replicas");
+  std::shared_ptr<VariableImpl> impl =
+      std::make_shared<MirroredVariableImpl>(strategy, std::move(components));
+  for (const Variable& c : distributed_components(Variable(impl)))
+    container_registry().add(c.impl_ptr().get(), impl);
+  return Variable(std::move(impl));
+}
+
 }  // namespace internal
 }  // namespace strata::distribute

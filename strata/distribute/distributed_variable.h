@@ -76,6 +76,12 @@ namespace internal {
 // Makes the distributed variable for `args` (already validated by the
 // creator) with one component per local replica of `strategy`.
 Variable make_distributed_variable(Strategy& strategy, const VariableArgs& args);
+// A MirroredVariable of `strategy` over the given components (one per local
+// replica, in local replica order, each already on its replica's device and
+// holding the same value): for copies that are not plain variables (the
+// sharded weight update's slots, weight_update_sharding.h). Goes through no
+// creator and no initialisation broadcast.
+Variable make_mirrored_variable(Strategy& strategy, std::vector<Variable> components);
 // Validates and normalises `args` for a mirrored-style strategy (AUTO ->
 // ON_WRITE, the §4.1 errors, trainable default).
 VariableArgs check_distributed_variable_args(VariableArgs args);

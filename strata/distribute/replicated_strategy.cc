@@ -329,6 +329,27 @@ Tensor ReplicatedStrategy::all_gather_rows_in_replica(ReplicaContext& ctx, const
   return collectives_->all_gather(ctx.replica_id_in_sync_group(), row);
 }
 
+Tensor ReplicatedStrategy::reduce_scatter_rows_in_replica(ReplicaContext& ctx, const Tensor& rows) {
+  STRATA_CHECK_ARG(rows.rank() == 2 && rows.shape().dim(0) == num_replicas_in_sync_, name(),
+                   ": reduce_scatter_rows_in_replica: expected ", num_replicas_in_sync_,
+                   " rows of shape [", num_replicas_in_sync_, ", columns], got ", rows.shape());
+  if (num_replicas_in_sync_ == 1) return rows;
+  const int rank = ctx.replica_id_in_sync_group();
+  if (!collectives_ || communication_options_.deterministic_reduction) {
+    // The all-reduce sums every row; this replica keeps its own.
+    const Tensor sum = all_reduce_in_replica(ctx, ReduceOp::SUM, {rows}).front();
+    return sum.slice_rows(rank, rank + 1);
+  }
+  // The group serves one call at a time: queued gradient reductions go first.
+  if (!overlaps_.empty()) overlaps_.at(size_t(ctx.local_replica_id()))->drain();
+  {
+    const ScopedStepPhase wait(StepPhase::kCollectiveWait);
+    if (wait.active()) collectives_->barrier(rank);
+  }
+  const ScopedStepPhase transfer(StepPhase::kCollectiveTransfer);
+  return collectives_->reduce_scatter(rank, rows, collective::ReduceOp::SUM);
+}
+
 std::vector<Tensor> ReplicatedStrategy::deterministic_all_reduce(
     int rank, ReduceOp op, const std::vector<Tensor>& values) {
   // Internal arithmetic: ReplicaContext::all_reduce records the reduction's

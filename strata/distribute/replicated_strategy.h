@@ -68,6 +68,15 @@ class ReplicatedStrategy : public Strategy {
   // this strategy; every replica must call it (the sharded weight update's
   // all-gather of new values). The result is the caller's to keep.
   Tensor all_gather_rows_in_replica(ReplicaContext& ctx, const Tensor& row);
+  // Each replica's `rows` (rank 2, num_replicas_in_sync() rows; the same
+  // shape and dtype on every replica) summed across every replica of every
+  // worker; replica r receives row r of the sum only, [1, columns]. A
+  // reduce-scatter of the strategy's collectives (the sharded weight update's
+  // gradient reduction); under deterministic_reduction the all-reduce's fixed
+  // tree sums the rows instead and each replica keeps its own. One collective
+  // for the whole tensor: bytes_per_pack does not split it. On a replica
+  // thread of this strategy; every replica must call it.
+  Tensor reduce_scatter_rows_in_replica(ReplicaContext& ctx, const Tensor& rows);
   // communication_options().deterministic_micro_batches when
   // deterministic_reduction is on, else 0.
   int deterministic_micro_batches() const override;

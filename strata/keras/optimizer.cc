@@ -30,32 +30,12 @@ double squared_l2(const Tensor& g) {
   return strata::reduce_sum(strata::square(strata::cast(g, DType::float64))).scalar_as_double();
 }
 
-// The sharded weight update's partition of a flattened variable of n
-// elements among `shards` replicas: blocks of `width` = ceil(n / shards)
-// rounded up to a multiple of kBlockAlign elements, block r covering [begin,
-// end) (the last ones shorter or empty). The rounding keeps the update
-// bit-identical: vectorised kernels (Eigen's) run a fast packet path on whole
-// packets from an aligned start and an exact scalar path on the rest (rsqrt
-// is an approximation refined by a Newton step in packets, 1 / sqrt in scalars),
-// so an element must sit at the same packet position in its block as in the
-// whole variable. 16 elements (64 bytes of float32, the buffer alignment) is a
-// multiple of every packet width.
-constexpr int64_t kBlockAlign = 16;
+using distribute::update_block;
+using distribute::UpdateBlock;
 
-struct Block {
-  int64_t begin;
-  int64_t end;
-  int64_t width;
-};
-
-Block block_of(int64_t n, int shards, int r) {
-  const int64_t width = ((n + shards - 1) / shards + kBlockAlign - 1) / kBlockAlign * kBlockAlign;
-  const int64_t begin = std::min(n, width * r);
-  return {begin, std::min(n, begin + width), width};
-}
-
-// Rows of the all-gather: per dtype, the tensors' blocks side by side, each
-// padded to its width (so every replica's row has the same columns).
+// Rows of the reduce-scatter and all-gather: per dtype, the tensors' blocks
+// side by side, each padded to its width (so every replica's row has the same
+// columns).
 struct RowLayout {
   DType dtype;
   std::vector<size_t> members = {};   // indices into the caller's tensors
@@ -63,7 +43,9 @@ struct RowLayout {
   int64_t width = 0;                  // columns in all
 };
 
-std::vector<RowLayout> row_layouts(const std::vector<Variable>& vars, int shards) {
+// `vars`: Tensors or Variables (anything with dtype() and shape()).
+template <typename T>
+std::vector<RowLayout> row_layouts(const std::vector<T>& vars, int shards) {
   std::vector<RowLayout> layouts;
   for (size_t i = 0; i < vars.size(); ++i) {
     const DType d = vars[i].dtype();
@@ -75,23 +57,31 @@ std::vector<RowLayout> row_layouts(const std::vector<Variable>& vars, int shards
     }
     it->members.push_back(i);
     it->columns.push_back(it->width);
-    it->width += block_of(vars[i].shape().num_elements(), shards, 0).width;
+    it->width += update_block(vars[i].shape().num_elements(), shards, 0).width;
   }
   return layouts;
 }
 
 // Replica `r`'s row of `layout`: block r of each of `blocks` (already cut to
 // the block, flat) in its columns, zeros in the padding.
+// Copies `count` elements of `esize` bytes from `src` to the member's
+// columns [column, column + width) at `dst` and zeroes the rest of them (the
+// padding), so a row is written once.
+void put_block(std::byte* dst, const void* src, int64_t count, int64_t width, size_t esize) {
+  if (count > 0) std::memcpy(dst, src, size_t(count) * esize);
+  if (width > count) std::memset(dst + count * int64_t(esize), 0, size_t(width - count) * esize);
+}
+
 Tensor pack_row(const RowLayout& layout, const std::vector<Tensor>& blocks) {
   const size_t esize = dtype_size(layout.dtype);
   Tensor row = Tensor::allocate(layout.dtype, TensorShape({1, layout.width}));
   auto* out = static_cast<std::byte*>(row.mutable_raw_data());
-  std::memset(out, 0, size_t(layout.width) * esize);
   for (size_t k = 0; k < layout.members.size(); ++k) {
     const Tensor& b = blocks[layout.members[k]];
-    if (b.num_elements() > 0) {
-      std::memcpy(out + layout.columns[k] * int64_t(esize), b.raw_data(), b.size_bytes());
-    }
+    const int64_t end = k + 1 < layout.members.size() ? layout.columns[k + 1] : layout.width;
+    put_block(out + layout.columns[k] * int64_t(esize),
+              b.num_elements() > 0 ? b.raw_data() : nullptr, b.num_elements(),
+              end - layout.columns[k], esize);
   }
   return row;
 }
@@ -108,7 +98,7 @@ void unpack_into(const Variable& v, const Tensor& gathered, int64_t column, int 
   v.update_in_place([&](void* data) {
     auto* out = static_cast<std::byte*>(data);
     for (int q = 0; q < shards; ++q) {
-      const Block b = block_of(n, shards, q);
+      const UpdateBlock b = update_block(n, shards, q);
       if (q == skip || b.end <= b.begin) continue;
       std::memcpy(out + b.begin * int64_t(esize), in + (q * row_width + column) * int64_t(esize),
                   size_t(b.end - b.begin) * esize);
@@ -117,7 +107,7 @@ void unpack_into(const Variable& v, const Tensor& gathered, int64_t column, int 
 }
 
 // Elements [begin, end) of `t` flattened, as a view.
-Tensor flat_block(const Tensor& t, const Block& b) {
+Tensor flat_block(const Tensor& t, const UpdateBlock& b) {
   return t.reshaped(TensorShape({t.num_elements()})).slice_rows(b.begin, b.end);
 }
 
@@ -136,7 +126,7 @@ void all_gather_blocks(distribute::ReplicaContext& ctx, const std::vector<Variab
     std::vector<Tensor> blocks(copies.size());
     for (size_t i : layout.members) {
       blocks[i] = flat_block(copies[i].impl().read(),
-                             block_of(copies[i].shape().num_elements(), shards, r));
+                             update_block(copies[i].shape().num_elements(), shards, r));
     }
     rows.push_back(pack_row(layout, blocks));
   }
@@ -149,6 +139,81 @@ void all_gather_blocks(distribute::ReplicaContext& ctx, const std::vector<Variab
   }
 }
 
+// This replica's block of the SUM of every replica's `values` (each cut to
+// its blocks: flat [end - begin], a view), by one reduce-scatter per dtype:
+// replica r's rows hold block q of every value of the dtype in row q, and
+// the reduce-scatter sums every replica's rows and hands replica q row q.
+// Each element is summed across the replicas as the all-reduce sums it
+// (element-wise, in the same order), so the blocks are bit-identical to the
+// all-reduce's.
+std::vector<Tensor> reduce_scatter_blocks(distribute::ReplicaContext& ctx,
+                                          const std::vector<Tensor>& values) {
+  const int shards = ctx.num_replicas_in_sync();
+  const int r = ctx.replica_id_in_sync_group();
+  std::vector<Tensor> out(values.size());
+  for (const RowLayout& layout : row_layouts(values, shards)) {
+    const size_t esize = dtype_size(layout.dtype);
+    Tensor rows = Tensor::allocate(layout.dtype, TensorShape({shards, layout.width}));
+    auto* dst = static_cast<std::byte*>(rows.mutable_raw_data());
+    for (size_t k = 0; k < layout.members.size(); ++k) {
+      const Tensor& v = values[layout.members[k]];
+      const auto* src = static_cast<const std::byte*>(v.raw_data());
+      const int64_t width = update_block(v.num_elements(), shards, 0).width;
+      for (int q = 0; q < shards; ++q) {
+        const UpdateBlock b = update_block(v.num_elements(), shards, q);
+        put_block(dst + (q * layout.width + layout.columns[k]) * int64_t(esize),
+                  b.end > b.begin ? src + b.begin * int64_t(esize) : nullptr, b.end - b.begin,
+                  width, esize);
+      }
+    }
+    const Tensor mine =
+        distribute::reduce_scatter_rows(ctx, rows).reshaped(TensorShape({layout.width}));
+    for (size_t k = 0; k < layout.members.size(); ++k) {
+      const size_t i = layout.members[k];
+      const UpdateBlock b = update_block(values[i].num_elements(), shards, r);
+      out[i] = mine.slice_rows(layout.columns[k], layout.columns[k] + (b.end - b.begin));
+    }
+  }
+  return out;
+}
+
+// Makes this replica's copies of sharded slots whole: each copy's block
+// (either state) is packed into one row per dtype, the rows are
+// all-gathered, and every copy takes the whole value assembled from the
+// gathered blocks.
+void gather_slot_copies(distribute::ReplicaContext& ctx, const std::vector<Variable>& copies) {
+  const int shards = ctx.num_replicas_in_sync();
+  const std::vector<RowLayout> layouts = row_layouts(copies, shards);
+  std::vector<Tensor> rows;
+  rows.reserve(layouts.size());
+  for (const RowLayout& layout : layouts) {
+    std::vector<Tensor> blocks(copies.size());
+    for (size_t i : layout.members) blocks[i] = distribute::sharded_slot_block_values(copies[i]);
+    rows.push_back(pack_row(layout, blocks));
+  }
+  for (size_t l = 0; l < layouts.size(); ++l) {
+    const Tensor gathered = distribute::all_gather_rows(ctx, rows[l]);
+    rows[l] = Tensor();
+    const size_t esize = dtype_size(layouts[l].dtype);
+    const int64_t row_width = gathered.shape().dim(1);
+    const auto* in = static_cast<const std::byte*>(gathered.raw_data());
+    for (size_t k = 0; k < layouts[l].members.size(); ++k) {
+      const Variable& copy = copies[layouts[l].members[k]];
+      const int64_t n = copy.shape().num_elements();
+      Tensor whole = Tensor::allocate(copy.dtype(), copy.shape());
+      auto* out = static_cast<std::byte*>(whole.mutable_raw_data());
+      for (int q = 0; q < shards; ++q) {
+        const UpdateBlock b = update_block(n, shards, q);
+        if (b.end <= b.begin) continue;
+        std::memcpy(out + b.begin * int64_t(esize),
+                    in + (q * row_width + layouts[l].columns[k]) * int64_t(esize),
+                    size_t(b.end - b.begin) * esize);
+      }
+      distribute::make_sharded_slot_whole(copy, whole);
+    }
+  }
+}
+
 // Elements [begin, end) of a variable's copy, flattened, as a variable of
 // their own (made without the variable-creator stack, which would mirror
 // it): reads are views of the copy's buffer and writes land in it, so
@@ -157,7 +222,7 @@ void all_gather_blocks(distribute::ReplicaContext& ctx, const std::vector<Variab
 // update_in_place), so a write never reads through a view it took itself.
 class BlockVariableImpl final : public VariableImpl {
  public:
-  BlockVariableImpl(Variable whole, const Block& block)
+  BlockVariableImpl(Variable whole, const UpdateBlock& block)
       : whole_(std::move(whole)),
         block_(block),
         shape_({block.end - block.begin}),
@@ -194,12 +259,12 @@ class BlockVariableImpl final : public VariableImpl {
 
  private:
   Variable whole_;
-  Block block_;
+  UpdateBlock block_;
   TensorShape shape_;
   std::string name_;
 };
 
-Variable block_variable(const Variable& whole, const Block& block) {
+Variable block_variable(const Variable& whole, const UpdateBlock& block) {
   return Variable(std::make_shared<BlockVariableImpl>(whole, block));
 }
 
@@ -290,6 +355,20 @@ void Optimizer::build(const std::vector<Variable>& var_list) {
     built_for_.push_back(v.impl_ptr().get());
   }
   const size_t first_new_slot = slot_records_.size();
+  // Slots are sharded (each replica's copy stores only its block) when the
+  // updates can be: the strategy of the cross-replica context building them
+  // shards weight updates, and the update is element-wise without norm
+  // clipping. Which variables qualify add_variable_from_reference decides.
+  {
+    distribute::Strategy* sharding = nullptr;
+    if (update_is_elementwise() && !clips_by_norm() &&
+        distribute::get_replica_context() == nullptr &&
+        distribute::shards_weight_update(distribute::get_strategy())) {
+      sharding = &distribute::get_strategy();
+    }
+    MutexLock lock(shard_mu_);
+    slot_sharding_strategy_ = sharding;
+  }
   build_slots(var_list);
   built_ = true;
   for (const SlotCreatedCallback& callback : slot_created_callbacks_) {
@@ -313,8 +392,24 @@ Variable Optimizer::add_variable_from_reference(const Variable& reference,
   const auto key = std::pair{reference.impl_ptr().get(), slot_name};
   STRATA_INTERNAL_CHECK(slots_.find(key) == slots_.end(), "slot '", slot_name, "' for variable '",
                         reference.name(), "' made twice");
-  Variable slot_var(
-      value, {.name = str_cat(name_, "/", reference.name(), "/", slot_name), .trainable = false});
+  const VariableOptions options{.name = str_cat(name_, "/", reference.name(), "/", slot_name),
+                                .trainable = false};
+  distribute::Strategy* sharding = nullptr;
+  {
+    MutexLock lock(shard_mu_);
+    sharding = slot_sharding_strategy_;
+  }
+  Variable slot_var;
+  if (sharding != nullptr &&
+      (reference.dtype() == DType::float32 || reference.dtype() == DType::float64) &&
+      distribute::is_mirrored_variable(reference) &&
+      distribute::owning_strategy(reference) == sharding &&
+      reference.aggregation() == VariableAggregation::NONE) {
+    slot_var = distribute::make_sharded_slot_variable(*sharding, VariableArgs{value, options});
+  } else {
+    slot_var = Variable(value, options);
+    whole_slot_references_.insert(reference.impl_ptr().get());
+  }
   slots_.emplace(key, slot_var);
   slot_order_.push_back(slot_var);
   slot_records_.push_back({reference, slot_name, slot_var});
@@ -435,6 +530,16 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
       replica->merge_call([&](distribute::Strategy&) { build(vars); });
     }
   }
+  // The sharded update (see the header comment) reduce-scatters the
+  // gradients of the variables it updates instead of aggregating them.
+  bool sharded = false;
+  if (replica != nullptr && replica->num_replicas_in_sync() > 1 && built_) {
+    std::vector<Variable> connected;
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (grads[i].defined()) connected.push_back(vars[i]);
+    }
+    sharded = shards_update(*replica, connected, options);
+  }
   // Keras aggregates first (distributed Optimizer.apply_gradients), then runs
   // the base steps.
   if (options.skip_gradients_aggregation) {
@@ -444,7 +549,7 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
         ": apply_gradients on ", ctx ? ctx->num_replicas_in_sync() : 1,
         " replicas needs the optimizer built first: call build(trainable_variables) in the "
         "strategy's scope before the training loop");
-  } else {
+  } else if (!sharded) {
     grads = aggregate_gradients(grads);
   }
   STRATA_INTERNAL_CHECK(grads.size() == vars.size(),
@@ -486,16 +591,20 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
                      dtype_name(v.dtype()));
   }
 
+  if (sharded) {
+    // Each replica receives its block of every reduced gradient; clipvalue
+    // (the only clipping left, element-wise) applies to the blocks.
+    apply_sharded(*replica, clip_gradients(reduce_scatter_blocks(*replica, kept_grads)), kept_vars,
+                  lr);
+    iterations_.assign_add(strata::constant<int64_t>(1));
+    return;
+  }
   kept_grads = clip_gradients(std::move(kept_grads));
-  if (replica != nullptr && replica->num_replicas_in_sync() > 1) {
-    if (shards_update(*replica, kept_vars, options)) {
-      apply_sharded(*replica, kept_grads, kept_vars, lr);
-      iterations_.assign_add(strata::constant<int64_t>(1));
-      return;
-    }
-    // Every replica takes the same path with the same history, so this
-    // gather is collective.
-    if (holds_slot_blocks(replica->local_replica_id())) gather_slot_blocks(*replica);
+  // Every replica takes the same path with the same history, so this
+  // gather is collective.
+  if (replica != nullptr && replica->num_replicas_in_sync() > 1 &&
+      holds_slot_blocks(replica->local_replica_id())) {
+    gather_slot_blocks(*replica);
   }
   for (const Variable& v : kept_vars) {
     if (args_.weight_decay && uses_weight_decay(v)) decay_weights(v, lr);
@@ -512,24 +621,29 @@ void Optimizer::decay_weights(const Variable& variable, double learning_rate) co
       scalar_of(learning_rate, variable.dtype())));
 }
 
+bool Optimizer::clips_by_norm() const {
+  return (args_.clipnorm && *args_.clipnorm > 0) ||
+         (args_.global_clipnorm && *args_.global_clipnorm > 0);
+}
+
 bool Optimizer::shards_update(const distribute::ReplicaContext& ctx,
                               const std::vector<Variable>& vars,
                               const ApplyGradientsOptions& options) const {
   if (!distribute::shards_weight_update(ctx)) return false;
-  if (options.skip_gradients_aggregation || !update_is_elementwise()) return false;
-  if ((args_.clipnorm && *args_.clipnorm > 0) ||
-      (args_.global_clipnorm && *args_.global_clipnorm > 0)) {
+  if (options.skip_gradients_aggregation || !update_is_elementwise() || clips_by_norm()) {
     return false;
   }
   const distribute::Strategy* strategy = &ctx.strategy();
-  return std::all_of(vars.begin(), vars.end(), [strategy](const Variable& v) {
+  return std::all_of(vars.begin(), vars.end(), [this, strategy](const Variable& v) {
     return (v.dtype() == DType::float32 || v.dtype() == DType::float64) &&
            distribute::is_mirrored_variable(v) && distribute::owning_strategy(v) == strategy &&
-           v.aggregation() == VariableAggregation::NONE;
+           v.aggregation() == VariableAggregation::NONE &&
+           !whole_slot_references_.contains(v.impl_ptr().get());
   });
 }
 
-void Optimizer::apply_sharded(distribute::ReplicaContext& ctx, const std::vector<Tensor>& grads,
+void Optimizer::apply_sharded(distribute::ReplicaContext& ctx,
+                              const std::vector<Tensor>& gradient_blocks,
                               const std::vector<Variable>& vars, double learning_rate) {
   const int shards = ctx.num_replicas_in_sync();
   const int r = ctx.replica_id_in_sync_group();
@@ -539,28 +653,30 @@ void Optimizer::apply_sharded(distribute::ReplicaContext& ctx, const std::vector
   std::vector<Variable> copies;
   copies.reserve(vars.size());
   for (const Variable& v : vars) copies.push_back(distribute::distributed_components(v).at(local));
-  // Slots of every variable exist (build ran) and are whole or hold block r:
-  // this replica reads and writes block r only, in place.
   {
     const distribute::ScopedStepPhase apply(distribute::StepPhase::kApply);
     for (size_t i = 0; i < vars.size(); ++i) {
       const Variable& v = vars[i];
-      const Block b = block_of(v.shape().num_elements(), shards, r);
+      const UpdateBlock b = update_block(v.shape().num_elements(), shards, r);
+      // The slots' copies store block r (a whole copy drops the rest here,
+      // an empty block included).
+      std::map<std::string, Variable> slot_blocks;
+      const VariableImpl* id = v.impl_ptr().get();
+      for (auto it = slots_.lower_bound(std::pair{id, std::string()});
+           it != slots_.end() && it->first.first == id; ++it) {
+        slot_blocks.emplace(it->first.second,
+                            distribute::sharded_slot_block(
+                                distribute::distributed_components(it->second).at(local)));
+      }
       if (b.end <= b.begin) continue;
       const Variable block = block_variable(copies[i], b);
-      std::map<std::string, Variable> slot_blocks;
-      for (const SlotVariable& s : slot_records_) {
-        if (!s.reference.is_same(v)) continue;
-        slot_blocks.emplace(
-            s.slot_name, block_variable(distribute::distributed_components(s.slot).at(local), b));
-      }
       {
         MutexLock lock(shard_mu_);
         block_slots_[block.impl_ptr().get()] = std::move(slot_blocks);
       }
       try {
         if (args_.weight_decay && uses_weight_decay(v)) decay_weights(block, learning_rate);
-        update_step(flat_block(grads[i], b), block, learning_rate);
+        update_step(gradient_blocks[i], block, learning_rate);
       } catch (...) {
         MutexLock lock(shard_mu_);
         block_slots_.erase(block.impl_ptr().get());
@@ -570,35 +686,50 @@ void Optimizer::apply_sharded(distribute::ReplicaContext& ctx, const std::vector
       block_slots_.erase(block.impl_ptr().get());
     }
   }
-  {
-    MutexLock lock(shard_mu_);
-    sharded_strategy_ = &ctx.strategy();
-    replicas_holding_blocks_.insert(ctx.local_replica_id());
-  }
   // One all-gather per dtype of every variable's new block.
   all_gather_blocks(ctx, copies);
 }
 
-void Optimizer::gather_slot_blocks(distribute::ReplicaContext& ctx) const {
-  const auto local = static_cast<size_t>(ctx.local_replica_id());
+std::vector<Variable> Optimizer::sharded_slot_copies(int local_replica) const {
   std::vector<Variable> copies;
-  copies.reserve(slot_records_.size());
-  for (const SlotVariable& s : slot_records_) {
-    copies.push_back(distribute::distributed_components(s.slot).at(local));
+  for (const Variable& s : slot_order_) {
+    if (distribute::is_sharded_slot_variable(s)) {
+      copies.push_back(distribute::distributed_components(s).at(size_t(local_replica)));
+    }
   }
-  all_gather_blocks(ctx, copies);
-  MutexLock lock(shard_mu_);
-  replicas_holding_blocks_.erase(ctx.local_replica_id());
+  return copies;
+}
+
+void Optimizer::gather_slot_blocks(distribute::ReplicaContext& ctx) const {
+  const std::vector<Variable> copies = sharded_slot_copies(ctx.local_replica_id());
+  if (!copies.empty()) gather_slot_copies(ctx, copies);
 }
 
 bool Optimizer::holds_slot_blocks(int local_replica) const {
-  MutexLock lock(shard_mu_);
-  return replicas_holding_blocks_.contains(local_replica);
+  const std::vector<Variable> copies = sharded_slot_copies(local_replica);
+  return std::any_of(copies.begin(), copies.end(), distribute::holds_block);
 }
 
 bool Optimizer::slots_sharded() const {
-  MutexLock lock(shard_mu_);
-  return !replicas_holding_blocks_.empty();
+  for (const Variable& s : slot_order_) {
+    if (!distribute::is_sharded_slot_variable(s)) continue;
+    for (const Variable& copy : distribute::distributed_components(s)) {
+      if (distribute::holds_block(copy)) return true;
+    }
+  }
+  return false;
+}
+
+int64_t Optimizer::slot_bytes(int local_replica) const {
+  int64_t total = 0;
+  for (const Variable& s : slot_order_) {
+    const std::vector<Variable> copies = distribute::distributed_components(s);
+    STRATA_CHECK_ARG(local_replica >= 0 && size_t(local_replica) < copies.size(), name_,
+                     ": slot_bytes: local replica ", local_replica, " out of range [0, ",
+                     copies.size(), ")");
+    total += distribute::held_bytes(copies[size_t(local_replica)]);
+  }
+  return total;
 }
 
 void Optimizer::gather_sharded_slots() const {
@@ -607,11 +738,11 @@ void Optimizer::gather_sharded_slots() const {
     if (holds_slot_blocks(ctx->local_replica_id())) gather_slot_blocks(*ctx);
     return;
   }
+  if (!slots_sharded()) return;
   distribute::Strategy* strategy = nullptr;
   {
     MutexLock lock(shard_mu_);
-    if (replicas_holding_blocks_.empty()) return;
-    strategy = sharded_strategy_;
+    strategy = slot_sharding_strategy_;
   }
   STRATA_INTERNAL_CHECK(strategy != nullptr, name_, ": sharded slots without a strategy");
   strategy->run([this] { gather_slot_blocks(*distribute::get_replica_context()); });

@@ -48,29 +48,48 @@
 // "Automatic Cross-Replica Sharding of Weight Update in Data-Parallel
 // Training"). With R replicas each variable's elements, flattened, form R
 // contiguous blocks of ceil(n / R) elements rounded up to a multiple of 16
-// (the last ones shorter or empty; a variable of at most 16 elements, a
-// scalar say, belongs to replica 0). The rounding puts every block on a
-// 64-byte boundary, so a vectorised kernel treats each element alike in its
-// block and in the whole variable. After the gradients are reduced, replica r
-// runs steps 6 and 7 on block r only: on block r of the variable and of each
-// of its slots, in place in its own copies (the blocks are views; nothing is
-// copied in or out). The new blocks are then all-gathered (one collective per
-// dtype) and every replica writes the full new value into its copy. The
-// reduction is the unsharded path's own all-reduce, so both sum in the same
-// order: the in-process group's all-reduce is a reduce-scatter whose
-// all-gather is free (every rank reads the one shared result buffer) and the
-// multi-worker group's reduce-scatter is an all-reduce sliced, so a separate
-// reduce-scatter would cost the same (and deterministic_reduction's
-// all-reduce applies unchanged). Every copy of every variable is then
-// bit-identical to the unsharded update's (the update is element-wise and each
-// element sees the same operands).
-// Slots are sharded in their content, not their storage: every replica's copy
-// of a slot keeps the variable's shape (checkpoints, slot_variables() and
-// restores address slots as ordinary mirrored variables), but replica r
-// keeps only block r of its copy current, so the optimizer's arithmetic and
-// slot traffic divide by R while slot memory does not. slot_variables() and
-// variables() first make every copy whole again (gather_sharded_slots()).
-// The unsharded path is taken instead when:
+// (distribute::update_block: the last ones shorter or empty; a variable of at
+// most 16 elements, a scalar say, belongs to replica 0). A sharded step:
+//   1. reduce-scatters the gradients instead of step 1's all-reduce: one
+//      collective per dtype, after which replica r holds block r of every
+//      summed gradient only (distribute::reduce_scatter_rows: the strategy's
+//      Collectives::reduce_scatter, whose cost is the group's: the in-process
+//      group reduces 1/R per rank; the multi-worker hierarchical group
+//      answers with its all-reduce, sliced). Each element is
+//      summed across the replicas in the all-reduce's order, so the blocks
+//      are bit-identical to the all-reduce's (deterministic_reduction keeps
+//      its fixed-tree all-reduce and each replica keeps its block);
+//   2. runs steps 5 to 7 on block r only: clipvalue on the gradient blocks,
+//      then weight decay and update_step on block r of the variable and of
+//      each of its slots, in place in the replica's own copies (the blocks
+//      are views; nothing is copied in or out);
+//   3. all-gathers the new blocks (one collective per dtype) and every
+//      replica writes the whole new value into its copy.
+// Every copy of every variable is then bit-identical to the unsharded
+// update's (the update is element-wise and each element sees the same
+// operands). aggregate_gradients() is not called by a sharded step.
+// Slots are divided: when build() runs in the cross-replica context of a
+// strategy that shards weight updates (its scope, or the merge_call of the
+// first apply_gradients), for an element-wise update without clipnorm or
+// global_clipnorm, each slot of a float32 / float64 MirroredVariable of that
+// strategy with aggregation NONE is a sharded slot
+// (distribute::make_sharded_slot_variable, made directly rather than through
+// the variable-creator stack): replica r's copy stores block r only, 1/R of
+// the slot's bytes (slot_bytes() reports them). Every other slot is an
+// ordinary mirrored slot, whole on every replica, and its variable is updated
+// unsharded. A sharded slot's copy becomes whole (all R blocks gathered) when
+// slot_variables(), variables() or gather_sharded_slots() ask for it (a
+// checkpoint save: the saved slot is whole, as TensorFlow's) and before a
+// step that takes the unsharded path; the next sharded step drops every
+// element outside the replica's block again. Assigning a whole value to a
+// copy that stores its block keeps the block: a checkpoint restored before
+// the optimizer is built (deferred restoration) is scattered straight into
+// the blocks; one restored into a built optimizer lists its slots first
+// (slot_variables(), a gather), so the copies take the whole saved value
+// until the next sharded step. Reading a copy that stores only its block is
+// FailedPreconditionError.
+// A step takes the unsharded path (the all-reduce, every replica updating its
+// whole copy) when:
 //   - the update is not element-wise: a subclass that does not override
 //     update_is_elementwise() (every built-in optimizer does), or clipnorm /
 //     global_clipnorm, whose norms need the whole gradient (summing partial
@@ -78,10 +97,11 @@
 //     clipvalue is element-wise and stays sharded;
 //   - skip_gradients_aggregation (the caller reduced the gradients);
 //   - check_divergence_every_n_steps > 0 (the check compares whole copies);
-//   - a variable is not a MirroredVariable of the strategy, or not float32 /
-//     float64.
-// A step that takes the unsharded path after sharded ones first makes the
-// slots whole (every replica takes the same path, so the gather is collective).
+//   - a variable is not a MirroredVariable of the strategy, not float32 /
+//     float64, or its slots are not sharded slots (the optimizer was built
+//     outside the strategy's cross-replica context).
+// Such a step after sharded ones first makes the sharded slots whole (every
+// replica takes the same path, so the gather is collective).
 //
 // The learning rate is held in float32 (Keras keeps it in a floatx variable)
 // and cast to each variable's dtype in update_step.
@@ -215,17 +235,20 @@ class Optimizer {
   // saves). After sharded updates it first calls gather_sharded_slots().
   std::vector<Variable> variables() const;
 
-  // After sharded weight updates, makes every copy of every slot hold the
-  // whole value again (each replica kept only its block current): the blocks
-  // are all-gathered, through strategy.run when called in cross-replica
-  // context. A no-op when the slots are whole. Under
-  // MultiWorkerMirroredStrategy it is collective: every worker calls it at the
-  // same point (as every worker saves a checkpoint). Logically const: the
-  // slots' values do not change, only which copies hold them.
+  // Makes every copy of every sharded slot hold the whole value (each
+  // replica's copy stored only its block): the blocks are all-gathered,
+  // through strategy.run when called in cross-replica context. A no-op when
+  // every copy is whole. Under MultiWorkerMirroredStrategy it is collective:
+  // every worker calls it at the same point (as every worker saves a
+  // checkpoint). Logically const: the slots' values do not change, only how
+  // their copies store them. The next sharded step divides them again.
   void gather_sharded_slots() const;
-  // Whether some replica's copies of the slots hold only its block (a sharded
-  // update ran since the last gather).
+  // Whether some local replica's copy of some slot stores only its block.
   bool slots_sharded() const;
+  // The bytes that local replica `local_replica`'s copies of every slot store
+  // now (a whole copy: the slot's size; a sharded slot's copy that stores its
+  // block: the block's). InvalidArgumentError for a replica out of range.
+  int64_t slot_bytes(int local_replica = 0) const;
 
   // A slot variable with the variable it belongs to (its `reference`) and the
   // slot's name ("momentum", "m", "v", ...).
@@ -270,7 +293,7 @@ class Optimizer {
   // A non-trainable slot shaped like `reference`, named
   // "<optimizer>/<reference name>/<slot>", initialised to `initial` (zeros of
   // the reference's shape and dtype when undefined), made through the
-  // variable-creator stack.
+  // variable-creator stack, or a sharded slot (see the header comment).
   Variable add_variable_from_reference(const Variable& reference, const std::string& slot_name,
                                        const Tensor& initial = Tensor());
   // The slot made for `variable` under `slot_name` (InternalError if missing).
@@ -286,12 +309,16 @@ class Optimizer {
   // Whether this step's update is sharded (see the header comment).
   bool shards_update(const distribute::ReplicaContext& ctx, const std::vector<Variable>& vars,
                      const ApplyGradientsOptions& options) const;
+  bool clips_by_norm() const;
   // Steps 6 and 7 on this replica's blocks, then the all-gather of the new
-  // values (the sharded weight update). Gradients are aggregated.
-  void apply_sharded(distribute::ReplicaContext& ctx, const std::vector<Tensor>& grads,
+  // values (the sharded weight update). `gradient_blocks[i]`: this replica's
+  // block of variable i's reduced and clipped gradient, flat.
+  void apply_sharded(distribute::ReplicaContext& ctx, const std::vector<Tensor>& gradient_blocks,
                      const std::vector<Variable>& vars, double learning_rate);
-  // On a replica thread: makes this replica's copy of every slot whole.
+  // On a replica thread: makes this replica's copy of every sharded slot whole.
   void gather_slot_blocks(distribute::ReplicaContext& ctx) const;
+  // Local replica `local_replica`'s copies of the sharded slots, in creation order.
+  std::vector<Variable> sharded_slot_copies(int local_replica) const;
   // The weight decay of step 6 on `variable` (a whole variable or a block).
   void decay_weights(const Variable& variable, double learning_rate) const;
   bool uses_weight_decay(const Variable& variable) const;
@@ -314,16 +341,18 @@ class Optimizer {
   std::map<std::pair<const VariableImpl*, std::string>, Variable> slots_;
   std::vector<SlotVariable> slot_records_;
   std::vector<SlotCreatedCallback> slot_created_callbacks_;
-  // Whether local replica `local_replica`'s slot copies hold only its block.
+  // Whether some of local replica `local_replica`'s sharded slot copies
+  // store only its block (every replica has the same history, so all answer
+  // alike).
   bool holds_slot_blocks(int local_replica) const;
+  // Variables with a slot that is not a sharded slot (written by build).
+  std::set<const VariableImpl*> whole_slot_references_;
 
   // Sharded weight update state.
   mutable Mutex shard_mu_;
-  // The local replicas whose slot copies hold only their block (each replica
-  // adds and removes itself, so every replica decides from its own history),
-  // and the strategy whose replicas they are.
-  mutable std::set<int> replicas_holding_blocks_ STRATA_GUARDED_BY(shard_mu_);
-  distribute::Strategy* sharded_strategy_ STRATA_GUARDED_BY(shard_mu_) = nullptr;
+  // The strategy build() found sharding weight updates (the sharded slots
+  // belong to it); nullptr otherwise.
+  distribute::Strategy* slot_sharding_strategy_ STRATA_GUARDED_BY(shard_mu_) = nullptr;
   // During a sharded update_step: the block variable standing for a variable
   // (by the block's identity) -> its slots' blocks by slot name, which slot()
   // returns. Each replica inserts and erases its own blocks only.

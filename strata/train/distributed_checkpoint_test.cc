@@ -188,9 +188,32 @@ TEST_F(DistributedCheckpointTest, ShardedSlotsAreSavedWholeAndRestoreAcrossTheSw
     }
     resumed.checkpoint().read(path).assert_consumed();
     for (int n = 3; n < 5; ++n) resumed.step(n);
+    // A sharded run stores only its block of each slot again (m and v of w's
+    // 40 elements: 32 on replica 0 and 8 on replica 1; b's on replica 0).
+    EXPECT_EQ(resumed.adam->slot_bytes(1), shard ? 2 * 8 * 4 : 2 * 41 * 4);
     EXPECT_EQ(resumed.copies(), expected)
         << (shard ? "unsharded -> sharded" : "sharded -> unsharded");
   }
+}
+
+TEST_F(DistributedCheckpointTest, ADeferredRestoreScattersTheSavedSlotsIntoTheBlocks) {
+  // Restored before the optimizer is built, the saved (whole) slots are
+  // assigned when the first apply_gradients builds the sharded slots: each
+  // replica's copy keeps its block of the saved value, and training goes on
+  // with the bits of the run that never stopped.
+  TempDir dir("sharded_deferred");
+  AdamRun first(true);
+  for (int n = 0; n < 3; ++n) first.step(n);
+  const std::string path = first.checkpoint().write(dir.file("ckpt"));
+  for (int n = 3; n < 5; ++n) first.step(n);
+  AdamRun resumed(true);
+  resumed.checkpoint().read(path);  // the slots do not exist yet
+  EXPECT_FALSE(resumed.adam->built());
+  for (int n = 3; n < 5; ++n) resumed.step(n);
+  // m and v of w's 40 elements: 32 on replica 0 (with b's scalar), 8 on replica 1.
+  EXPECT_EQ(resumed.adam->slot_bytes(0), 2 * 33 * 4);
+  EXPECT_EQ(resumed.adam->slot_bytes(1), 2 * 8 * 4);
+  EXPECT_EQ(resumed.copies(), first.copies());
 }
 
 TEST_F(DistributedCheckpointTest, AShardedVariableSavesOneFullTensorAndRestoresIntoAnyShardCount) {

@@ -10,11 +10,13 @@
 #include <string>
 #include <vector>
 
+#include "strata/base/errors.h"
 #include "strata/base/str_cat.h"
 #include "strata/core/config.h"
 #include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/keras/optimizers/optimizers.h"
+#include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 
 namespace strata::keras {
@@ -172,6 +174,25 @@ TEST(ShardedWeightUpdate, EveryCopyIsBitIdenticalToTheUnshardedUpdate) {
   }
 }
 
+// Under deterministic_reduction the gradients are summed in the fixed
+// pairwise tree of the all-reduce (each replica keeping its block rather than
+// reduce-scattering), so the sharded update still matches the unsharded one
+// bit for bit.
+TEST(ShardedWeightUpdate, DeterministicReductionKeepsItsTreeAndTheBits) {
+  for (int replicas : {2, 4}) {
+    use_cpus(replicas);
+    const MakeOptimizer adam = [] { return opt::Adam({.learning_rate = 0.01}); };
+    sd::MirroredStrategy plain(cpus(replicas), {.deterministic_reduction = true});
+    const State expected = train(plain, adam, 3);
+    sd::MirroredStrategy sharded(cpus(replicas),
+                                 {.deterministic_reduction = true, .shard_weight_update = true});
+    bool was_sharded = false;
+    const State got = train(sharded, adam, 3, &was_sharded);
+    EXPECT_TRUE(was_sharded) << replicas;
+    expect_same(got, expected, str_cat("Adam, deterministic_reduction, ", replicas, " replicas"));
+  }
+}
+
 // The sharded update must change the values at all: a run with zero
 // gradients would pass the comparison above trivially.
 TEST(ShardedWeightUpdate, TheUpdateMovesEveryElement) {
@@ -262,6 +283,143 @@ TEST(ShardedWeightUpdate, AnUnshardedStepAfterShardedOnesSeesWholeSlots) {
     return state_of(vars, *adam);
   };
   expect_same(run(true), run(false), "Adam, third step unsharded");
+}
+
+// Slot memory: each replica's copy of a sharded slot stores only its block.
+// Adam's m and v of make_variables() hold (91 + 40 + 7 + 1) float32 and 50
+// float64 elements each: 2 x (139 x 4 + 50 x 8) = 1912 bytes whole. The
+// blocks (ceil(n / R) rounded up to 16) give, per replica,
+//   2 replicas: kernel 48 | 43, wide 32 | 8, bias 7 | 0, scale 1 | 0,
+//               double 32 | 18  -> 2 x (88 x 4 + 32 x 8) = 1216 and
+//               2 x (51 x 4 + 18 x 8) = 696 bytes;
+//   4 replicas: kernel 32 | 32 | 27 | 0, wide 16 | 16 | 8 | 0, bias and
+//               scale on replica 0, double 16 | 16 | 16 | 2 -> 704, 640, 536
+//               and 32 bytes;
+// which add up to one whole copy (1912) in both cases.
+TEST(ShardedWeightUpdate, EachReplicaStoresOnlyItsBlockOfEverySlot) {
+  const std::vector<std::pair<int, std::vector<int64_t>>> expected = {{2, {1216, 696}},
+                                                                      {4, {704, 640, 536, 32}}};
+  for (const auto& entry : expected) {
+    const int replicas = entry.first;
+    const std::vector<int64_t>& blocks = entry.second;
+    use_cpus(replicas);
+    for (bool shard : {false, true}) {
+      sd::MirroredStrategy strategy(cpus(replicas), {.shard_weight_update = shard});
+      std::vector<Variable> vars;
+      opt::OptimizerPtr adam;
+      {
+        auto scope = strategy.scope();
+        vars = make_variables();
+        adam = opt::Adam({.learning_rate = 0.01});
+        adam->build(vars);
+      }
+      auto bytes = [&] {
+        std::vector<int64_t> out;
+        for (int r = 0; r < replicas; ++r) out.push_back(adam->slot_bytes(r));
+        return out;
+      };
+      const std::vector<int64_t> whole(size_t(replicas), 1912);
+      const std::string what = str_cat(replicas, " replicas, shard_weight_update=", shard);
+      // Divided from the start (made in the block state).
+      EXPECT_EQ(bytes(), shard ? blocks : whole) << what;
+      auto step = [&](int n) {
+        strategy.run([&] {
+          const int r = sd::get_replica_context()->replica_id_in_sync_group();
+          opt::GradsAndVars gv;
+          for (size_t i = 0; i < vars.size(); ++i) {
+            gv.emplace_back(gradient_of(vars[i], r, n, int(i)), vars[i]);
+          }
+          adam->apply_gradients(gv);
+        });
+      };
+      step(0);
+      step(1);
+      EXPECT_EQ(bytes(), shard ? blocks : whole) << what;
+      EXPECT_EQ(adam->slots_sharded(), shard) << what;
+      // A gather (what a checkpoint save does) makes every copy whole; the
+      // next sharded step divides them again.
+      (void)adam->slot_variables();
+      EXPECT_EQ(bytes(), whole) << what;
+      step(2);
+      EXPECT_EQ(bytes(), shard ? blocks : whole) << what;
+    }
+  }
+}
+
+// The saving on a layer-sized variable: Adam's two slots of a [1024, 256]
+// kernel and its [256] bias, 2 x (262144 + 256) x 4 = 2099200 bytes whole,
+// are 1049600 bytes per replica over 2 replicas (each stores half).
+TEST(ShardedWeightUpdate, AdamSlotsOfADenseLayerTakeHalfTheBytesOnTwoReplicas) {
+  use_cpus(2);
+  for (bool shard : {false, true}) {
+    sd::MirroredStrategy strategy(cpus(2), {.shard_weight_update = shard});
+    opt::OptimizerPtr adam;
+    {
+      auto scope = strategy.scope();
+      const std::vector<Variable> vars = {
+          Variable(zeros({1024, 256}, DType::float32), {.name = "kernel"}),
+          Variable(zeros({256}, DType::float32), {.name = "bias"})};
+      adam = opt::Adam({.learning_rate = 0.01});
+      adam->build(vars);
+    }
+    for (int r = 0; r < 2; ++r) {
+      EXPECT_EQ(adam->slot_bytes(r), shard ? 1049600 : 2099200) << "replica " << r;
+    }
+  }
+}
+
+// Slots that the update cannot shard stay whole on every replica: norm
+// clipping needs whole gradients, so its optimizer's slots are ordinary
+// mirrored slots from the start.
+TEST(ShardedWeightUpdate, NormClippingKeepsEverySlotWhole) {
+  use_cpus(2);
+  sd::MirroredStrategy strategy(cpus(2), {.shard_weight_update = true});
+  opt::OptimizerPtr adam;
+  {
+    auto scope = strategy.scope();
+    const std::vector<Variable> vars = make_variables();
+    adam = opt::Adam({.learning_rate = 0.01, .global_clipnorm = 1.0});
+    adam->build(vars);
+  }
+  EXPECT_EQ(adam->slot_bytes(0), 1912);
+  EXPECT_EQ(adam->slot_bytes(1), 1912);
+  EXPECT_FALSE(adam->slots_sharded());
+}
+
+// A copy that stores only its block cannot be read whole: reading it names
+// the slot and how to make it whole, instead of returning a stale mix.
+TEST(ShardedWeightUpdate, ReadingACopyThatStoresItsBlockIsAFailedPrecondition) {
+  use_cpus(2);
+  sd::MirroredStrategy strategy(cpus(2), {.shard_weight_update = true});
+  std::vector<Variable> vars;
+  opt::OptimizerPtr adam;
+  {
+    auto scope = strategy.scope();
+    vars = make_variables();
+    adam = opt::Adam({.learning_rate = 0.01});
+    adam->build(vars);
+  }
+  const Variable m = adam->slot_variables().front().slot;  // whole now
+  EXPECT_EQ(sd::distributed_components(m)[1].value().shape(), TensorShape({7, 13}));
+  strategy.run([&] {
+    const int r = sd::get_replica_context()->replica_id_in_sync_group();
+    opt::GradsAndVars gv;
+    for (size_t i = 0; i < vars.size(); ++i)
+      gv.emplace_back(gradient_of(vars[i], r, 0, int(i)), vars[i]);
+    adam->apply_gradients(gv);
+  });
+  try {
+    (void)sd::distributed_components(m)[1].value();
+    ADD_FAILURE() << "expected FailedPreconditionError";
+  } catch (const FailedPreconditionError& e) {
+    EXPECT_NE(std::string(e.what()).find("holds only replica 1's block [48, 91)"),
+              std::string::npos)
+        << e.what();
+  }
+  // Cross-replica reads of the slot (component 0 here) fail alike until a gather.
+  EXPECT_THROW((void)m.value(), FailedPreconditionError);
+  adam->gather_sharded_slots();
+  EXPECT_EQ(m.value().shape(), TensorShape({7, 13}));
 }
 
 }  // namespace
