@@ -406,6 +406,8 @@ Variable Optimizer::add_variable_from_reference(const Variable& reference,
       distribute::owning_strategy(reference) == sharding &&
       reference.aggregation() == VariableAggregation::NONE) {
     slot_var = distribute::make_sharded_slot_variable(*sharding, VariableArgs{value, options});
+    MutexLock lock(shard_mu_);
+    made_sharded_slots_ = true;
   } else {
     slot_var = Variable(value, options);
     whole_slot_references_.insert(reference.impl_ptr().get());
@@ -706,6 +708,10 @@ void Optimizer::gather_slot_blocks(distribute::ReplicaContext& ctx) const {
 }
 
 bool Optimizer::holds_slot_blocks(int local_replica) const {
+  {
+    MutexLock lock(shard_mu_);
+    if (!made_sharded_slots_) return false;
+  }
   const std::vector<Variable> copies = sharded_slot_copies(local_replica);
   return std::any_of(copies.begin(), copies.end(), distribute::holds_block);
 }

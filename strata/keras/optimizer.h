@@ -353,6 +353,9 @@ class Optimizer {
   // The strategy build() found sharding weight updates (the sharded slots
   // belong to it); nullptr otherwise.
   distribute::Strategy* slot_sharding_strategy_ STRATA_GUARDED_BY(shard_mu_) = nullptr;
+  // Whether any slot was made sharded: the unsharded path's per-step check for
+  // copies holding only their blocks is skipped (with its allocations) when not.
+  bool made_sharded_slots_ STRATA_GUARDED_BY(shard_mu_) = false;
   // During a sharded update_step: the block variable standing for a variable
   // (by the block's identity) -> its slots' blocks by slot name, which slot()
   // returns. Each replica inserts and erases its own blocks only.
