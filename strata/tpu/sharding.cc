@@ -208,7 +208,7 @@ TensorShape Sharding::shard_shape(const TensorShape& full) const {
   for (size_t i = 0; i < dims.size(); ++i) {
     if (dims[i] >= 0) dims[i] /= partition_dimensions_[i];
   }
-  return TensorShape(std::move(dims));
+  return TensorShape(dims);
 }
 
 std::vector<int64_t> Sharding::shard_offset(const TensorShape& full, int logical_device) const {

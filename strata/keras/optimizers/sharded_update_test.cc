@@ -315,6 +315,7 @@ TEST(ShardedWeightUpdate, EachReplicaStoresOnlyItsBlockOfEverySlot) {
       }
       auto bytes = [&] {
         std::vector<int64_t> out;
+        out.reserve(size_t(replicas));
         for (int r = 0; r < replicas; ++r) out.push_back(adam->slot_bytes(r));
         return out;
       };

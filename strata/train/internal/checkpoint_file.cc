@@ -283,7 +283,7 @@ CheckpointFile read_checkpoint_file(const std::string& path) {
       elements *= d;
       dims.push_back(static_cast<int64_t>(d));
     }
-    e.shape = TensorShape(std::move(dims));
+    e.shape = TensorShape(dims);
     e.offset = in.u64("offset");
     e.length = in.u64("length");
     crcs.push_back(crc32c::unmask(in.u32("tensor CRC-32C")));
