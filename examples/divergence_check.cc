@@ -1,13 +1,14 @@
 // CommunicationOptions{.check_divergence_every_n_steps = N} on a Keras fit:
 // every N steps each replica fingerprints its copy of every mirrored variable
 // (the weights and the optimizer's slots) and the copies are compared. Here
-// replica 1's copy of the first kernel is changed by one ulp between two fits
-// (what a flipped bit or a buggy custom update would do); the next check stops
+// one bit of replica 1's copy of the first kernel is flipped between two fits
+// (what a memory error or a buggy custom update would do); the next check stops
 // training with a DataLossError that names the variable, the replicas and the
 // step. TensorFlow has no such check: its replicas would train on apart.
 //
 //   STRATA_CPU_DEVICES=2 build/examples/divergence_check
-#include <cmath>
+#include <bit>
+#include <cstdint>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -35,11 +36,14 @@ int main() {
   model->fit(ds, {.epochs = 1, .verbose = 0, .steps_per_epoch = 10});  // checked at step 10
   std::cout << "steps 1-10 trained; the copies agreed at step 10\n";
 
-  // One float of replica 1's copy of the first kernel moves by one ulp.
+  // One mantissa bit of one float of replica 1's copy of the first kernel
+  // flips (a relative change of 2^-11). Both copies then take the same
+  // updates, so the difference stays; a one-ulp change could be rounded away
+  // by them (when the weight's exponent changes) before the next check.
   const strata::Variable kernel = model->trainable_variables().front();
   const strata::Variable copy = sd::distributed_components(kernel).at(1);
   std::vector<float> values = copy.value().to_vector<float>();
-  values[0] = std::nextafter(values[0], 1.f);
+  values[0] = std::bit_cast<float>(std::bit_cast<uint32_t>(values[0]) ^ (uint32_t{1} << 12));
   copy.assign(strata::constant(values, copy.shape()));
 
   bool caught = false;
