@@ -542,6 +542,25 @@ TEST(Bench, UsageErrorsExitWith2) {
   EXPECT_NE(r.output.find("--out"), std::string::npos) << r.output;
 }
 
+// A --filter that matches none of a program's benchmarks: Google Benchmark
+// says so, exits 0 and leaves its output file empty; the program ran nothing
+// and did not fail.
+TEST(Bench, AProgramWithNoBenchmarkMatchingTheFilterIsNotAFailure) {
+  TempDir bench;
+  write_fake_bench(bench / "fake_bench", kIoJson);
+  write_executable(
+      bench / "other_bench",
+      "#!/bin/sh\nfor a; do case $a in --benchmark_out=*) : > \"${a#--benchmark_out=}\";; "
+      "esac; done\necho 'Failed to match any benchmarks against regex: BM_PlainRead'\n");
+  Result r = run("bench --bench-dir " + bench.str() +
+                 " --filter BM_PlainRead --python /no/such/python --repetitions 1");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("other_bench: ran no benchmark (none matches the filter)"),
+            std::string::npos)
+      << r.output;
+  EXPECT_EQ(r.output.find("FAILED"), std::string::npos) << r.output;
+}
+
 TEST(Bench, AFolderWithoutProgramsIsAClearError) {
   TempDir empty;
   Result r = run("bench --bench-dir " + empty.str());

@@ -128,6 +128,12 @@ int run_bench(const BenchOptions& o) {
       statuses.push_back({name, "FAILED (" + failure(out, program_timeout) + ")"});
       continue;
     }
+    // Google Benchmark exits 0 with an empty output file when --filter
+    // matches none of a program's benchmarks: nothing to read, nothing failed.
+    if (!filter.empty() && out.text.find("Failed to match any benchmarks") != std::string::npos) {
+      statuses.push_back({name, "ran no benchmark (none matches the filter)"});
+      continue;
+    }
     try {
       std::vector<Run> runs = parse_benchmark_json(name, read_whole(json.string()));
       statuses.push_back({name, str_cat("ran (", runs.size(), " figures)")});
