@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <exception>
 #include <memory>
+#include <utility>
 
 #include "strata/base/cpu_relax.h"
 #include "strata/base/denormal.h"
@@ -67,7 +68,9 @@ struct TaskHandle::State {
     }
     fn = nullptr;  // release what the task captured before anyone is woken
     MutexLock lock(mu);
-    error = failure;
+    // Moved, so that this thread holds no reference to the exception once the
+    // lock is released: the waiter alone then owns (and frees) the object.
+    error = std::move(failure);
     finished = true;
     done.notify_all();
     return true;
@@ -108,8 +111,14 @@ void TaskHandle::wait() {
     MutexLock lock(state->mu);
     state->done.wait(state->mu, [&]() STRATA_REQUIRES(state->mu) { return state->finished; });
   }
-  MutexLock lock(state->mu);
-  if (state->error) std::rethrow_exception(state->error);
+  // Taken out of the state under its lock: whichever thread drops the state
+  // last then frees no exception that this thread may still be using.
+  std::exception_ptr error;
+  {
+    MutexLock lock(state->mu);
+    error = std::move(state->error);
+  }
+  if (error) std::rethrow_exception(error);
 }
 
 ThreadPool::ThreadPool(int num_threads) : num_threads_(num_threads), spin_(idle_spin()) {
@@ -230,7 +239,9 @@ void ThreadPool::parallel_for(int64_t n, int64_t min_chunk,
   MutexLock lock(state->mu);
   state->all_done.wait(state->mu,
                        [&]() STRATA_REQUIRES(state->mu) { return state->done.load() == chunks; });
-  if (state->error) std::rethrow_exception(state->error);
+  // Moved out: a helper's queue entry may drop the state last, and must then
+  // free no exception the caller is still handling.
+  if (state->error) std::rethrow_exception(std::exchange(state->error, nullptr));
 }
 
 TaskHandle ThreadPool::submit(std::function<void()> fn) {
