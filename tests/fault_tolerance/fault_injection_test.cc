@@ -641,7 +641,6 @@ void overlapped_reduction_case(const Transport& transport, bool kill_it) {
   // kernel's gradient, then the first kernel's 32 KiB).
   ASSERT_TRUE(chief.wait_for_output("overlapped (2)", 30s)) << chief.output();
   ASSERT_TRUE(worker.wait_for_output("overlapped (2)", 30s)) << worker.output();
-  std::this_thread::sleep_for(500ms);  // some more steps
   ASSERT_EQ(::kill(worker.pid(), kill_it ? SIGKILL : SIGSTOP), 0);
   const auto failed = Clock::now();
   const std::optional<int> status = chief.wait_exit(2s + 2s + 3s);
