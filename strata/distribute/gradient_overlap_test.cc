@@ -50,8 +50,14 @@ TEST(CommunicationThreadTest, AFailedJobFailsTheLaterOnesWithTheSameErrorUntilCl
 }
 
 TEST(CommunicationThreadTest, AWaitForAStuckJobEndsAtTheStallTimeoutNamingTheWaiter) {
-  CommunicationThread thread(cpu(), "replica 3's communication thread");
   std::atomic<bool> release{false};
+  CommunicationThread thread(cpu(), "replica 3's communication thread");
+  // Released on every way out of the test, so that a failed expectation
+  // cannot leave the thread's destructor waiting for the stuck job.
+  struct Release {
+    std::atomic<bool>& flag;
+    ~Release() { flag = true; }
+  } const release_on_exit{release};
   const uint64_t stuck = thread.post([&] {
     while (!release.load()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
   });
