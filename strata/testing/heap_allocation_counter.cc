@@ -35,6 +35,10 @@ std::atomic<int64_t> g_heap_allocations{0};
 std::atomic<int> g_tracing{0};
 // True while this thread writes a trace (backtrace() may allocate itself).
 thread_local bool t_in_trace = false;
+// Held while one stack is written, so that the stacks of threads that
+// allocate at once do not interleave their lines (a spin lock: a mutex could
+// allocate on first use in some C libraries, and traces are rare).
+std::atomic_flag g_trace_writer;
 
 void write_trace() {
   if (t_in_trace) return;
@@ -42,9 +46,12 @@ void write_trace() {
   void* frames[32];
   // Frame 0 is this function and frame 1 count_allocation(): skip them.
   const int n = ::backtrace(frames, 32);
+  while (g_trace_writer.test_and_set(std::memory_order_acquire)) {
+  }
   if (n > 2) ::backtrace_symbols_fd(frames + 2, n - 2, STDERR_FILENO);
   static constexpr char kEnd[] = "--\n";
   [[maybe_unused]] const ssize_t w = ::write(STDERR_FILENO, kEnd, sizeof(kEnd) - 1);
+  g_trace_writer.clear(std::memory_order_release);
   t_in_trace = false;
 }
 
