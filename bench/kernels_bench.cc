@@ -14,7 +14,11 @@
 //     element-wise add of n floats and a [128, k] x [k, k] GEMM, each run
 //     whole on the calling thread or cut in two halves handed to the pool as
 //     the kernels do (the crossovers set kElementwiseGrain and matmul's
-//     threshold in strata/kernels).
+//     threshold in strata/kernels);
+//   - the core's float32 multiply-add peak: independent FMA chains on
+//     registers, no memory traffic, the ceiling no GEMM (OpenBLAS's, oneDNN's
+//     under PyTorch, Strata's) can pass; training_bench's gemm_gflops and
+//     PyTorch's rate over the same GEMMs are read against it.
 // The last argument of every benchmark is the intra-op thread count.
 //
 //   ninja -C build kernels_bench
@@ -26,8 +30,11 @@
 
 #include <sys/resource.h>
 
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cstring>
+#include <thread>
 #include <vector>
 
 #include "strata/base/denormal.h"
@@ -204,6 +211,90 @@ BENCHMARK(BM_Add64MiB)
     ->ArgsProduct({{0, 1}, {1, 2}})
     ->ArgNames({"row_broadcast", "threads"})
     ->UseRealTime();
+
+// --- multiply-add peak: args threads ---
+
+// kChains independent accumulators hide the FMA latency (4 cycles on the
+// cores measured, 2 pipes: at least 8 chains in flight); every iteration is
+// kChains FMAs of one vector width.
+constexpr int kChains = 16;
+constexpr int64_t kFmaIterations = int64_t{1} << 22;
+
+__attribute__((target("avx512f"))) float fma_chains_avx512(int64_t iterations, float seed) {
+  __m512 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm512_set1_ps(seed + float(c));
+  const __m512 a = _mm512_set1_ps(0.999999f);
+  const __m512 b = _mm512_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iterations; ++i) {
+    for (auto& x : acc) x = _mm512_fmadd_ps(x, a, b);
+  }
+  __m512 sum = acc[0];
+  for (int c = 1; c < kChains; ++c) sum = _mm512_add_ps(sum, acc[c]);
+  alignas(64) float lanes[16];
+  _mm512_store_ps(lanes, sum);
+  float total = 0;
+  for (float l : lanes) total += l;
+  return total;
+}
+
+__attribute__((target("avx2,fma"))) float fma_chains_avx2(int64_t iterations, float seed) {
+  __m256 acc[kChains];
+  for (int c = 0; c < kChains; ++c) acc[c] = _mm256_set1_ps(seed + float(c));
+  const __m256 a = _mm256_set1_ps(0.999999f);
+  const __m256 b = _mm256_set1_ps(1e-7f);
+  for (int64_t i = 0; i < iterations; ++i) {
+    for (auto& x : acc) x = _mm256_fmadd_ps(x, a, b);
+  }
+  __m256 sum = acc[0];
+  for (int c = 1; c < kChains; ++c) sum = _mm256_add_ps(sum, acc[c]);
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, sum);
+  float total = 0;
+  for (float l : lanes) total += l;
+  return total;
+}
+
+// float32 lanes of the widest FMA the processor has (0: none).
+int fma_lanes() {
+  if (__builtin_cpu_supports("avx512f")) return 16;
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return 8;
+  return 0;
+}
+
+// GFLOP/s of all `threads` threads together (an FMA is 2 floating-point
+// operations), each running the same chains for the same count.
+void BM_FmaPeak(benchmark::State& state) {
+  const int threads = static_cast<int>(state.range(0));
+  const int lanes = fma_lanes();
+  if (lanes == 0) {
+    state.SkipWithError("no AVX2+FMA or AVX-512 on this processor");
+    return;
+  }
+  std::vector<float> sinks(static_cast<size_t>(threads));
+  auto run = [&](int t) {
+    const float seed = 1.f + float(t);
+    sinks[static_cast<size_t>(t)] = lanes == 16 ? fma_chains_avx512(kFmaIterations, seed)
+                                                : fma_chains_avx2(kFmaIterations, seed);
+  };
+  for (auto _ : state) {
+    std::vector<std::thread> helpers;
+    for (int t = 1; t < threads; ++t) helpers.emplace_back(run, t);
+    run(0);
+    for (auto& h : helpers) h.join();
+    benchmark::DoNotOptimize(sinks.data());
+  }
+  const double flops_per_iteration =
+      2.0 * double(kChains) * double(lanes) * double(kFmaIterations) * double(threads);
+  state.counters["gflops"] =
+      benchmark::Counter(flops_per_iteration * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["lanes"] = lanes;
+}
+BENCHMARK(BM_FmaPeak)
+    ->ArgName("threads")
+    ->Arg(1)
+    ->Arg(2)
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 
 // --- softmax over rows: args rows, cols, threads ---
 

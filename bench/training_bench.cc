@@ -29,6 +29,10 @@
 // OpenBLAS running the benchmark's total thread count (devices x threads; the
 // shapes are tools/strata/gemm_floor.h's, over the global batch), and
 // `floor_ratio` = examples_per_second / floor_examples_per_second.
+// `gemm_gflops` is the rate at which the step does those GEMMs' arithmetic
+// (2 m n k per product, per step, times steps per second): against
+// kernels_bench's BM_FmaPeak (the cores' multiply-add ceiling) it says how
+// far any implementation of the same step could still go.
 //
 // Allocations: `allocs_per_step` counts every heap allocation of the process
 // (the malloc family, which operator new calls too, on every thread:
@@ -192,8 +196,11 @@ void report(benchmark::State& state, int64_t examples_per_iteration, const Proce
                           start.buffer_allocations) /
       steps;
   const double rate = static_cast<double>(state.iterations() * examples_per_iteration) / wall;
-  const double floor_s =
-      tools::gemm_floor_seconds(tools::step_gemms(model_name(net), kBatch), total_threads);
+  const std::vector<tools::GemmShape> gemms = tools::step_gemms(model_name(net), kBatch);
+  double step_flops = 0;
+  for (const tools::GemmShape& g : gemms) step_flops += 2.0 * double(g.m * g.n * g.k);
+  state.counters["gemm_gflops"] = rate / static_cast<double>(kBatch) * step_flops * 1e-9;
+  const double floor_s = tools::gemm_floor_seconds(gemms, total_threads);
   const double floor_rate = static_cast<double>(kBatch) / floor_s;
   state.counters["floor_examples_per_second"] = floor_rate;
   state.counters["floor_ratio"] = rate / floor_rate;
