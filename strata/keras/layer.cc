@@ -246,36 +246,51 @@ void Layer::add_weight_created_callback(WeightCreatedCallback callback) {
   weight_created_callbacks_.push_back(std::move(callback));
 }
 
-std::vector<Variable> Layer::weights() const {
-  std::vector<Variable> out = trainable_weights();
-  for (Variable& v : non_trainable_weights()) out.push_back(std::move(v));
+template <typename Visit>
+void Layer::visit_weights(WeightList list, Visit& visit) const {
+  switch (list) {
+    case WeightList::kAll:
+      visit_weights(WeightList::kTrainable, visit);
+      visit_weights(WeightList::kNonTrainable, visit);
+      return;
+    case WeightList::kTrainable:
+      if (!trainable_) return;
+      for (const OwnWeight& w : own_weights_) {
+        if (w.trainable) visit(w.variable);
+      }
+      for (const auto& layer : tracked_) layer->visit_weights(WeightList::kTrainable, visit);
+      return;
+    case WeightList::kNonTrainable:
+      for (const OwnWeight& w : own_weights_) {
+        if (!trainable_ || !w.trainable) visit(w.variable);
+      }
+      // A frozen parent freezes its children: all their weights are non-trainable.
+      for (const auto& layer : tracked_) {
+        layer->visit_weights(trainable_ ? WeightList::kNonTrainable : WeightList::kAll, visit);
+      }
+      return;
+  }
+}
+
+std::vector<Variable> Layer::collect_weights(WeightList list) const {
+  size_t count = 0;
+  auto counter = [&count](const Variable& /*v*/) { ++count; };
+  visit_weights(list, counter);
+  std::vector<Variable> out;
+  out.reserve(count);
+  auto append = [&out](const Variable& v) { out.push_back(v); };
+  visit_weights(list, append);
   return out;
 }
 
+std::vector<Variable> Layer::weights() const { return collect_weights(WeightList::kAll); }
+
 std::vector<Variable> Layer::trainable_weights() const {
-  std::vector<Variable> out;
-  if (!trainable_) return out;
-  for (const OwnWeight& w : own_weights_) {
-    if (w.trainable) out.push_back(w.variable);
-  }
-  for (const auto& layer : tracked_) {
-    for (Variable& v : layer->trainable_weights()) out.push_back(std::move(v));
-  }
-  return out;
+  return collect_weights(WeightList::kTrainable);
 }
 
 std::vector<Variable> Layer::non_trainable_weights() const {
-  std::vector<Variable> out;
-  for (const OwnWeight& w : own_weights_) {
-    if (!trainable_ || !w.trainable) out.push_back(w.variable);
-  }
-  for (const auto& layer : tracked_) {
-    // A frozen parent freezes its children: all their weights are non-trainable.
-    for (Variable& v : trainable_ ? layer->non_trainable_weights() : layer->weights()) {
-      out.push_back(std::move(v));
-    }
-  }
-  return out;
+  return collect_weights(WeightList::kNonTrainable);
 }
 
 int64_t Layer::count_params() const {

@@ -236,6 +236,13 @@ class Layer : public std::enable_shared_from_this<Layer> {
   void build_once(const Shapes& shapes);
   // Runs call()/call_list() and records the activity loss.
   Tensor finish_call(Tensor output);
+  // The weights of one of the lists above, in their order, each passed to
+  // `visit`: walked once to count and once to fill, so that a list (asked for
+  // twice by every custom training step) is one allocation, not one per layer.
+  enum class WeightList { kTrainable, kNonTrainable, kAll };
+  template <typename Visit>
+  void visit_weights(WeightList list, Visit& visit) const;
+  std::vector<Variable> collect_weights(WeightList list) const;
   void clear_activity_losses();
   std::string class_name_;
   std::string name_;

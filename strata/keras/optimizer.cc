@@ -568,15 +568,22 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
         "of trainable variables before the training loop, or use a new optimizer)");
   }
 
-  // Drop unconnected variables (Keras's filter_empty_gradients).
+  // Drop unconnected variables (Keras's filter_empty_gradients); when every
+  // gradient is connected (every step of a usual loop) the lists are kept as
+  // they are.
   std::vector<Tensor> kept_grads;
   std::vector<Variable> kept_vars;
-  kept_grads.reserve(vars.size());
-  kept_vars.reserve(vars.size());
-  for (size_t i = 0; i < vars.size(); ++i) {
-    if (!grads[i].defined()) continue;
-    kept_grads.push_back(grads[i]);
-    kept_vars.push_back(vars[i]);
+  if (std::all_of(grads.begin(), grads.end(), [](const Tensor& g) { return g.defined(); })) {
+    kept_grads = std::move(grads);
+    kept_vars = std::move(vars);
+  } else {
+    kept_grads.reserve(vars.size());
+    kept_vars.reserve(vars.size());
+    for (size_t i = 0; i < vars.size(); ++i) {
+      if (!grads[i].defined()) continue;
+      kept_grads.push_back(grads[i]);
+      kept_vars.push_back(vars[i]);
+    }
   }
   if (kept_grads.empty()) {
     std::string names;

@@ -131,7 +131,7 @@ auto custom_step(keras::SequentialModel& model, keras::optimizers::Optimizer& op
 // std::vector arguments of public ops (reduction axes, reshape targets) that
 // the gradients and the loss build. The bound below is what the step
 // allocates today: a change that adds allocations to the step fails here.
-constexpr int64_t kCustomStepBound = 71;
+constexpr int64_t kCustomStepBound = 48;
 
 TEST_F(TrainStepAllocations, CustomStepOnOneThreadStaysWithinItsAllocationBound) {
   configure(1, 1);
@@ -150,7 +150,7 @@ TEST_F(TrainStepAllocations, CustomStepOnOneThreadStaysWithinItsAllocationBound)
 // model.fit: the allocations of its loop per step, apart from those of each
 // fit call (callbacks, history, the dataset's iterator), from fits of two
 // lengths.
-constexpr int64_t kFitStepBound = 72;
+constexpr int64_t kFitStepBound = 58;
 
 TEST_F(TrainStepAllocations, FitStepOnOneThreadStaysWithinItsAllocationBound) {
   configure(1, 1);
@@ -173,7 +173,7 @@ TEST_F(TrainStepAllocations, FitStepOnOneThreadStaysWithinItsAllocationBound) {
 
 // MirroredStrategy over 2 logical devices: the same custom step in
 // strategy.run on a distributed dataset; the replica threads' handoffs and
-// the all-reduce add their own allocations (194-195 a step today).
+// the all-reduce add their own allocations (148-149 a step today).
 //
 // Two things make one step's count vary with the threads' timing, so the
 // bound is on the mean of kMirroredMeasuredSteps steps, with the cache's
@@ -193,8 +193,8 @@ TEST_F(TrainStepAllocations, FitStepOnOneThreadStaysWithinItsAllocationBound) {
 //     and would be that many every step if the cache stopped serving the
 //     step.
 constexpr int kMirroredMeasuredSteps = 10;
-// 195 a step, and the prefetch's work of one step at each end spread over the steps.
-constexpr double kMirroredStepBound = 195 + 2.0 * 17 / kMirroredMeasuredSteps;
+// 149 a step, and the prefetch's work of one step at each end spread over the steps.
+constexpr double kMirroredStepBound = 149 + 2.0 * 17 / kMirroredMeasuredSteps;
 
 TEST_F(TrainStepAllocations, MirroredCustomStepStaysWithinItsAllocationBound) {
   configure(2, 1);
