@@ -48,6 +48,7 @@ std::string format(double v, Kind kind) {
         os << v / 1e3 << "k ex/s";
       }
       break;
+    case Kind::gflops_rate: os << v << " GFLOP/s"; break;
     case Kind::ratio: os << std::fixed << std::setprecision(2) << v << "×"; break;
     case Kind::count:  // per step: whole from 100 on, else 3 significant digits
       if (v >= 100) os << std::fixed << std::setprecision(0);

@@ -168,7 +168,7 @@ std::vector<fs::path> bench_programs(const fs::path& dir) {
 
 QuickPlan quick_plan(const std::string& program) {
   static const std::map<std::string, QuickPlan> plans = {
-      {"kernels_bench", {"MatMul|Sgemm|Memcpy|Add64|Conv2DForward", ""}},
+      {"kernels_bench", {"MatMul|Sgemm|Memcpy|Add64|Conv2DForward|FmaPeak", ""}},
       {"training_bench", {"BM_TrainMLP|BM_TrainCNN/threads:1/|BM_MirroredTrainMLP", ""}},
       {"autodiff_bench", {"BackwardOverForward", ""}},
       {"collective_bench", {"LocalAllReduce|GlooAllReduce/|RawGlooAllReduce/[1-9]", ""}},

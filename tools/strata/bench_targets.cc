@@ -51,12 +51,13 @@ class RowReader {
                                                       {"bytes_rate_1024", Kind::bytes_rate_1024},
                                                       {"examples_rate", Kind::examples_rate},
                                                       {"ratio", Kind::ratio},
-                                                      {"count", Kind::count}};
+                                                      {"count", Kind::count},
+                                                      {"gflops_rate", Kind::gflops_rate}};
     const std::string k = str("kind", true);
     auto it = kinds.find(k);
     STRATA_CHECK_ARG(it != kinds.end(), where_,
                      ": expected \"kind\" to be one of seconds, bytes_rate, bytes_rate_1024, "
-                     "examples_rate, ratio, got \"",
+                     "examples_rate, gflops_rate, ratio, count, got \"",
                      k, "\"");
     return it->second;
   }

@@ -8,7 +8,8 @@
 //      "benchmark": "BM_TFRecordReadVerified",     // run key (no /real_time, /iterations:N)
 //      "field": "bytes_per_second",                // "real_time" (s), a counter, ...
 //      "kind": "bytes_rate",                       // seconds | bytes_rate | bytes_rate_1024
-//                                                  //   | examples_rate | ratio | count
+//                                                  //   | examples_rate | gflops_rate
+//                                                  //   | ratio | count
 //      "peer": "plain read() of the same file",    // optional label of the comparison
 //      "peer_benchmark": "BM_PlainRead", "peer_field": "bytes_per_second",
 //      //   or a Python peer: "peer_script": "torch_train.py", "peer_keys": ["torch_train/F"]
@@ -30,7 +31,8 @@
 
 namespace strata::tools::bench {
 
-enum class Kind { seconds, bytes_rate, examples_rate, ratio, bytes_rate_1024, count };
+// gflops_rate: a value already in GFLOP/s (a benchmark's gflops counters).
+enum class Kind { seconds, bytes_rate, examples_rate, ratio, bytes_rate_1024, count, gflops_rate };
 
 // Rates and ratios are better higher; times and counts (allocations per step) lower.
 bool higher_is_better(Kind k);
