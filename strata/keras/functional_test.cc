@@ -150,6 +150,33 @@ TEST(FunctionalModelTest, FromConfigRebuildsTheSameGraph) {
   EXPECT_EQ(again->get_config(), config);
 }
 
+// An InputLayer's node holds the layer; the layer must not hold the node
+// back, or every Input() and the model over it would live for ever.
+TEST(FunctionalModelTest, AModelItsLayersAndItsInputsAreFreedWithTheLastHandle) {
+  reset_uids_for_testing();
+  std::weak_ptr<Layer> input_layer;
+  std::weak_ptr<Layer> dense;
+  std::weak_ptr<FunctionalModel> model;
+  {
+    // inputs = tf.keras.Input(shape=(2,)); outputs = tf.keras.layers.Dense(1)(inputs)
+    // model = tf.keras.Model(inputs, outputs)
+    KerasTensor inputs = Input({2});
+    auto layer = layers::Dense(1);
+    KerasTensor outputs = (*layer)(inputs);
+    FunctionalModelPtr m = models::Model(inputs, outputs);
+    // The same node while a tensor of it is alive.
+    auto input = std::dynamic_pointer_cast<layers::InputLayerLayer>(inputs.node()->layer);
+    ASSERT_NE(input, nullptr);
+    EXPECT_EQ(input->output().node(), inputs.node());
+    input_layer = input;
+    dense = layer;
+    model = m;
+  }
+  EXPECT_TRUE(input_layer.expired());
+  EXPECT_TRUE(dense.expired());
+  EXPECT_TRUE(model.expired());
+}
+
 TEST(FunctionalModelTest, DisconnectedGraphAndNonInputTensorsAreErrors) {
   reset_uids_for_testing();
   KerasTensor a = Input({2});

@@ -44,12 +44,13 @@ std::shared_ptr<InputLayerLayer> InputLayer(const InputLayerOptions& options) {
 }
 
 KerasTensor InputLayerLayer::output() {
-  if (!output_.defined()) {
+  std::shared_ptr<const Node> node = output_node_.lock();
+  if (node == nullptr) {
     auto self = std::static_pointer_cast<Layer>(shared_from_this());
-    output_ =
-        KerasTensor(batch_input_shape_, dtype(), std::make_shared<Node>(Node{self, {}, false, 0}));
+    node = std::make_shared<Node>(Node{self, {}, false, 0});
+    output_node_ = node;
   }
-  return output_;
+  return KerasTensor(batch_input_shape_, dtype(), std::move(node));
 }
 
 Tensor InputLayerLayer::call(const Tensor& inputs, bool) {

@@ -48,7 +48,8 @@ class InputLayerLayer : public Layer {
 
   // The batch shape: {batch_size or -1, input_shape...}.
   const TensorShape& batch_input_shape() const noexcept { return batch_input_shape_; }
-  // The KerasTensor this layer produces (made on first use).
+  // The KerasTensor this layer produces: every call returns the same node
+  // while any KerasTensor of it is alive (made anew after that).
   KerasTensor output();
 
   TensorShape compute_output_shape(const TensorShape& input_shape) const override {
@@ -63,7 +64,9 @@ class InputLayerLayer : public Layer {
 
  private:
   TensorShape batch_input_shape_;
-  KerasTensor output_;
+  // Weak: the node holds this layer, so a strong reference back would keep
+  // both alive for ever.
+  std::weak_ptr<const Node> output_node_;
 };
 
 std::shared_ptr<InputLayerLayer> InputLayer(const InputLayerOptions& options);
