@@ -584,11 +584,11 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
       kept_grads.push_back(grads[i]);
       kept_vars.push_back(vars[i]);
     }
-  }
-  if (kept_grads.empty()) {
-    std::string names;
-    for (const Variable& v : vars) names += (names.empty() ? "'" : ", '") + v.name() + "'";
-    STRATA_CHECK_ARG(false, name_, ": No gradients provided for any variable: [", names, "]");
+    if (kept_grads.empty()) {
+      std::string names;
+      for (const Variable& v : vars) names += (names.empty() ? "'" : ", '") + v.name() + "'";
+      STRATA_CHECK_ARG(false, name_, ": No gradients provided for any variable: [", names, "]");
+    }
   }
   for (size_t i = 0; i < kept_vars.size(); ++i) {
     const Tensor& g = kept_grads[i];
