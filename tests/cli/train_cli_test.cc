@@ -94,6 +94,11 @@ class Train : public ::testing::Test {
     return "train --data-dir " + data_.str() + (epochs ? "" : " --epochs 2") + " --batch-size 32 " +
            extra;
   }
+  // `strata launch` of 2 workers of 2 devices each, every one running quick(extra).
+  std::string launch_two_workers(const std::string& extra) const {
+    return "launch --nproc 2 --devices-per-worker 2 -- " + std::string(STRATA_CLI_PATH) + " " +
+           quick(extra);
+  }
   nlohmann::json run_json(const std::string& extra) {
     Result r = run(quick(extra + " --json"), /*merge_stderr=*/false);
     EXPECT_EQ(r.status, 0) << r.output;
@@ -207,11 +212,7 @@ TEST_F(Train, DeterministicReductionGivesTheSameWeightsForAnyReplicaCount) {
     const std::string launched = out.str() + "/" + model + "_2x2";
     std::string worker_args = "--strategy multi_worker " + flags;
     worker_args += launched;
-    std::string launch = "launch --nproc 2 --devices-per-worker 2 -- ";
-    launch += STRATA_CLI_PATH;
-    launch += " ";
-    launch += quick(worker_args);
-    Result r = run(launch);
+    Result r = run(launch_two_workers(worker_args));
     ASSERT_EQ(r.status, 0) << r.output;
     weights["2 workers x 2 replicas"] = read_file(launched);
     const std::string& one = weights.at("1 replicas");
@@ -248,17 +249,13 @@ TEST_F(Train, TwoWorkersGiveTheSameWeightsOverSharedMemoryAsOverGloo) {
   std::map<std::string, std::string> weights;  // --shared-memory -> bytes
   for (const std::string mode : {"auto", "off"}) {
     const std::string path = out.str() + "/weights_" + mode;
-    std::string launch = "launch --nproc 2 --devices-per-worker 2 -- ";
-    launch += STRATA_CLI_PATH;
-    launch += " ";
     std::string args =
         "--strategy multi_worker --epochs 1 --steps-per-epoch 4 --limit-examples 512 --json "
         "--shared-memory ";
     args += mode;
     args += " --save-weights ";
     args += path;
-    launch += quick(args);
-    Result r = run(launch);
+    Result r = run(launch_two_workers(args));
     ASSERT_EQ(r.status, 0) << r.output;
     EXPECT_NE(r.output.find(mode == "auto" ? "collectives across workers: shared memory "
                                              "(shared_memory)"
@@ -284,17 +281,13 @@ TEST_F(Train, TwoWorkersGiveTheSameWeightsWithTheAllReduceOverlappedWithTheBackw
       std::string path = out.str();
       path += "/" + model;
       path += "_" + mode;
-      std::string launch = "launch --nproc 2 --devices-per-worker 2 -- ";
-      launch += STRATA_CLI_PATH;
-      launch += " ";
       std::string args = "--strategy multi_worker --model " + model +
                          " --epochs 1 --steps-per-epoch 4 --limit-examples 512 --json "
                          "--overlap-gradient-reduction ";
       args += mode;
       args += " --save-weights ";
       args += path;
-      launch += quick(args);
-      Result r = run(launch);
+      Result r = run(launch_two_workers(args));
       ASSERT_EQ(r.status, 0) << r.output;
       EXPECT_EQ(
           r.output.find("gradients are all-reduced during the backward pass") != std::string::npos,
