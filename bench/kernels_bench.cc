@@ -28,16 +28,14 @@
 
 #include <cblas.h>
 
-#include <sys/resource.h>
-
 #include <immintrin.h>
 
 #include <algorithm>
 #include <cstring>
-#include <ctime>
 #include <thread>
 #include <vector>
 
+#include "bench/process_clock.h"
 #include "strata/base/denormal.h"
 #include "strata/core/config.h"
 #include "strata/core/device.h"
@@ -48,6 +46,9 @@
 
 namespace strata {
 namespace {
+
+using bench::minor_faults;
+using bench::process_cpu_seconds;
 
 // The runtime's thread count is fixed once it starts; benchmarks with another
 // count restart it (tensors made before stay valid).
@@ -171,12 +172,6 @@ BENCHMARK(BM_SplitCrossover)
 
 constexpr int64_t kElems = int64_t{64} << 20 >> 2;  // 16 Mi floats = 64 MiB
 
-int64_t minor_faults() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_minflt;
-}
-
 void set_faults(benchmark::State& state, int64_t start) {
   state.counters["faults_per_it"] = static_cast<double>(minor_faults() - start) /
                                     static_cast<double>(std::max<int64_t>(1, state.iterations()));
@@ -279,11 +274,6 @@ void BM_FmaPeak(benchmark::State& state) {
     const float seed = 1.f + float(t);
     sinks[static_cast<size_t>(t)] = lanes == 16 ? fma_chains_avx512(kFmaIterations, seed)
                                                 : fma_chains_avx2(kFmaIterations, seed);
-  };
-  auto process_cpu_seconds = [] {
-    timespec ts{};
-    ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-    return double(ts.tv_sec) + 1e-9 * double(ts.tv_nsec);
   };
   for (auto _ : state) {
     const double start = process_cpu_seconds();

@@ -38,7 +38,6 @@
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -51,6 +50,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/process_clock.h"
 #include "strata/keras/keras.h"
 #include "strata/strata.h"
 
@@ -122,12 +122,6 @@ Args parse(int argc, char** argv) {
   STRATA_CHECK_ARG(a.workers >= 1 && a.steps >= 1 && a.repetitions >= 1,
                    "multiworker_training_bench: expected --workers, --steps, --repetitions >= 1");
   return a;
-}
-
-double now_seconds(clockid_t clock) {
-  timespec ts{};
-  ::clock_gettime(clock, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
 }
 
 double median(std::vector<double> v) {
@@ -236,7 +230,7 @@ int work(const Args& args) {
   bool timing = false;
   double phase[3] = {0, 0, 0};
   auto step = [&](const data::Element& batch) {
-    const double t0 = now_seconds(CLOCK_MONOTONIC);
+    const double t0 = bench::wall_seconds();
     double t1 = 0;
     std::vector<Tensor> grads;
     {
@@ -245,15 +239,15 @@ int work(const Args& args) {
       Tensor per_example =
           keras::losses::sparse_categorical_crossentropy(batch[1], logits, {.from_logits = true});
       Tensor loss = nn::compute_average_loss(per_example, {.global_batch_size = kGlobalBatch});
-      t1 = now_seconds(CLOCK_MONOTONIC);
+      t1 = bench::wall_seconds();
       grads = tape.gradient(loss, model->trainable_variables());
     }
-    const double t2 = now_seconds(CLOCK_MONOTONIC);
+    const double t2 = bench::wall_seconds();
     optimizer->apply_gradients(zip(grads, model->trainable_variables()));
     if (timing) {
       phase[0] += t1 - t0;
       phase[1] += t2 - t1;
-      phase[2] += now_seconds(CLOCK_MONOTONIC) - t2;
+      phase[2] += bench::wall_seconds() - t2;
     }
   };
   // A barrier across every worker that also sums `value` over them.
@@ -267,12 +261,12 @@ int work(const Args& args) {
   std::vector<double> rates, step_seconds, cpu_ms;
   for (int r = 0; r < args.repetitions; ++r) {
     sum_over_workers(0);
-    const double wall0 = now_seconds(CLOCK_MONOTONIC);
-    const double cpu0 = now_seconds(CLOCK_PROCESS_CPUTIME_ID);
+    const double wall0 = bench::wall_seconds();
+    const double cpu0 = bench::process_cpu_seconds();
     for (int i = 0; i < args.steps; ++i) strategy.run(step, it.get_next());
-    const double cpu = now_seconds(CLOCK_PROCESS_CPUTIME_ID) - cpu0;
+    const double cpu = bench::process_cpu_seconds() - cpu0;
     const double total_cpu = sum_over_workers(cpu);  // also the closing barrier
-    const double wall = now_seconds(CLOCK_MONOTONIC) - wall0;
+    const double wall = bench::wall_seconds() - wall0;
     step_seconds.push_back(wall / args.steps);
     rates.push_back(static_cast<double>(kGlobalBatch) * args.steps / wall);
     cpu_ms.push_back(1e3 * total_cpu / args.steps);

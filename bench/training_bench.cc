@@ -47,8 +47,6 @@
 
 #include <benchmark/benchmark.h>
 
-#include <sys/resource.h>
-
 #include <time.h>
 
 #include <cstdlib>
@@ -57,6 +55,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/process_clock.h"
 #include "strata/core/allocator.h"
 #include "strata/keras/keras.h"
 #include "strata/strata.h"
@@ -68,6 +67,10 @@ namespace {
 
 namespace keras = strata::keras;
 namespace sd = strata::distribute;
+using bench::minor_faults;
+using bench::process_cpu_seconds;
+using bench::thread_cpu_seconds;
+using bench::wall_seconds;
 
 constexpr int64_t kBatch = 128;
 constexpr int kWarmupSteps = 3;
@@ -113,26 +116,6 @@ data::Dataset synthetic_batches(Net net) {
   return data::Dataset::from_tensors({x, y}).repeat();
 }
 
-// CPU time of the whole process (every thread: replicas, intra-op pool,
-// prefetching), a figure that depends less on the machine's load than wall time.
-double process_cpu_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-double thread_cpu_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
-double wall_seconds() {
-  timespec ts{};
-  ::clock_gettime(CLOCK_MONOTONIC, &ts);
-  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
-}
-
 struct Stamp {
   double wall = 0, cpu = 0;
   static Stamp now() { return {wall_seconds(), thread_cpu_seconds()}; }
@@ -159,14 +142,6 @@ struct Phases {
     }
   }
 };
-
-// Minor page faults of the whole process so far (first touches of fresh
-// memory: what a freshly mapped tensor buffer costs).
-int64_t minor_faults() {
-  rusage ru{};
-  ::getrusage(RUSAGE_SELF, &ru);
-  return ru.ru_minflt;
-}
 
 // Process CPU time, wall time, page faults and allocations when the timed loop began.
 struct ProcessStart {
