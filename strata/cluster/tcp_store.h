@@ -45,9 +45,14 @@
 // away during a call, is UnavailableError naming the address; a wait that the
 // server reports expired is DeadlineExceededError naming the missing keys and the
 // time waited; a server that does not answer within the call's deadline is
-// DeadlineExceededError too (and the connection is then unusable: later calls
-// are UnavailableError at once, so a stopped server costs one deadline, not one
-// per call).
+// DeadlineExceededError too. The connection survives that: the next call
+// first finishes sending what the late call had not sent and reads and drops
+// the reply it was owed, all within its own deadline (when it cannot, it
+// fails the same way without sending its own request), so a store host that
+// pauses (stopped, swapping, overloaded) costs the calls made during the
+// pause their deadlines and serves again once it answers. A late call may
+// still take effect on the server. A connection that closes or breaks is
+// gone: later calls are UnavailableError at once.
 //
 // Deadlines: set/add/check(t) give up after t; get/wait(t) let the server wait
 // t and give its reply a further allowance of t/10, at least 1 s and at most
@@ -65,6 +70,7 @@
 #include <thread>
 #include <vector>
 
+#include "strata/base/errors.h"
 #include "strata/base/file.h"
 #include "strata/base/mutex.h"
 #include "strata/base/store.h"
@@ -164,18 +170,52 @@ class TcpStoreClient : public Store {
   const std::string& address() const noexcept { return address_; }
 
  private:
+  using TimePoint = std::chrono::steady_clock::time_point;
+
   // Sends `request`, returns the reply payload; DeadlineExceededError when no
   // reply came within `limit`. `what` names the call in errors.
   std::string call(const std::string& request, Milliseconds limit, const std::string& what);
+  std::string call_in_turn(const std::string& request, Milliseconds limit, TimePoint deadline,
+                           const std::string& what);
+  // Marks the connection lost and throws `code` naming the call.
+  [[noreturn]] void lose_connection(ErrorCode code, const std::string& what,
+                                    const std::string& why) STRATA_REQUIRES(mu_);
+  [[noreturn]] void lose_connection_to_errno(const std::string& what) STRATA_REQUIRES(mu_);
+  // Waits for the socket to be ready for `events`: false at the deadline,
+  // AbortedError after abort().
+  bool wait_ready(short events, TimePoint deadline, const std::string& what)
+      STRATA_REQUIRES(mu_);
+  // Sends unsent_: false at the deadline, unsent_ then holding the rest.
+  bool send_pending(TimePoint deadline, const std::string& what) STRATA_REQUIRES(mu_);
+  // The next reply frame's payload: nullopt at the deadline, partial_reply_
+  // then holding what arrived of it.
+  std::optional<std::string> read_reply(TimePoint deadline, const std::string& what)
+      STRATA_REQUIRES(mu_);
+  // Reads and drops the replies owed to calls that ran out of time: false at
+  // the deadline.
+  bool skip_owed_replies(TimePoint deadline, const std::string& what) STRATA_REQUIRES(mu_);
 
   const std::string address_;
   const TcpStoreClientOptions options_;
   const std::string token_;
   UniqueFd abort_read_, abort_write_;
   std::atomic<bool> aborted_{false};
+  // One call at a time uses the connection; a call waits for its turn only
+  // until its own deadline (a call stuck on a slow server does not extend
+  // the calls queued behind it).
+  Mutex turn_mu_;
+  CondVar turn_cv_;
+  bool busy_ STRATA_GUARDED_BY(turn_mu_) = false;
+  // The connection's state, held by the call whose turn it is.
   Mutex mu_;
   UniqueFd socket_ STRATA_GUARDED_BY(mu_);
   bool broken_ STRATA_GUARDED_BY(mu_) = false;
+  // The stream state a call that ran out of time leaves for the next: the
+  // rest of its request frame, the replies still to come before the next
+  // call's own, and the bytes of the next reply received so far.
+  std::string unsent_ STRATA_GUARDED_BY(mu_);
+  int owed_replies_ STRATA_GUARDED_BY(mu_) = 0;
+  std::string partial_reply_ STRATA_GUARDED_BY(mu_);
 };
 
 }  // namespace strata::cluster

@@ -150,82 +150,169 @@ void TcpStoreClient::abort() {
   const char byte = 1;
   // The byte is never read: the pipe stays readable, so every later wait wakes too.
   [[maybe_unused]] auto n = ::write(abort_write_.get(), &byte, 1);
+  // Calls waiting for their turn wake as well.
+  { MutexLock lock(turn_mu_); }
+  turn_cv_.notify_all();
 }
 
 Milliseconds TcpStoreClient::reply_allowance(Milliseconds wait_time) {
   return std::clamp(wait_time / 10, Milliseconds(1000), Milliseconds(5000));
 }
 
+namespace {
+
+// What a stalled store costs the call that finds it so.
+std::string no_answer(Milliseconds limit) {
+  return str_cat("the store server did not answer within ",
+                 strata::internal::format_duration(limit),
+                 " (stopped, hung or overloaded; a later call first takes the reply this one "
+                 "was owed)");
+}
+
+}  // namespace
+
 std::string TcpStoreClient::call(const std::string& request, Milliseconds limit,
                                  const std::string& what) {
-  MutexLock lock(mu_);
-  STRATA_CHECK(ABORTED, !aborted_.load(), "TcpStoreClient(", address_, "): ", what,
-               ": the store was aborted");
-  STRATA_CHECK(UNAVAILABLE, !broken_, "TcpStoreClient(", address_, "): ", what,
-               ": the connection to the store was lost earlier");
   const auto deadline = Clock::now() + std::max(limit, Milliseconds(1));
-  const int fd = socket_.get();
-  auto fail = [&](ErrorCode code, const std::string& why) STRATA_REQUIRES(mu_) {
-    broken_ = true;  // the stream is out of step with the server now
-    throw_error(code, str_cat("TcpStoreClient(", address_, "): ", what, ": ", why));
-  };
-  auto wait_or_fail = [&](short events) STRATA_REQUIRES(mu_) {
-    const Ready r = wait_fd(fd, events, abort_read_.get(), deadline);
-    if (r == Ready::kAborted) fail(ErrorCode::ABORTED, "aborted");
-    if (r == Ready::kTimeout) {
-      fail(ErrorCode::DEADLINE_EXCEEDED,
-           str_cat("the store server did not answer within ",
-                   strata::internal::format_duration(limit),
-                   " (stopped, hung or overloaded; the connection is dropped)"));
-    }
-  };
-
   STRATA_CHECK_ARG(request.size() <= options_.max_frame_bytes, "TcpStoreClient(", address_,
                    "): ", what, ": the request of ", request.size(),
                    " bytes is larger than the store's frame limit of ", options_.max_frame_bytes,
                    " bytes");
-  const std::string frame = internal::frame(request);
+  {
+    MutexLock lock(turn_mu_);
+    const bool free = turn_cv_.wait_until(turn_mu_, deadline, [&]() STRATA_REQUIRES(turn_mu_) {
+      return !busy_ || aborted_.load();
+    });
+    STRATA_CHECK(ABORTED, !aborted_.load(), "TcpStoreClient(", address_, "): ", what,
+                 ": the store was aborted");
+    STRATA_CHECK(DEADLINE_EXCEEDED, free, "TcpStoreClient(", address_, "): ", what,
+                 ": another call held the connection to the store for all of ",
+                 strata::internal::format_duration(limit),
+                 " (the store server is stopped, hung or overloaded)");
+    busy_ = true;
+  }
+  struct TurnRelease {
+    TcpStoreClient& client;
+    ~TurnRelease() {
+      {
+        MutexLock lock(client.turn_mu_);
+        client.busy_ = false;
+      }
+      client.turn_cv_.notify_one();
+    }
+  } release{*this};
+  return call_in_turn(request, limit, deadline, what);
+}
+
+std::string TcpStoreClient::call_in_turn(const std::string& request, Milliseconds limit,
+                                         TimePoint deadline, const std::string& what) {
+  MutexLock lock(mu_);
+  STRATA_CHECK(UNAVAILABLE, !broken_, "TcpStoreClient(", address_, "): ", what,
+               ": the connection to the store was lost earlier");
+  auto out_of_time = [&] {
+    throw DeadlineExceededError(
+        str_cat("TcpStoreClient(", address_, "): ", what, ": ", no_answer(limit)));
+  };
+  // A call that ran out of time leaves the stream in step: what it did not
+  // send yet goes first, and the reply it was owed is read and dropped, by
+  // this call's deadline. (A paused store host so costs the calls during the
+  // pause their deadlines, and the connection serves again once it answers.)
+  if (!send_pending(deadline, what) || !skip_owed_replies(deadline, what)) out_of_time();
+  unsent_ = internal::frame(request);
+  const size_t frame_bytes = unsent_.size();
+  if (!send_pending(deadline, what)) {
+    // A request the server has not seen a byte of is simply withdrawn.
+    if (unsent_.size() == frame_bytes) {
+      unsent_.clear();
+    } else {
+      ++owed_replies_;
+    }
+    out_of_time();
+  }
+  std::optional<std::string> reply = read_reply(deadline, what);
+  if (!reply) {
+    ++owed_replies_;
+    out_of_time();
+  }
+  return std::move(*reply);
+}
+
+void TcpStoreClient::lose_connection(ErrorCode code, const std::string& what,
+                                     const std::string& why) {
+  broken_ = true;  // there is no stream to keep in step any more
+  throw_error(code, str_cat("TcpStoreClient(", address_, "): ", what, ": ", why));
+}
+
+void TcpStoreClient::lose_connection_to_errno(const std::string& what) {
+  lose_connection(
+      ErrorCode::UNAVAILABLE, what,
+      str_cat("lost the connection to the store server (", internal::errno_text(errno), ")"));
+}
+
+bool TcpStoreClient::wait_ready(short events, TimePoint deadline, const std::string& what) {
+  const Ready r = wait_fd(socket_.get(), events, abort_read_.get(), deadline);
+  if (r == Ready::kAborted) lose_connection(ErrorCode::ABORTED, what, "aborted");
+  return r != Ready::kTimeout;
+}
+
+bool TcpStoreClient::send_pending(TimePoint deadline, const std::string& what) {
   size_t sent = 0;
-  while (sent < frame.size()) {
-    const ssize_t n =
-        ::send(fd, frame.data() + sent, frame.size() - sent, MSG_NOSIGNAL | MSG_DONTWAIT);
+  while (sent < unsent_.size()) {
+    const ssize_t n = ::send(socket_.get(), unsent_.data() + sent, unsent_.size() - sent,
+                             MSG_NOSIGNAL | MSG_DONTWAIT);
     if (n > 0) {
       sent += static_cast<size_t>(n);
     } else if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      wait_or_fail(POLLOUT);
+      if (!wait_ready(POLLOUT, deadline, what)) {
+        unsent_.erase(0, sent);
+        return false;
+      }
     } else if (n < 0 && errno == EINTR) {
       continue;
     } else {
-      fail(ErrorCode::UNAVAILABLE,
-           str_cat("lost the connection to the store server (", internal::errno_text(errno), ")"));
+      lose_connection_to_errno(what);
     }
   }
+  unsent_.clear();
+  return true;
+}
 
-  std::string in;
-  size_t want = 4;
-  bool have_header = false;
+std::optional<std::string> TcpStoreClient::read_reply(TimePoint deadline,
+                                                      const std::string& what) {
   char buf[65536];
-  while (in.size() < want) {
-    const ssize_t n = ::recv(fd, buf, std::min(sizeof(buf), want - in.size()), MSG_DONTWAIT);
-    if (n > 0) {
-      in.append(buf, static_cast<size_t>(n));
-      if (!have_header && in.size() == 4) {
-        have_header = true;
-        const uint32_t len = coding::decode_fixed32(in.data());
-        if (len > internal::kMaxReplyFrame)
-          fail(ErrorCode::DATA_LOSS, str_cat("reply frame of ", len, " bytes"));
-        want = 4 + len;
+  for (;;) {
+    size_t want = internal::kFrameHeaderBytes;
+    if (partial_reply_.size() >= internal::kFrameHeaderBytes) {
+      const uint32_t len = coding::decode_fixed32(partial_reply_.data());
+      if (len > internal::kMaxReplyFrame) {
+        lose_connection(ErrorCode::DATA_LOSS, what, str_cat("reply frame of ", len, " bytes"));
       }
+      want += len;
+      if (partial_reply_.size() == want) break;
+    }
+    const ssize_t n = ::recv(socket_.get(), buf, std::min(sizeof(buf), want - partial_reply_.size()),
+                             MSG_DONTWAIT);
+    if (n > 0) {
+      partial_reply_.append(buf, static_cast<size_t>(n));
     } else if (n == 0) {
-      fail(ErrorCode::UNAVAILABLE, "the store server closed the connection");
+      lose_connection(ErrorCode::UNAVAILABLE, what, "the store server closed the connection");
     } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
-      wait_or_fail(POLLIN);
+      if (!wait_ready(POLLIN, deadline, what)) return std::nullopt;
     } else if (errno != EINTR) {
-      fail(ErrorCode::UNAVAILABLE,
-           str_cat("lost the connection to the store server (", internal::errno_text(errno), ")"));
+      lose_connection_to_errno(what);
     }
   }
-  return in.substr(4);
+  std::string payload = partial_reply_.substr(internal::kFrameHeaderBytes);
+  partial_reply_.clear();
+  return payload;
+}
+
+bool TcpStoreClient::skip_owed_replies(TimePoint deadline, const std::string& what) {
+  while (owed_replies_ > 0) {
+    if (!read_reply(deadline, what)) return false;
+    --owed_replies_;
+  }
+  return true;
 }
 
 namespace {

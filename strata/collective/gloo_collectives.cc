@@ -530,9 +530,12 @@ struct internal::GlooState {
           // connections to this rank the timeout closes (peer_record).
           // The record: the missing ranks' names, a newline, what they were
           // last heard doing (names hold no newline).
+          // Both store calls share one report's bound (the store's host may
+          // be the rank that is missing, stopped).
+          const Clock::time_point until = Clock::now() + reports.store_timeout();
           const std::string verdict =
-              str_cat(reports.names(missing), "\n", reports.last_heard(missing));
-          reports.leave_record(key, verdict);
+              str_cat(reports.names(missing), "\n", reports.last_heard(missing, until));
+          reports.leave_record(key, verdict, until);
           fail_not_entered(collective, verdict);
         }
         if (auto theirs = reports.peer_record({key, mismatch_key()})) {

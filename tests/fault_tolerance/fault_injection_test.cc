@@ -502,18 +502,30 @@ void run_with_gloo_strays(bool garbage) {
       // for its pair and waits for the worker.
       spy.wait({"strata/mwms/host/1"}, 20s);
       ASSERT_EQ(::kill(worker.pid(), SIGSTOP), 0);
-      const auto until = Clock::now() + 5s;
-      bool listening = false;
-      while (!listening && Clock::now() < until) {
-        for (int port : listening_ports(chief.pid())) listening = listening || port != ports[0];
-        if (!listening) std::this_thread::sleep_for(1ms);
-      }
-      // The chief held, a stray into its queue, then the worker runs 300 ms
-      // (connecting to the chief, if it is the connecting side, behind the stray).
+      // Polls until `task` listens on a port besides the store's, or 5 s
+      // (the side of a pair that connects never listens).
+      auto wait_listening = [&](const Task& task) {
+        const auto until = Clock::now() + 5s;
+        for (;;) {
+          for (int port : listening_ports(task.pid())) {
+            if (port != ports[0]) return;
+          }
+          if (Clock::now() >= until) return;
+          std::this_thread::sleep_for(1ms);
+        }
+      };
+      wait_listening(chief);
+      // The chief held, a stray into its queue, then the worker runs: 300 ms
+      // to connect to the chief behind the stray when the chief listened for
+      // their pair, else until the worker listens for it itself (or 5 s).
       ASSERT_EQ(::kill(chief.pid(), SIGSTOP), 0);
       stray_into(chief);
       ASSERT_EQ(::kill(worker.pid(), SIGCONT), 0);
-      std::this_thread::sleep_for(300ms);
+      if (strays.empty()) {
+        wait_listening(worker);
+      } else {
+        std::this_thread::sleep_for(300ms);
+      }
       // The same the other way round, for the case where the worker listens.
       ASSERT_EQ(::kill(worker.pid(), SIGSTOP), 0);
       stray_into(worker);

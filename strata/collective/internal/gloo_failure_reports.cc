@@ -58,9 +58,14 @@ Milliseconds GlooFailureReports::store_timeout() const {
 }
 
 void GlooFailureReports::leave_record(const std::string& key, const std::string& value) const {
+  leave_record(key, value, Clock::now() + store_timeout());
+}
+
+void GlooFailureReports::leave_record(const std::string& key, const std::string& value,
+                                      Clock::time_point until) const {
   try {
     store_->set(key + std::to_string(rank_), std::vector<char>(value.begin(), value.end()),
-                store_timeout());
+                remaining(until));
   } catch (const Error&) {
   }
 }
@@ -136,8 +141,12 @@ void GlooFailureReports::publish_progress(const std::string& text) const {
 }
 
 std::string GlooFailureReports::last_heard(const std::vector<int>& ranks) const {
+  return last_heard(ranks, Clock::now() + store_timeout());
+}
+
+std::string GlooFailureReports::last_heard(const std::vector<int>& ranks,
+                                           Clock::time_point until) const {
   std::string out;
-  const Clock::time_point until = Clock::now() + store_timeout();
   try {
     for (int r : ranks) {
       if (!store_->check({progress_key(r)}, remaining(until))) continue;

@@ -51,15 +51,18 @@ class GlooFailureReports {
   // How long a rank waits for the records of its peers: a tenth of the
   // timeout, 0.1-2 s.
   std::chrono::milliseconds grace() const;
-  // The bound on one store call that records or reads a report: a tenth of
+  // The bound on the store calls that record or read one report: a tenth of
   // the timeout, 1-5 s. The store may be served by the rank that failed (a
-  // stopped chief): a report then costs this rank at most this long, once
-  // (the store connection is then dropped and later reports fail at once).
+  // stopped chief): a report then costs this rank at most this long (the
+  // calls of one report share the bound).
   std::chrono::milliseconds store_timeout() const;
 
   // Leaves this rank's record `value` under `key` (the rank's number is
-  // appended); a store that is gone loses it.
+  // appended), waiting for the store until `until` (by default
+  // store_timeout() from now); a store that is gone loses it.
   void leave_record(const std::string& key, const std::string& value) const;
+  void leave_record(const std::string& key, const std::string& value,
+                    std::chrono::steady_clock::time_point until) const;
 
   struct PeerRecord {
     size_t key = 0;  // index into the keys looked for
@@ -82,8 +85,11 @@ class GlooFailureReports {
   void publish_progress(const std::string& text) const;
   // What `ranks` last published with publish_progress, one sentence each
   // ("; rank 1 was last heard from 0.8 s before: <text>"), or "" where a rank
-  // published nothing or the store cannot tell. Waits at most store_timeout().
+  // published nothing or the store cannot tell. Waits until `until` (by
+  // default store_timeout() from now).
   std::string last_heard(const std::vector<int>& ranks) const;
+  std::string last_heard(const std::vector<int>& ranks,
+                         std::chrono::steady_clock::time_point until) const;
 
   // The message for schedules that differ between this rank and rank `peer`.
   std::string schedules_differ(uint64_t call, const std::string& description, int peer,
