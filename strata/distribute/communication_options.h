@@ -55,7 +55,10 @@
 // reduce-scattered, replica r applies the update to its 1/R of every
 // variable and of its slots, and the new values are all-gathered into every
 // copy; the result is bit-identical to the unsharded update. Each replica's
-// copy of a slot stores only its 1/R (keras/optimizer.h). Off by default:
+// copy of a slot stores only its 1/R (keras/optimizer.h). Replicas that
+// are threads of one process (MirroredStrategy) sum their blocks straight
+// from each other's gradients and read each other's new blocks in place
+// (weight_update_sharding.h), not through the collectives. Off by default:
 // every configuration measured (one process, 2 workers over TCP or shared
 // memory) spent more CPU per step sharded and none was faster; what it buys
 // is slot memory (docs/PERFORMANCE.md).

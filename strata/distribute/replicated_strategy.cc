@@ -350,6 +350,19 @@ Tensor ReplicatedStrategy::reduce_scatter_rows_in_replica(ReplicaContext& ctx, c
   return collectives_->reduce_scatter(rank, rows, collective::ReduceOp::SUM);
 }
 
+std::shared_ptr<const std::vector<std::vector<Tensor>>> ReplicatedStrategy::exchange_in_process(
+    ReplicaContext& ctx, const std::vector<Tensor>& values) {
+  using Exchanged = std::vector<std::vector<Tensor>>;
+  const std::shared_ptr<void> all = merge_replicas(
+      ctx.local_replica_id(), &values, [](const std::vector<const void*>& payloads) {
+        auto out = std::make_shared<Exchanged>();
+        out->reserve(payloads.size());
+        for (const void* p : payloads) out->push_back(*static_cast<const std::vector<Tensor>*>(p));
+        return std::static_pointer_cast<void>(out);
+      });
+  return std::static_pointer_cast<const Exchanged>(all);
+}
+
 std::vector<Tensor> ReplicatedStrategy::deterministic_all_reduce(
     int rank, ReduceOp op, const std::vector<Tensor>& values) {
   // Internal arithmetic: ReplicaContext::all_reduce records the reduction's

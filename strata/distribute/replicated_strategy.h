@@ -77,6 +77,20 @@ class ReplicatedStrategy : public Strategy {
   // for the whole tensor: bytes_per_pack does not split it. On a replica
   // thread of this strategy; every replica must call it.
   Tensor reduce_scatter_rows_in_replica(ReplicaContext& ctx, const Tensor& rows);
+  // Whether every replica is a thread of this process (MirroredStrategy, or a
+  // multi-worker strategy of one worker) and sums are the collectives' own
+  // (deterministic_reduction off): the sharded weight update then reads the
+  // other replicas' tensors in place (exchange_in_process) instead of
+  // exchanging packed rows through the collectives.
+  bool replicas_share_process() const noexcept {
+    return num_local_replicas() == num_replicas_in_sync_ &&
+           !communication_options_.deterministic_reduction;
+  }
+  // Every local replica's `values` (the handles: the buffers are shared, not
+  // copied), in local replica order. A barrier of the local replicas: every
+  // one must call it. On a replica thread of this strategy.
+  std::shared_ptr<const std::vector<std::vector<Tensor>>> exchange_in_process(
+      ReplicaContext& ctx, const std::vector<Tensor>& values);
   // communication_options().deterministic_micro_batches when
   // deterministic_reduction is on, else 0.
   int deterministic_micro_batches() const override;

@@ -9,9 +9,11 @@
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/base/str_cat.h"
+#include "strata/collective/internal/reduce.h"
 #include "strata/core/device.h"
 #include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/replicated_strategy.h"
+#include "strata/distribute/step_profile.h"
 #include "strata/distribute/strategy.h"
 
 namespace strata::distribute {
@@ -190,6 +192,74 @@ Tensor reduce_scatter_rows(ReplicaContext& ctx, const Tensor& rows) {
                    ", columns], got ", rows.shape());
   const int r = ctx.replica_id_in_sync_group();
   return ctx.all_reduce(ReduceOp::SUM, rows).slice_rows(r, r + 1);
+}
+
+bool replicas_share_process(const ReplicaContext& ctx) {
+  const auto* strategy = dynamic_cast<const ReplicatedStrategy*>(&ctx.strategy());
+  return strategy != nullptr && strategy->replicas_share_process();
+}
+
+namespace {
+
+ReplicatedStrategy& in_process_strategy(ReplicaContext& ctx, const char* who) {
+  auto* strategy = dynamic_cast<ReplicatedStrategy*>(&ctx.strategy());
+  STRATA_CHECK(FAILED_PRECONDITION, strategy != nullptr && strategy->replicas_share_process(),
+               who, ": the replicas of ", ctx.strategy().name(),
+               " are not all threads of this process");
+  return *strategy;
+}
+
+}  // namespace
+
+std::vector<Tensor> reduce_blocks_in_process(ReplicaContext& ctx,
+                                             const std::vector<Tensor>& values) {
+  ReplicatedStrategy& strategy = in_process_strategy(ctx, "reduce_blocks_in_process");
+  std::shared_ptr<const std::vector<std::vector<Tensor>>> all;
+  {
+    const ScopedStepPhase wait(StepPhase::kCollectiveWait);
+    all = strategy.exchange_in_process(ctx, values);
+  }
+  const ScopedStepPhase transfer(StepPhase::kCollectiveTransfer);
+  const int n = ctx.num_replicas_in_sync();
+  const int r = ctx.replica_id_in_sync_group();
+  for (int q = 0; q < n; ++q) {
+    const std::vector<Tensor>& theirs = (*all)[size_t(q)];
+    STRATA_CHECK_ARG(theirs.size() == values.size(), "reduce_blocks_in_process: replica ", q,
+                     " passed ", theirs.size(), " tensors, replica ", r, " ", values.size());
+    for (size_t i = 0; i < values.size(); ++i) {
+      STRATA_CHECK_ARG(theirs[i].shape() == values[i].shape() &&
+                           theirs[i].dtype() == values[i].dtype(),
+                       "reduce_blocks_in_process: tensor ", i, " is ", theirs[i].shape(), " ",
+                       dtype_name(theirs[i].dtype()), " on replica ", q, " but ",
+                       values[i].shape(), " ", dtype_name(values[i].dtype()), " on replica ", r);
+    }
+  }
+  std::vector<Tensor> out;
+  out.reserve(values.size());
+  std::vector<const void*> ins(static_cast<size_t>(n));
+  for (size_t i = 0; i < values.size(); ++i) {
+    const UpdateBlock b = update_block(values[i].num_elements(), n, r);
+    const int64_t count = std::max<int64_t>(b.end - b.begin, 0);
+    Tensor block = Tensor::allocate(values[i].dtype(), TensorShape({count}));
+    if (count > 0) {
+      const size_t esize = dtype_size(values[i].dtype());
+      for (int q = 0; q < n; ++q) {
+        ins[size_t(q)] =
+            static_cast<const std::byte*>((*all)[size_t(q)][i].raw_data()) + b.begin * int64_t(esize);
+      }
+      collective::internal::reduce_n(values[i].dtype(), collective::ReduceOp::SUM,
+                                     block.mutable_raw_data(), ins, count, n);
+    }
+    out.push_back(std::move(block));
+  }
+  return out;
+}
+
+std::shared_ptr<const std::vector<std::vector<Tensor>>> exchange_rows_in_process(
+    ReplicaContext& ctx, const std::vector<Tensor>& rows) {
+  ReplicatedStrategy& strategy = in_process_strategy(ctx, "exchange_rows_in_process");
+  const ScopedStepPhase transfer(StepPhase::kCollectiveTransfer);
+  return strategy.exchange_in_process(ctx, rows);
 }
 
 Variable make_sharded_slot_variable(Strategy& strategy, const VariableArgs& args) {

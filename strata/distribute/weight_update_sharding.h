@@ -40,6 +40,8 @@
 // under its own lock.
 
 #include <cstdint>
+#include <memory>
+#include <vector>
 
 #include "strata/core/tensor.h"
 #include "strata/core/variable.h"
@@ -91,6 +93,29 @@ Tensor all_gather_rows(ReplicaContext& ctx, const Tensor& row);
 // of which each replica keeps its row. Every replica must call it.
 // InvalidArgumentError for another shape.
 Tensor reduce_scatter_rows(ReplicaContext& ctx, const Tensor& rows);
+
+// Whether the replicas of `ctx`'s strategy are all threads of this process
+// with the collectives' own sums (ReplicatedStrategy::replicas_share_process):
+// then reduce_blocks_in_process and exchange_rows_in_process replace the
+// reduce-scatter and all-gather of packed rows, reading the other replicas'
+// tensors in place.
+bool replicas_share_process(const ReplicaContext& ctx);
+
+// Where replicas_share_process: replica r's block r (update_block) of the
+// SUM across every replica of each of `values` (the same shapes and dtypes
+// on every replica), flat [end - begin], summed straight from the other
+// replicas' tensors by the kernel and in the replica order of the
+// collectives' all-reduce, so bit-identical to it. A barrier of the
+// replicas; every replica must call it. InvalidArgumentError when the
+// replicas' shapes or dtypes differ.
+std::vector<Tensor> reduce_blocks_in_process(ReplicaContext& ctx,
+                                             const std::vector<Tensor>& values);
+
+// Where replicas_share_process: every replica's `rows` (handles, shared
+// buffers) in replica order. A barrier of the replicas; every replica must
+// call it.
+std::shared_ptr<const std::vector<std::vector<Tensor>>> exchange_rows_in_process(
+    ReplicaContext& ctx, const std::vector<Tensor>& rows);
 
 // A sharded slot variable of `strategy` (see above) with `args` (the whole
 // initial value; the options of a slot: ON_WRITE or AUTO, aggregation NONE),

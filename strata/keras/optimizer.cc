@@ -86,21 +86,21 @@ Tensor pack_row(const RowLayout& layout, const std::vector<Tensor>& blocks) {
   return row;
 }
 
-// Writes the blocks of variable copy `v` gathered as block q in row q of
-// `gathered` ([shards, layout.width]) at `column` into `v`, except block
-// `skip` (this replica's, already in place).
-void unpack_into(const Variable& v, const Tensor& gathered, int64_t column, int shards, int skip) {
+// Writes the blocks of variable copy `v` into `v`, except block `skip`
+// (this replica's, already in place): block q from `row_of(q)` (replica q's
+// row of the variable's dtype) at `column`.
+template <typename RowOf>
+void unpack_into(const Variable& v, RowOf row_of, int64_t column, int shards, int skip) {
   const int64_t n = v.shape().num_elements();
   if (n == 0) return;
   const size_t esize = dtype_size(v.dtype());
-  const int64_t row_width = gathered.shape().dim(1);
-  const auto* in = static_cast<const std::byte*>(gathered.raw_data());
   v.update_in_place([&](void* data) {
     auto* out = static_cast<std::byte*>(data);
     for (int q = 0; q < shards; ++q) {
       const UpdateBlock b = update_block(n, shards, q);
       if (q == skip || b.end <= b.begin) continue;
-      std::memcpy(out + b.begin * int64_t(esize), in + (q * row_width + column) * int64_t(esize),
+      const std::byte* row = row_of(q);
+      std::memcpy(out + b.begin * int64_t(esize), row + column * int64_t(esize),
                   size_t(b.end - b.begin) * esize);
     }
   });
@@ -130,11 +130,30 @@ void all_gather_blocks(distribute::ReplicaContext& ctx, const std::vector<Variab
     }
     rows.push_back(pack_row(layout, blocks));
   }
+  if (distribute::replicas_share_process(ctx)) {
+    // Every replica reads the others' rows where they were packed (once all
+    // have packed: the exchange is a barrier) and writes only its own copies.
+    const auto all = distribute::exchange_rows_in_process(ctx, rows);
+    for (size_t l = 0; l < layouts.size(); ++l) {
+      const auto row_of = [&](int q) {
+        return static_cast<const std::byte*>((*all)[size_t(q)][l].raw_data());
+      };
+      for (size_t k = 0; k < layouts[l].members.size(); ++k) {
+        unpack_into(copies[layouts[l].members[k]], row_of, layouts[l].columns[k], shards, r);
+      }
+    }
+    return;
+  }
   for (size_t l = 0; l < layouts.size(); ++l) {
     const Tensor gathered = distribute::all_gather_rows(ctx, rows[l]);
+    const int64_t row_width = gathered.shape().dim(1);
+    const size_t esize = dtype_size(layouts[l].dtype);
+    const auto row_of = [&](int q) {
+      return static_cast<const std::byte*>(gathered.raw_data()) +
+             q * row_width * int64_t(esize);
+    };
     for (size_t k = 0; k < layouts[l].members.size(); ++k) {
-      const size_t i = layouts[l].members[k];
-      unpack_into(copies[i], gathered, layouts[l].columns[k], shards, /*skip=*/r);
+      unpack_into(copies[layouts[l].members[k]], row_of, layouts[l].columns[k], shards, r);
     }
   }
 }
@@ -148,6 +167,11 @@ void all_gather_blocks(distribute::ReplicaContext& ctx, const std::vector<Variab
 // all-reduce's.
 std::vector<Tensor> reduce_scatter_blocks(distribute::ReplicaContext& ctx,
                                           const std::vector<Tensor>& values) {
+  // Replicas that are threads of one process sum their blocks straight from
+  // each other's gradients, with nothing packed.
+  if (distribute::replicas_share_process(ctx)) {
+    return distribute::reduce_blocks_in_process(ctx, values);
+  }
   const int shards = ctx.num_replicas_in_sync();
   const int r = ctx.replica_id_in_sync_group();
   std::vector<Tensor> out(values.size());

@@ -15,6 +15,7 @@
 #include "strata/core/config.h"
 #include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/mirrored_strategy.h"
+#include "strata/distribute/weight_update_sharding.h"
 #include "strata/keras/optimizers/optimizers.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
@@ -421,6 +422,51 @@ TEST(ShardedWeightUpdate, ReadingACopyThatStoresItsBlockIsAFailedPrecondition) {
   EXPECT_THROW((void)m.value(), FailedPreconditionError);
   adam->gather_sharded_slots();
   EXPECT_EQ(m.value().shape(), TensorShape({7, 13}));
+}
+
+// Replicas that are threads of one process sum their blocks straight from
+// each other's gradients (and read each other's packed rows in place)
+// instead of going through the collectives; with deterministic_reduction the
+// collectives' fixed tree stays.
+TEST(ShardedWeightUpdate, ReplicasOfOneProcessSumTheirBlocksFromEachOthersTensors) {
+  use_cpus(3);
+  sd::MirroredStrategy strategy(cpus(3), {.shard_weight_update = true});
+  std::vector<std::vector<float>> blocks(3);
+  strategy.run([&] {
+    sd::ReplicaContext& ctx = *sd::get_replica_context();
+    EXPECT_TRUE(sd::replicas_share_process(ctx));
+    const int r = ctx.replica_id_in_sync_group();
+    // Replica q holds q * 100 + j at element j of a 40-element tensor: the
+    // blocks are 16 elements wide ([0, 16), [16, 32), [32, 40)), and element
+    // j of the sum is 300 + 3j.
+    std::vector<float> mine(40);
+    for (int j = 0; j < 40; ++j) mine[size_t(j)] = float(r * 100 + j);
+    const std::vector<Tensor> sums =
+        sd::reduce_blocks_in_process(ctx, {constant(mine, TensorShape({5, 8}))});
+    const Tensor& b = sums.front();
+    blocks[size_t(r)].assign(b.data<float>(), b.data<float>() + b.num_elements());
+  });
+  for (int r = 0; r < 3; ++r) {
+    const int64_t begin = 16 * r, end = std::min<int64_t>(40, begin + 16);
+    std::vector<float> expected;
+    for (int64_t j = begin; j < end; ++j) expected.push_back(float(300 + 3 * j));
+    EXPECT_EQ(blocks[size_t(r)], expected) << "replica " << r;
+  }
+  // Shapes that differ between the replicas are named on every replica.
+  try {
+    strategy.run([&] {
+      sd::ReplicaContext& ctx = *sd::get_replica_context();
+      const int r = ctx.replica_id_in_sync_group();
+      (void)sd::reduce_blocks_in_process(ctx, {zeros(TensorShape({r == 1 ? 4 : 6}))});
+    });
+    ADD_FAILURE() << "expected InvalidArgumentError";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("tensor 0 is [4] float32 on replica 1 but [6] float32"),
+              std::string::npos)
+        << e.what();
+  }
+  sd::MirroredStrategy tree(cpus(2), {.deterministic_reduction = true, .shard_weight_update = true});
+  tree.run([&] { EXPECT_FALSE(sd::replicas_share_process(*sd::get_replica_context())); });
 }
 
 }  // namespace
