@@ -5,6 +5,7 @@
   gloo_allreduce_ring  build/bench/gloo_allreduce_ring (raw gloo::AllreduceRing<float>, standalone)
   strata_reduce_scatter  the same Strata program with --collective reduce_scatter (--reduce-scatter)
   torch                torch.distributed.all_reduce, gloo backend (--torch; this script as the worker)
+  gloo_sync            gloo_allreduce_ring --sync 1: Gloo's synchronous pairs (--gloo-sync)
 
 For every repetition and size (bytes of float32; 4 = one element) the implementations run in
 turn, the order reversed every other repetition. Each measurement starts two worker processes;
@@ -16,6 +17,7 @@ all-reduce time:
 
   flock /work/bench.lock /usr/bin/python3 bench/peers/allreduce_2proc.py [--build build]
       [--sizes 4,4096,65536,1048576,16777216,67108864] [--repetitions 5] [--reduce-scatter]
+      [--torch] [--gloo-sync]
 """
 import os
 
@@ -115,12 +117,13 @@ def measure(impl, nbytes, args):
                     "--rank", str(r), "--size", "2", "--store", f"127.0.0.1:{port}",
                     "--bytes", str(nbytes), "--iters", iters, "--collective", collective]
         return run_pair(cmd)
-    if impl == "gloo_allreduce_ring":
+    if impl in ("gloo_allreduce_ring", "gloo_sync"):
+        sync = "1" if impl == "gloo_sync" else "0"
         with tempfile.TemporaryDirectory() as d:
             def cmd(r):
                 return [os.path.join(args.build, "bench", "gloo_allreduce_ring"),
                         "--rank", str(r), "--size", "2", "--store", d,
-                        "--bytes", str(nbytes), "--iters", iters]
+                        "--bytes", str(nbytes), "--iters", iters, "--sync", sync]
             return run_pair(cmd)
 
     def cmd(r):
@@ -138,6 +141,8 @@ def main():
     ap.add_argument("--reduce-scatter", action="store_true",
                     help="also time Strata's reduce_scatter of the same tensor")
     ap.add_argument("--torch", action="store_true", help="also time torch.distributed (gloo)")
+    ap.add_argument("--gloo-sync", action="store_true",
+                    help="also time raw Gloo with synchronous pairs (the caller reads its socket)")
     ap.add_argument("--torch-worker", nargs=5, type=float, metavar=("RANK", "PORT", "BYTES",
                                                                     "ITERS", "WARMUP"))
     args = ap.parse_args()
@@ -151,6 +156,8 @@ def main():
         impls.append("strata_reduce_scatter")
     if args.torch:
         impls.append("torch")
+    if args.gloo_sync:
+        impls.append("gloo_sync")
     times = {}  # (size, impl) -> seconds per call, one per repetition
     loads = []
     for rep in range(args.repetitions):
@@ -181,6 +188,9 @@ def main():
     if args.torch:
         head += " torch gloo | torch/Strata |"
         rule += " --- | --- |"
+    if args.gloo_sync:
+        head += " raw Gloo, synchronous pairs | sync/Strata |"
+        rule += " --- | --- |"
     print(head)
     print(rule)
     for nbytes in sizes:
@@ -193,6 +203,9 @@ def main():
         if args.torch:
             line += (f" {fmt(med['torch'])} | "
                      f"{ratio((nbytes, 'torch'), (nbytes, 'strata')):.2f} |")
+        if args.gloo_sync:
+            line += (f" {fmt(med['gloo_sync'])} | "
+                     f"{ratio((nbytes, 'gloo_sync'), (nbytes, 'strata')):.2f} |")
         print(line)
 
 

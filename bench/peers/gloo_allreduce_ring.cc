@@ -4,7 +4,12 @@
 // gloo::rendezvous::FileStore directory.
 //
 //   gloo_allreduce_ring --rank R --size N --store DIR (--mib M | --bytes B) --iters K
-//                       [--warmup W]
+//                       [--warmup W] [--sync 0|1|2]
+//
+// --sync 1 switches every pair to Gloo's synchronous mode (the calling thread
+// reads its socket itself instead of waiting for Gloo's device thread to
+// read it and wake it); 2 also busy-polls the socket. The default, 0, is
+// Gloo's asynchronous mode, which Strata's GlooCollectives uses.
 //
 // The algorithm object is built once (its buffers registered up front, as
 // Gloo's own benchmarks do) and run K times after W untimed runs, between two
@@ -59,6 +64,12 @@ int main(int argc, char** argv) {
     auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
     context->setTimeout(std::chrono::seconds(120));
     context->connectFullMesh(store, device);
+    const std::string sync = arg(argc, argv, "--sync", "0");
+    if (sync != "0") {
+      for (int peer = 0; peer < size; ++peer) {
+        if (peer != rank) context->getPair(peer)->setSync(true, /*busyPoll=*/sync == "2");
+      }
+    }
     const int count = std::max(1, static_cast<int>(mib * 1024 * 1024 / 4));
     std::vector<float> data(count);
     gloo::AllreduceRing<float> ring(context, {data.data()}, count);
