@@ -178,13 +178,12 @@ class TcpStoreClient : public Store {
   std::string call_in_turn(const std::string& request, Milliseconds limit, TimePoint deadline,
                            const std::string& what);
   // Marks the connection lost and throws `code` naming the call.
-  [[noreturn]] void lose_connection(ErrorCode code, const std::string& what,
-                                    const std::string& why) STRATA_REQUIRES(mu_);
+  [[noreturn]] void lose_connection(ErrorCode code, const std::string& what, const std::string& why)
+      STRATA_REQUIRES(mu_);
   [[noreturn]] void lose_connection_to_errno(const std::string& what) STRATA_REQUIRES(mu_);
   // Waits for the socket to be ready for `events`: false at the deadline,
   // AbortedError after abort().
-  bool wait_ready(short events, TimePoint deadline, const std::string& what)
-      STRATA_REQUIRES(mu_);
+  bool wait_ready(short events, TimePoint deadline, const std::string& what) STRATA_REQUIRES(mu_);
   // Sends unsent_: false at the deadline, unsent_ then holding the rest.
   bool send_pending(TimePoint deadline, const std::string& what) STRATA_REQUIRES(mu_);
   // The next reply frame's payload: nullopt at the deadline, partial_reply_

@@ -13,16 +13,16 @@
 #include "strata/base/coding.h"
 #include "strata/base/errors.h"
 #include "strata/base/file.h"
+#include "strata/base/socket_util.h"
 #include "strata/cluster/cluster_token.h"
-#include "strata/cluster/internal/socket_util.h"
 #include "strata/cluster/internal/tcp_store_protocol.h"
 #include "strata/cluster/socket.h"
 
 namespace strata::cluster {
 
-using internal::Clock;
-using internal::Ready;
-using internal::wait_fd;
+using net::Clock;
+using net::Ready;
+using net::wait_fd;
 
 namespace {
 
@@ -39,7 +39,7 @@ std::string handshake(int fd, const std::string& token, int abort_fd, Clock::tim
   hello = internal::frame(hello);
   const ssize_t sent = ::send(fd, hello.data(), hello.size(), MSG_NOSIGNAL);
   if (sent != static_cast<ssize_t>(hello.size())) {
-    return sent < 0 ? internal::errno_text(errno) : "short write of the HELLO frame";
+    return sent < 0 ? net::errno_text(errno) : "short write of the HELLO frame";
   }
   std::string in;
   size_t want = internal::kFrameHeaderBytes;
@@ -61,7 +61,7 @@ std::string handshake(int fd, const std::string& token, int abort_fd, Clock::tim
                    "TcpStoreClient: aborted while connecting to ", address);
       if (ready == Ready::kTimeout) return "no answer to the HELLO";
     } else if (errno != EINTR) {
-      return internal::errno_text(errno);
+      return net::errno_text(errno);
     }
   }
   try {
@@ -85,19 +85,19 @@ TcpStoreClient::TcpStoreClient(std::string address, TcpStoreClientOptions option
       options_(std::move(options)),
       token_(options_.token ? *options_.token : cluster_token()) {
   validate_cluster_token(token_, "TcpStoreClient");
-  std::tie(abort_read_, abort_write_) = internal::make_pipe();
+  std::tie(abort_read_, abort_write_) = net::make_pipe();
   const auto [host, port] = split_host_port(address_);
   const auto deadline = Clock::now() + options_.connect_timeout;
   Milliseconds backoff(10);
   std::string last_error;
   while (true) {
-    internal::AddrInfo info;
-    last_error = internal::resolve(host, port, /*passive=*/false, info);
+    net::AddrInfo info;
+    last_error = net::resolve(host, port, /*passive=*/false, info);
     for (addrinfo* ai = info.list; ai != nullptr; ai = ai->ai_next) {
       UniqueFd fd(
           ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
       if (!fd.valid()) {
-        last_error = internal::errno_text(errno);
+        last_error = net::errno_text(errno);
         continue;
       }
       int rc = ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen);
@@ -116,10 +116,10 @@ TcpStoreClient::TcpStoreClient(std::string address, TcpStoreClientOptions option
         errno = err;
       }
       if (rc != 0) {
-        last_error = internal::errno_text(errno);
+        last_error = net::errno_text(errno);
         continue;
       }
-      internal::set_nodelay(fd.get());
+      net::set_nodelay(fd.get());
       // The HELLO goes first: the server drops connections that do not open with one.
       last_error = handshake(fd.get(), token_, abort_read_.get(), deadline, address_);
       if (!last_error.empty()) continue;
@@ -180,9 +180,8 @@ std::string TcpStoreClient::call(const std::string& request, Milliseconds limit,
                    " bytes");
   {
     MutexLock lock(turn_mu_);
-    const bool free = turn_cv_.wait_until(turn_mu_, deadline, [&]() STRATA_REQUIRES(turn_mu_) {
-      return !busy_ || aborted_.load();
-    });
+    const bool free = turn_cv_.wait_until(
+        turn_mu_, deadline, [&]() STRATA_REQUIRES(turn_mu_) { return !busy_ || aborted_.load(); });
     STRATA_CHECK(ABORTED, !aborted_.load(), "TcpStoreClient(", address_, "): ", what,
                  ": the store was aborted");
     STRATA_CHECK(DEADLINE_EXCEEDED, free, "TcpStoreClient(", address_, "): ", what,
@@ -246,7 +245,7 @@ void TcpStoreClient::lose_connection(ErrorCode code, const std::string& what,
 void TcpStoreClient::lose_connection_to_errno(const std::string& what) {
   lose_connection(
       ErrorCode::UNAVAILABLE, what,
-      str_cat("lost the connection to the store server (", internal::errno_text(errno), ")"));
+      str_cat("lost the connection to the store server (", net::errno_text(errno), ")"));
 }
 
 bool TcpStoreClient::wait_ready(short events, TimePoint deadline, const std::string& what) {
@@ -277,8 +276,7 @@ bool TcpStoreClient::send_pending(TimePoint deadline, const std::string& what) {
   return true;
 }
 
-std::optional<std::string> TcpStoreClient::read_reply(TimePoint deadline,
-                                                      const std::string& what) {
+std::optional<std::string> TcpStoreClient::read_reply(TimePoint deadline, const std::string& what) {
   char buf[65536];
   for (;;) {
     size_t want = internal::kFrameHeaderBytes;
@@ -290,8 +288,8 @@ std::optional<std::string> TcpStoreClient::read_reply(TimePoint deadline,
       want += len;
       if (partial_reply_.size() == want) break;
     }
-    const ssize_t n = ::recv(socket_.get(), buf, std::min(sizeof(buf), want - partial_reply_.size()),
-                             MSG_DONTWAIT);
+    const ssize_t n = ::recv(socket_.get(), buf,
+                             std::min(sizeof(buf), want - partial_reply_.size()), MSG_DONTWAIT);
     if (n > 0) {
       partial_reply_.append(buf, static_cast<size_t>(n));
     } else if (n == 0) {

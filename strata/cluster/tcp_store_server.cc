@@ -18,13 +18,15 @@
 #include "strata/base/coding.h"
 #include "strata/base/errors.h"
 #include "strata/base/file.h"
+#include "strata/base/socket_util.h"
 #include "strata/cluster/cluster_token.h"
-#include "strata/cluster/internal/socket_util.h"
 #include "strata/cluster/internal/tcp_store_protocol.h"
 #include "strata/cluster/socket.h"
 
 namespace strata::cluster {
 namespace internal {
+
+using net::Clock;
 
 // Everything the server thread owns: the listening socket, the connections, the
 // data and the pending GET/WAIT requests. Once the thread runs, only it touches
@@ -304,7 +306,7 @@ struct ServerState {
     while (true) {
       const int fd = ::accept4(listen.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd < 0) return;  // EAGAIN, or a transient error; poll tells us again
-      set_nodelay(fd);
+      net::set_nodelay(fd);
       Conn& c = conns[fd];
       c.fd = UniqueFd(fd);
       c.hello_deadline = Clock::now() + handshake_timeout;
@@ -348,21 +350,21 @@ TcpStoreServer::TcpStoreServer(const std::string& address, TcpStoreServerOptions
   state_->max_frame_bytes = options.max_frame_bytes;
   state_->max_memory_bytes = options.max_memory_bytes;
   const auto [host, port] = split_host_port(address);
-  internal::AddrInfo info;
-  const std::string err = internal::resolve(host, port, /*passive=*/true, info);
+  net::AddrInfo info;
+  const std::string err = net::resolve(host, port, /*passive=*/true, info);
   STRATA_CHECK(UNAVAILABLE, err.empty(), "TcpStoreServer: cannot resolve '", address, "': ", err);
   std::string last_error = "no addresses";
   for (addrinfo* ai = info.list; ai; ai = ai->ai_next) {
     UniqueFd fd(
         ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
     if (!fd.valid()) {
-      last_error = internal::errno_text(errno);
+      last_error = net::errno_text(errno);
       continue;
     }
     int one = 1;
     ::setsockopt(fd.get(), SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
     if (::bind(fd.get(), ai->ai_addr, ai->ai_addrlen) != 0 || ::listen(fd.get(), 1024) != 0) {
-      last_error = internal::errno_text(errno);
+      last_error = net::errno_text(errno);
       continue;
     }
     sockaddr_storage bound{};
@@ -377,7 +379,7 @@ TcpStoreServer::TcpStoreServer(const std::string& address, TcpStoreServerOptions
                ": ", last_error);
   address_ = host.find(':') != std::string::npos ? str_cat("[", host, "]:", port_)
                                                  : str_cat(host, ":", port_);
-  std::tie(state_->wake_read, state_->wake_write) = internal::make_pipe();
+  std::tie(state_->wake_read, state_->wake_write) = net::make_pipe();
   thread_ = std::jthread([this](const std::stop_token& stop) { serve(stop); });
 }
 
@@ -401,10 +403,9 @@ void TcpStoreServer::serve(const std::stop_token& stop) {
     }
     // Wake for the earliest waiter or handshake deadline; at most once a second regardless.
     int timeout_ms = 1000;
-    for (const auto& w : s.waiters)
-      timeout_ms = std::min(timeout_ms, internal::ms_until(w.deadline));
+    for (const auto& w : s.waiters) timeout_ms = std::min(timeout_ms, net::ms_until(w.deadline));
     for (const auto& [fd, c] : s.conns) {
-      if (!c.greeted) timeout_ms = std::min(timeout_ms, internal::ms_until(c.hello_deadline));
+      if (!c.greeted) timeout_ms = std::min(timeout_ms, net::ms_until(c.hello_deadline));
     }
     const int n = ::poll(fds.data(), fds.size(), timeout_ms);
     if (n < 0 && errno != EINTR) break;
@@ -424,7 +425,7 @@ void TcpStoreServer::serve(const std::stop_token& stop) {
         if (fds[i].revents & POLLOUT) s.flush(c);
       }
     }
-    const auto now = internal::Clock::now();
+    const auto now = net::Clock::now();
     s.resolve_waiters(now);
     s.expire_handshakes(now);
     s.drop_dead();

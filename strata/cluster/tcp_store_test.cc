@@ -327,7 +327,8 @@ TEST(TcpStoreClient, AStoppedServerCostsEachWaitItsOwnDeadlineNotTheClientsDefau
     TcpStoreClient client(stopped.address(), {.connect_timeout = 5s, .timeout = 300s});
     std::string first_error, error;
     auto first = std::async(std::launch::async, [&] {
-      time_call(client, [&] { client.get("k", 3s); }, 10s, &first_error);
+      time_call(
+          client, [&] { client.get("k", 3s); }, 10s, &first_error);
     });
     std::this_thread::sleep_for(100ms);
     const auto took = time_call(
@@ -409,11 +410,14 @@ TEST(TcpStoreClient, AStoreThatPausesServesTheConnectionAgainOnceItAnswers) {
   // next two cannot send it on, so they withdraw their own requests unsent.
   std::string error;
   const Bytes big(48u << 20, 'x');
-  time_call(client, [&] { client.set("big", big, 300ms); }, 10s, &error);
+  time_call(
+      client, [&] { client.set("big", big, 300ms); }, 10s, &error);
   EXPECT_THAT(error, HasSubstr("set('big'): the store server did not answer within 300ms"));
-  time_call(client, [&] { client.get("never", 200ms); }, 10s, &error);
+  time_call(
+      client, [&] { client.get("never", 200ms); }, 10s, &error);
   EXPECT_THAT(error, HasSubstr("get('never'): the store server did not answer within 1200ms"));
-  time_call(client, [&] { client.set("during", to_bytes("2"), 300ms); }, 10s, &error);
+  time_call(
+      client, [&] { client.set("during", to_bytes("2"), 300ms); }, 10s, &error);
   EXPECT_THAT(error, HasSubstr("set('during'): the store server did not answer within 300ms"));
   host.resume();
   // The same connection serves again; every reply read is the call's own.

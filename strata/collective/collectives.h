@@ -65,7 +65,9 @@
 // at any time.
 
 #include <chrono>
+#include <cstdint>
 #include <ostream>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -80,6 +82,15 @@ enum class ReduceOp { SUM, MEAN, MAX, MIN };
 
 std::string_view reduce_op_name(ReduceOp op) noexcept;  // "SUM", "MEAN", "MAX", "MIN"
 std::ostream& operator<<(std::ostream& os, ReduceOp op);
+
+// out[i] = ins[0][i] op ins[1][i] op ... op ins[k-1][i] for i < n, in that
+// order (MEAN: the SUM divided by k): the element-wise reduction every
+// Collectives of this library applies, so a caller that reduces buffers it
+// can reach itself (replicas that are threads of one process, the sharded
+// weight update's gradients) gets the bits an all-reduce of them would.
+// `dtype` is float32, float64, int32 or int64; `out` overlaps no input.
+void reduce_buffers(DType dtype, ReduceOp op, void* out, std::span<const void* const> ins,
+                    int64_t n);
 
 struct CollectiveOptions {
   // Longest a rank waits inside one call for the other ranks. TF's collective

@@ -25,6 +25,7 @@
 #include "strata/base/thread_annotations.h"
 #include "strata/collective/internal/adopted_lock.h"
 #include "strata/collective/internal/buffer_pool.h"
+#include "strata/collective/internal/direct_mesh.h"
 #include "strata/collective/internal/gloo_call_header.h"
 #include "strata/collective/internal/gloo_failure_reports.h"
 #include "strata/collective/internal/gloo_transport.h"
@@ -118,6 +119,7 @@ struct internal::GlooState {
     std::unique_ptr<gloo::transport::UnboundBuffer> send_header;
     std::unique_ptr<gloo::transport::UnboundBuffer> recv_header[2], recv_payload[2];
     std::vector<char> header_posted[2], payload_posted[2];  // per rank: a receive is pending
+    bool headers_direct = false;  // the headers go over the direct mesh, not these buffers
   };
   std::unique_ptr<CallBuffers> buffers STRATA_GUARDED_BY(call_mu);
   const size_t capacity = payload_capacity(size);
@@ -197,6 +199,8 @@ struct internal::GlooState {
 
   Mutex mu;
   std::shared_ptr<MeshContext> context STRATA_GUARDED_BY(mu);
+  // The calls' header exchange (internal/direct_mesh.h); null in a group of one.
+  std::shared_ptr<internal::DirectMesh> direct STRATA_GUARDED_BY(mu);
   uint64_t epoch STRATA_GUARDED_BY(mu) = 0;
   bool failed STRATA_GUARDED_BY(mu) = false;
   ErrorCode failure_code STRATA_GUARDED_BY(mu) = ErrorCode::OK;
@@ -299,6 +303,7 @@ struct internal::GlooState {
     const Milliseconds limit = rendezvous_timeout();
     const Clock::time_point deadline = Clock::now() + limit;
     auto ctx = std::make_shared<MeshContext>(rank, size);
+    std::shared_ptr<internal::DirectMesh> mesh;
     ctx->setTimeout(std::max(limit / 5, Milliseconds(1)));
     StoreAdapter adapter(*store, str_cat(options.prefix, "/", e, "/"), deadline);
     const std::string failed_to = str_cat(kWho, " ", reports.me(), ": rendezvous ");
@@ -307,7 +312,8 @@ struct internal::GlooState {
       // still leaves its number for the others' checks.
       const uint64_t check = publish_mesh_check(adapter);
       ctx->connect(adapter, device, options.timeout, gloo::Slot::build(kWatchSlotPrefix, 0));
-      check_mesh(*ctx, adapter, check, deadline);
+      const std::vector<uint64_t> checks = check_mesh(*ctx, adapter, check, deadline);
+      if (size > 1) mesh = connect_direct(*ctx, adapter, checks, deadline);
     } catch (const Error& err) {
       if (err.code() == ErrorCode::DEADLINE_EXCEEDED) {
         throw DeadlineExceededError(
@@ -327,7 +333,31 @@ struct internal::GlooState {
     }
     MutexLock lock(mu);
     context = std::move(ctx);
+    direct = std::move(mesh);
     if (failed) abort_pairs_locked();  // aborted while connecting
+  }
+
+  // The direct mesh of this epoch: every rank listens where its Gloo
+  // connections are, publishes the address, and connects to every other
+  // rank, each proving itself with the check it published (check_mesh).
+  std::shared_ptr<internal::DirectMesh> connect_direct(MeshContext& ctx,
+                                                       internal::StoreAdapter& adapter,
+                                                       const std::vector<uint64_t>& checks,
+                                                       Clock::time_point deadline) {
+    auto mesh = std::make_shared<internal::DirectMesh>(rank, size, ctx.local_host());
+    adapter.set(str_cat("direct/", rank),
+                std::vector<char>(mesh->address().begin(), mesh->address().end()));
+    std::vector<std::string> addresses(static_cast<size_t>(size));
+    for (int p = 0; p < size; ++p) {
+      if (p == rank) {
+        addresses[size_t(p)] = mesh->address();
+        continue;
+      }
+      const std::vector<char> theirs = adapter.get(str_cat("direct/", p));
+      addresses[size_t(p)].assign(theirs.begin(), theirs.end());
+    }
+    mesh->connect(addresses, checks, deadline);
+    return mesh;
   }
 
   // Gloo takes the first connection that reaches a pair's port as the peer,
@@ -350,10 +380,12 @@ struct internal::GlooState {
     return mine;
   }
 
-  void check_mesh(MeshContext& ctx, internal::StoreAdapter& adapter, uint64_t mine,
-                  Clock::time_point deadline) {
-    if (size == 1) return;
+  // Returns every rank's published number (this rank's own: `mine`).
+  std::vector<uint64_t> check_mesh(MeshContext& ctx, internal::StoreAdapter& adapter, uint64_t mine,
+                                   Clock::time_point deadline) {
+    if (size == 1) return {mine};
     std::vector<uint64_t> expected(size, 0), arrived(size, 0);
+    expected[size_t(rank)] = mine;
     for (int p = 0; p < size; ++p) {
       if (p == rank) continue;
       const std::vector<char> theirs = adapter.get(str_cat("mesh_check/", p));
@@ -400,6 +432,7 @@ struct internal::GlooState {
                                      reports.name(p),
                                      " published (a stray connection took its place)"));
     }
+    return expected;
   }
 
   Milliseconds rendezvous_timeout() const {
@@ -408,6 +441,7 @@ struct internal::GlooState {
 
   void abort_pairs_locked() STRATA_REQUIRES(mu) {
     if (context != nullptr) context->abort(str_cat("aborted: ", failure));
+    if (direct != nullptr) direct->abort();
   }
 
   static uint64_t header_slot(int set) { return gloo::Slot::build(kHeaderSlotPrefix, set); }
@@ -440,6 +474,10 @@ struct internal::GlooState {
           b->recv_payload[set]->recv(p, sentinel, p * capacity, 1);
         }
       }
+      {
+        MutexLock lock(mu);
+        b->headers_direct = direct != nullptr;
+      }
       buffers = std::move(b);
     }
     return *buffers;
@@ -455,7 +493,7 @@ struct internal::GlooState {
     for (int set = 0; set < 2; ++set) {
       for (int p = 0; p < size; ++p) {
         if (p == rank) continue;
-        if (!b.header_posted[set][p]) {
+        if (!b.header_posted[set][p] && !b.headers_direct) {
           b.recv_header[set]->recv(p, header_slot(set), p * b.slot_bytes, b.slot_bytes);
           b.header_posted[set][p] = 1;
         }
@@ -468,7 +506,9 @@ struct internal::GlooState {
   }
 
   // Sends this rank's header (and payload, when attached) to every peer and
-  // receives theirs. Names the ranks that never arrived when the deadline passes.
+  // receives theirs: the headers (with the payloads that fit them) over the
+  // direct mesh, larger payloads over Gloo. Names the ranks that never
+  // arrived when the deadline passes.
   Exchange exchange(const std::shared_ptr<gloo::Context>& ctx, const CallHeader& mine,
                     const Payload& payload, Clock::time_point deadline) STRATA_REQUIRES(call_mu) {
     Exchange ex;
@@ -477,6 +517,11 @@ struct internal::GlooState {
     if (size == 1) {
       ex.headers.push_back(mine);
       return ex;
+    }
+    std::shared_ptr<internal::DirectMesh> mesh;
+    {
+      MutexLock lock(mu);
+      mesh = direct;
     }
     CallBuffers& b = call_buffers(ctx);
     const int set = static_cast<int>(mine.call % 2);
@@ -499,62 +544,52 @@ struct internal::GlooState {
     }
     for (int p = 0; p < size; ++p) {
       if (p == rank) continue;
-      b.send_header->send(p, header_slot(set), message_at(p), message_bytes);
+      if (mesh == nullptr) b.send_header->send(p, header_slot(set), message_at(p), message_bytes);
       if (send_payload) {
         send_payload->send(p, payload_slot(set), payload.per_peer ? p * payload.bytes : 0,
                            payload.bytes);
       }
     }
-    std::vector<char> arrived(size, 0);
-    arrived[rank] = 1;
-    for (int k = 0; k < size - 1; ++k) {
-      int src = -1;
-      try {
-        b.recv_header[set]->waitRecv(&src, remaining(deadline));
-      } catch (const gloo::Exception& err) {
+    if (mesh != nullptr) {
+      const internal::DirectMesh::Outcome out = mesh->exchange(
+          [&](int p) { return std::string_view(b.out.get() + message_at(p), message_bytes); },
+          b.header_in[set].get(), b.slot_bytes, deadline);
+      if (out.status != internal::DirectMesh::Status::kDone) {
         {
           MutexLock lock(mu);
           if (failed) throw_error(failure_code, failure);
         }
-        std::vector<int> missing;
-        for (int r = 0; r < size; ++r) {
-          if (!arrived[r]) missing.push_back(r);
-        }
-        const std::string m = err.what();
-        const std::string collective =
-            str_cat(kWho, ": collective #", mine.call, " ", mine.description);
-        const std::string key = call_key("not_entered", mine.call);
-        if (m.find("imed out") != std::string::npos || Clock::now() >= deadline) {
-          // The same verdict on every rank that waited (each saw the others'
-          // headers arrive), then who reports it. Recorded for the peers whose
-          // connections to this rank the timeout closes (peer_record).
-          // The record: the missing ranks' names, a newline, what they were
-          // last heard doing (names hold no newline).
-          // Both store calls share one report's bound (the store's host may
-          // be the rank that is missing, stopped).
-          const Clock::time_point until = Clock::now() + reports.store_timeout();
-          const std::string verdict =
-              str_cat(reports.names(missing), "\n", reports.last_heard(missing, until));
-          reports.leave_record(key, verdict, until);
-          fail_not_entered(collective, verdict);
-        }
-        if (auto theirs = reports.peer_record({key, mismatch_key()})) {
-          if (theirs->key == 0) fail_not_entered(collective, theirs->value);
-          const size_t space = theirs->value.find(' ');
-          fail_schedules_differ(mine.call, mine.description, theirs->rank,
-                                std::stoull(theirs->value.substr(0, space)),
-                                theirs->value.substr(space + 1));
-        }
-        fail(
-            ErrorCode::UNAVAILABLE,
-            str_cat(collective, ": ", reports.name(rank), " lost its connection while waiting for ",
-                    reports.names(missing), " to enter it: ", internal::with_host_order_ports(m)));
+        STRATA_CHECK(ABORTED, out.status != internal::DirectMesh::Status::kAborted, kWho,
+                     ": collective #", mine.call, " ", mine.description, ": aborted");
+        const bool timed_out = out.status == internal::DirectMesh::Status::kTimeout;
+        header_exchange_failed(mine, out.arrived, timed_out,
+                               timed_out ? std::string("timed out")
+                                         : str_cat("the connection to ", reports.name(out.lost),
+                                                   " failed: ", out.why));
       }
-      // (Gloo reports the rank of the latest completion, not of the one this
-      // wait took: good enough to name the missing ranks, not to count.)
-      if (src >= 0 && src < size) arrived[src] = 1;
+    } else {
+      std::vector<char> arrived(size, 0);
+      arrived[rank] = 1;
+      for (int k = 0; k < size - 1; ++k) {
+        int src = -1;
+        try {
+          b.recv_header[set]->waitRecv(&src, remaining(deadline));
+        } catch (const gloo::Exception& err) {
+          {
+            MutexLock lock(mu);
+            if (failed) throw_error(failure_code, failure);
+          }
+          const std::string m = err.what();
+          header_exchange_failed(
+              mine, arrived, m.find("imed out") != std::string::npos || Clock::now() >= deadline,
+              internal::with_host_order_ports(m));
+        }
+        // (Gloo reports the rank of the latest completion, not of the one this
+        // wait took: good enough to name the missing ranks, not to count.)
+        if (src >= 0 && src < size) arrived[src] = 1;
+      }
+      std::fill(b.header_posted[set].begin(), b.header_posted[set].end(), 0);
     }
-    std::fill(b.header_posted[set].begin(), b.header_posted[set].end(), 0);
     ex.headers.resize(size);
     ex.headers[rank] = mine;
     int separate = 0;  // peers whose payload follows on the payload slot
@@ -573,7 +608,7 @@ struct internal::GlooState {
         ++separate;
       }
     }
-    // A payload too large for the header message follows it on the same
+    // A payload too large for the header message follows it on Gloo's
     // connection. A peer that found a difference may fail (resetting its
     // connections) before it arrives: every header is here, so report the difference.
     try {
@@ -584,7 +619,7 @@ struct internal::GlooState {
           b.payload_posted[set][r] = 0;
       }
       for (int k = 0; k < size - 1; ++k) {
-        b.send_header->waitSend(remaining(deadline));
+        if (mesh == nullptr) b.send_header->waitSend(remaining(deadline));
         if (send_payload) send_payload->waitSend(remaining(deadline));
       }
     } catch (const gloo::Exception&) {
@@ -600,6 +635,44 @@ struct internal::GlooState {
     } catch (const gloo::Exception&) {
     }
     return ex;
+  }
+
+  // The header exchange of collective `mine` ended before every header
+  // arrived (`arrived`, per rank): at the deadline (`timed_out`), or because
+  // a connection failed (`message` says how). Throws the verdict.
+  [[noreturn]] void header_exchange_failed(const CallHeader& mine, const std::vector<char>& arrived,
+                                           bool timed_out, const std::string& message) {
+    std::vector<int> missing;
+    for (int r = 0; r < size; ++r) {
+      if (!arrived[r]) missing.push_back(r);
+    }
+    const std::string collective =
+        str_cat(kWho, ": collective #", mine.call, " ", mine.description);
+    const std::string key = call_key("not_entered", mine.call);
+    if (timed_out) {
+      // The same verdict on every rank that waited (each saw the others'
+      // headers arrive), then who reports it. Recorded for the peers whose
+      // connections to this rank the timeout closes (peer_record).
+      // The record: the missing ranks' names, a newline, what they were
+      // last heard doing (names hold no newline).
+      // Both store calls share one report's bound (the store's host may
+      // be the rank that is missing, stopped).
+      const Clock::time_point until = Clock::now() + reports.store_timeout();
+      const std::string verdict =
+          str_cat(reports.names(missing), "\n", reports.last_heard(missing, until));
+      reports.leave_record(key, verdict, until);
+      fail_not_entered(collective, verdict);
+    }
+    if (auto theirs = reports.peer_record({key, mismatch_key()})) {
+      if (theirs->key == 0) fail_not_entered(collective, theirs->value);
+      const size_t space = theirs->value.find(' ');
+      fail_schedules_differ(mine.call, mine.description, theirs->rank,
+                            std::stoull(theirs->value.substr(0, space)),
+                            theirs->value.substr(space + 1));
+    }
+    fail(ErrorCode::UNAVAILABLE,
+         str_cat(collective, ": ", reports.name(rank), " lost its connection while waiting for ",
+                 reports.names(missing), " to enter it: ", message));
   }
 
   // Runs one call: header exchange, mismatch check, validation, then
@@ -1134,9 +1207,11 @@ void GlooCollectives::reset() {
                "::reset: expected no call in progress on ", s.reports.me());
   internal::AdoptedLock call_lock(s.call_mu);
   std::shared_ptr<MeshContext> old;
+  std::shared_ptr<internal::DirectMesh> old_direct;
   {
     MutexLock lock(s.mu);
     old = std::move(s.context);
+    old_direct = std::move(s.direct);
     s.failed = false;
     s.failure_code = ErrorCode::OK;
     s.failure.clear();
@@ -1144,6 +1219,7 @@ void GlooCollectives::reset() {
   }
   s.buffers.reset();  // registered with the old context
   old.reset();        // a graceful close, as in the destructor
+  old_direct.reset();
   s.calls = 0;
   try {
     s.connect();

@@ -30,13 +30,18 @@
 // the block of a reduce_scatter input that goes to that peer, the root's
 // broadcast tensor, each rank's all_gather part) sends that data with its
 // header: up to 64 KiB inside the header's own message, more as a second
-// message right behind it. Each rank posts its receives for the next call
-// while the current one runs (two alternating sets of receive areas,
-// registered once per connection), so a call's messages go out at once
-// instead of waiting for the receiver's readiness notice: one one-way trip
-// per call. The header is still checked before the data is used, and every
-// rank then reduces (or assembles) locally in rank order, so all ranks get the
-// same bits.
+// message right behind it over Gloo. The headers (with the data they carry)
+// go over a direct mesh of the group's own (collective/internal/direct_mesh.h:
+// one TCP connection per pair, formed at the rendezvous, each side proving
+// itself with the number it published in the store) that the calling thread
+// writes and reads itself, waiting in poll() on every peer at once: one
+// one-way trip and one wake-up per call, where a message over Gloo's pairs
+// also woke Gloo's device thread first. Each rank keeps Gloo's receives for
+// the next call's larger payloads posted while the current one runs (two
+// alternating sets of receive areas, registered once per connection), so
+// those go out at once too. The header is still checked before the data is
+// used, and every rank then reduces (or assembles) locally in rank order, so
+// all ranks get the same bits.
 // On a timeout it gives every rank that waited the
 // same verdict, "collective #3 <what>: rank 2 never entered it within 500ms"
 // (then "reported by rank 0"), followed by what each missing rank last

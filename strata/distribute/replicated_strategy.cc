@@ -353,8 +353,8 @@ Tensor ReplicatedStrategy::reduce_scatter_rows_in_replica(ReplicaContext& ctx, c
 std::shared_ptr<const std::vector<std::vector<Tensor>>> ReplicatedStrategy::exchange_in_process(
     ReplicaContext& ctx, const std::vector<Tensor>& values) {
   using Exchanged = std::vector<std::vector<Tensor>>;
-  const std::shared_ptr<void> all = merge_replicas(
-      ctx.local_replica_id(), &values, [](const std::vector<const void*>& payloads) {
+  const std::shared_ptr<void> all =
+      merge_replicas(ctx.local_replica_id(), &values, [](const std::vector<const void*>& payloads) {
         auto out = std::make_shared<Exchanged>();
         out->reserve(payloads.size());
         for (const void* p : payloads) out->push_back(*static_cast<const std::vector<Tensor>*>(p));

@@ -9,7 +9,7 @@
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/base/str_cat.h"
-#include "strata/collective/internal/reduce.h"
+#include "strata/collective/collectives.h"
 #include "strata/core/device.h"
 #include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/replicated_strategy.h"
@@ -203,9 +203,8 @@ namespace {
 
 ReplicatedStrategy& in_process_strategy(ReplicaContext& ctx, const char* who) {
   auto* strategy = dynamic_cast<ReplicatedStrategy*>(&ctx.strategy());
-  STRATA_CHECK(FAILED_PRECONDITION, strategy != nullptr && strategy->replicas_share_process(),
-               who, ": the replicas of ", ctx.strategy().name(),
-               " are not all threads of this process");
+  STRATA_CHECK(FAILED_PRECONDITION, strategy != nullptr && strategy->replicas_share_process(), who,
+               ": the replicas of ", ctx.strategy().name(), " are not all threads of this process");
   return *strategy;
 }
 
@@ -227,11 +226,11 @@ std::vector<Tensor> reduce_blocks_in_process(ReplicaContext& ctx,
     STRATA_CHECK_ARG(theirs.size() == values.size(), "reduce_blocks_in_process: replica ", q,
                      " passed ", theirs.size(), " tensors, replica ", r, " ", values.size());
     for (size_t i = 0; i < values.size(); ++i) {
-      STRATA_CHECK_ARG(theirs[i].shape() == values[i].shape() &&
-                           theirs[i].dtype() == values[i].dtype(),
-                       "reduce_blocks_in_process: tensor ", i, " is ", theirs[i].shape(), " ",
-                       dtype_name(theirs[i].dtype()), " on replica ", q, " but ",
-                       values[i].shape(), " ", dtype_name(values[i].dtype()), " on replica ", r);
+      STRATA_CHECK_ARG(
+          theirs[i].shape() == values[i].shape() && theirs[i].dtype() == values[i].dtype(),
+          "reduce_blocks_in_process: tensor ", i, " is ", theirs[i].shape(), " ",
+          dtype_name(theirs[i].dtype()), " on replica ", q, " but ", values[i].shape(), " ",
+          dtype_name(values[i].dtype()), " on replica ", r);
     }
   }
   std::vector<Tensor> out;
@@ -244,11 +243,11 @@ std::vector<Tensor> reduce_blocks_in_process(ReplicaContext& ctx,
     if (count > 0) {
       const size_t esize = dtype_size(values[i].dtype());
       for (int q = 0; q < n; ++q) {
-        ins[size_t(q)] =
-            static_cast<const std::byte*>((*all)[size_t(q)][i].raw_data()) + b.begin * int64_t(esize);
+        ins[size_t(q)] = static_cast<const std::byte*>((*all)[size_t(q)][i].raw_data()) +
+                         b.begin * int64_t(esize);
       }
-      collective::internal::reduce_n(values[i].dtype(), collective::ReduceOp::SUM,
-                                     block.mutable_raw_data(), ins, count, n);
+      collective::reduce_buffers(values[i].dtype(), collective::ReduceOp::SUM,
+                                 block.mutable_raw_data(), ins, count);
     }
     out.push_back(std::move(block));
   }

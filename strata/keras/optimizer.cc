@@ -149,8 +149,7 @@ void all_gather_blocks(distribute::ReplicaContext& ctx, const std::vector<Variab
     const int64_t row_width = gathered.shape().dim(1);
     const size_t esize = dtype_size(layouts[l].dtype);
     const auto row_of = [&](int q) {
-      return static_cast<const std::byte*>(gathered.raw_data()) +
-             q * row_width * int64_t(esize);
+      return static_cast<const std::byte*>(gathered.raw_data()) + q * row_width * int64_t(esize);
     };
     for (size_t k = 0; k < layouts[l].members.size(); ++k) {
       unpack_into(copies[layouts[l].members[k]], row_of, layouts[l].columns[k], shards, r);

@@ -18,7 +18,11 @@
 #include <gloo/transport/context.h>
 #include <gloo/transport/device.h>
 #include <gloo/transport/pair.h>
+#include <gloo/transport/tcp/address.h>
 #include <gloo/transport/unbound_buffer.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
 
 #include <algorithm>
 #include <chrono>
@@ -26,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/base/store.h"
 #include "strata/base/thread_annotations.h"
@@ -259,6 +264,24 @@ class MeshContext final : public gloo::rendezvous::Context {
   void abort(const std::string& message) {
     registry_->abort(message);
     close_pairs();
+  }
+
+  // The IP address this rank's connections use (that of its pair to any
+  // peer): where it listens for connections of its own. Needs a peer.
+  std::string local_host() {
+    for (int r = 0; r < size; ++r) {
+      if (r == rank || !getPair(r)) continue;
+      const auto* tcp = dynamic_cast<const gloo::transport::tcp::Address*>(&getPair(r)->address());
+      if (tcp == nullptr) break;
+      const sockaddr_storage& ss = tcp->getSockaddr();
+      char text[INET6_ADDRSTRLEN] = {};
+      const void* ip =
+          ss.ss_family == AF_INET6
+              ? static_cast<const void*>(&reinterpret_cast<const sockaddr_in6*>(&ss)->sin6_addr)
+              : static_cast<const void*>(&reinterpret_cast<const sockaddr_in*>(&ss)->sin_addr);
+      if (::inet_ntop(ss.ss_family, ip, text, sizeof(text)) != nullptr) return text;
+    }
+    throw UnavailableError("GlooCollectives: no TCP connection to tell this rank's address");
   }
 
   // The connection to the peer of a two-rank context broke (connection_lost):

@@ -465,7 +465,8 @@ TEST(ShardedWeightUpdate, ReplicasOfOneProcessSumTheirBlocksFromEachOthersTensor
               std::string::npos)
         << e.what();
   }
-  sd::MirroredStrategy tree(cpus(2), {.deterministic_reduction = true, .shard_weight_update = true});
+  sd::MirroredStrategy tree(cpus(2),
+                            {.deterministic_reduction = true, .shard_weight_update = true});
   tree.run([&] { EXPECT_FALSE(sd::replicas_share_process(*sd::get_replica_context())); });
 }
 

@@ -1,4 +1,4 @@
-#include "strata/cluster/internal/socket_util.h"
+#include "strata/base/socket_util.h"
 
 #include <fcntl.h>
 #include <netinet/in.h>
@@ -13,7 +13,7 @@
 
 #include "strata/base/errors.h"
 
-namespace strata::cluster::internal {
+namespace strata::net {
 
 std::string errno_text(int err) { return std::strerror(err); }
 
@@ -38,7 +38,7 @@ void set_nodelay(int fd) {
 std::pair<UniqueFd, UniqueFd> make_pipe() {
   int fds[2];
   STRATA_CHECK(UNAVAILABLE, ::pipe2(fds, O_NONBLOCK | O_CLOEXEC) == 0,
-               "TcpStore: pipe2 failed: ", errno_text(errno));
+               "pipe2 failed: ", errno_text(errno));
   return {UniqueFd(fds[0]), UniqueFd(fds[1])};
 }
 
@@ -59,4 +59,4 @@ Ready wait_fd(int fd, short events, int abort_fd, Clock::time_point deadline) {
   }
 }
 
-}  // namespace strata::cluster::internal
+}  // namespace strata::net

@@ -1,6 +1,8 @@
 #pragma once
-// Private to the cluster layer: the poll()-based socket plumbing of the TCP
-// store's server and client. Every wait takes a deadline; an abort pipe wakes it.
+// The poll()-based socket plumbing of Strata's own TCP connections (the
+// rendezvous store's server and client, the collectives' direct mesh):
+// address resolution, pipes that wake a wait, waits with a deadline. Every
+// wait takes a deadline; an abort pipe wakes it.
 
 #include <netdb.h>
 
@@ -10,7 +12,7 @@
 
 #include "strata/base/file.h"
 
-namespace strata::cluster::internal {
+namespace strata::net {
 
 using Clock = std::chrono::steady_clock;
 
@@ -30,7 +32,7 @@ struct AddrInfo {
 // getaddrinfo error text, empty on success.
 std::string resolve(const std::string& host, const std::string& port, bool passive, AddrInfo& out);
 
-// Disables Nagle's algorithm: the store's requests are small and latency-bound.
+// Disables Nagle's algorithm: small, latency-bound messages.
 void set_nodelay(int fd);
 
 // A non-blocking, close-on-exec pipe (read end, write end); UnavailableError if
@@ -46,4 +48,4 @@ enum class Ready { kYes, kTimeout, kAborted };
 // `abort_fd` is readable (checked first).
 Ready wait_fd(int fd, short events, int abort_fd, Clock::time_point deadline);
 
-}  // namespace strata::cluster::internal
+}  // namespace strata::net
