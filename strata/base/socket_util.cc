@@ -59,4 +59,16 @@ Ready wait_fd(int fd, short events, int abort_fd, Clock::time_point deadline) {
   }
 }
 
+Connected connect_by(int fd, const sockaddr* address, socklen_t length, int abort_fd,
+                     Clock::time_point deadline) {
+  if (::connect(fd, address, length) == 0) return {};
+  if (errno != EINPROGRESS) return {.error = errno_text(errno)};
+  const Ready ready = wait_fd(fd, POLLOUT, abort_fd, deadline);
+  if (ready != Ready::kYes) return {.ready = ready, .error = ""};
+  int err = 0;
+  socklen_t len = sizeof(err);
+  ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+  return {.error = err == 0 ? std::string() : errno_text(err)};
+}
+
 }  // namespace strata::net

@@ -5,6 +5,7 @@
 // wait takes a deadline; an abort pipe wakes it.
 
 #include <netdb.h>
+#include <sys/socket.h>
 
 #include <chrono>
 #include <string>
@@ -47,5 +48,16 @@ enum class Ready { kYes, kTimeout, kAborted };
 // Waits until `fd` (ignored when < 0) has `events`, the deadline passes, or
 // `abort_fd` is readable (checked first).
 Ready wait_fd(int fd, short events, int abort_fd, Clock::time_point deadline);
+
+// Connects the non-blocking socket `fd` to `address` by `deadline`, waking
+// for `abort_fd` too. `ready` is kTimeout or kAborted when the wait ended
+// so; otherwise kYes, and `error` says why the connection failed (refused,
+// unreachable), empty once connected.
+struct Connected {
+  Ready ready = Ready::kYes;
+  std::string error;
+};
+Connected connect_by(int fd, const sockaddr* address, socklen_t length, int abort_fd,
+                     Clock::time_point deadline);
 
 }  // namespace strata::net

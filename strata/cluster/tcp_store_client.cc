@@ -100,23 +100,12 @@ TcpStoreClient::TcpStoreClient(std::string address, TcpStoreClientOptions option
         last_error = net::errno_text(errno);
         continue;
       }
-      int rc = ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen);
-      if (rc != 0 && errno == EINPROGRESS) {
-        const Ready ready = wait_fd(fd.get(), POLLOUT, abort_read_.get(), deadline);
-        STRATA_CHECK(ABORTED, ready != Ready::kAborted,
-                     "TcpStoreClient: aborted while connecting to ", address_);
-        if (ready == Ready::kTimeout) {
-          last_error = "connection timed out";
-          continue;
-        }
-        int err = 0;
-        socklen_t len = sizeof(err);
-        ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-        rc = err == 0 ? 0 : -1;
-        errno = err;
-      }
-      if (rc != 0) {
-        last_error = net::errno_text(errno);
+      const net::Connected c =
+          net::connect_by(fd.get(), ai->ai_addr, ai->ai_addrlen, abort_read_.get(), deadline);
+      STRATA_CHECK(ABORTED, c.ready != Ready::kAborted,
+                   "TcpStoreClient: aborted while connecting to ", address_);
+      if (c.ready == Ready::kTimeout || !c.error.empty()) {
+        last_error = c.ready == Ready::kTimeout ? "connection timed out" : c.error;
         continue;
       }
       net::set_nodelay(fd.get());

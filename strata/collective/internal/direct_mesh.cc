@@ -148,20 +148,13 @@ void DirectMesh::connect_to(int peer, const std::string& address,
       last = net::errno_text(errno);
       continue;
     }
-    int rc = ::connect(fd.get(), ai->ai_addr, ai->ai_addrlen);
-    if (rc != 0 && errno == EINPROGRESS) {
-      const net::Ready ready = net::wait_fd(fd.get(), POLLOUT, abort_read_.get(), deadline);
-      STRATA_CHECK(ABORTED, ready != net::Ready::kAborted, "direct mesh: aborted while connecting");
-      STRATA_CHECK(DEADLINE_EXCEEDED, ready != net::Ready::kTimeout,
-                   "direct mesh: connecting to rank ", peer, " at ", address, " timed out");
-      int err = 0;
-      socklen_t len = sizeof(err);
-      ::getsockopt(fd.get(), SOL_SOCKET, SO_ERROR, &err, &len);
-      rc = err == 0 ? 0 : -1;
-      errno = err;
-    }
-    if (rc != 0) {
-      last = net::errno_text(errno);
+    const net::Connected c =
+        net::connect_by(fd.get(), ai->ai_addr, ai->ai_addrlen, abort_read_.get(), deadline);
+    STRATA_CHECK(ABORTED, c.ready != net::Ready::kAborted, "direct mesh: aborted while connecting");
+    STRATA_CHECK(DEADLINE_EXCEEDED, c.ready != net::Ready::kTimeout,
+                 "direct mesh: connecting to rank ", peer, " at ", address, " timed out");
+    if (!c.error.empty()) {
+      last = c.error;
       continue;
     }
     net::set_nodelay(fd.get());
