@@ -30,6 +30,11 @@ std::string resolve(const std::string& host, const std::string& port, bool passi
   return rc == 0 ? std::string() : std::string(::gai_strerror(rc));
 }
 
+UniqueFd stream_socket(const addrinfo& ai) {
+  return UniqueFd(
+      ::socket(ai.ai_family, ai.ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai.ai_protocol));
+}
+
 void set_nodelay(int fd) {
   int one = 1;
   ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));

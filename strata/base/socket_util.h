@@ -33,6 +33,10 @@ struct AddrInfo {
 // getaddrinfo error text, empty on success.
 std::string resolve(const std::string& host, const std::string& port, bool passive, AddrInfo& out);
 
+// A non-blocking, close-on-exec stream socket for `ai`; invalid (errno set)
+// when the OS refuses.
+UniqueFd stream_socket(const addrinfo& ai);
+
 // Disables Nagle's algorithm: small, latency-bound messages.
 void set_nodelay(int fd);
 

@@ -94,8 +94,7 @@ TcpStoreClient::TcpStoreClient(std::string address, TcpStoreClientOptions option
     net::AddrInfo info;
     last_error = net::resolve(host, port, /*passive=*/false, info);
     for (addrinfo* ai = info.list; ai != nullptr; ai = ai->ai_next) {
-      UniqueFd fd(
-          ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+      UniqueFd fd = net::stream_socket(*ai);
       if (!fd.valid()) {
         last_error = net::errno_text(errno);
         continue;

@@ -355,8 +355,7 @@ TcpStoreServer::TcpStoreServer(const std::string& address, TcpStoreServerOptions
   STRATA_CHECK(UNAVAILABLE, err.empty(), "TcpStoreServer: cannot resolve '", address, "': ", err);
   std::string last_error = "no addresses";
   for (addrinfo* ai = info.list; ai; ai = ai->ai_next) {
-    UniqueFd fd(
-        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+    UniqueFd fd = net::stream_socket(*ai);
     if (!fd.valid()) {
       last_error = net::errno_text(errno);
       continue;

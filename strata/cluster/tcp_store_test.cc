@@ -3,6 +3,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -10,6 +11,7 @@
 #include <cerrno>
 #include <chrono>
 #include <future>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <thread>
@@ -233,15 +235,42 @@ class SilentServer {
         // The OK to the HELLO (a one-byte frame), whatever the HELLO said.
         const char ok[] = {1, 0, 0, 0, 0};
         ::send(conn.get(), ok, sizeof(ok), MSG_NOSIGNAL);
+        std::lock_guard<std::mutex> lock(mu_);
         conns_.push_back(std::move(conn));
       }
     });
   }
   const std::string& address() const { return address_; }
 
+  // The unread bytes of the newest connection.
+  size_t newest_unread() {
+    std::lock_guard<std::mutex> lock(mu_);
+    int unread = 0;
+    if (conns_.empty() || ::ioctl(conns_.back().get(), FIONREAD, &unread) != 0) return 0;
+    return size_t(unread);
+  }
+  // Waits up to `limit` until the newest connection holds more than
+  // `bytes` unread bytes (what its client sent: the HELLO, then requests).
+  bool newest_holds_more_than(size_t bytes, std::chrono::milliseconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (;;) {
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        int unread = 0;
+        if (!conns_.empty() && ::ioctl(conns_.back().get(), FIONREAD, &unread) == 0 &&
+            size_t(unread) > bytes) {
+          return true;
+        }
+      }
+      if (std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(1ms);
+    }
+  }
+
  private:
   UniqueFd fd_;
   std::string address_;
+  std::mutex mu_;
   std::vector<UniqueFd> conns_;  // held open, never read again
   std::jthread thread_;          // last: stopped before the descriptors close
 };
@@ -325,12 +354,16 @@ TEST(TcpStoreClient, AStoppedServerCostsEachWaitItsOwnDeadlineNotTheClientsDefau
   {
     // A call queued behind another thread's call keeps its own deadline.
     TcpStoreClient client(stopped.address(), {.connect_timeout = 5s, .timeout = 300s});
+    // The server holds the HELLO so far; the first call's request follows it
+    // once that call holds the connection.
+    ASSERT_TRUE(stopped.newest_holds_more_than(0, 5s));
+    const size_t hello_bytes = stopped.newest_unread();
     std::string first_error, error;
     auto first = std::async(std::launch::async, [&] {
       time_call(
           client, [&] { client.get("k", 3s); }, 10s, &first_error);
     });
-    std::this_thread::sleep_for(100ms);
+    ASSERT_TRUE(stopped.newest_holds_more_than(hello_bytes, 5s));
     const auto took = time_call(
         client, [&] { client.set("k", to_bytes("v"), 300ms); }, 10s, &error);
     EXPECT_LT(took, 300ms + 1500ms) << error;

@@ -82,8 +82,7 @@ DirectMesh::DirectMesh(int rank, int size, const std::string& hostname)
   STRATA_CHECK(UNAVAILABLE, error.empty(), "direct mesh: cannot resolve '", hostname, "': ", error);
   std::string last = "no address";
   for (addrinfo* ai = info.list; ai != nullptr; ai = ai->ai_next) {
-    UniqueFd fd(
-        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+    UniqueFd fd = net::stream_socket(*ai);
     if (!fd.valid()) {
       last = net::errno_text(errno);
       continue;
@@ -142,8 +141,7 @@ void DirectMesh::connect_to(int peer, const std::string& address,
   STRATA_CHECK(UNAVAILABLE, error.empty(), "direct mesh: cannot resolve rank ", peer, "'s '",
                address, "': ", error);
   for (addrinfo* ai = info.list; ai != nullptr; ai = ai->ai_next) {
-    UniqueFd fd(
-        ::socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC, ai->ai_protocol));
+    UniqueFd fd = net::stream_socket(*ai);
     if (!fd.valid()) {
       last = net::errno_text(errno);
       continue;
@@ -224,12 +222,11 @@ DirectMesh::Outcome DirectMesh::exchange(const std::function<std::string_view(in
       return out;
     }
   }
-  std::vector<std::string_view> messages(static_cast<size_t>(size_));
   for (int p = 0; p < size_; ++p) {
     if (p == rank_) continue;
     Peer& peer = peers_[size_t(p)];
-    messages[size_t(p)] = message_for(p);
-    peer.out_length = static_cast<uint32_t>(messages[size_t(p)].size());
+    peer.out = message_for(p);
+    peer.out_length = static_cast<uint32_t>(peer.out.size());
     peer.out_done = 0;
     peer.in_done = 0;
   }
@@ -239,8 +236,7 @@ DirectMesh::Outcome DirectMesh::exchange(const std::function<std::string_view(in
     out.why = std::move(why);
     return out;
   };
-  std::vector<pollfd> fds;
-  fds.reserve(size_t(size_));
+  std::vector<pollfd>& fds = poll_fds_;
   for (;;) {
     // Moves what the sockets take and give without waiting.
     int pending = 0;
@@ -257,7 +253,7 @@ DirectMesh::Outcome DirectMesh::exchange(const std::function<std::string_view(in
           iov[count++] = {length + peer.out_done, 4 - peer.out_done};
         }
         const size_t body_done = peer.out_done > 4 ? peer.out_done - 4 : 0;
-        iov[count++] = {const_cast<char*>(messages[size_t(p)].data()) + body_done,
+        iov[count++] = {const_cast<char*>(peer.out.data()) + body_done,
                         size_t(peer.out_length) - body_done};
         msghdr msg{};
         msg.msg_iov = iov;

@@ -32,6 +32,8 @@
 // abort() may be called from any thread at any time and wakes an exchange in
 // progress; every later exchange ends aborted at once.
 
+#include <poll.h>
+
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -89,6 +91,7 @@ class DirectMesh {
   struct Peer {
     UniqueFd fd;
     // The message in flight each way: frame header and body.
+    std::string_view out;
     uint32_t out_length = 0;
     size_t out_done = 0;  // bytes of the 4 + out_length sent
     char in_header[4] = {};
@@ -103,7 +106,8 @@ class DirectMesh {
   std::string address_;
   UniqueFd listen_;
   UniqueFd abort_read_, abort_write_;
-  std::vector<Peer> peers_;  // by rank; this rank's own is unused
+  std::vector<Peer> peers_;       // by rank; this rank's own is unused
+  std::vector<pollfd> poll_fds_;  // an exchange's wait set, kept for the next
 };
 
 }  // namespace strata::collective::internal

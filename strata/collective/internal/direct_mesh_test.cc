@@ -119,13 +119,19 @@ TEST(DirectMesh, APeerThatIsGoneIsNamedAndASilentOneTimesOut) {
 }
 
 TEST(DirectMesh, AbortWakesAnExchangeAndEndsEveryLaterOneAtOnce) {
-  auto meshes = connected_meshes(2, {5, 6});
-  std::vector<char> in(2 * 64);
+  // Rank 0 waits for silent rank 2; rank 1 receiving rank 0's message shows
+  // that rank 0's exchange is under way.
+  auto meshes = connected_meshes(3, {5, 6, 7});
+  std::vector<char> in(3 * 64);
   auto waiting = std::async(std::launch::async, [&] {
     return meshes[0]->exchange([](int) { return std::string_view("z"); }, in.data(), 64,
                                Clock::now() + 30s);
   });
-  std::this_thread::sleep_for(50ms);
+  std::vector<char> in1(3 * 64);
+  const DirectMesh::Outcome heard = meshes[1]->exchange([](int) { return std::string_view("w"); },
+                                                        in1.data(), 64, Clock::now() + 1s);
+  ASSERT_EQ(heard.status, DirectMesh::Status::kTimeout);
+  ASSERT_EQ(heard.arrived, (std::vector<char>{1, 1, 0}));
   const auto start = Clock::now();
   meshes[0]->abort();
   EXPECT_EQ(waiting.get().status, DirectMesh::Status::kAborted);
