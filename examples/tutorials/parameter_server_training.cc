@@ -50,8 +50,10 @@ std::vector<std::unique_ptr<sd::Server>> servers;
 std::shared_ptr<cr::SimpleClusterResolver> create_in_process_cluster(int num_workers, int num_ps) {
   //   worker_ports = [portpicker.pick_unused_port() for _ in range(num_workers)]
   //   ps_ports = [portpicker.pick_unused_port() for _ in range(num_ps)]
-  const std::vector<int> worker_ports = tutorial::pick_free_ports(num_workers);
-  const std::vector<int> ps_ports = tutorial::pick_free_ports(num_ps);
+  // (Picked in one call: ports picked in two could repeat, as portpicker's can.)
+  const std::vector<int> ports = tutorial::pick_free_ports(num_workers + num_ps);
+  const std::vector<int> worker_ports(ports.begin(), ports.begin() + num_workers);
+  const std::vector<int> ps_ports(ports.begin() + num_workers, ports.end());
 
   //   cluster_dict = {}
   //   cluster_dict["worker"] = ["localhost:%s" % port for port in worker_ports]
@@ -614,8 +616,25 @@ int main(int argc, char** argv) {
     std::printf("Finished epoch %d, accuracy is %f.\n", i, accuracy->result().item<float>());
     accuracies.push_back(accuracy->result().item<float>());
   }
-  // The label is "is avenger among the features": the model learns it quickly.
-  example::expect(accuracies.back() > 0.7, "the training accuracy is well above chance (0.5)");
+  // (Not in the guide.) The label is "is avenger among the features", which
+  // the model learns, but not on a schedule: with RMSprop at a learning rate
+  // of 0.1 and three workers updating the parameter servers without waiting
+  // for each other, every run takes its own path. Most reach an accuracy of
+  // 1 in the second epoch; some stay near chance (0.43 to 0.57: all "yes" or
+  // all "no") for two to four epochs first, so the fourth epoch's accuracy
+  // is below 0.7 in about one run in a hundred. The check trains on, five
+  // steps an epoch as above, until an epoch's accuracy reaches 0.9, and fails
+  // when 16 epochs in all do not.
+  const int max_epochs = 16;
+  while (accuracies.back() < 0.9 && static_cast<int>(accuracies.size()) < max_epochs) {
+    accuracy->reset_states();
+    for (int s = 0; s < steps_per_epoch; ++s) coordinator.schedule("step_fn", step_args);
+    coordinator.join();
+    std::printf("Finished epoch %zu, accuracy is %f.\n", accuracies.size(),
+                accuracy->result().item<float>());
+    accuracies.push_back(accuracy->result().item<float>());
+  }
+  example::expect(accuracies.back() >= 0.9, "training reaches an accuracy of 0.9 within 16 epochs");
 
   // loss = coordinator.schedule(step_fn, args=(per_worker_iterator,))
   // print("Final loss is %f" % loss.fetch())

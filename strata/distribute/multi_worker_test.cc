@@ -28,7 +28,13 @@ namespace {
 
 namespace cr = cluster_resolver;
 
-int free_port() { return cluster::pick_free_ports(1).front(); }
+// "127.0.0.1:<port>" for n distinct free ports (picked in one call: ports
+// picked in separate calls can repeat).
+std::vector<std::string> free_addresses(int n) {
+  std::vector<std::string> addresses;
+  for (int port : cluster::pick_free_ports(n)) addresses.push_back(str_cat("127.0.0.1:", port));
+  return addresses;
+}
 
 class MultiWorkerTest : public ::testing::Test {
  public:
@@ -47,8 +53,7 @@ class MultiWorkerTest : public ::testing::Test {
   }
 
   static train::ClusterSpec two_workers() {
-    return train::ClusterSpec(
-        {{"worker", {str_cat("127.0.0.1:", free_port()), str_cat("127.0.0.1:", free_port())}}});
+    return train::ClusterSpec({{"worker", free_addresses(2)}});
   }
 
   static MultiWorkerMirroredStrategyOptions options_for(const train::ClusterSpec& spec,
@@ -382,9 +387,9 @@ TEST_F(MultiWorkerTest, AnUnreachableChiefIsUnavailableNamingItsAddress) {
 }
 
 TEST_F(MultiWorkerTest, StartUpLogsAndListsTheMissingTasks) {
+  const std::vector<std::string> addresses = free_addresses(3);
   const train::ClusterSpec spec(
-      {{"chief", {str_cat("127.0.0.1:", free_port())}},
-       {"worker", {str_cat("127.0.0.1:", free_port()), str_cat("127.0.0.1:", free_port())}}});
+      {{"chief", {addresses[0]}}, {"worker", {addresses[1], addresses[2]}}});
   // The chief and worker 0 come; worker 1 never does. Worker 0 gives up first (a
   // worker that outlives the chief's deadline loses the chief's store instead).
   ::testing::internal::CaptureStderr();

@@ -352,8 +352,9 @@ TEST_F(DistributedCheckpointTest, UnderMultiWorkerOnlyTheChiefsFilesAreKeptAndEv
   config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
                                            std::vector<config::LogicalDeviceConfiguration>(2));
   TempDir dir("multi_worker");
-  const int p0 = cluster::pick_free_ports(1).front(), p1 = cluster::pick_free_ports(1).front();
-  const ClusterSpec spec({{"worker", {str_cat("127.0.0.1:", p0), str_cat("127.0.0.1:", p1)}}});
+  const std::vector<int> ports = cluster::pick_free_ports(2);
+  const ClusterSpec spec(
+      {{"worker", {str_cat("127.0.0.1:", ports[0]), str_cat("127.0.0.1:", ports[1])}}});
   auto worker = [&](int w) {
     sd::MultiWorkerMirroredStrategy s(
         {.cluster_resolver = std::make_shared<sd::cluster_resolver::SimpleClusterResolver>(

@@ -1007,4 +1007,21 @@ TEST(ServerTest, ListensOnlyAtItsTaskAddress) {
   EXPECT_FALSE(accepts("127.0.0.1"));
 }
 
+TEST(ServerTest, APortThatIsTakenFailsTheServerInsteadOfBeingShared) {
+  // Two tasks given one address (ports picked apart can repeat): the second
+  // server must not share the first one's port, or the kernel would hand
+  // each connection to either task.
+  sd::Server worker(*task_resolver("worker", 0, "127.0.0.1:0"), {.shutdown_grace = 100ms});
+  try {
+    sd::Server ps(*task_resolver("ps", 0, worker.target()), {.shutdown_grace = 100ms});
+    ADD_FAILURE() << "a second server listens on " << worker.target();
+  } catch (const strata::UnavailableError& e) {
+    EXPECT_NE(std::string(e.what()).find("cannot listen on " + worker.target()), std::string::npos)
+        << e.what();
+  }
+  // The first one still answers as itself.
+  sps::internal::TaskClient client(worker.target());
+  for (int i = 0; i < 8; ++i) EXPECT_EQ(client.ping(5s).task_type, "worker");
+}
+
 }  // namespace

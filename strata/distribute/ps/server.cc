@@ -389,6 +389,10 @@ Server::Server(const cluster_resolver::ClusterResolver& resolver, ServerOptions 
   // gRPC refuses a larger message from its length prefix, before reading it.
   builder.SetMaxReceiveMessageSize(options.max_message_bytes);
   builder.SetMaxSendMessageSize(-1);
+  // gRPC binds with SO_REUSEPORT by default: a second server on a taken port
+  // would share it, and the kernel would hand each connection to either of
+  // them (a task's RPCs answered by another task). A taken port fails here.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddListeningPort(bind, grpc::InsecureServerCredentials(), &s.port);
   builder.RegisterService(&s);
   s.server = builder.BuildAndStart();
