@@ -2,10 +2,13 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <thread>
 
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
@@ -284,6 +287,32 @@ TEST(DatasetRepeat, RepeatOfAnEmptyDatasetEnds) {
   EXPECT_EQ(values(Dataset::range(0).repeat(5)), Ints{});
 }
 
+TEST(DatasetRepeat, APassOverASourceStartsOverAsAFreshIteratorWouldAndSavesAcrossIt) {
+  // repeat() starts each pass of from_tensors / from_tensor_slices over in
+  // the same iterator (IteratorImpl::rewind) instead of making a new one.
+  EXPECT_EQ(values(Dataset::from_tensor_slices({ints({1, 2, 3})}).repeat(3)),
+            (Ints{1, 2, 3, 1, 2, 3, 1, 2, 3}));
+  EXPECT_EQ(values(Dataset::from_tensors({constant(int64_t{7})}).repeat(4)), (Ints{7, 7, 7, 7}));
+  EXPECT_EQ(values(Dataset::from_tensor_slices({ints({1, 2})}).repeat().take(5)),
+            (Ints{1, 2, 1, 2, 1}));
+  // Saved mid-pass, at the end of a pass and right after a pass started over.
+  const Dataset ds = Dataset::from_tensor_slices({ints({1, 2, 3})}).repeat();
+  for (int before : {2, 3, 4, 6, 7}) {
+    SCOPED_TRACE(before);
+    Iterator it = ds.iter();
+    for (int i = 0; i < before; ++i) it.get_next();
+    const Tensor state = it.save_state();
+    Ints expected;
+    for (int i = 0; i < 4; ++i) expected.push_back(it.get_next()[0].item<int64_t>());
+    Iterator restored = ds.iter();
+    restored.restore_state(state);
+    Ints got;
+    for (int i = 0; i < 4; ++i) got.push_back(restored.get_next()[0].item<int64_t>());
+    EXPECT_EQ(got, expected);
+    EXPECT_EQ(expected[0], before % 3 + 1);
+  }
+}
+
 TEST(DatasetTakeSkip, TakeAndSkipHandleZeroAllAndBeyondTheEnd) {
   EXPECT_EQ(values(Dataset::range(5).take(0)), Ints{});
   EXPECT_EQ(values(Dataset::range(5).take(2)), (Ints{0, 1}));
@@ -325,6 +354,33 @@ TEST(DatasetMap, ParallelMapKeepsOrderWhenDeterministic) {
   auto any = values(Dataset::range(200).map(fn, {.num_parallel_calls = 4, .deterministic = false}));
   std::sort(any.begin(), any.end());
   EXPECT_EQ(any, expected);
+}
+
+TEST(DatasetMap, ParallelMapRunsAtMostNumParallelCallsAheadOfTheConsumer) {
+  // TF's ParallelMapDataset keeps num_parallel_calls results in flight or
+  // waiting: the function never runs on an element further ahead. Each
+  // element taken frees one place, and the idle workers all wake for it.
+  constexpr int64_t kCalls = 4;
+  for (bool deterministic : {true, false}) {
+    SCOPED_TRACE(deterministic ? "deterministic" : "non-deterministic");
+    std::atomic<int64_t> started{0};
+    auto ds = Dataset::range(400).map(
+        [&started](const Element& e) {
+          ++started;
+          return e;
+        },
+        {.num_parallel_calls = kCalls, .deterministic = deterministic});
+    Iterator it = ds.iter();
+    int64_t consumed = 0;
+    int64_t most_ahead = 0;
+    while (it.next()) {
+      ++consumed;
+      std::this_thread::sleep_for(std::chrono::microseconds(200));  // the workers catch up
+      most_ahead = std::max(most_ahead, started.load() - consumed);
+    }
+    EXPECT_EQ(consumed, 400);
+    EXPECT_LE(most_ahead, kCalls);
+  }
 }
 
 TEST(DatasetMap, ErrorsReachTheConsumerWithTheirTypeInOrder) {

@@ -217,6 +217,9 @@ class ParallelMapIterator : public IteratorImpl {
         {
           MutexLock l(mu_);
           if (cancelled_ || draining_ || end_seq_ >= 0) return;
+          // Another worker may have taken the last place in the window
+          // since this one saw it open: wait again.
+          if (next_in_ - consumed_ >= window_) continue;
           seq = next_in_++;
           ++in_flight_;
         }
