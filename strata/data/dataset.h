@@ -190,6 +190,10 @@ class IteratorImpl {
   virtual void save(StateWriter& w, std::vector<Element> pushed_back);
   // Continues from what save() wrote. The iterator was made by the same node.
   virtual void restore(StateReader& r);
+  // Starts over from the first element, as a fresh iterator of the same node
+  // would, without making one (repeat() starts each pass so); false when this
+  // iterator cannot, and then it is left as it was.
+  virtual bool rewind() { return false; }
   // The node kind that made this iterator (set once by whoever makes it).
   void set_kind(NodeKind kind) {
     if (!kind_) kind_ = kind;

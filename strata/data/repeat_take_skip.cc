@@ -38,10 +38,19 @@ Dataset Dataset::repeat(int64_t count) const {
                   st->produced = true;
                   return e;
                 }
-                st->it.reset();
                 ++st->done;
                 // TF: an input that is empty in a pass ends the repetition (no spin).
-                if (!st->produced) return std::nullopt;
+                if (!st->produced) {
+                  st->it.reset();
+                  return std::nullopt;
+                }
+                // The next pass: the same iterator started over where it can
+                // (a source), as a fresh one otherwise.
+                if (st->it->rewind()) {
+                  st->produced = false;
+                } else {
+                  st->it.reset();
+                }
               }
               return std::nullopt;
             },

@@ -43,7 +43,8 @@ Dataset Dataset::from_tensors(const Element& components) {
             [done](internal::StateWriter& w, std::vector<Element>&) {
               w.write_int("done", *done ? 1 : 0);
             },
-            [done](internal::StateReader& r) { *done = r.read_int("done") != 0; });
+            [done](internal::StateReader& r) { *done = r.read_int("done") != 0; }, {},
+            [done] { *done = false; });
       },
       [](const std::vector<Dataset>&) { return int64_t{1}; });
 }
@@ -95,7 +96,8 @@ Dataset Dataset::from_tensor_slices(Element components) {
                                "from_tensor_slices position in [0, ", n, "] at ", r.where(),
                                ", got ", index, " (the saved tensors had other sizes)");
               *i = index;
-            });
+            },
+            {}, [i] { *i = 0; });
       },
       [n](const std::vector<Dataset>&) { return n; });
 }

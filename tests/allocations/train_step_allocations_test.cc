@@ -126,12 +126,11 @@ auto custom_step(keras::SequentialModel& model, keras::optimizers::Optimizer& op
 // What a custom step on one thread still allocates, each an object the public
 // API returns by value: tape.gradient's std::vector<Tensor>, the two
 // model.trainable_variables() vectors and zip's pairs; the next element of
-// the dataset (an Element vector; repeat() of the one-element dataset makes a
-// new input iterator every element); the optimizer's per-call lists; and the
+// the dataset (an Element vector); the optimizer's per-call lists; and the
 // std::vector arguments of public ops (reduction axes, reshape targets) that
 // the gradients and the loss build. The bound below is what the step
 // allocates today: a change that adds allocations to the step fails here.
-constexpr int64_t kCustomStepBound = 48;
+constexpr int64_t kCustomStepBound = 38;
 
 TEST_F(TrainStepAllocations, CustomStepOnOneThreadStaysWithinItsAllocationBound) {
   configure(1, 1);
@@ -150,7 +149,7 @@ TEST_F(TrainStepAllocations, CustomStepOnOneThreadStaysWithinItsAllocationBound)
 // model.fit: the allocations of its loop per step, apart from those of each
 // fit call (callbacks, history, the dataset's iterator), from fits of two
 // lengths.
-constexpr int64_t kFitStepBound = 58;
+constexpr int64_t kFitStepBound = 48;
 
 TEST_F(TrainStepAllocations, FitStepOnOneThreadStaysWithinItsAllocationBound) {
   configure(1, 1);
@@ -173,16 +172,16 @@ TEST_F(TrainStepAllocations, FitStepOnOneThreadStaysWithinItsAllocationBound) {
 
 // MirroredStrategy over 2 logical devices: the same custom step in
 // strategy.run on a distributed dataset; the replica threads' handoffs and
-// the all-reduce add their own allocations (148-149 a step today).
+// the all-reduce add their own allocations (138-139 a step today).
 //
 // Two things make one step's count vary with the threads' timing, so the
 // bound is on the mean of kMirroredMeasuredSteps steps, with the cache's
 // fills counted apart:
 //   - The dataset's prefetch thread makes the next elements while the step
-//     runs (17 allocations a step's worth), one step ahead at most: its
-//     work falls into one step or the next, so single steps read 177 or 212
-//     under load, but any run of steps holds that many elements' worth, give
-//     or take the one at each end.
+//     runs (at most 17 allocations a step's worth), one step ahead at most:
+//     its work falls into one step or the next, so under load single steps
+//     read above or below the mean, but any run of steps holds that many
+//     elements' worth, give or take the one at each end.
 //   - Two replica threads interleave differently every step, so how many
 //     blocks of one size are live at once, at the peak, varies; a step that
 //     sets a new peak takes the blocks beyond the old one from the C heap
@@ -193,8 +192,8 @@ TEST_F(TrainStepAllocations, FitStepOnOneThreadStaysWithinItsAllocationBound) {
 //     and would be that many every step if the cache stopped serving the
 //     step.
 constexpr int kMirroredMeasuredSteps = 10;
-// 149 a step, and the prefetch's work of one step at each end spread over the steps.
-constexpr double kMirroredStepBound = 149 + 2.0 * 17 / kMirroredMeasuredSteps;
+// 139 a step, and the prefetch's work of one step at each end spread over the steps.
+constexpr double kMirroredStepBound = 139 + 2.0 * 17 / kMirroredMeasuredSteps;
 
 TEST_F(TrainStepAllocations, MirroredCustomStepStaysWithinItsAllocationBound) {
   configure(2, 1);

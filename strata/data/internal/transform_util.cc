@@ -37,11 +37,12 @@ class SimpleNode : public DatasetNode {
 class FnIterator : public IteratorImpl {
  public:
   FnIterator(std::function<std::optional<Element>()> fn, SaveFn save, RestoreFn restore,
-             RestoreFn restore_without)
+             RestoreFn restore_without, RewindFn rewind)
       : fn_(std::move(fn)),
         save_(std::move(save)),
         restore_(std::move(restore)),
-        restore_without_(std::move(restore_without)) {}
+        restore_without_(std::move(restore_without)),
+        rewind_(std::move(rewind)) {}
   std::optional<Element> next() override {
     if (!pending_.empty()) {
       Element e = std::move(pending_.front());
@@ -59,6 +60,12 @@ class FnIterator : public IteratorImpl {
     pushed_back.insert(pushed_back.end(), pending_.begin(), pending_.end());
     save_(w, pushed_back);
     w.write_elements("pending", pushed_back);
+  }
+  bool rewind() override {
+    if (!rewind_) return false;
+    pending_.clear();
+    rewind_();
+    return true;
   }
   void restore(StateReader& r) override {
     if (!restore_) {
@@ -82,6 +89,7 @@ class FnIterator : public IteratorImpl {
   SaveFn save_;
   RestoreFn restore_;
   RestoreFn restore_without_;
+  RewindFn rewind_;
   std::deque<Element> pending_;
 };
 
@@ -110,9 +118,9 @@ std::string specs_string(const std::vector<TensorSpec>& specs) {
 
 std::unique_ptr<IteratorImpl> make_fn_iterator(std::function<std::optional<Element>()> fn,
                                                SaveFn save, RestoreFn restore,
-                                               RestoreFn restore_without) {
+                                               RestoreFn restore_without, RewindFn rewind) {
   return std::make_unique<FnIterator>(std::move(fn), std::move(save), std::move(restore),
-                                      std::move(restore_without));
+                                      std::move(restore_without), std::move(rewind));
 }
 
 std::unique_ptr<IteratorImpl> make_iter(const Dataset& d) {

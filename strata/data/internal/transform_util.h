@@ -33,15 +33,20 @@ class StateReader;
 using SaveFn = std::function<void(StateWriter& w, std::vector<Element>& pushed_back)>;
 using RestoreFn = std::function<void(StateReader& r)>;
 
+// Returns the state a next-function owns to where a fresh iterator starts.
+using RewindFn = std::function<void()>;
+
 // An iterator whose next() calls `fn`; `fn` owns the per-iteration state.
 // Without `save` and `restore` its position cannot be saved (UnimplementedError).
 // `restore_without` (a transformation a pipeline may lack, as a distributed
 // pipeline under one replica lacks the rebatch): called instead of `restore`
 // when the state at this prefix is another transformation's, that of a
 // pipeline saved without this one; it restores the input at this prefix.
+// With `rewind` the iterator can start over (IteratorImpl::rewind).
 std::unique_ptr<IteratorImpl> make_fn_iterator(std::function<std::optional<Element>()> fn,
                                                SaveFn save = {}, RestoreFn restore = {},
-                                               RestoreFn restore_without = {});
+                                               RestoreFn restore_without = {},
+                                               RewindFn rewind = {});
 // A fresh iterator over `d` (its kind set).
 std::unique_ptr<IteratorImpl> make_iter(const Dataset& d);
 // A fresh iterator over `d`, shared so that lambdas can capture it.
