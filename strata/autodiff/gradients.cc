@@ -30,13 +30,13 @@ Tensor unbroadcast(const Tensor& g, const TensorShape& shape) {
   if (g.shape() == shape) return g;
   const int gr = g.rank();
   const int r = shape.rank();
-  std::vector<int64_t> axes;
+  PooledVector<int64_t> axes;
   for (int i = 0; i < gr; ++i) {
     const int j = i - (gr - r);
     if (j < 0 || (shape.dim(j) == 1 && g.shape().dim(i) != 1)) axes.push_back(i);
   }
-  Tensor s = axes.empty() ? g : reduce_sum(g, {.axis = axes, .keepdims = true});
-  return reshape(s, shape.dims());
+  Tensor s = axes.empty() ? g : strata::internal::reduce_sum_over(g, axes, /*keepdims=*/true);
+  return strata::internal::reshape_to(s, shape.dims());
 }
 
 // The gradient of input k: reduced to its shape and cast to its dtype (inputs
@@ -50,9 +50,9 @@ Tensor fit(const Tensor& g, const OpRecord& op, size_t k) {
 
 Tensor as_float_mask(const Tensor& b, const Tensor& like) { return cast(b, like.dtype()); }
 
-std::vector<int64_t> reduction_axes(const OpRecord& op) {
+PooledVector<int64_t> reduction_axes(const OpRecord& op) {
   const int rank = op.in[0].shape.rank();
-  std::vector<int64_t> axes;
+  PooledVector<int64_t> axes;
   if (op.attrs.axes.empty()) {
     axes.resize(rank);
     std::iota(axes.begin(), axes.end(), 0);
@@ -63,15 +63,15 @@ std::vector<int64_t> reduction_axes(const OpRecord& op) {
 }
 
 // The input shape with the reduced axes kept as 1.
-std::vector<int64_t> kept_shape(const OpRecord& op) {
-  std::vector<int64_t> dims = op.in[0].shape.dims();
-  for (int64_t a : reduction_axes(op)) dims[a] = 1;
-  return dims;
+TensorShape kept_shape(const OpRecord& op) {
+  TensorShape kept = op.in[0].shape;
+  for (int64_t a : reduction_axes(op)) kept = kept.with_dim(static_cast<int>(a), 1);
+  return kept;
 }
 
 // g of a reduction, broadcast back over the input.
 Tensor spread(const Tensor& g, const OpRecord& op) {
-  return broadcast_to(reshape(g, kept_shape(op)), op.in[0].shape);
+  return broadcast_to(strata::internal::reshape_to(g, kept_shape(op).dims()), op.in[0].shape);
 }
 
 // Scatters `g` (the strided selection begin + j * stride per dim) into a zero
@@ -366,16 +366,18 @@ PooledVector<Tensor> op_gradient(const OpRecord& op, const PooledVector<Tensor>&
     case OpKind::Max:
     case OpKind::Min: {
       // Ties share the gradient equally (TF's reduce_max gradient).
-      const Tensor mask = as_float_mask(equal(in(0), reshape(y(), kept_shape(op))), g);
-      const Tensor count = reduce_sum(mask, {.axis = reduction_axes(op), .keepdims = true});
+      const Tensor mask =
+          as_float_mask(equal(in(0), strata::internal::reshape_to(y(), kept_shape(op).dims())), g);
+      const Tensor count =
+          strata::internal::reduce_sum_over(mask, reduction_axes(op), /*keepdims=*/true);
       return {spread(g, op) * mask / count};
     }
     case OpKind::Prod:
       // d prod / d x_i = prod / x_i.
       // TODO(#3): exact gradient at zeros needs an exclusive cumprod (TF); here zeros give inf/nan.
-      return {spread(g, op) * reshape(y(), kept_shape(op)) / in(0)};
+      return {spread(g, op) * strata::internal::reshape_to(y(), kept_shape(op).dims()) / in(0)};
     // --- shape and layout ---
-    case OpKind::Reshape: return {reshape(g, op.in[0].shape.dims())};
+    case OpKind::Reshape: return {strata::internal::reshape_to(g, op.in[0].shape.dims())};
     case OpKind::Transpose: {
       std::vector<int64_t> perm = op.attrs.perm;
       const int rank = op.in[0].shape.rank();

@@ -25,8 +25,8 @@ void append_one(std::ostringstream& os, const T& value) {
     os << value;
   }
 }
-template <typename T>
-void append_one(std::ostringstream& os, const std::vector<T>& values) {
+template <typename T, typename Allocator>
+void append_one(std::ostringstream& os, const std::vector<T, Allocator>& values) {
   os << '[';
   for (size_t i = 0; i < values.size(); ++i) {
     if (i) os << ", ";

@@ -63,6 +63,7 @@ struct Request {
 };
 
 // What the last rank to arrive prepares for everybody.
+// Its lists are in the buffer cache (PooledVector): every call makes a plan.
 struct Plan {
   ErrorCode error_code = ErrorCode::OK;
   std::string error;
@@ -72,17 +73,17 @@ struct Plan {
     DType dtype = DType::float32;
     int64_t total = 0;
     std::shared_ptr<Buffer> buffer = nullptr;
-    std::vector<int> tensors = {};
+    PooledVector<int> tensors = {};
   };
-  std::vector<Group> groups;
-  std::vector<int> group_of;
-  std::vector<int64_t> offset_of;
+  PooledVector<Group> groups;
+  PooledVector<int> group_of;
+  PooledVector<int64_t> offset_of;
   // inputs[t][r]: rank r's elements of tensor t.
-  std::vector<std::vector<const void*>> inputs;
+  PooledVector<PooledVector<const void*>> inputs;
   // all_gather / reduce_scatter / broadcast: the single output.
   std::shared_ptr<Buffer> buffer;
   TensorShape shape;
-  std::vector<int64_t> rank_offset;  // all_gather: element offset of each rank's part
+  PooledVector<int64_t> rank_offset;  // all_gather: element offset of each rank's part
 };
 
 }  // namespace
@@ -225,7 +226,7 @@ void make_plan(internal::LocalState& s, uint64_t call) STRATA_REQUIRES(s.mu) {
     first.validate(kWho, s.size);
     const int n = s.size;
     const size_t count = s.slots[0].tensors.size();
-    plan.inputs.assign(count, std::vector<const void*>(n));
+    plan.inputs.assign(count, PooledVector<const void*>(n));
     for (size_t t = 0; t < count; ++t) {
       for (int r = 0; r < n; ++r) plan.inputs[t][r] = s.slots[r].tensors[t].raw_data();
     }

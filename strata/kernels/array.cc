@@ -27,16 +27,17 @@ void check_index_dtype(const Tensor& idx, const char* who) {
 
 }  // namespace
 
-Tensor strided_copy(const Tensor& x, const TensorShape& out_shape,
-                    const std::vector<int64_t>& strides, int64_t offset) {
+Tensor strided_copy(const Tensor& x, const TensorShape& out_shape, std::span<const int64_t> strides,
+                    int64_t offset) {
   Tensor out = Tensor::allocate(x.dtype(), out_shape);
   const int64_t total = out_shape.num_elements();
   if (total == 0) return out;
-  std::vector<int64_t> dims = out_shape.dims();
-  std::vector<int64_t> st = strides;
+  const DimsView out_dims = out_shape.dims();
+  PooledVector<int64_t> dims(out_dims.begin(), out_dims.end());
+  PooledVector<int64_t> st(strides.begin(), strides.end());
   if (dims.empty()) {
-    dims = {1};
-    st = {0};
+    dims.assign(1, 1);
+    st.assign(1, 0);
   }
   const int r = static_cast<int>(dims.size());
   const int64_t inner = dims[r - 1], s_in = st[r - 1];
@@ -67,20 +68,21 @@ Tensor strided_copy(const Tensor& x, const TensorShape& out_shape,
   return out;
 }
 
-Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm) {
-  const std::vector<int64_t> in_strides = internal::dense_strides(x.shape().dims());
-  std::vector<int64_t> dims(perm.size()), strides(perm.size());
+Tensor transpose(const Tensor& x, std::span<const int64_t> perm) {
+  const PooledVector<int64_t> in_strides = internal::dense_strides(x.shape().dims());
+  PooledVector<int64_t> dims(perm.size()), strides(perm.size());
   for (size_t i = 0; i < perm.size(); ++i) {
     dims[i] = x.shape().dims()[perm[i]];
     strides[i] = in_strides[perm[i]];
   }
-  return strided_copy(x, TensorShape(dims), strides, 0);
+  return strided_copy(x, TensorShape(std::span<const int64_t>(dims.data(), dims.size())), strides,
+                      0);
 }
 
 Tensor broadcast_to(const Tensor& x, const TensorShape& shape) {
   const int r = shape.rank(), xr = x.rank();
-  const std::vector<int64_t> in_strides = internal::dense_strides(x.shape().dims());
-  std::vector<int64_t> strides(r, 0);
+  const PooledVector<int64_t> in_strides = internal::dense_strides(x.shape().dims());
+  PooledVector<int64_t> strides(r, 0);
   for (int i = 0; i < xr; ++i) {
     strides[r - xr + i] = x.shape().dims()[i] == 1 ? 0 : in_strides[i];
   }
@@ -89,7 +91,7 @@ Tensor broadcast_to(const Tensor& x, const TensorShape& shape) {
 
 Tensor strided_slice(const Tensor& x, const std::vector<int64_t>& begin,
                      const std::vector<int64_t>& strides, const TensorShape& out_shape) {
-  const std::vector<int64_t> in_strides = internal::dense_strides(x.shape().dims());
+  const PooledVector<int64_t> in_strides = internal::dense_strides(x.shape().dims());
   int64_t offset = 0;
   std::vector<int64_t> st(begin.size());
   for (size_t i = 0; i < begin.size(); ++i) {
@@ -105,7 +107,7 @@ Tensor pad(const Tensor& x, const std::vector<int64_t>& paddings, double constan
   const TensorShape out_shape(dims);
   Tensor out = kernels::fill(x.dtype(), out_shape, constant_value);
   if (x.num_elements() == 0) return out;
-  const std::vector<int64_t> ost = internal::dense_strides(dims);
+  const PooledVector<int64_t> ost = internal::dense_strides(dims);
   const std::vector<int64_t>& xd = x.shape().dims();
   const int r = x.rank();
   const int64_t inner = r == 0 ? 1 : xd[r - 1];
@@ -217,12 +219,16 @@ Tensor unsorted_segment_sum(const Tensor& data, const Tensor& segment_ids, int64
 Tensor one_hot(const Tensor& indices, int64_t depth, double on_value, double off_value, int axis,
                DType dtype) {
   check_index_dtype(indices, "one_hot");
-  std::vector<int64_t> dims = indices.shape().dims();
+  const DimsView index_dims = indices.shape().dims();
+  PooledVector<int64_t> dims;
+  dims.reserve(index_dims.size() + 1);
+  dims.assign(index_dims.begin(), index_dims.end());
   dims.insert(dims.begin() + axis, depth);
   int64_t outer = 1, inner = 1;
   for (int i = 0; i < axis; ++i) outer *= dims[i];
   for (size_t i = axis + 1; i < dims.size(); ++i) inner *= dims[i];
-  Tensor out = kernels::fill(dtype, TensorShape(dims), off_value);
+  Tensor out = kernels::fill(dtype, TensorShape(std::span<const int64_t>(dims.data(), dims.size())),
+                             off_value);
   dispatch_numeric(dtype, [&](auto t) {
     using T = decltype(t);
     T* po = out.mutable_data<T>();

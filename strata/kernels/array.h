@@ -5,6 +5,7 @@
 // them except for data-dependent checks (index ranges). Thread-safe.
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "strata/core/tensor.h"
@@ -13,9 +14,9 @@ namespace strata::kernels {
 
 // out[i0..ik] = x[offset + sum(i_d * strides[d])] for every index of `out_shape`
 // (strides in elements, may be 0 or negative). Works for every dtype.
-Tensor strided_copy(const Tensor& x, const TensorShape& out_shape,
-                    const std::vector<int64_t>& strides, int64_t offset);
-Tensor transpose(const Tensor& x, const std::vector<int64_t>& perm);
+Tensor strided_copy(const Tensor& x, const TensorShape& out_shape, std::span<const int64_t> strides,
+                    int64_t offset);
+Tensor transpose(const Tensor& x, std::span<const int64_t> perm);
 // `shape` must be a broadcast of x's shape.
 Tensor broadcast_to(const Tensor& x, const TensorShape& shape);
 // `begin`/`strides` normalised, `out_shape` the slice's shape.

@@ -430,7 +430,7 @@ void reduce3(ReduceOp op, const T* x, int64_t outer, int64_t red, int64_t inner,
   }
   if (inner == 1 && outer == 1) {
     const int64_t blocks = (red + kReduceBlock - 1) / kReduceBlock;
-    std::vector<T> partial(blocks);
+    PooledVector<T> partial(blocks);  // scratch from the buffer cache
     parallel_for(blocks, 1, [&](int64_t s, int64_t e) {
       for (int64_t b = s; b < e; ++b) {
         const int64_t lo = b * kReduceBlock, hi = std::min(red, lo + kReduceBlock);
@@ -462,7 +462,7 @@ void reduce3(ReduceOp op, const T* x, int64_t outer, int64_t red, int64_t inner,
 }
 
 template <typename T>
-Tensor reduce_typed(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+Tensor reduce_typed(ReduceOp op, const Tensor& x, std::span<const int64_t> axes, bool keepdims) {
   const int rank = x.rank();
   // Scratch from the buffer cache (PoolAllocator): a step reduces the same shapes every step.
   PooledVector<bool> reduced(rank, false);
@@ -505,7 +505,7 @@ Tensor reduce_typed(ReduceOp op, const Tensor& x, const std::vector<int64_t>& ax
     }
     if (x.num_elements() == 0) red = red_count, outer = out_shape.num_elements(), inner = 1;
   } else {
-    std::vector<int64_t> perm;
+    PooledVector<int64_t> perm;
     for (int i = 0; i < rank; ++i)
       if (!reduced[i]) perm.push_back(i);
     for (int i = 0; i < rank; ++i)
@@ -673,7 +673,7 @@ Tensor add_n(const std::vector<Tensor>& inputs) {
   });
 }
 
-Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdims) {
+Tensor reduce(ReduceOp op, const Tensor& x, std::span<const int64_t> axes, bool keepdims) {
   return internal::dispatch_arithmetic(x.dtype(), "reduce", [&](auto t) {
     return reduce_typed<decltype(t)>(op, x, axes, keepdims);
   });

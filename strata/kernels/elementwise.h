@@ -11,6 +11,7 @@
 // blocks in a fixed order. Thread-safe (pure functions of their inputs).
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "strata/core/tensor.h"
@@ -94,7 +95,7 @@ enum class ReduceOp : uint8_t { Sum, Mean, Max, Min, Prod };
 inline constexpr int kNumReduceOps = static_cast<int>(ReduceOp::Prod) + 1;
 // `axes`: sorted, unique, non-negative. Empty tensors reduce to the identity
 // (0, NaN for a float mean, lowest/highest for max/min, 1).
-Tensor reduce(ReduceOp op, const Tensor& x, const std::vector<int64_t>& axes, bool keepdims);
+Tensor reduce(ReduceOp op, const Tensor& x, std::span<const int64_t> axes, bool keepdims);
 // Index (int64) of the first max/min along `axis` (non-negative).
 Tensor arg_reduce(bool is_max, const Tensor& x, int axis);
 

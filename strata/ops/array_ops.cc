@@ -30,48 +30,57 @@ Tensor range(int64_t start, int64_t limit, int64_t delta) {
 }
 Tensor range(int64_t limit) { return range(0, limit, 1); }
 
-Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape) {
+namespace internal {
+Tensor reshape_to(const Tensor& x, std::span<const int64_t> shape) {
   // The attrs only when a dispatcher may look at them (copying the shape is a
   // heap allocation, and reshape runs several times a training step).
-  if (internal::g_op_dispatcher.load(std::memory_order_relaxed) != nullptr) {
+  if (g_op_dispatcher.load(std::memory_order_relaxed) != nullptr) {
     OpAttrs requested;
-    requested.size = shape;  // for the dispatcher: the requested shape, -1 included
-    if (auto out =
-            internal::dispatch(OpKind::Reshape, "reshape", {x}, requested,
-                               [&](std::span<const Tensor> in) { return reshape(in[0], shape); }))
+    requested.size.assign(shape.begin(), shape.end());  // the requested shape, -1 included
+    if (auto out = dispatch(OpKind::Reshape, "reshape", {x}, requested,
+                            [&](std::span<const Tensor> in) { return reshape_to(in[0], shape); }))
       return *out;
   }
   int64_t known = 1;
   int unknown = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      STRATA_CHECK_ARG(unknown < 0, "reshape: expected at most one -1, got ", shape);
+      STRATA_CHECK_ARG(unknown < 0, "reshape: expected at most one -1, got ",
+                       std::vector<int64_t>(shape.begin(), shape.end()));
       unknown = static_cast<int>(i);
     } else {
-      STRATA_CHECK_ARG(shape[i] >= 0, "reshape: expected dimensions >= 0 or -1, got ", shape);
+      STRATA_CHECK_ARG(shape[i] >= 0, "reshape: expected dimensions >= 0 or -1, got ",
+                       std::vector<int64_t>(shape.begin(), shape.end()));
       known *= shape[i];
     }
   }
   TensorShape target(shape);
   if (unknown >= 0) {
     STRATA_CHECK_ARG(known > 0 && x.num_elements() % known == 0,
-                     "reshape: cannot reshape a tensor of shape ", x.shape(), " into ", shape);
+                     "reshape: cannot reshape a tensor of shape ", x.shape(), " into ",
+                     std::vector<int64_t>(shape.begin(), shape.end()));
     target = target.with_dim(unknown, x.num_elements() / known);
   }
   STRATA_CHECK_ARG(target.num_elements() == x.num_elements(), "reshape: expected ",
-                   x.num_elements(), " elements (shape ", x.shape(), "), got target shape ", shape);
+                   x.num_elements(), " elements (shape ", x.shape(), "), got target shape ",
+                   std::vector<int64_t>(shape.begin(), shape.end()));
   Tensor out = x.reshaped(target);
   OpAttrs attrs;
   attrs.shape = target;
   record_op(OpKind::Reshape, {x}, {out}, attrs);
   return out;
 }
+}  // namespace internal
+
+Tensor reshape(const Tensor& x, const std::vector<int64_t>& shape) {
+  return internal::reshape_to(x, shape);
+}
 
 Tensor expand_dims(const Tensor& x, int64_t axis) {
   STRATA_CHECK_ARG(axis >= -x.rank() - 1 && axis <= x.rank(), "expand_dims: expected axis in [",
                    -x.rank() - 1, ", ", x.rank(), "], got ", axis);
   const int a = static_cast<int>(axis < 0 ? axis + x.rank() + 1 : axis);
-  return reshape(x, x.shape().inserted(a, 1).dims());
+  return internal::reshape_to(x, x.shape().inserted(a, 1).dims());
 }
 
 Tensor squeeze(const Tensor& x, const std::vector<int64_t>& axis) {

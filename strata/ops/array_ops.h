@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "strata/core/tensor.h"
@@ -67,5 +68,11 @@ struct OneHotOptions {
 };
 // Indices outside [0, depth) give all-off rows, as TF.
 Tensor one_hot(const Tensor& indices, int64_t depth, const OneHotOptions& options = {});
+
+namespace internal {
+// reshape to dimensions the caller already holds (a TensorShape's dims()),
+// with no std::vector to fill: the gradients reshape so on every step.
+Tensor reshape_to(const Tensor& x, std::span<const int64_t> shape);
+}  // namespace internal
 
 }  // namespace strata

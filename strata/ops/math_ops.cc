@@ -48,9 +48,9 @@ Tensor unary_op(const Tensor& x, const char* who, double alpha = 0.0) {
   return out;
 }
 
-std::vector<int64_t> normalise_axes(const Tensor& x, const std::vector<int64_t>& axis,
-                                    const char* who) {
-  std::vector<int64_t> axes;
+PooledVector<int64_t> normalise_axes(const Tensor& x, std::span<const int64_t> axis,
+                                     const char* who) {
+  PooledVector<int64_t> axes;
   if (axis.empty()) {
     for (int i = 0; i < x.rank(); ++i) axes.push_back(i);
     return axes;
@@ -66,18 +66,17 @@ std::vector<int64_t> normalise_axes(const Tensor& x, const std::vector<int64_t>&
 }
 
 template <OpKind kKind>
-Tensor reduce_op(const Tensor& x, const ReduceOptions& o, const char* who) {
+Tensor reduce_op(const Tensor& x, std::span<const int64_t> axis, bool keepdims, const char* who) {
   static_assert(op_kernel(kKind) == OpKernel::Reduce);
   OpAttrs attrs;
-  attrs.axes = normalise_axes(x, o.axis, who);
-  attrs.keepdims = o.keepdims;
-  // By reference: the dispatcher runs the op only within this call, and a
-  // copy of `o` would copy its axis vector on every reduction.
-  if (auto out = internal::dispatch(kKind, who, {x}, attrs, [&o, who](std::span<const Tensor> in) {
-        return reduce_op<kKind>(in[0], o, who);
-      }))
+  attrs.axes = normalise_axes(x, axis, who);
+  attrs.keepdims = keepdims;
+  if (auto out = internal::dispatch(kKind, who, {x}, attrs,
+                                    [axis, keepdims, who](std::span<const Tensor> in) {
+                                      return reduce_op<kKind>(in[0], axis, keepdims, who);
+                                    }))
     return *out;
-  Tensor out = kernels::reduce(internal::reduce_opcode(kKind), x, attrs.axes, o.keepdims);
+  Tensor out = kernels::reduce(internal::reduce_opcode(kKind), x, attrs.axes, keepdims);
   record_op(kKind, {x}, {out}, attrs);
   return out;
 }
@@ -227,20 +226,26 @@ Tensor where(const Tensor& condition, const Tensor& x0, const Tensor& y0) {
 }
 Tensor stop_gradient(const Tensor& x) { return x.reshaped(x.shape()); }
 
+namespace internal {
+Tensor reduce_sum_over(const Tensor& x, std::span<const int64_t> axes, bool keepdims) {
+  return reduce_op<OpKind::Sum>(x, axes, keepdims, "reduce_sum");
+}
+}  // namespace internal
+
 Tensor reduce_sum(const Tensor& x, const ReduceOptions& o) {
-  return reduce_op<OpKind::Sum>(x, o, "reduce_sum");
+  return reduce_op<OpKind::Sum>(x, o.axis, o.keepdims, "reduce_sum");
 }
 Tensor reduce_mean(const Tensor& x, const ReduceOptions& o) {
-  return reduce_op<OpKind::Mean>(x, o, "reduce_mean");
+  return reduce_op<OpKind::Mean>(x, o.axis, o.keepdims, "reduce_mean");
 }
 Tensor reduce_max(const Tensor& x, const ReduceOptions& o) {
-  return reduce_op<OpKind::Max>(x, o, "reduce_max");
+  return reduce_op<OpKind::Max>(x, o.axis, o.keepdims, "reduce_max");
 }
 Tensor reduce_min(const Tensor& x, const ReduceOptions& o) {
-  return reduce_op<OpKind::Min>(x, o, "reduce_min");
+  return reduce_op<OpKind::Min>(x, o.axis, o.keepdims, "reduce_min");
 }
 Tensor reduce_prod(const Tensor& x, const ReduceOptions& o) {
-  return reduce_op<OpKind::Prod>(x, o, "reduce_prod");
+  return reduce_op<OpKind::Prod>(x, o.axis, o.keepdims, "reduce_prod");
 }
 Tensor argmax(const Tensor& x, int64_t axis) {
   return kernels::arg_reduce(true, x, x.shape().canonical_axis(axis, "argmax"));

@@ -17,6 +17,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "strata/core/tensor.h"
@@ -100,5 +101,11 @@ struct MatMulOptions {
 };
 // [..., M, K] x [..., K, N] -> [..., M, N]; leading (batch) dims broadcast.
 Tensor matmul(const Tensor& a, const Tensor& b, const MatMulOptions& options = {});
+
+namespace internal {
+// reduce_sum over axes the caller already holds, with no ReduceOptions to
+// fill (the gradients reduce over axes they compute, on every step).
+Tensor reduce_sum_over(const Tensor& x, std::span<const int64_t> axes, bool keepdims);
+}  // namespace internal
 
 }  // namespace strata

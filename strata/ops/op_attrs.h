@@ -7,13 +7,16 @@
 #include <string>
 #include <vector>
 
+#include "strata/core/allocator.h"
 #include "strata/core/dtype.h"
 #include "strata/core/tensor_shape.h"
 
 namespace strata {
 
 struct OpAttrs {
-  std::vector<int64_t> axes;  // reductions (empty = all axes)
+  // Reductions (empty = all axes); in the buffer cache, as a training step
+  // records a reduction's attrs on every step.
+  PooledVector<int64_t> axes;
   bool keepdims = false;
   int64_t axis = 0;                // concat, gather, argmax, one_hot, split
   std::vector<int64_t> perm;       // transpose

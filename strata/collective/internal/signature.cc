@@ -30,7 +30,8 @@ CallSignature CallSignature::of(CollectiveKind kind, ReduceOp op, int root,
     ts.defined = t.defined();
     if (ts.defined) {
       ts.dtype = t.dtype();
-      ts.dims = t.shape().dims();
+      const DimsView dims = t.shape().dims();
+      ts.dims.assign(dims.begin(), dims.end());
     }
     sig.tensors.push_back(std::move(ts));
   }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "strata/collective/collectives.h"
+#include "strata/core/allocator.h"
 #include "strata/core/tensor.h"
 
 namespace strata::collective::internal {
@@ -28,14 +29,15 @@ const char* kind_name(CollectiveKind kind) noexcept;
 struct TensorSignature {
   bool defined = false;
   DType dtype = DType::float32;
-  std::vector<int64_t> dims = {};
+  PooledVector<int64_t> dims = {};
 };
 
 struct CallSignature {
   CollectiveKind kind = CollectiveKind::barrier;
   ReduceOp op = ReduceOp::SUM;  // all_reduce, reduce_scatter
   int root = -1;                // broadcast
-  std::vector<TensorSignature> tensors = {};
+  // In the buffer cache, as the dims: every collective call makes one.
+  PooledVector<TensorSignature> tensors = {};
 
   static CallSignature of(CollectiveKind kind, ReduceOp op, int root,
                           std::span<const Tensor> tensors);

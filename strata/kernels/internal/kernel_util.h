@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -128,9 +129,10 @@ decltype(auto) dispatch_floating(DType d, const char* who, Fn&& fn) {
       who, ": expected a floating-point tensor (float32 or float64), got dtype ", dtype_name(d)));
 }
 
-// Row-major element strides of `dims`.
-inline std::vector<int64_t> dense_strides(const std::vector<int64_t>& dims) {
-  std::vector<int64_t> s(dims.size());
+// Row-major element strides of `dims` (in the buffer cache: kernels take
+// them on every call).
+inline PooledVector<int64_t> dense_strides(std::span<const int64_t> dims) {
+  PooledVector<int64_t> s(dims.size());
   int64_t acc = 1;
   for (size_t i = dims.size(); i-- > 0;) {
     s[i] = acc;

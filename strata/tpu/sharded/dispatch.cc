@@ -176,7 +176,8 @@ class Rules {
 
   Tensor reduction() {
     if (!in_.tiled(0)) return fallback();
-    const ReduceOptions o{.axis = op_.attrs.axes, .keepdims = op_.attrs.keepdims};
+    const ReduceOptions o{.axis = {op_.attrs.axes.begin(), op_.attrs.axes.end()},
+                          .keepdims = op_.attrs.keepdims};
     const ShardedTensor& x = *in_.sharded[0];
     switch (op_.kind) {
       case OpKind::Sum: return result(reduce_sum(x, o));
