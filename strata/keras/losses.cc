@@ -1,6 +1,7 @@
 #include "strata/keras/losses.h"
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <cmath>
 #include <utility>
@@ -32,7 +33,13 @@ int64_t normalize_axis(int64_t axis, int rank, const char* who) {
   return axis < 0 ? axis + rank : axis;
 }
 
-Tensor squeeze_last(const Tensor& t) { return strata::squeeze(t, {-1}); }
+// squeeze(t, -1) of a trailing dimension of 1 (the callers check it), as a
+// reshape to the dimensions the shape already holds: no axis list to build
+// on every step.
+Tensor squeeze_last(const Tensor& t) {
+  STRATA_INTERNAL_CHECK(t.rank() > 0 && t.shape()[-1] == 1, "squeeze_last of shape ", t.shape());
+  return strata::internal::reshape_to(t, t.shape().removed(t.rank() - 1).dims());
+}
 
 // Keras's clip of probabilities to [epsilon, 1 - epsilon].
 Tensor clip_probabilities(const Tensor& p) {
@@ -129,18 +136,20 @@ Tensor sparse_categorical_crossentropy(const Tensor& y_true, const Tensor& y_pre
     logits = strata::transpose(logits, perm);
   }
   const TensorShape& logits_shape = logits.shape();
-  std::vector<int64_t> outer(logits_shape.dims().begin(), logits_shape.dims().end() - 1);
+  const TensorShape outer = logits_shape.removed(rank - 1);
   Tensor labels = strata::cast(y_true, DType::int64);
   if (labels.rank() == rank && rank > 0 && labels.shape()[-1] == 1) labels = squeeze_last(labels);
-  int64_t n = 1;
-  for (int64_t d : outer) n *= d;
+  const int64_t n = outer.num_elements();
   STRATA_CHECK_ARG(labels.num_elements() == n,
-                   "sparse_categorical_crossentropy: expected labels of shape ", TensorShape(outer),
+                   "sparse_categorical_crossentropy: expected labels of shape ", outer,
                    " (y_pred without its class axis), got ", y_true.shape());
-  const int64_t classes = logits_shape[-1];
+  // Shapes as arrays (reshape_to): the loss runs on every training step.
+  const std::array<int64_t, 1> flat_labels = {n};
+  const std::array<int64_t, 2> flat_logits = {n, logits_shape[-1]};
   Tensor res = strata::nn::sparse_softmax_cross_entropy_with_logits(
-      strata::reshape(labels, {n}), strata::reshape(logits, {n, classes}));
-  return strata::reshape(res, outer);
+      strata::internal::reshape_to(labels, flat_labels),
+      strata::internal::reshape_to(logits, flat_logits));
+  return strata::internal::reshape_to(res, outer.dims());
 }
 
 Tensor categorical_crossentropy(const Tensor& y_true, const Tensor& y_pred,

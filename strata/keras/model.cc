@@ -92,8 +92,13 @@ class StepStream {
 namespace {
 
 struct Unpacked {
-  std::vector<Tensor> xs;      // the model inputs
+  size_t num_inputs = 0;
+  std::vector<Tensor> xs;      // the model inputs, unless there is one (x)
   Tensor x, y, sample_weight;  // x: the first input
+  // Runs the model on the inputs.
+  Tensor predict_with(Model& model, bool training) const {
+    return num_inputs == 1 ? model(x, training) : model(xs, training);
+  }
 };
 
 // Keras's data_adapter.unpack_x_y_sample_weight, where the first `inputs`
@@ -104,7 +109,8 @@ Unpacked unpack(const data::Element& data, int inputs, const char* who) {
                    "or {x, y, sample_weight} where x is the model's ", n, " input(s), got ",
                    data.size(), " components");
   Unpacked u;
-  u.xs.assign(data.begin(), data.begin() + std::ptrdiff_t(n));
+  u.num_inputs = n;
+  if (n != 1) u.xs.assign(data.begin(), data.begin() + std::ptrdiff_t(n));
   u.x = data[0];
   if (data.size() > n) u.y = data[n];
   if (data.size() > n + 1) u.sample_weight = data[n + 1];
@@ -318,13 +324,22 @@ std::vector<std::string> Model::metrics_names() const {
   return names;
 }
 
+template <typename Fn>
+void Model::for_each_metric(Fn&& fn) const {
+  if (!compiled_) return;
+  fn(loss_tracker_);
+  compiled_metrics_->for_each_metric(fn);
+}
+
 void Model::reset_metrics() {
-  for (const metrics::MetricPtr& m : metrics()) m->reset_state();
+  for_each_metric([](const metrics::MetricPtr& m) { m->reset_state(); });
 }
 
 Logs Model::get_metrics_result() const {
   Logs logs;
-  for (const metrics::MetricPtr& m : metrics()) logs.set(m->name(), m->result().scalar_as_double());
+  for_each_metric([&logs](const metrics::MetricPtr& m) {
+    logs.set(m->name(), m->result().scalar_as_double());
+  });
   return logs;
 }
 
@@ -400,7 +415,7 @@ Logs Model::train_step(const data::Element& data) {
     Tensor loss;
     {
       distribute::ScopedStepPhase forward(distribute::StepPhase::kForward);
-      y_pred = d.xs.size() == 1 ? (*this)(d.x, /*training=*/true) : (*this)(d.xs, true);
+      y_pred = d.predict_with(*this, /*training=*/true);
       loss = compute_loss(d.x, d.y, y_pred, d.sample_weight);
     }
     distribute::ScopedStepPhase gradient(distribute::StepPhase::kGradient);
@@ -409,7 +424,7 @@ Logs Model::train_step(const data::Element& data) {
   }
   {
     distribute::ScopedStepPhase apply(distribute::StepPhase::kApply);
-    optimizer_->apply_gradients(strata::zip(grads, vars));
+    optimizer_->apply(std::move(grads), std::move(vars));
   }
   return compute_metrics(d.x, d.y, y_pred, d.sample_weight);
 }
@@ -457,7 +472,7 @@ Logs Model::deterministic_train_step(const data::Element& data,
     Tensor y_pred, loss;
     {
       distribute::ScopedStepPhase forward(distribute::StepPhase::kForward);
-      y_pred = d.xs.size() == 1 ? (*this)(d.x, /*training=*/true) : (*this)(d.xs, true);
+      y_pred = d.predict_with(*this, /*training=*/true);
       loss = compute_loss_scaled(d.x, d.y, y_pred, d.sample_weight, micro_batches);
     }
     distribute::ScopedStepPhase gradient(distribute::StepPhase::kGradient);
@@ -480,14 +495,14 @@ Logs Model::deterministic_train_step(const data::Element& data,
 
 Logs Model::test_step(const data::Element& data) {
   const Unpacked d = unpack(data, num_model_inputs(), "test_step");
-  Tensor y_pred = d.xs.size() == 1 ? (*this)(d.x, /*training=*/false) : (*this)(d.xs, false);
+  Tensor y_pred = d.predict_with(*this, /*training=*/false);
   compute_loss(d.x, d.y, y_pred, d.sample_weight);
   return compute_metrics(d.x, d.y, y_pred, d.sample_weight);
 }
 
 Tensor Model::predict_step(const data::Element& data) {
   const Unpacked d = unpack(data, num_model_inputs(), "predict_step");
-  return d.xs.size() == 1 ? (*this)(d.x, /*training=*/false) : (*this)(d.xs, false);
+  return d.predict_with(*this, /*training=*/false);
 }
 
 // Before the first distributed step, in cross-replica context: builds the

@@ -483,6 +483,9 @@ class Model : public Layer {
   uint64_t seed_ = 0;
   std::shared_ptr<metrics::MeanMetric> loss_tracker_;
   std::unique_ptr<internal::CompiledMetrics> compiled_metrics_;
+  // Calls fn on each of metrics() without building the list (model.cc).
+  template <typename Fn>
+  void for_each_metric(Fn&& fn) const;
   History history_;
   std::optional<int> resume_epoch_;
   int64_t resume_step_ = 0;

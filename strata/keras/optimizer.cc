@@ -461,13 +461,17 @@ const Variable& Optimizer::slot(const Variable& variable, const std::string& slo
   return it->second;
 }
 
-std::vector<Tensor> Optimizer::aggregate_gradients(const std::vector<Tensor>& gradients) {
+std::vector<Tensor> Optimizer::aggregate_gradients(std::vector<Tensor> gradients) {
   distribute::ReplicaContext* ctx = distribute::get_replica_context();
   if (ctx == nullptr || ctx->num_replicas_in_sync() == 1) return gradients;
   // SUM all-reduce of the connected gradients, as Keras's default
   // aggregation: every replica then applies the same update to its own copy.
   // Every replica must have the same gradients connected (else the
   // collective reports the mismatch on every replica).
+  if (std::all_of(gradients.begin(), gradients.end(),
+                  [](const Tensor& g) { return g.defined(); })) {
+    return ctx->all_reduce(distribute::ReduceOp::SUM, gradients);
+  }
   std::vector<Tensor> defined;
   for (const Tensor& g : gradients) {
     if (g.defined()) defined.push_back(g);
@@ -530,18 +534,27 @@ void Optimizer::minimize(const std::function<Tensor()>& loss,
 
 void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
                                 const ApplyGradientsOptions& options) {
-  if (grads_and_vars.empty()) {
-    current_learning_rate_ = as_float32(learning_rate_.at(iterations()));
-    return;
-  }
   std::vector<Variable> vars;
   std::vector<Tensor> grads;
   vars.reserve(grads_and_vars.size());
   grads.reserve(grads_and_vars.size());
   for (const auto& [g, v] : grads_and_vars) {
-    STRATA_CHECK_ARG(v.defined(), name_, ": apply_gradients got an undefined variable");
     vars.push_back(v);
     grads.push_back(g);
+  }
+  apply(std::move(grads), std::move(vars), options);
+}
+
+void Optimizer::apply(std::vector<Tensor> grads, std::vector<Variable> vars,
+                      const ApplyGradientsOptions& options) {
+  STRATA_CHECK_ARG(grads.size() == vars.size(), name_, ": apply got ", grads.size(),
+                   " gradients for ", vars.size(), " variables");
+  if (vars.empty()) {
+    current_learning_rate_ = as_float32(learning_rate_.at(iterations()));
+    return;
+  }
+  for (const Variable& v : vars) {
+    STRATA_CHECK_ARG(v.defined(), name_, ": apply_gradients got an undefined variable");
   }
   // Under a strategy with several replicas every replica thread runs this
   // once per step: the optimizer's own state must be distributed too (each
@@ -560,6 +573,7 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
   bool sharded = false;
   if (replica != nullptr && replica->num_replicas_in_sync() > 1 && built_) {
     std::vector<Variable> connected;
+    connected.reserve(vars.size());
     for (size_t i = 0; i < vars.size(); ++i) {
       if (grads[i].defined()) connected.push_back(vars[i]);
     }
@@ -575,7 +589,7 @@ void Optimizer::apply_gradients(const GradsAndVars& grads_and_vars,
         " replicas needs the optimizer built first: call build(trainable_variables) in the "
         "strategy's scope before the training loop");
   } else if (!sharded) {
-    grads = aggregate_gradients(grads);
+    grads = aggregate_gradients(std::move(grads));
   }
   STRATA_INTERNAL_CHECK(grads.size() == vars.size(),
                         "aggregate_gradients changed the number of gradients");

@@ -196,6 +196,12 @@ class Optimizer {
 
   void apply_gradients(const GradsAndVars& grads_and_vars,
                        const ApplyGradientsOptions& options = {});
+  // Keras 3's optimizer.apply(grads, trainable_variables): apply_gradients
+  // with the two lists side by side (equal lengths, else
+  // InvalidArgumentError), taken by value so that a step that moves its
+  // lists in makes no copy of them.
+  void apply(std::vector<Tensor> grads, std::vector<Variable> vars,
+             const ApplyGradientsOptions& options = {});
 
   // keras Optimizer.minimize with a callable loss: records `loss()` on a
   // GradientTape (the variables in `var_list` are watched) and applies the
@@ -301,8 +307,9 @@ class Optimizer {
 
   // Gradient aggregation across replicas (see the header comment). Undefined
   // gradients stay undefined. Virtual so a strategy-specific optimizer wrapper
-  // can change it.
-  virtual std::vector<Tensor> aggregate_gradients(const std::vector<Tensor>& gradients);
+  // can change it. Takes the list by value: with one replica it is returned
+  // as it came, no copy.
+  virtual std::vector<Tensor> aggregate_gradients(std::vector<Tensor> gradients);
 
  private:
   std::vector<Tensor> clip_gradients(std::vector<Tensor> gradients) const;

@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "strata/core/allocator.h"
+
 namespace strata::keras {
 
 class Model;
@@ -49,13 +51,15 @@ class Logs {
   void erase(const std::string& name);
   bool empty() const noexcept { return entries_.empty(); }
   size_t size() const noexcept { return entries_.size(); }
-  std::vector<Entry>::const_iterator begin() const { return entries_.begin(); }
-  std::vector<Entry>::const_iterator end() const { return entries_.end(); }
+  using const_iterator = PooledVector<Entry>::const_iterator;
+  const_iterator begin() const { return entries_.begin(); }
+  const_iterator end() const { return entries_.end(); }
   std::vector<std::string> keys() const;
 
  private:
   const Entry* find(const std::string& name) const;
-  std::vector<Entry> entries_;
+  // In the buffer cache: fit makes a step's logs on every step.
+  PooledVector<Entry> entries_;
 };
 
 namespace callbacks {

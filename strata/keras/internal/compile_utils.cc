@@ -72,7 +72,7 @@ std::vector<metrics::MetricPtr> CompiledMetrics::metrics() const {
 }
 
 void CompiledMetrics::reset_state() {
-  for (const metrics::MetricPtr& m : metrics()) m->reset_state();
+  for_each_metric([](const metrics::MetricPtr& m) { m->reset_state(); });
 }
 
 }  // namespace strata::keras::internal

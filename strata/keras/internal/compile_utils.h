@@ -33,6 +33,15 @@ class CompiledMetrics {
   void update_state(const Tensor& y_true, const Tensor& y_pred, const Tensor& sample_weight);
   // The metric objects (after build; before it, the objects given directly).
   std::vector<metrics::MetricPtr> metrics() const;
+  // Calls fn on each metric, in metrics()' order, without building the list
+  // (the model reads its metrics on every step).
+  template <typename Fn>
+  void for_each_metric(Fn&& fn) const {
+    MutexLock lock(mu_);
+    for (const Entry& e : entries_) {
+      if (e.metric) fn(e.metric);
+    }
+  }
   void reset_state();
 
  private:

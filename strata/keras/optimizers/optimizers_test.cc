@@ -76,6 +76,31 @@ TEST(SGD, PlainStepIsMinusLearningRateTimesGradient) {
   EXPECT_NEAR(sgd->learning_rate(), 0.1, 1e-8);
 }
 
+TEST(Optimizer, ApplyTakesTheGradientsAndVariablesSideBySideAsKeras3) {
+  // Keras 3: optimizer.apply(grads, trainable_variables), the same update as
+  // apply_gradients(zip(grads, trainable_variables)).
+  auto by_apply = opt::Adam({.learning_rate = 0.1});
+  auto by_zip = opt::Adam({.learning_rate = 0.1});
+  Variable a(constant(std::vector<float>{1.f, -2.f}, {2})), b(constant(0.5f));
+  Variable a2(a.value()), b2(b.value());
+  const std::vector<Tensor> grads = {constant(std::vector<float>{0.3f, -0.4f}, {2}), constant(2.f)};
+  for (int step = 0; step < 3; ++step) {
+    by_apply->apply(grads, {a, b});
+    by_zip->apply_gradients(zip(grads, std::vector<Variable>{a2, b2}));
+  }
+  EXPECT_EQ(a.value().to_vector<float>(), a2.value().to_vector<float>());
+  EXPECT_EQ(b.value().item<float>(), b2.value().item<float>());
+  EXPECT_NE(a.value().to_vector<float>(), (std::vector<float>{1.f, -2.f}));
+  EXPECT_EQ(by_apply->iterations(), 3);
+  try {
+    by_apply->apply(grads, {a});
+    ADD_FAILURE() << "apply took 2 gradients for 1 variable";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("2 gradients for 1 variables"), std::string::npos)
+        << e.what();
+  }
+}
+
 TEST(SGD, MomentumStepsGrowAsInKerasDocs) {
   // Keras's docstring: lr 0.1, momentum 0.9: first step 0.1, second 0.18.
   auto sgd = opt::SGD({.learning_rate = 0.1, .momentum = 0.9});
