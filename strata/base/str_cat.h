@@ -1,11 +1,12 @@
 #pragma once
 // str_cat(parts...): concatenates anything with an operator<< into a string.
 // Used to build error messages that print the offending values; containers of
-// printable values print as "[a, b, c]".
+// printable values (vectors, spans) print as "[a, b, c]".
 //
 //   std::string m = strata::str_cat("got shape ", std::vector<int64_t>{2, 3});  // "got shape [2,
 //   3]"
 
+#include <span>
 #include <sstream>
 #include <string>
 #include <string_view>
@@ -26,13 +27,25 @@ void append_one(std::ostringstream& os, const T& value) {
   }
 }
 template <typename T, typename Allocator>
-void append_one(std::ostringstream& os, const std::vector<T, Allocator>& values) {
+void append_one(std::ostringstream& os, const std::vector<T, Allocator>& values);
+template <typename T, size_t Extent>
+void append_one(std::ostringstream& os, std::span<T, Extent> values);
+template <typename Values>
+void append_list(std::ostringstream& os, const Values& values) {
   os << '[';
   for (size_t i = 0; i < values.size(); ++i) {
     if (i) os << ", ";
     append_one(os, values[i]);
   }
   os << ']';
+}
+template <typename T, typename Allocator>
+void append_one(std::ostringstream& os, const std::vector<T, Allocator>& values) {
+  append_list(os, values);
+}
+template <typename T, size_t Extent>
+void append_one(std::ostringstream& os, std::span<T, Extent> values) {
+  append_list(os, values);
 }
 }  // namespace internal
 

@@ -45,25 +45,21 @@ Tensor reshape_to(const Tensor& x, std::span<const int64_t> shape) {
   int unknown = -1;
   for (size_t i = 0; i < shape.size(); ++i) {
     if (shape[i] == -1) {
-      STRATA_CHECK_ARG(unknown < 0, "reshape: expected at most one -1, got ",
-                       std::vector<int64_t>(shape.begin(), shape.end()));
+      STRATA_CHECK_ARG(unknown < 0, "reshape: expected at most one -1, got ", shape);
       unknown = static_cast<int>(i);
     } else {
-      STRATA_CHECK_ARG(shape[i] >= 0, "reshape: expected dimensions >= 0 or -1, got ",
-                       std::vector<int64_t>(shape.begin(), shape.end()));
+      STRATA_CHECK_ARG(shape[i] >= 0, "reshape: expected dimensions >= 0 or -1, got ", shape);
       known *= shape[i];
     }
   }
   TensorShape target(shape);
   if (unknown >= 0) {
     STRATA_CHECK_ARG(known > 0 && x.num_elements() % known == 0,
-                     "reshape: cannot reshape a tensor of shape ", x.shape(), " into ",
-                     std::vector<int64_t>(shape.begin(), shape.end()));
+                     "reshape: cannot reshape a tensor of shape ", x.shape(), " into ", shape);
     target = target.with_dim(unknown, x.num_elements() / known);
   }
   STRATA_CHECK_ARG(target.num_elements() == x.num_elements(), "reshape: expected ",
-                   x.num_elements(), " elements (shape ", x.shape(), "), got target shape ",
-                   std::vector<int64_t>(shape.begin(), shape.end()));
+                   x.num_elements(), " elements (shape ", x.shape(), "), got target shape ", shape);
   Tensor out = x.reshaped(target);
   OpAttrs attrs;
   attrs.shape = target;
