@@ -14,6 +14,7 @@
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
 #include "strata/ops/random_ops.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata {
 namespace {
@@ -23,14 +24,7 @@ const std::vector<int> kThreads = {1, 2, 3, 4, 7};
 class OpDeterminismTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    std::vector<config::LogicalDeviceConfiguration> devices;
-    for (int t : kThreads) {
-      config::LogicalDeviceConfiguration c;
-      c.num_threads = t;
-      devices.push_back(c);
-    }
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0], devices);
+    strata::testing::use_logical_cpus(kThreads);
     config::enable_op_determinism();
   }
   void TearDown() override { config::disable_op_determinism(); }

@@ -13,6 +13,7 @@
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/distribute/reduce_op.h"
 #include "strata/testing/expect_error.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::distribute {
 namespace {
@@ -40,11 +41,7 @@ TEST(PairwiseSum, UndefinedOnlyAllOrNothingAndNeverEmpty) {
 
 class DeterministicReductionTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(4));
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(4); }
   // The strategy turns op determinism on for the process; later tests start without it.
   void TearDown() override { config::disable_op_determinism(); }
 };

@@ -7,26 +7,19 @@
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/operators.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::distribute {
 namespace {
+
+using strata::testing::cpu_device_names;
 
 using data::Dataset;
 using data::Element;
 
 class DistributedDatasetTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(4));
-  }
-  static std::vector<std::string> cpus(int n) {
-    std::vector<std::string> d;
-    d.reserve(n);
-    for (int i = 0; i < n; ++i) d.push_back("CPU:" + std::to_string(i));
-    return d;
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(4); }
 };
 
 // The int64 values of every replica's first component, step by step.
@@ -41,14 +34,14 @@ std::vector<std::vector<std::vector<int64_t>>> steps_of(const DistributedDataset
 }
 
 TEST_F(DistributedDatasetTest, GlobalBatchesAreSplitAmongReplicasIncludingThePartialLastBatch) {
-  MirroredStrategy strategy(cpus(2));
+  MirroredStrategy strategy(cpu_device_names(2));
   auto dd = strategy.experimental_distribute_dataset(Dataset::range(14).batch(8));
   using V = std::vector<std::vector<std::vector<int64_t>>>;
   EXPECT_EQ(steps_of(dd), (V{{{0, 1, 2, 3}, {4, 5, 6, 7}}, {{8, 9, 10, 11}, {12, 13}}}));
 }
 
 TEST_F(DistributedDatasetTest, TheSeedsSixExampleBatchSplitsFourAndTwo) {
-  MirroredStrategy strategy(cpus(2));
+  MirroredStrategy strategy(cpu_device_names(2));
   auto dd = strategy.experimental_distribute_dataset(Dataset::range(6).batch(8));
   using V = std::vector<std::vector<std::vector<int64_t>>>;
   EXPECT_EQ(steps_of(dd), (V{{{0, 1, 2, 3}, {4, 5}}}));
@@ -63,21 +56,21 @@ TEST_F(DistributedDatasetTest, TheSeedsSixExampleBatchSplitsFourAndTwo) {
 // to replica 1; the guide's text ([4] and [5]) is the legacy RebatchDataset's
 // split, which TF keeps for inputs whose batch size it cannot tell.
 TEST_F(DistributedDatasetTest, ThePartialLastBatchFillsTheFirstReplicaAsCurrentTensorFlowDoes) {
-  MirroredStrategy strategy(cpus(2));
+  MirroredStrategy strategy(cpu_device_names(2));
   auto dd = strategy.experimental_distribute_dataset(Dataset::range(6).batch(4));
   using V = std::vector<std::vector<std::vector<int64_t>>>;
   EXPECT_EQ(steps_of(dd), (V{{{0, 1}, {2, 3}}, {{4, 5}, {}}}));
 }
 
 TEST_F(DistributedDatasetTest, IndivisibleBatchesGiveSizesDifferingByAtMostOne) {
-  MirroredStrategy strategy(cpus(3));
+  MirroredStrategy strategy(cpu_device_names(3));
   auto dd = strategy.experimental_distribute_dataset(Dataset::range(7).batch(7));
   using V = std::vector<std::vector<std::vector<int64_t>>>;
   EXPECT_EQ(steps_of(dd), (V{{{0, 1, 2}, {3, 4}, {5, 6}}}));
 }
 
 TEST_F(DistributedDatasetTest, ReplicasBeyondTheBatchGetEmptyBatches) {
-  MirroredStrategy strategy(cpus(4));
+  MirroredStrategy strategy(cpu_device_names(4));
   auto dd = strategy.experimental_distribute_dataset(Dataset::range(4).batch(2));
   int steps = 0;
   for (const PerReplica<Element>& step : dd) {
@@ -92,7 +85,7 @@ TEST_F(DistributedDatasetTest, ReplicasBeyondTheBatchGetEmptyBatches) {
 }
 
 TEST_F(DistributedDatasetTest, WhenDataEndsMidStepTheRestGetEmptyBatchesThenIterationEnds) {
-  MirroredStrategy strategy(cpus(2));
+  MirroredStrategy strategy(cpu_device_names(2));
   // Per-replica batches of 2 from a function: 3 batches, so step 2 has data for replica 0 only.
   auto dd = strategy.experimental_distribute_datasets_from_function([](const InputContext& ctx) {
     return Dataset::range(6).batch(ctx.get_per_replica_batch_size(4));
@@ -110,14 +103,14 @@ TEST_F(DistributedDatasetTest, WhenDataEndsMidStepTheRestGetEmptyBatchesThenIter
 }
 
 TEST_F(DistributedDatasetTest, BatchesArePlacedOnTheirReplicasDevices) {
-  MirroredStrategy strategy(cpus(3));
+  MirroredStrategy strategy(cpu_device_names(3));
   auto it = strategy.experimental_distribute_dataset(Dataset::range(6).batch(6)).iter();
   auto step = it.get_next();
   for (int i = 0; i < 3; ++i) EXPECT_EQ(step.values()[i][0].placement().index(), i);
 }
 
 TEST_F(DistributedDatasetTest, FunctionDatasetsGetTheInputContext) {
-  MirroredStrategy strategy(cpus(2));
+  MirroredStrategy strategy(cpu_device_names(2));
   std::vector<std::string> seen;
   auto dd = strategy.experimental_distribute_datasets_from_function([&](const InputContext& ctx) {
     seen.push_back(ctx.to_string());
@@ -150,7 +143,7 @@ TEST_F(DistributedDatasetTest, FunctionDatasetsGetTheInputContext) {
 //   dd = strategy.distribute_datasets_from_function(dataset_fn)   # 2 replicas, one worker
 // One pipeline (id 0 of 1): replicas take its batches in turn: [0 1] | [2 3], then [4 5] | [].
 TEST_F(DistributedDatasetTest, DistributeDatasetsFromFunctionIsTheCurrentNameOfTheFunctionForm) {
-  MirroredStrategy strategy(cpus(2));
+  MirroredStrategy strategy(cpu_device_names(2));
   auto dataset_fn = [](const InputContext& ctx) {
     const int64_t b = ctx.get_per_replica_batch_size(4);
     return Dataset::range(6).batch(b).shard(ctx.num_input_pipelines(), ctx.input_pipeline_id());
@@ -170,7 +163,7 @@ TEST_F(DistributedDatasetTest, DistributeDatasetsFromFunctionIsTheCurrentNameOfT
 // same dataset_fn as above, replica 0 reads range(6).batch(2).shard(2, 0) = [0 1], [4 5] and
 // replica 1 reads shard(2, 1) = [2 3] alone.
 TEST_F(DistributedDatasetTest, PerReplicaModeCallsTheFunctionOncePerReplicaOnItsDevice) {
-  MirroredStrategy strategy(cpus(2));
+  MirroredStrategy strategy(cpu_device_names(2));
   std::vector<std::string> seen;
   std::vector<int> devices;
   auto dd = strategy.distribute_datasets_from_function(
@@ -205,7 +198,7 @@ TEST_F(DistributedDatasetTest, PerReplicaModeCallsTheFunctionOncePerReplicaOnIts
 // Without drop_remainder (or with a global batch the replicas cannot split evenly) the
 // per-replica batch dimension is None.
 TEST_F(DistributedDatasetTest, ElementSpecKeepsTheStaticPerReplicaBatchOfADroppedRemainder) {
-  MirroredStrategy strategy(cpus(2));
+  MirroredStrategy strategy(cpu_device_names(2));
   const Dataset rows = Dataset::from_tensor_slices({zeros({16, 3})});
   auto dd = strategy.experimental_distribute_dataset(rows.batch(8, /*drop_remainder=*/true));
   EXPECT_EQ(dd.element_spec()[0].shape, (TensorShape{4, 3}));
@@ -227,7 +220,7 @@ TEST_F(DistributedDatasetTest, ElementSpecKeepsTheStaticPerReplicaBatchOfADroppe
 //   dd.reduce(tf.constant(0, tf.int64),
 //             lambda state, x: state + strategy.reduce("SUM", x, axis=0))   # 0 + ... + 13 = 91
 TEST_F(DistributedDatasetTest, CardinalityCountsStepsAndReduceFoldsThem) {
-  MirroredStrategy strategy(cpus(2));
+  MirroredStrategy strategy(cpu_device_names(2));
   auto dd = strategy.experimental_distribute_dataset(Dataset::range(14).batch(8));
   EXPECT_EQ(dd.cardinality(), 2);
   const Tensor total =
@@ -261,7 +254,7 @@ TEST_F(DistributedDatasetTest, CardinalityCountsStepsAndReduceFoldsThem) {
 }
 
 TEST_F(DistributedDatasetTest, UnbatchedDatasetsCannotBeRebatched) {
-  MirroredStrategy strategy(cpus(2));
+  MirroredStrategy strategy(cpu_device_names(2));
   try {
     strategy.experimental_distribute_dataset(Dataset::range(4));
     FAIL();
@@ -281,7 +274,7 @@ TEST_F(DistributedDatasetTest, OneReplicaGetsTheDatasetAsItIs) {
 }
 
 TEST_F(DistributedDatasetTest, MakeNumpyDatasetSlicesTheArray) {
-  MirroredStrategy strategy(cpus(2));
+  MirroredStrategy strategy(cpu_device_names(2));
   Dataset ds = strategy.experimental_make_numpy_dataset(constant(std::vector<float>(10, 1.f)));
   EXPECT_EQ(ds.element_spec()[0].shape, TensorShape{});
   auto dd = strategy.experimental_distribute_dataset(ds.batch(2));
@@ -300,7 +293,7 @@ TEST_F(DistributedDatasetTest, MakeNumpyDatasetSlicesTheArray) {
 //   return inputs["feature"] + inputs["label"]
 // for inputs in dist_dataset: strategy.run(step_fn, args=(inputs,))
 TEST_F(DistributedDatasetTest, DictElementsKeepTheirNamesOnEveryReplica) {
-  MirroredStrategy strategy(cpus(2));
+  MirroredStrategy strategy(cpu_device_names(2));
   const Tensor x = constant(std::vector<int64_t>{0, 1, 2, 3, 4, 5, 6, 7});
   const Tensor y = constant(std::vector<int64_t>{10, 11, 12, 13, 14, 15, 16, 17});
   auto dataset = Dataset::from_tensor_slices({{"feature", x}, {"label", y}}).batch(4);

@@ -14,17 +14,14 @@
 #include "strata/ops/nn_ops.h"
 #include "strata/ops/operators.h"
 #include "strata/ops/random_ops.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::distribute {
 namespace {
 
 class DistributedVariableTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(4));
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(4); }
 };
 
 std::vector<float> component_values(const Variable& v) {

@@ -12,17 +12,14 @@
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/ops/math_ops.h"
 #include "strata/testing/expect_error.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::distribute {
 namespace {
 
 class DivergenceCheckTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(3));
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(3); }
 };
 
 // Every replica adds the same value to its own copy (an optimizer's update).

@@ -13,17 +13,14 @@
 #include "strata/distribute/tpu_system.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::distribute {
 namespace {
 
 class ExtendedTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(2));
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(2); }
 };
 
 const std::string kCpu0 = "/job:localhost/replica:0/task:0/device:CPU:0";
@@ -176,9 +173,7 @@ TEST_F(ExtendedTest, ValueContainerOfAComponentIsItsDistributedVariable) {
 TEST_F(ExtendedTest, OnlyTPUStrategyRequiresStaticShapes) {
   // The local TPU system of eight logical CPU devices (tpu_strategy_test.cc).
   ::unsetenv("STRATA_TPU_TOPOLOGY");
-  strata::internal::reset_runtime_for_testing();
-  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                           std::vector<config::LogicalDeviceConfiguration>(8));
+  strata::testing::use_logical_cpus(8);
   MirroredStrategy mirrored({"CPU:0", "CPU:1"});
   EXPECT_FALSE(mirrored.extended().experimental_require_static_shapes());
   EXPECT_FALSE(default_strategy().extended().experimental_require_static_shapes());

@@ -9,17 +9,14 @@
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::distribute {
 namespace {
 
 class GatherTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(2));
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(2); }
 };
 
 int replica_id() { return get_replica_context()->replica_id_in_sync_group(); }

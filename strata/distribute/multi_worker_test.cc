@@ -22,6 +22,7 @@
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::distribute {
 namespace {
@@ -46,11 +47,7 @@ class MultiWorkerTest : public ::testing::Test {
   }
 
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(2));
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(2); }
 
   static train::ClusterSpec two_workers() {
     return train::ClusterSpec({{"worker", free_addresses(2)}});

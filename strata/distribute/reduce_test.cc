@@ -6,6 +6,7 @@
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/distribute/reduce_op.h"
 #include "strata/ops/array_ops.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::distribute {
 namespace {
@@ -17,11 +18,7 @@ TEST(ReduceOp, ConvertsToTheCollectiveOpOfTheSameName) {
 
 class ReduceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(2));
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(2); }
 };
 
 // The spec's worked example (§3.2): global batch 8 on 2 replicas, values 0..7.

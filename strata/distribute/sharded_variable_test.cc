@@ -15,6 +15,7 @@
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
 #include "strata/testing/expect_error.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::distribute {
 namespace {
@@ -54,11 +55,7 @@ class ReadRecorder final : public VariableAccessObserver {
 
 class ShardedVariableTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(4));
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(4); }
 };
 
 TEST_F(ShardedVariableTest, ThirteenRowsInFiveShardsUseTheDivLayout) {

@@ -9,6 +9,7 @@
 #include "strata/core/config.h"
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/ops/math_ops.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::distribute {
 namespace {
@@ -19,11 +20,7 @@ double seconds_of(const PhaseSeconds& s, StepPhase p) { return s[static_cast<int
 
 class StepProfileTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(2));
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(2); }
 };
 
 TEST_F(StepProfileTest, WithoutProfilingAPhaseRecordsNothingAndGatherSaysWhy) {

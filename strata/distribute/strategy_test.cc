@@ -14,6 +14,7 @@
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::distribute {
 namespace {
@@ -22,11 +23,7 @@ namespace {
 // its own process; the fixture resets the runtime for a full-binary run too).
 class StrategyTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(4));
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(4); }
 };
 
 TEST_F(StrategyTest, OutsideEveryScopeTheDefaultStrategyIsCurrent) {

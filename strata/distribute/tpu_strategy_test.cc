@@ -19,6 +19,7 @@
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/random_ops.h"
+#include "strata/testing/logical_devices.h"
 #include "strata/tpu/device_assignment.h"
 #include "strata/tpu/local_topology.h"
 #include "strata/tpu/sharding.h"
@@ -35,9 +36,7 @@ class TPUStrategyTest : public ::testing::Test {
   void SetUp() override {
     ::unsetenv("STRATA_TPU_TOPOLOGY");
     tpu::shutdown_tpu_system();
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(8));
+    strata::testing::use_logical_cpus(8);
   }
   void TearDown() override { tpu::shutdown_tpu_system(); }
 

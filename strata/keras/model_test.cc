@@ -22,6 +22,7 @@
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
 #include "strata/ops/random_ops.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::keras {
 namespace {
@@ -476,9 +477,7 @@ TEST(ModelDistributionTest, MirroredStrategyOverOneDeviceFitMatchesDefault) {
 // Two replicas: each takes half of every global batch, the loss is divided by
 // 2 and the gradients summed, so training equals one device on whole batches.
 TEST(ModelDistributionTest, MirroredStrategyOverTwoDevicesFitMatchesDefault) {
-  strata::internal::reset_runtime_for_testing();
-  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  strata::testing::use_logical_cpus(2);
   distribute::MirroredStrategy strategy({"CPU:0", "CPU:1"});
   expect_strategy_fit_matches_default(strategy);
 }

@@ -17,6 +17,7 @@
 #include "strata/keras/sequential.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::keras {
 namespace {
@@ -125,9 +126,7 @@ TEST(RegularizersTest, RegularizationIsCountedOnceAcrossReplicas) {
   reference->compile({.optimizer = optimizers::SGD({.learning_rate = 0.1}), .loss = "mse"});
   History ref = reference->fit(x, y, {.batch_size = 4, .epochs = 2, .verbose = 0});
 
-  strata::internal::reset_runtime_for_testing();
-  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  strata::testing::use_logical_cpus(2);
   distribute::MirroredStrategy strategy({"CPU:0", "CPU:1"});
   std::shared_ptr<SequentialModel> model;
   {

@@ -12,6 +12,7 @@
 #include "strata/base/mutex.h"
 #include "strata/core/config.h"
 #include "strata/core/device.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::kernels {
 namespace {
@@ -20,16 +21,7 @@ const std::vector<int> kThreads = {1, 2, 7};
 
 class KernelSplitTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    std::vector<config::LogicalDeviceConfiguration> devices;
-    for (int t : kThreads) {
-      config::LogicalDeviceConfiguration c;
-      c.num_threads = t;
-      devices.push_back(c);
-    }
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0], devices);
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(kThreads); }
   void TearDown() override {
     config::disable_op_determinism();
     strata::internal::reset_runtime_for_testing();

@@ -10,6 +10,7 @@
 
 #include "strata/base/errors.h"
 #include "strata/core/config.h"
+#include "strata/testing/logical_devices.h"
 #include "strata/tpu/internal/test_util.h"
 
 namespace strata::tpu::experimental {
@@ -150,10 +151,7 @@ class LocalTopologyFromEnvironment : public ::testing::Test {
   void SetUp() override {
     const char* old = std::getenv("STRATA_TPU_TOPOLOGY");
     saved_ = old ? std::optional<std::string>(old) : std::nullopt;
-    internal::reset_runtime_for_testing();
-    auto cpus = config::list_physical_devices("CPU");
-    config::set_logical_device_configuration(cpus[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(4));
+    strata::testing::use_logical_cpus(4);
   }
   void TearDown() override {
     if (saved_) {

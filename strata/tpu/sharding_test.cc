@@ -10,6 +10,7 @@
 #include "strata/base/errors.h"
 #include "strata/core/config.h"
 #include "strata/core/device.h"
+#include "strata/testing/logical_devices.h"
 #include "strata/tpu/internal/test_util.h"
 
 namespace strata::tpu::experimental {
@@ -253,12 +254,7 @@ TEST(Sharding, TensorsCarryTheirSharding) {
 
 class ShardingOnDevices : public ::testing::Test {
  protected:
-  void SetUp() override {
-    internal::reset_runtime_for_testing();
-    auto cpus = config::list_physical_devices("CPU");
-    config::set_logical_device_configuration(cpus[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(2));
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(2); }
   void TearDown() override { internal::reset_runtime_for_testing(); }
 };
 

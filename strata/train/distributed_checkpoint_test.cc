@@ -30,6 +30,7 @@
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/random_ops.h"
+#include "strata/testing/logical_devices.h"
 #include "strata/train/checkpoint.h"
 #include "strata/train/checkpoint_manager.h"
 #include "strata/train/checkpoint_reader.h"
@@ -37,21 +38,13 @@
 namespace strata::train {
 namespace {
 
+using strata::testing::cpu_device_names;
+
 namespace sd = distribute;
 
 class DistributedCheckpointTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(4));
-  }
-  static std::vector<std::string> cpus(int n) {
-    std::vector<std::string> d;
-    d.reserve(n);
-    for (int i = 0; i < n; ++i) d.push_back("CPU:" + std::to_string(i));
-    return d;
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(4); }
 };
 
 std::vector<float> values_of(const Variable& v) { return v.value().to_vector<float>(); }
@@ -78,14 +71,14 @@ TEST_F(DistributedCheckpointTest, SyncOnReadSavesItsAggregateAndRestoresUnderOth
   TempDir dir("sync_on_read");
   std::string path;
   {
-    sd::MirroredStrategy s(cpus(2));
+    sd::MirroredStrategy s(cpu_device_names(2));
     Variable total = sync_on_read_total(s);  // copies 1 and 2
     path = Checkpoint({{"total", total}}).write(dir.file("ckpt"));
   }
   EXPECT_EQ(CheckpointReader(path).get_tensor("total/.ATTRIBUTES/VARIABLE_VALUE").item<float>(),
             3.f);
   for (int replicas : {1, 2, 4}) {
-    sd::MirroredStrategy s(cpus(replicas));
+    sd::MirroredStrategy s(cpu_device_names(replicas));
     Variable total;
     {
       auto scope = s.scope();
@@ -297,7 +290,7 @@ TEST_F(DistributedCheckpointTest, TheReshardingMatrixRestoresEverySaveUnderEvery
     std::string path;
     float total = 0;
     {
-      sd::MirroredStrategy s(cpus(saved));
+      sd::MirroredStrategy s(cpu_device_names(saved));
       Trained t = build(s, /*fill=*/true);
       // Mirrored copies are equal; keep one of each variable.
       auto all = copies_of(t);
@@ -308,7 +301,7 @@ TEST_F(DistributedCheckpointTest, TheReshardingMatrixRestoresEverySaveUnderEvery
     }
     for (int restored : {1, 2, 4}) {
       SCOPED_TRACE(str_cat("saved under ", saved, " replicas, restored under ", restored));
-      sd::MirroredStrategy s(cpus(restored));
+      sd::MirroredStrategy s(cpu_device_names(restored));
       Trained t = build(s, /*fill=*/false);
       Checkpoint({{"model", t.model}, {"optimizer", t.optimizer}, {"total", t.total}})
           .read(path)
@@ -348,9 +341,7 @@ TEST_F(DistributedCheckpointTest, UnderMultiWorkerOnlyTheChiefsFilesAreKeptAndEv
   // Two workers as threads, each with its MultiWorkerMirroredStrategy (2
   // local replicas each). Both run the same save code; the worker that is not
   // the chief writes into <dir>/workertemp_1 and removes it.
-  strata::internal::reset_runtime_for_testing();
-  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  strata::testing::use_logical_cpus(2);
   TempDir dir("multi_worker");
   const std::vector<int> ports = cluster::pick_free_ports(2);
   const ClusterSpec spec(
@@ -415,9 +406,7 @@ TEST_F(DistributedCheckpointTest,
   // group: 3 sharded Adam steps leave every copy on every worker with the
   // unsharded run's bits, and a save on every worker (the slots are gathered
   // across the workers first) writes the same tensors.
-  strata::internal::reset_runtime_for_testing();
-  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  strata::testing::use_logical_cpus(2);
   TempDir dir("sharded_multi_worker");
   auto on_two_workers = [&](bool shard) {
     const std::vector<int> ports = cluster::pick_free_ports(2);

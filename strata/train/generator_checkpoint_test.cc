@@ -13,6 +13,7 @@
 #include "strata/distribute/mirrored_strategy.h"
 #include "strata/ops/random_generator.h"
 #include "strata/testing/expect_error.h"
+#include "strata/testing/logical_devices.h"
 #include "strata/train/checkpoint.h"
 #include "strata/train/checkpoint_reader.h"
 
@@ -77,11 +78,7 @@ TEST(RandomGenerator, DrawsAreReproducibleFromTheStateAndDifferBetweenCalls) {
 
 class GeneratorStrategyTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(4));
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(4); }
 };
 
 TEST_F(GeneratorStrategyTest, InsideAScopeEachReplicaDrawsItsOwnStreamAndTheCopiesStayEqual) {

@@ -24,10 +24,13 @@
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
 #include "strata/testing/expect_error.h"
+#include "strata/testing/logical_devices.h"
 #include "strata/train/checkpoint.h"
 
 namespace strata::train {
 namespace {
+
+using strata::testing::cpu_device_names;
 
 using data::Dataset;
 using data::Element;
@@ -429,17 +432,7 @@ TEST(IteratorCheckpoint, CorruptAndMismatchedStatesFailClearly) {
 
 class DistributedIteratorCheckpoint : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(4));
-  }
-  static std::vector<std::string> cpus(int n) {
-    std::vector<std::string> d;
-    d.reserve(n);
-    for (int i = 0; i < n; ++i) d.push_back("CPU:" + std::to_string(i));
-    return d;
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(4); }
   // The global batches of the remaining steps: each step's replica batches
   // concatenated in replica order (rows of the first component).
   static std::vector<std::vector<int64_t>> global_steps(distribute::DistributedIterator& it,
@@ -472,14 +465,14 @@ TEST_F(DistributedIteratorCheckpoint, RestoresUnderTheSameAndOtherReplicaCounts)
   TempDir dir("dist_iter_ckpt");
   std::vector<std::vector<int64_t>> uninterrupted;
   {
-    distribute::MirroredStrategy s(cpus(2));
+    distribute::MirroredStrategy s(cpu_device_names(2));
     auto it = s.experimental_distribute_dataset(make()).iter();
     uninterrupted = global_steps(it, 100);
   }
   ASSERT_EQ(uninterrupted.size(), 16u);
   std::string path;
   {
-    distribute::MirroredStrategy s(cpus(2));
+    distribute::MirroredStrategy s(cpu_device_names(2));
     auto it = s.experimental_distribute_dataset(make()).iter();
     auto head = global_steps(it, 3);
     path = Checkpoint({{"iterator", it}}).write(dir.file("ckpt"));
@@ -489,7 +482,7 @@ TEST_F(DistributedIteratorCheckpoint, RestoresUnderTheSameAndOtherReplicaCounts)
   }
   const std::vector<std::vector<int64_t>> expected(uninterrupted.begin() + 3, uninterrupted.end());
   for (int replicas : {2, 3, 4}) {
-    distribute::MirroredStrategy s(cpus(replicas));
+    distribute::MirroredStrategy s(cpu_device_names(replicas));
     auto it = s.experimental_distribute_dataset(make()).iter();
     Checkpoint({{"iterator", it}}).read(path).assert_consumed();
     EXPECT_EQ(global_steps(it, 100), expected) << replicas << " replicas";
@@ -505,7 +498,7 @@ TEST_F(DistributedIteratorCheckpoint, DatasetsFromFunctionRestoreTheirPipelines)
         .batch(ctx.get_per_replica_batch_size(4));
   };
   TempDir dir("dist_iter_fn");
-  distribute::MirroredStrategy s(cpus(2));
+  distribute::MirroredStrategy s(cpu_device_names(2));
   auto it = s.distribute_datasets_from_function(fn).iter();
   global_steps(it, 2);
   const std::string path = Checkpoint({{"iterator", it}}).write(dir.file("ckpt"));
@@ -538,7 +531,7 @@ TEST_F(DistributedIteratorCheckpoint, RestoresBetweenOneAndSeveralReplicasAndWit
   const std::vector<std::vector<int64_t>> expected(uninterrupted.begin() + 3, uninterrupted.end());
   // Saves after 3 global batches of a distributed run under `replicas`.
   auto save_under = [&](int replicas, const std::string& name) {
-    distribute::MirroredStrategy s(cpus(replicas));
+    distribute::MirroredStrategy s(cpu_device_names(replicas));
     auto it = s.experimental_distribute_dataset(make()).iter();
     auto head = global_steps(it, 3);
     EXPECT_EQ(head,
@@ -556,7 +549,7 @@ TEST_F(DistributedIteratorCheckpoint, RestoresBetweenOneAndSeveralReplicasAndWit
   for (const std::string& path : std::vector<std::string>{saved2, saved1, plain}) {
     SCOPED_TRACE(path);
     for (int replicas : {1, 2, 4}) {
-      distribute::MirroredStrategy s(cpus(replicas));
+      distribute::MirroredStrategy s(cpu_device_names(replicas));
       auto it = s.experimental_distribute_dataset(make()).iter();
       Checkpoint({{"iterator", it}}).read(path).assert_consumed();
       EXPECT_EQ(global_steps(it, 100), expected) << replicas << " replicas";
@@ -590,13 +583,13 @@ TEST_F(DistributedIteratorCheckpoint, BatchesWithoutAStaticSizeRestoreBetweenOne
   TempDir dir("dist_iter_legacy");
   std::string saved2, saved1;
   {
-    distribute::MirroredStrategy s(cpus(2));
+    distribute::MirroredStrategy s(cpu_device_names(2));
     auto it = s.experimental_distribute_dataset(make()).iter();
     global_steps(it, 4);
     saved2 = Checkpoint({{"iterator", it}}).write(dir.file("two"));
   }
   {
-    distribute::MirroredStrategy s(cpus(1));
+    distribute::MirroredStrategy s(cpu_device_names(1));
     auto it = s.experimental_distribute_dataset(make()).iter();
     global_steps(it, 4);
     saved1 = Checkpoint({{"iterator", it}}).write(dir.file("one"));
@@ -604,7 +597,7 @@ TEST_F(DistributedIteratorCheckpoint, BatchesWithoutAStaticSizeRestoreBetweenOne
   for (const std::string& path : std::vector<std::string>{saved2, saved1}) {
     SCOPED_TRACE(path);
     for (int replicas : {1, 2}) {
-      distribute::MirroredStrategy s(cpus(replicas));
+      distribute::MirroredStrategy s(cpu_device_names(replicas));
       auto it = s.experimental_distribute_dataset(make()).iter();
       Checkpoint({{"iterator", it}}).read(path).assert_consumed();
       EXPECT_EQ(global_steps(it, 100), expected) << replicas << " replicas";
@@ -664,7 +657,7 @@ TEST_F(DistributedIteratorCheckpoint, ALegacyRebatchTakesPrefetchedPiecesBackAsW
 TEST_F(DistributedIteratorCheckpoint, PerReplicaPipelinesDoNotRestoreIntoOnePipeline) {
   // InputReplicationMode::PER_REPLICA: one pipeline per replica, each saved
   // on its own; a plain iterator cannot take two pipelines' positions.
-  distribute::MirroredStrategy s(cpus(2));
+  distribute::MirroredStrategy s(cpu_device_names(2));
   auto it =
       s.distribute_datasets_from_function(
            [](const distribute::InputContext& ctx) {

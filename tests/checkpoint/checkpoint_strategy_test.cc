@@ -21,9 +21,12 @@
 
 #include "strata/keras/keras.h"
 #include "strata/strata.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata {
 namespace {
+
+using strata::testing::cpu_device_names;
 
 namespace keras = strata::keras;
 namespace sd = strata::distribute;
@@ -36,20 +39,9 @@ std::shared_ptr<keras::SequentialModel> make_model(bool with_input_shape) {
                             keras::layers::Dense(1)});
 }
 
-std::vector<std::string> devices(int n) {
-  std::vector<std::string> out;
-  out.reserve(n);
-  for (int i = 0; i < n; ++i) out.push_back("CPU:" + std::to_string(i));
-  return out;
-}
-
 class CheckpointUnderStrategyTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(4));
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(4); }
 };
 
 TEST_F(CheckpointUnderStrategyTest, MirroredValuesAreSavedOnceAndRestoredIntoEveryCopy) {
@@ -57,7 +49,7 @@ TEST_F(CheckpointUnderStrategyTest, MirroredValuesAreSavedOnceAndRestoredIntoEve
   const Tensor x = random::uniform({32, 3}, {.seed = 5});
   const Tensor y = random::uniform({32, 1}, {.seed = 6});
 
-  sd::MirroredStrategy two(devices(2));
+  sd::MirroredStrategy two(cpu_device_names(2));
   std::shared_ptr<keras::SequentialModel> model;
   {
     sd::StrategyScope scope(two);
@@ -95,7 +87,7 @@ TEST_F(CheckpointUnderStrategyTest, MirroredValuesAreSavedOnceAndRestoredIntoEve
   }
 
   // Under four replicas: every copy of every weight and slot.
-  sd::MirroredStrategy four(devices(4));
+  sd::MirroredStrategy four(cpu_device_names(4));
   std::shared_ptr<keras::SequentialModel> fresh;
   std::shared_ptr<keras::optimizers::SGDOptimizer> fresh_opt;
   {

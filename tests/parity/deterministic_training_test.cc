@@ -17,9 +17,12 @@
 #include "strata/cluster/socket.h"
 #include "strata/keras/keras.h"
 #include "strata/strata.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata {
 namespace {
+
+using strata::testing::cpu_device_names;
 
 namespace sd = strata::distribute;
 namespace keras = strata::keras;
@@ -30,11 +33,7 @@ constexpr int64_t kBatch = 64;
 
 class DeterministicTrainingTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(8));
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(8); }
   void TearDown() override { config::disable_op_determinism(); }
 };
 
@@ -74,13 +73,6 @@ std::string train(sd::Strategy& strategy, const std::string& net) {
   return bytes;
 }
 
-std::vector<std::string> devices(int n) {
-  std::vector<std::string> out;
-  out.reserve(size_t(n));
-  for (int i = 0; i < n; ++i) out.push_back("CPU:" + std::to_string(i));
-  return out;
-}
-
 TEST_F(DeterministicTrainingTest, FitGivesTheSameWeightsForAnyReplicaCountAndAcrossWorkers) {
   const sd::CommunicationOptions deterministic{.deterministic_reduction = true,
                                                .deterministic_micro_batches = kMicroBatches};
@@ -88,7 +80,7 @@ TEST_F(DeterministicTrainingTest, FitGivesTheSameWeightsForAnyReplicaCountAndAcr
     SCOPED_TRACE(net);
     std::map<std::string, std::string> weights;
     for (int r : {1, 2, 4, 8}) {
-      sd::MirroredStrategy s(devices(r), deterministic);
+      sd::MirroredStrategy s(cpu_device_names(r), deterministic);
       weights[std::to_string(r) + " replicas"] = train(s, net);
     }
     const std::vector<int> ports = cluster::pick_free_ports(2);
@@ -119,14 +111,15 @@ TEST_F(DeterministicTrainingTest, FitGivesTheSameWeightsForAnyReplicaCountAndAcr
     }
     // The default reduction differs between 1 and 2 replicas, so the
     // comparison above can fail.
-    sd::MirroredStrategy plain_one(devices(1)), plain_two(devices(2));
+    sd::MirroredStrategy plain_one(cpu_device_names(1)), plain_two(cpu_device_names(2));
     config::disable_op_determinism();
     EXPECT_NE(train(plain_one, net), train(plain_two, net));
   }
 }
 
 TEST_F(DeterministicTrainingTest, ABatchThatDoesNotSplitIntoTheMicroBatchesIsRefused) {
-  sd::MirroredStrategy s(devices(2), {.deterministic_reduction = true});  // 8 micro-batches
+  sd::MirroredStrategy s(cpu_device_names(2),
+                         {.deterministic_reduction = true});  // 8 micro-batches
   keras::ModelPtr model;
   {
     auto scope = s.scope();

@@ -10,6 +10,7 @@
 
 #include "strata/keras/keras.h"
 #include "strata/strata.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata {
 namespace {
@@ -113,17 +114,8 @@ double max_relative_difference(const std::vector<Tensor>& a, const std::vector<T
 
 class StrategyParityTest : public ::testing::TestWithParam<int> {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(4));
-  }
-  std::vector<std::string> devices() const {
-    std::vector<std::string> out;
-    out.reserve(GetParam());
-    for (int i = 0; i < GetParam(); ++i) out.push_back("CPU:" + std::to_string(i));
-    return out;
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(4); }
+  std::vector<std::string> devices() const { return strata::testing::cpu_device_names(GetParam()); }
 };
 
 TEST_P(StrategyParityTest, CustomLoopMatchesSingleDevice) {

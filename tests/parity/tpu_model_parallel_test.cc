@@ -24,6 +24,7 @@
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
 #include "strata/ops/random_ops.h"
+#include "strata/testing/logical_devices.h"
 #include "strata/tpu/device_assignment.h"
 #include "strata/tpu/sharded/sharded_ops.h"
 
@@ -41,9 +42,7 @@ class TpuModelParallelTest : public ::testing::Test {
   void SetUp() override {
     ::unsetenv("STRATA_TPU_TOPOLOGY");
     tpu::shutdown_tpu_system();
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(8));
+    strata::testing::use_logical_cpus(8);
     sh::reset_fallback_counts();
   }
   void TearDown() override { tpu::shutdown_tpu_system(); }

@@ -17,6 +17,7 @@
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/operators.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::keras::layers {
 namespace {
@@ -27,11 +28,7 @@ using testing_util::as_doubles;
 
 class LayersUnderStrategyTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(2));
-  }
+  void SetUp() override { strata::testing::use_logical_cpus(2); }
 };
 
 // Replica r's batch: feature 0 = 1, 3 shifted by 4 r (mean 2 + 4 r, variance 1);

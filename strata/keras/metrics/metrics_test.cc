@@ -11,6 +11,7 @@
 #include "strata/core/config.h"
 #include "strata/distribute/distributed_variable.h"
 #include "strata/distribute/mirrored_strategy.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::keras {
 namespace {
@@ -236,9 +237,7 @@ namespace strata::keras {
 namespace {
 
 TEST(MetricUnderStrategy, ReplicasAccumulateLocallyAndTheCrossReplicaResultSumsThem) {
-  strata::internal::reset_runtime_for_testing();
-  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  strata::testing::use_logical_cpus(2);
   distribute::MirroredStrategy strategy({"CPU:0", "CPU:1"});
   std::shared_ptr<metrics::SparseCategoricalAccuracyMetric> acc;
   {

@@ -18,6 +18,7 @@
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
 #include "strata/ops/training_ops.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::keras {
 namespace {
@@ -560,9 +561,7 @@ TEST(OptimizersGet, ResolvesNamesCaseInsensitively) {
 }
 
 TEST(Optimizer, AnOptimizerMadeOutsideTheScopeIsRefusedOnSeveralReplicas) {
-  strata::internal::reset_runtime_for_testing();
-  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  strata::testing::use_logical_cpus(2);
   distribute::MirroredStrategy strategy({"CPU:0", "CPU:1"});
   auto sgd = opt::SGD();
   Variable var(constant<double>({1.0}));
@@ -577,9 +576,7 @@ TEST(Optimizer, AnOptimizerMadeOutsideTheScopeIsRefusedOnSeveralReplicas) {
 }
 
 TEST(Optimizer, ReplicasSumTheirGradientsAndKeepTheCopiesEqual) {
-  strata::internal::reset_runtime_for_testing();
-  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                           std::vector<config::LogicalDeviceConfiguration>(3));
+  strata::testing::use_logical_cpus(3);
   distribute::MirroredStrategy strategy({"CPU:0", "CPU:1", "CPU:2"});
   Variable var;
   Variable unconnected;
@@ -689,9 +686,7 @@ TEST(Optimizer, MinimizeRecordsTheLossAndApplies) {
 }
 
 TEST(OptimizerUnderStrategy, SkippingAggregationOnTwoReplicasAppliesTheCallersAllReducedGradients) {
-  strata::internal::reset_runtime_for_testing();
-  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  strata::testing::use_logical_cpus(2);
   distribute::MirroredStrategy strategy({"CPU:0", "CPU:1"});
   Variable var;
   std::shared_ptr<opt::AdamOptimizer> adam;

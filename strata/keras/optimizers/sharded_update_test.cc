@@ -19,9 +19,13 @@
 #include "strata/keras/optimizers/optimizers.h"
 #include "strata/ops/array_ops.h"
 #include "strata/ops/math_ops.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::keras {
 namespace {
+
+using strata::testing::cpu_device_names;
+using strata::testing::use_logical_cpus;
 
 namespace opt = optimizers;
 namespace sd = distribute;
@@ -94,19 +98,6 @@ void expect_same(const State& a, const State& b, const std::string& what) {
   }
 }
 
-void use_cpus(int n) {
-  strata::internal::reset_runtime_for_testing();
-  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                           std::vector<config::LogicalDeviceConfiguration>(n));
-}
-
-std::vector<std::string> cpus(int n) {
-  std::vector<std::string> out;
-  out.reserve(size_t(n));
-  for (int i = 0; i < n; ++i) out.push_back(str_cat("CPU:", i));
-  return out;
-}
-
 // Irregular initial values of `shape`.
 Tensor initial_of(const TensorShape& shape, int salt) {
   std::vector<float> v(size_t(shape.num_elements()));
@@ -163,10 +154,10 @@ TEST(ShardedWeightUpdate, EveryCopyIsBitIdenticalToTheUnshardedUpdate) {
   for (int replicas : {2, 4}) {
     for (const Case& c : cases()) {
       const std::string what = str_cat(c.name, " on ", replicas, " replicas");
-      use_cpus(replicas);
-      sd::MirroredStrategy plain(cpus(replicas), {});
+      use_logical_cpus(replicas);
+      sd::MirroredStrategy plain(cpu_device_names(replicas), {});
       const State expected = train(plain, c.make, 4);
-      sd::MirroredStrategy sharded(cpus(replicas), {.shard_weight_update = true});
+      sd::MirroredStrategy sharded(cpu_device_names(replicas), {.shard_weight_update = true});
       bool was_sharded = false;
       const State got = train(sharded, c.make, 4, &was_sharded);
       EXPECT_TRUE(was_sharded) << what;
@@ -181,11 +172,11 @@ TEST(ShardedWeightUpdate, EveryCopyIsBitIdenticalToTheUnshardedUpdate) {
 // bit for bit.
 TEST(ShardedWeightUpdate, DeterministicReductionKeepsItsTreeAndTheBits) {
   for (int replicas : {2, 4}) {
-    use_cpus(replicas);
+    use_logical_cpus(replicas);
     const MakeOptimizer adam = [] { return opt::Adam({.learning_rate = 0.01}); };
-    sd::MirroredStrategy plain(cpus(replicas), {.deterministic_reduction = true});
+    sd::MirroredStrategy plain(cpu_device_names(replicas), {.deterministic_reduction = true});
     const State expected = train(plain, adam, 3);
-    sd::MirroredStrategy sharded(cpus(replicas),
+    sd::MirroredStrategy sharded(cpu_device_names(replicas),
                                  {.deterministic_reduction = true, .shard_weight_update = true});
     bool was_sharded = false;
     const State got = train(sharded, adam, 3, &was_sharded);
@@ -197,8 +188,8 @@ TEST(ShardedWeightUpdate, DeterministicReductionKeepsItsTreeAndTheBits) {
 // The sharded update must change the values at all: a run with zero
 // gradients would pass the comparison above trivially.
 TEST(ShardedWeightUpdate, TheUpdateMovesEveryElement) {
-  use_cpus(2);
-  sd::MirroredStrategy sharded(cpus(2), {.shard_weight_update = true});
+  use_logical_cpus(2);
+  sd::MirroredStrategy sharded(cpu_device_names(2), {.shard_weight_update = true});
   std::vector<Variable> vars;
   opt::OptimizerPtr adam;
   {
@@ -243,10 +234,10 @@ TEST(ShardedWeightUpdate, NormClippingTakesTheUnshardedPath) {
            {"global_clipnorm",
             [] { return opt::Adam({.learning_rate = 0.01, .global_clipnorm = 0.5}); }},
            {"clipnorm", [] { return opt::SGD({.learning_rate = 0.1, .clipnorm = 0.3}); }}}) {
-    use_cpus(2);
-    sd::MirroredStrategy plain(cpus(2), {});
+    use_logical_cpus(2);
+    sd::MirroredStrategy plain(cpu_device_names(2), {});
     const State expected = train(plain, c.make, 3);
-    sd::MirroredStrategy sharded(cpus(2), {.shard_weight_update = true});
+    sd::MirroredStrategy sharded(cpu_device_names(2), {.shard_weight_update = true});
     bool was_sharded = true;
     const State got = train(sharded, c.make, 3, &was_sharded);
     EXPECT_FALSE(was_sharded) << c.name;
@@ -258,8 +249,8 @@ TEST(ShardedWeightUpdate, NormClippingTakesTheUnshardedPath) {
 // the caller reducing) first makes the slots whole on every replica.
 TEST(ShardedWeightUpdate, AnUnshardedStepAfterShardedOnesSeesWholeSlots) {
   auto run = [](bool shard) {
-    use_cpus(2);
-    sd::MirroredStrategy strategy(cpus(2), {.shard_weight_update = shard});
+    use_logical_cpus(2);
+    sd::MirroredStrategy strategy(cpu_device_names(2), {.shard_weight_update = shard});
     std::vector<Variable> vars;
     opt::OptimizerPtr adam;
     {
@@ -303,9 +294,9 @@ TEST(ShardedWeightUpdate, EachReplicaStoresOnlyItsBlockOfEverySlot) {
   for (const auto& entry : expected) {
     const int replicas = entry.first;
     const std::vector<int64_t>& blocks = entry.second;
-    use_cpus(replicas);
+    use_logical_cpus(replicas);
     for (bool shard : {false, true}) {
-      sd::MirroredStrategy strategy(cpus(replicas), {.shard_weight_update = shard});
+      sd::MirroredStrategy strategy(cpu_device_names(replicas), {.shard_weight_update = shard});
       std::vector<Variable> vars;
       opt::OptimizerPtr adam;
       {
@@ -352,9 +343,9 @@ TEST(ShardedWeightUpdate, EachReplicaStoresOnlyItsBlockOfEverySlot) {
 // kernel and its [256] bias, 2 x (262144 + 256) x 4 = 2099200 bytes whole,
 // are 1049600 bytes per replica over 2 replicas (each stores half).
 TEST(ShardedWeightUpdate, AdamSlotsOfADenseLayerTakeHalfTheBytesOnTwoReplicas) {
-  use_cpus(2);
+  use_logical_cpus(2);
   for (bool shard : {false, true}) {
-    sd::MirroredStrategy strategy(cpus(2), {.shard_weight_update = shard});
+    sd::MirroredStrategy strategy(cpu_device_names(2), {.shard_weight_update = shard});
     opt::OptimizerPtr adam;
     {
       auto scope = strategy.scope();
@@ -374,8 +365,8 @@ TEST(ShardedWeightUpdate, AdamSlotsOfADenseLayerTakeHalfTheBytesOnTwoReplicas) {
 // clipping needs whole gradients, so its optimizer's slots are ordinary
 // mirrored slots from the start.
 TEST(ShardedWeightUpdate, NormClippingKeepsEverySlotWhole) {
-  use_cpus(2);
-  sd::MirroredStrategy strategy(cpus(2), {.shard_weight_update = true});
+  use_logical_cpus(2);
+  sd::MirroredStrategy strategy(cpu_device_names(2), {.shard_weight_update = true});
   opt::OptimizerPtr adam;
   {
     auto scope = strategy.scope();
@@ -391,8 +382,8 @@ TEST(ShardedWeightUpdate, NormClippingKeepsEverySlotWhole) {
 // A copy that stores only its block cannot be read whole: reading it names
 // the slot and how to make it whole, instead of returning a stale mix.
 TEST(ShardedWeightUpdate, ReadingACopyThatStoresItsBlockIsAFailedPrecondition) {
-  use_cpus(2);
-  sd::MirroredStrategy strategy(cpus(2), {.shard_weight_update = true});
+  use_logical_cpus(2);
+  sd::MirroredStrategy strategy(cpu_device_names(2), {.shard_weight_update = true});
   std::vector<Variable> vars;
   opt::OptimizerPtr adam;
   {
@@ -429,8 +420,8 @@ TEST(ShardedWeightUpdate, ReadingACopyThatStoresItsBlockIsAFailedPrecondition) {
 // instead of going through the collectives; with deterministic_reduction the
 // collectives' fixed tree stays.
 TEST(ShardedWeightUpdate, ReplicasOfOneProcessSumTheirBlocksFromEachOthersTensors) {
-  use_cpus(3);
-  sd::MirroredStrategy strategy(cpus(3), {.shard_weight_update = true});
+  use_logical_cpus(3);
+  sd::MirroredStrategy strategy(cpu_device_names(3), {.shard_weight_update = true});
   std::vector<std::vector<float>> blocks(3);
   strategy.run([&] {
     sd::ReplicaContext& ctx = *sd::get_replica_context();
@@ -465,7 +456,7 @@ TEST(ShardedWeightUpdate, ReplicasOfOneProcessSumTheirBlocksFromEachOthersTensor
               std::string::npos)
         << e.what();
   }
-  sd::MirroredStrategy tree(cpus(2),
+  sd::MirroredStrategy tree(cpu_device_names(2),
                             {.deterministic_reduction = true, .shard_weight_update = true});
   tree.run([&] { EXPECT_FALSE(sd::replicas_share_process(*sd::get_replica_context())); });
 }

@@ -22,6 +22,7 @@
 #include "strata/ops/math_ops.h"
 #include "strata/ops/random_ops.h"
 #include "strata/testing/files.h"
+#include "strata/testing/logical_devices.h"
 
 namespace strata::keras {
 namespace {
@@ -197,9 +198,7 @@ TEST_F(SavingTest, TheFileHoldsKerasConfigJsonBesideTheWeights) {
 }
 
 TEST_F(SavingTest, LoadingInsideAStrategyScopeMakesDistributedVariables) {
-  strata::internal::reset_runtime_for_testing();
-  config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                           std::vector<config::LogicalDeviceConfiguration>(2));
+  strata::testing::use_logical_cpus(2);
   auto model = small_cnn();
   model->compile({.optimizer = optimizers::SGD({.learning_rate = 0.1, .momentum = 0.9}),
                   .loss = losses::SparseCategoricalCrossentropy({.from_logits = true})});

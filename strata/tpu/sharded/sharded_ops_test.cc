@@ -19,6 +19,7 @@
 #include "strata/ops/math_ops.h"
 #include "strata/ops/nn_ops.h"
 #include "strata/ops/random_ops.h"
+#include "strata/testing/logical_devices.h"
 #include "strata/tpu/device_assignment.h"
 #include "strata/tpu/sharded/internal/sharded_exec.h"
 
@@ -28,9 +29,7 @@ namespace {
 class ShardedOpsTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    strata::internal::reset_runtime_for_testing();
-    config::set_logical_device_configuration(config::list_physical_devices("CPU")[0],
-                                             std::vector<config::LogicalDeviceConfiguration>(8));
+    strata::testing::use_logical_cpus(8);
     reset_fallback_counts();
   }
 
