@@ -293,7 +293,10 @@ struct internal::GlooState {
   // Rendezvous under the current epoch (no context installed), within the
   // rendezvous timeout: every store call gets what remains of it, and Gloo
   // waits five times its context timeout for each pair to connect, so the
-  // context holds a fifth of it while connecting.
+  // context holds a fifth of it while connecting. A rank whose part fails
+  // says so in the store (StoreAdapter::abandon) before it throws: the others
+  // may be waiting for what it would have published next, and end their
+  // waits at the notice instead of the deadline.
   void connect() STRATA_REQUIRES(call_mu) {
     uint64_t e;
     {
@@ -305,7 +308,8 @@ struct internal::GlooState {
     auto ctx = std::make_shared<MeshContext>(rank, size);
     std::shared_ptr<internal::DirectMesh> mesh;
     ctx->setTimeout(std::max(limit / 5, Milliseconds(1)));
-    StoreAdapter adapter(*store, str_cat(options.prefix, "/", e, "/"), deadline);
+    StoreAdapter adapter(*store, str_cat(options.prefix, "/", e, "/"), deadline, rank, size,
+                         [this](int p) { return reports.name(p); });
     const std::string failed_to = str_cat(kWho, " ", reports.me(), ": rendezvous ");
     try {
       // Published before the mesh forms, so a rank whose own connections fail
@@ -315,15 +319,18 @@ struct internal::GlooState {
       const std::vector<uint64_t> checks = check_mesh(*ctx, adapter, check, deadline);
       if (size > 1) mesh = connect_direct(*ctx, adapter, checks, deadline);
     } catch (const Error& err) {
+      adapter.abandon(err.what());
       if (err.code() == ErrorCode::DEADLINE_EXCEEDED) {
         throw DeadlineExceededError(
             str_cat(failed_to, "timed out after ", limit.count(), "ms: ", err.what()));
       }
       throw_error(err.code(), str_cat(failed_to, "failed: ", err.what()));
     } catch (const gloo::EnforceNotMet& err) {
+      adapter.abandon(err.what());
       throw UnavailableError(
           str_cat(failed_to, "failed: ", internal::with_host_order_ports(err.what())));
     } catch (const gloo::Exception& err) {
+      adapter.abandon(err.what());
       const std::string m = internal::with_host_order_ports(err.what());
       if (m.find("imeout") != std::string::npos || Clock::now() >= deadline) {
         throw DeadlineExceededError(
@@ -356,7 +363,7 @@ struct internal::GlooState {
       const std::vector<char> theirs = adapter.get(str_cat("direct/", p));
       addresses[size_t(p)].assign(theirs.begin(), theirs.end());
     }
-    mesh->connect(addresses, checks, deadline);
+    mesh->connect(addresses, checks, deadline, [&adapter] { adapter.throw_if_abandoned(); });
     return mesh;
   }
 

@@ -674,5 +674,35 @@ TEST(GlooCollectives, TheRendezvousEndsByItsOwnTimeoutNotTheCallTimeout) {
                InvalidArgumentError);
 }
 
+// A rank whose part of the rendezvous failed (a stray took one of its pairs,
+// say) leaves a notice in the store before it throws, and goes on to the next
+// attempt; a peer waiting for what it would have published next stops at the
+// notice, naming it, instead of waiting out its own rendezvous timeout.
+TEST(GlooCollectives, APeerThatGaveUpTheRendezvousEndsTheWaitOfTheOthersNamingIt) {
+  const GlooOptions options{.rendezvous_timeout = 200ms,
+                            .rank_names = {"/job:chief/task:0", "/job:worker/task:0"}};
+  {
+    auto store = std::make_shared<InMemoryStore>();
+    EXPECT_THROW(GlooCollectives(0, 2, store, options), DeadlineExceededError);
+    const std::vector<char> notice = store->get("strata/gloo/0/abandoned/0", 1s);
+    EXPECT_THAT(std::string(notice.begin(), notice.end()), HasSubstr("strata/gloo/0/1"));
+  }
+  // Rank 0 gave up before it published anything else: rank 1 waits in the
+  // store for its first key and stops at the notice.
+  auto store = std::make_shared<InMemoryStore>();
+  const std::string why = "the mesh check failed";
+  store->set("strata/gloo/0/abandoned/0", std::vector<char>(why.begin(), why.end()), 1s);
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    GlooCollectives late(1, 2, store,
+                         GlooOptions{.rendezvous_timeout = 30s, .rank_names = options.rank_names});
+    FAIL() << "expected UnavailableError";
+  } catch (const UnavailableError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("rendezvous failed: rank 0 (/job:chief/task:0) gave up this "
+                                    "rendezvous: the mesh check failed"));
+  }
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 5s);
+}
+
 }  // namespace
 }  // namespace strata::collective

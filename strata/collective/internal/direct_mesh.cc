@@ -120,12 +120,13 @@ void DirectMesh::abort() {
 }
 
 void DirectMesh::connect(const std::vector<std::string>& addresses,
-                         const std::vector<uint64_t>& checks, Clock::time_point deadline) {
+                         const std::vector<uint64_t>& checks, Clock::time_point deadline,
+                         const std::function<void()>& between_waits) {
   STRATA_CHECK_ARG(addresses.size() == size_t(size_) && checks.size() == size_t(size_),
                    "direct mesh: expected ", size_, " addresses and checks, got ", addresses.size(),
                    " and ", checks.size());
   for (int q = 0; q < rank_; ++q) connect_to(q, addresses[size_t(q)], checks, deadline);
-  accept_from_higher_ranks(checks, deadline);
+  accept_from_higher_ranks(checks, deadline, between_waits);
   listen_.reset();
 }
 
@@ -175,11 +176,18 @@ void DirectMesh::connect_to(int peer, const std::string& address,
 }
 
 void DirectMesh::accept_from_higher_ranks(const std::vector<uint64_t>& checks,
-                                          Clock::time_point deadline) {
+                                          Clock::time_point deadline,
+                                          const std::function<void()>& between_waits) {
   int missing = size_ - 1 - rank_;
   while (missing > 0) {
-    const net::Ready ready = net::wait_fd(listen_.get(), POLLIN, abort_read_.get(), deadline);
+    const Clock::time_point until =
+        between_waits ? std::min(deadline, Clock::now() + kPollInterval) : deadline;
+    const net::Ready ready = net::wait_fd(listen_.get(), POLLIN, abort_read_.get(), until);
     STRATA_CHECK(ABORTED, ready != net::Ready::kAborted, "direct mesh: aborted while connecting");
+    if (ready == net::Ready::kTimeout && until < deadline) {
+      between_waits();
+      continue;
+    }
     if (ready == net::Ready::kTimeout) {
       std::vector<int> absent;
       for (int p = rank_ + 1; p < size_; ++p) {

@@ -64,9 +64,12 @@ class DirectMesh {
   // listens, `checks[p]` the number rank p published (this rank's own
   // included). UnavailableError naming the rank that could not be connected
   // or failed the check; DeadlineExceededError at the deadline; AbortedError
-  // after abort().
+  // after abort(). While it waits for higher ranks to connect it calls
+  // `between_waits` (when given) every kPollInterval, which may throw to stop
+  // waiting for a peer known to have given up.
+  static constexpr std::chrono::milliseconds kPollInterval{200};
   void connect(const std::vector<std::string>& addresses, const std::vector<uint64_t>& checks,
-               Clock::time_point deadline);
+               Clock::time_point deadline, const std::function<void()>& between_waits = {});
 
   enum class Status { kDone, kTimeout, kLost, kAborted };
   struct Outcome {
@@ -99,7 +102,8 @@ class DirectMesh {
   };
   void connect_to(int peer, const std::string& address, const std::vector<uint64_t>& checks,
                   Clock::time_point deadline);
-  void accept_from_higher_ranks(const std::vector<uint64_t>& checks, Clock::time_point deadline);
+  void accept_from_higher_ranks(const std::vector<uint64_t>& checks, Clock::time_point deadline,
+                                const std::function<void()>& between_waits);
 
   const int rank_;
   const int size_;

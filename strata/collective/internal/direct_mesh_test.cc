@@ -196,5 +196,26 @@ TEST(DirectMesh, APeerThatAnswersWithAnotherCheckFailsTheConnection) {
   accepting.get();
 }
 
+// A rank that waits for a higher rank to connect stops as soon as its
+// between_waits hook throws (a peer known to have given up), not at the
+// deadline.
+TEST(DirectMesh, TheWaitForAPeerEndsWhenTheHookSaysItGaveUp) {
+  DirectMesh low(0, 2, "127.0.0.1");
+  DirectMesh high(1, 2, "127.0.0.1");  // never connects
+  const std::vector<std::string> addresses{low.address(), high.address()};
+  int polls = 0;
+  const auto start = Clock::now();
+  try {
+    low.connect(addresses, {7, 8}, start + 30s, [&] {
+      if (++polls == 3) throw UnavailableError("rank 1 gave up this rendezvous");
+    });
+    ADD_FAILURE() << "expected UnavailableError";
+  } catch (const UnavailableError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("rank 1 gave up"));
+  }
+  EXPECT_EQ(polls, 3);
+  EXPECT_LT(Clock::now() - start, 10s);
+}
+
 }  // namespace
 }  // namespace strata::collective::internal

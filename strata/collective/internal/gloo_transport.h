@@ -5,7 +5,7 @@
 // abort() can interrupt from another thread.
 //
 //   auto ctx = std::make_shared<MeshContext>(rank, size);
-//   StoreAdapter adapter(store, "strata/gloo/0/", Clock::now() + timeout);
+//   StoreAdapter adapter(store, "strata/gloo/0/", Clock::now() + timeout, rank, size, name_of);
 //   ctx->connect(adapter, device, timeout); // Gloo's connectFullMesh
 //   ctx->abort("worker 1 failed");          // wakes every wait, resets every connection
 //
@@ -26,6 +26,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -33,6 +34,7 @@
 #include "strata/base/errors.h"
 #include "strata/base/mutex.h"
 #include "strata/base/store.h"
+#include "strata/base/str_cat.h"
 #include "strata/base/thread_annotations.h"
 
 namespace strata::collective::internal {
@@ -42,16 +44,36 @@ using Milliseconds = std::chrono::milliseconds;
 // gloo::rendezvous::Store over a strata::Store, with this epoch's key prefix.
 // Every call ends by the rendezvous deadline: it gets what remains of it (at
 // least 1 ms, so a call past the deadline fails at once).
+//
+// A rank whose part of the rendezvous fails says so (abandon: the key
+// "abandoned/<rank>" holds why), and every wait of the others ends soon
+// after with UnavailableError naming it: a rank that failed never publishes
+// what the later steps wait for (its direct-mesh address, say), and its
+// peers would otherwise wait for it until the deadline while it has moved on
+// to the next attempt. Waits look for that key between slices of
+// kAbandonPoll; throw_if_abandoned() looks once (for waits outside the store).
 class StoreAdapter final : public gloo::rendezvous::Store {
  public:
   using Clock = std::chrono::steady_clock;
-  StoreAdapter(strata::Store& store, std::string prefix, Clock::time_point deadline)
-      : store_(store), prefix_(std::move(prefix)), deadline_(deadline) {}
+  static constexpr Milliseconds kAbandonPoll{200};
+
+  // `rank` of `size` ranks; name(p) names rank p in errors.
+  StoreAdapter(strata::Store& store, std::string prefix, Clock::time_point deadline, int rank,
+               int size, std::function<std::string(int)> name)
+      : store_(store),
+        prefix_(std::move(prefix)),
+        deadline_(deadline),
+        rank_(rank),
+        size_(size),
+        name_(std::move(name)) {}
+
   void set(const std::string& key, const std::vector<char>& data) override {
     store_.set(prefix_ + key, data, remaining());
   }
   std::vector<char> get(const std::string& key) override {
-    return store_.get(prefix_ + key, remaining());
+    std::vector<char> value;
+    sliced([&](Milliseconds slice) { value = store_.get(prefix_ + key, slice); });
+    return value;
   }
   void wait(const std::vector<std::string>& keys) override { wait(keys, remaining()); }
   // Gloo passes its context's timeout, which MeshContext shortens while
@@ -60,7 +82,27 @@ class StoreAdapter final : public gloo::rendezvous::Store {
     std::vector<std::string> prefixed;
     prefixed.reserve(keys.size());
     for (const auto& k : keys) prefixed.push_back(prefix_ + k);
-    store_.wait(prefixed, remaining());
+    sliced([&](Milliseconds slice) { store_.wait(prefixed, slice); });
+  }
+
+  // Tells the other ranks that this rank gave up the rendezvous because of
+  // `why`. Best effort (the store may be what failed): never throws.
+  void abandon(const std::string& why) noexcept {
+    try {
+      const Milliseconds left = std::min(remaining(), Milliseconds(2000));
+      store_.set(abandoned_key(rank_), std::vector<char>(why.begin(), why.end()), left);
+    } catch (...) {  // NOLINT(bugprone-empty-catch): the caller's own error stands
+    }
+  }
+
+  // UnavailableError when another rank abandoned the rendezvous.
+  void throw_if_abandoned() {
+    for (int p = 0; p < size_; ++p) {
+      if (p == rank_ || !store_.check({abandoned_key(p)}, remaining())) continue;
+      const std::vector<char> why = store_.get(abandoned_key(p), remaining());
+      throw UnavailableError(
+          str_cat(name_(p), " gave up this rendezvous: ", std::string(why.begin(), why.end())));
+    }
   }
 
  private:
@@ -68,10 +110,31 @@ class StoreAdapter final : public gloo::rendezvous::Store {
     return std::max(std::chrono::duration_cast<Milliseconds>(deadline_ - Clock::now()),
                     Milliseconds(1));
   }
+  std::string abandoned_key(int p) const { return str_cat(prefix_, "abandoned/", p); }
+
+  // Runs `wait_for(slice)` in slices of at most kAbandonPoll until it
+  // returns, looking for an abandoned peer after each slice that timed out;
+  // past the deadline the last slice's DeadlineExceededError stands.
+  template <typename WaitFor>
+  void sliced(WaitFor&& wait_for) {
+    for (;;) {
+      const Milliseconds left = remaining();
+      try {
+        wait_for(std::min(left, kAbandonPoll));
+        return;
+      } catch (const DeadlineExceededError&) {
+        if (left <= kAbandonPoll) throw;
+      }
+      throw_if_abandoned();
+    }
+  }
 
   strata::Store& store_;
   const std::string prefix_;
   const Clock::time_point deadline_;
+  const int rank_;
+  const int size_;
+  const std::function<std::string(int)> name_;
 };
 
 // --- abort support -------------------------------------------------------------
